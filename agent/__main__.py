@@ -1,0 +1,5 @@
+"""Entry point for ``python -m agent``."""
+
+from agent.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Calling conventions: where arguments and results live when DWARF does not say."""

@@ -1,0 +1,1 @@
+"""Per-architecture facts: register numbering and names."""

@@ -1,0 +1,41 @@
+"""x86-64 registers: DWARF numbers, names, ``pt_regs`` fields, and the ABIs' register orders.
+
+DWARF numbering is from the System V AMD64 psABI, table "DWARF Register Number
+Mapping"; the Go order is from Go's internal ABI specification (abi-internal.md).
+"""
+
+from __future__ import annotations
+
+# DWARF register number -> register name (psABI §3.6.2).
+DWARF_REGS: dict[int, str] = {
+    0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi", 6: "rbp", 7: "rsp",
+    **{n: f"r{n}" for n in range(8, 16)},
+    16: "rip",
+    **{17 + n: f"xmm{n}" for n in range(16)},
+}
+
+# Register name -> field of struct pt_regs that a uprobe's BPF program reads.
+PT_REGS: dict[str, str] = {
+    "rax": "ax", "rbx": "bx", "rcx": "cx", "rdx": "dx", "rsi": "si", "rdi": "di",
+    "rbp": "bp", "rsp": "sp", "rip": "ip", **{f"r{n}": f"r{n}" for n in range(8, 16)},
+}
+
+SP = 7  # DWARF number of rsp
+FRAME_POINTER = 6  # rbp
+RETURN_ADDRESS_SIZE = 8  # a CALL pushes 8 bytes: at entry CFA == rsp + 8
+
+# Go internal ABI, amd64: integer and float argument registers, in assignment order.
+GO_INT_REGS = ("rax", "rbx", "rcx", "rdi", "rsi", "r8", "r9", "r10", "r11")
+GO_FLOAT_REGS = tuple(f"xmm{n}" for n in range(15))
+GO_G_REG = "r14"  # holds the current goroutine's g
+
+# System V AMD64 psABI §3.2.3: argument registers.
+SYSV_INT_REGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
+SYSV_SSE_REGS = tuple(f"xmm{n}" for n in range(8))
+SYSV_INT_RETURN = ("rax", "rdx")
+SYSV_SSE_RETURN = ("xmm0", "xmm1")
+
+
+def is_vector(reg: str) -> bool:
+    """XMM registers: a uprobe's pt_regs does not hold them."""
+    return reg.startswith("xmm")

@@ -1,0 +1,61 @@
+"""On-disk cache of resolved answers, keyed by the binary's build-id.
+
+What is cached depends only on the binary's bytes, so an entry is never stale: a
+rebuilt binary has a new build-id. Writes are atomic; a broken entry is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agent import __version__
+
+# Bump when the shape of a cached answer changes.
+_SCHEMA = f"1-{__version__}"
+
+
+def cache_dir() -> Path:
+    """``$NOOP_CACHE_DIR``, else /var/cache/noop for root, else the XDG cache."""
+    env = os.environ.get("NOOP_CACHE_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/cache/noop")
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "noop"
+
+
+def _path(build_id: str, kind: str, key: str) -> Path:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return cache_dir() / "dwarf" / _SCHEMA / build_id / f"{kind}-{digest}.json"
+
+
+def get(build_id: str, kind: str, key: str) -> Any | None:
+    if os.environ.get("NOOP_NO_CACHE"):
+        return None
+    try:
+        with open(_path(build_id, kind, key), encoding="utf-8") as f:
+            entry = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
+
+
+def put(build_id: str, kind: str, key: str, value: Any) -> None:
+    """Store ``value``; a cache that cannot be written is silently skipped."""
+    if os.environ.get("NOOP_NO_CACHE"):
+        return
+    path = _path(build_id, kind, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"key": key, "value": value}, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except OSError:
+        return

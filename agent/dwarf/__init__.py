@@ -1,0 +1,1 @@
+"""DWARF reading: types and their layouts, functions, parameter locations."""

@@ -1,0 +1,197 @@
+"""Functions: find one by the name the binary gives it, list all, and say where each
+parameter and result lives at the function's first instruction.
+
+DWARF locations come first; where DWARF is silent or only valid after the prologue
+(Go results, C/Rust at -O0, optimized-out values), the platform ABI answers, and each
+value says which source was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from elftools.dwarf.die import DIE
+
+from agent.abi import goabi, sysv
+from agent.abi.shape import Shape
+from agent.binary.demangle import demangle_rust_legacy
+from agent.binary.elf import Symbol
+from agent.dwarf.locations import Location, LocationReader, Unavailable
+from agent.dwarf.reader import Dwarf, attr, die_name
+from agent.dwarf.shapes import shape_of
+from agent.dwarf.types import TypeNamer
+from agent.errors import NoopError, NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A parameter or result: its type, and its location at the function's entry."""
+
+    name: str
+    type: str
+    size: int
+    location: Location | None
+    source: str  # "dwarf" or "abi"; "none" when neither can say
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionVars:
+    function: str
+    address: int
+    file_offset: int
+    language: str
+    abi: str
+    params: tuple[Variable, ...]
+    results: tuple[Variable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSummary:
+    name: str
+    address: int
+    size: int
+    inlined: int  # DW_TAG_inlined_subroutine instances of this function
+
+
+class Functions:
+    """Function lookups over one binary."""
+
+    def __init__(self, dwarf: Dwarf, namer: TypeNamer) -> None:
+        self.dwarf = dwarf
+        self.namer = namer
+        self.locations = LocationReader(dwarf)
+
+    @cached_property
+    def symbols(self) -> dict[str, Symbol]:
+        """Function symbols by the name a user writes (Rust's legacy names demangled)."""
+        out: dict[str, Symbol] = {}
+        for sym in self.dwarf.elf.function_symbols():
+            out.setdefault(sym.name, sym)
+            plain = demangle_rust_legacy(sym.name)
+            if plain is not None:
+                out.setdefault(plain, sym)
+        return out
+
+    def find(self, name: str) -> tuple[Symbol, DIE]:
+        sym = self.symbols.get(name)
+        if sym is None and name.startswith(("struct ", "fn ")):
+            sym = self.symbols.get(name.split(" ", 1)[1])
+        if sym is None:
+            raise NotFound("function", name, self.symbols)
+        die = self.dwarf.subprogram_at(sym.address)
+        if die is None:
+            raise NoopError(f"function {name!r} has a symbol but no DWARF entry",
+                            "it may come from assembly or a library built without -g")
+        return sym, die
+
+    def vars(self, name: str) -> FunctionVars:
+        sym, die = self.find(name)
+        origin = _origin(die)
+        lang = self.dwarf.unit_language(die.cu)
+        frame_base = die.attributes.get("DW_AT_frame_base")
+        fb = list(frame_base.value) if frame_base is not None and frame_base.form in (
+            "DW_FORM_exprloc", "DW_FORM_block1") else None
+        params: list[tuple[DIE, DIE]] = []  # (concrete, declaration with name and type)
+        results: list[tuple[DIE, DIE]] = []
+        for child in die.iter_children():
+            if child.tag != "DW_TAG_formal_parameter":
+                continue
+            decl = _origin(child)
+            (results if attr(decl, "DW_AT_variable_parameter") else params).append((child, decl))
+        if not params and not results and origin is not die:
+            # A concrete copy that lists no parameters: take the declaration's.
+            params = [(c, c) for c in origin.iter_children()
+                      if c.tag == "DW_TAG_formal_parameter"]
+        shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in params]
+        result_shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in results]
+        abi_name, abi_args, abi_results = self._abi(lang, die, origin, shapes, result_shapes)
+        out_params = tuple(self._variable(c, d, sym.address, fb, abi_args[i], i)
+                           for i, (c, d) in enumerate(params))
+        out_results = tuple(self._result(d, abi_results[i] if i < len(abi_results) else None, i)
+                            for i, (_c, d) in enumerate(results))
+        if lang != "go":
+            ret = self.dwarf.ref(origin)
+            if ret is not None and abi_results:
+                out_results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0,
+                                        abi_results[0], "abi"),)
+        return FunctionVars(name, sym.address, self.dwarf.elf.file_offset(sym.address), lang,
+                            abi_name, out_params, out_results)
+
+    def _abi(self, lang: str, die: DIE, origin: DIE, args: list[Shape],
+             results: list[Shape]) -> tuple[str, list[Location | None], list[Location]]:
+        if lang == "go":
+            producer = attr(die.cu.get_top_DIE(), "DW_AT_producer", b"") or b""
+            if b"regabi" in producer:
+                a = goabi.assign(args, results)
+                return "go-internal (register)", list(a.args), list(a.results)
+            a = goabi.assign(args, results, registers=False)
+            return "go ABI0 (stack)", list(a.args), list(a.results)
+        ret = self.dwarf.ref(origin)
+        result = shape_of(self.namer, ret) if ret is not None else None
+        s = sysv.assign(args, result, rust=lang == "rust")
+        name = "rust (sysv-based, approximate)" if lang == "rust" else "sysv"
+        return name, list(s.args), list(s.results)
+
+    def _variable(self, concrete: DIE, decl: DIE, pc: int, frame_base: list[int] | None,
+                  abi_loc: Location | None, index: int) -> Variable:
+        tdie = self.dwarf.ref(decl)
+        tname, size = self.namer.name(tdie), self.namer.size(tdie) or 0
+        name = die_name(decl) or die_name(concrete) or f"~p{index}"
+        expr = self.locations.expression_at(concrete, pc)
+        note = ""
+        if expr:
+            try:
+                loc = self.locations.pieces(expr, size, frame_base, at_entry=True)
+                if abi_loc is not None and _disagree(loc, abi_loc):
+                    note = "abi says " + " ".join(map(str, abi_loc))
+                return Variable(name, tname, size, loc, "dwarf", note)
+            except Unavailable as why:
+                note = f"dwarf: {why}"
+        else:
+            note = "dwarf: no location at entry"
+        if abi_loc is None:
+            return Variable(name, tname, size, None, "none", note)
+        return Variable(name, tname, size, abi_loc, "abi", note)
+
+    def _result(self, decl: DIE, abi_loc: Location | None, index: int) -> Variable:
+        tdie = self.dwarf.ref(decl)
+        name = die_name(decl) or f"~r{index}"
+        return Variable(name, self.namer.name(tdie), self.namer.size(tdie) or 0, abi_loc,
+                        "abi" if abi_loc is not None else "none",
+                        "at each RET" if abi_loc is not None else "")
+
+    def summaries(self) -> tuple[FunctionSummary, ...]:
+        """Every function symbol with its inlined-instance count (walks all DWARF once)."""
+        inlined: dict[str, int] = {}
+        for _cu, die in self.dwarf.iter_all_dies():
+            if die.tag == "DW_TAG_inlined_subroutine":
+                name = self._function_name(_origin(die))
+                inlined[name] = inlined.get(name, 0) + 1
+        syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
+        return tuple(FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
+                     for s in syms
+                     for shown in [demangle_rust_legacy(s.name) or s.name])
+
+    def _function_name(self, decl: DIE) -> str:
+        """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""
+        if self.dwarf.unit_language(decl.cu) == "go":
+            return die_name(decl) or ""
+        return self.namer.qualified(decl)
+
+
+def _origin(die: DIE) -> DIE:
+    """The DIE holding name and type: follow abstract_origin / specification."""
+    for _ in range(4):
+        if "DW_AT_abstract_origin" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
+        elif "DW_AT_specification" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_specification")
+        else:
+            break
+    return die
+
+
+def _disagree(a: Location, b: Location) -> bool:
+    return [(p.reg, p.stack) for p in a] != [(p.reg, p.stack) for p in b]

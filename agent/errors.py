@@ -1,0 +1,51 @@
+"""Typed errors that the CLI turns into one line for the user (never a traceback)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class NoopError(Exception):
+    """An error caused by the user's input or environment, with a hint for the fix."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class BinaryError(NoopError):
+    """The binary cannot be used: missing, not ELF, wrong architecture, unreadable."""
+
+
+class NoDebugInfo(BinaryError):
+    """The binary carries no DWARF (stripped, or built with -ldflags=-w / -s)."""
+
+
+class NotFound(NoopError):
+    """A name (type, function) does not exist in the binary."""
+
+    def __init__(self, what: str, name: str, candidates: Iterable[str] = ()) -> None:
+        near = nearest(name, candidates)
+        hint = "did you mean " + ", ".join(near) + "?" if near else ""
+        super().__init__(f"{what} {name!r} not found", hint)
+        self.suggestions = tuple(near)
+
+
+def nearest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
+    """Names closest to ``name``: first those it is a path-less suffix of (the user often
+    omits the package path), then the closest by spelling."""
+    pool = list(dict.fromkeys(candidates))
+    if not pool:
+        return []
+    wanted = name.strip()
+    suffix = sorted((c for c in pool if c != wanted and c.endswith(wanted)
+                     and c[-len(wanted) - 1] in "/.:"), key=len)
+    close = difflib.get_close_matches(wanted, pool, n=limit, cutoff=0.6)
+    return list(dict.fromkeys([*suffix, *close]))[:limit]

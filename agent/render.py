@@ -1,0 +1,89 @@
+"""Human-readable output of the inspection answers: pahole-like layouts, parameter tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CACHELINE = 64
+
+
+def struct(layout: dict[str, Any]) -> str:
+    """A pahole-style layout: members with offset and size, holes, cacheline boundaries."""
+    kind = {"structure": "struct", "union": "union", "class": "class"}.get(layout["kind"],
+                                                                            "struct")
+    members = layout["members"]
+    width = max((len(m["type"]) for m in members), default=4)
+    width = min(max(width, 8), 48)
+    lines = [f"{kind} {layout['name']} {{"]
+    end = 0  # first byte past the previous member
+    line_no = 0
+    holes = []
+    for m in members:
+        off, size = m["offset"], m["size"]
+        if kind != "union" and m.get("bit_size") is None and off > end:
+            holes.append(off - end)
+            lines.append(f"\n\t/* XXX {off - end} byte{'s' if off - end > 1 else ''} hole, "
+                         "try to pack */")
+        if off // CACHELINE > line_no:
+            line_no = off // CACHELINE
+            lines.append(f"\t/* --- cacheline {line_no} boundary "
+                         f"({line_no * CACHELINE} bytes) --- */")
+        name = m["name"]
+        if m.get("bit_size") is not None:
+            name += f":{m['bit_size']}"
+            where = f"{off:5d}:{m['bit_offset']:<2d}{size:4d}"
+        else:
+            where = f"{off:5d} {size:5d}"
+        lines.append(f"\t{m['type']:<{width}} {name + ';':<24} /* {where} */")
+        end = max(end, off + size) if m.get("bit_size") is None else max(
+            end, off + (m["bit_offset"] + m["bit_size"] + 7) // 8)
+    size = layout["size"]
+    lines.append("")
+    lines.append(f"\t/* size: {size}, cachelines: {-(-size // CACHELINE)}, "
+                 f"members: {len(members)} */")
+    if holes:
+        lines.append(f"\t/* sum members: {sum(m['size'] for m in members)}, "
+                     f"holes: {len(holes)}, sum holes: {sum(holes)} */")
+    if kind != "union" and size > end:
+        lines.append(f"\t/* padding: {size - end} */")
+    lines.append("};")
+    return "\n".join(lines)
+
+
+def location(loc: list[dict[str, Any]] | None) -> str:
+    if not loc:
+        return "<unknown>"
+    parts = []
+    for p in loc:
+        if "reg" in p:
+            parts.append(p["reg"] if p["size"] >= 8 else f"{p['reg']}[{p['size']}]")
+        elif "stack" in p:
+            parts.append(f"{p['stack']}(sp)[{p['size']}]")
+        else:
+            parts.append(f"<optimized out>[{p['size']}]")
+    return " ".join(parts)
+
+
+def vars_table(v: dict[str, Any]) -> str:
+    lines = [f"{v['function']}",
+             f"  entry {v['address']:#x} (file offset {v['file_offset']:#x}), "
+             f"{v['language']}, {v['abi']} ABI"]
+    rows = [("param", p) for p in v["params"]] + [("result", r) for r in v["results"]]
+    if not rows:
+        lines.append("  no parameters or results")
+    name_w = max((len(r["name"]) for _, r in rows), default=4)
+    type_w = min(max((len(r["type"]) for _, r in rows), default=4), 44)
+    for role, r in rows:
+        where = location(r["location"])
+        extra = f"  ({r['note']})" if r.get("note") else ""
+        if any(p.get("reg", "").startswith("xmm") for p in r["location"] or []):
+            extra += "  (xmm: not in a uprobe's registers)"
+        lines.append(f"  {role:<6} {r['name']:<{name_w}}  {r['type']:<{type_w}}  "
+                     f"{where:<16} {r['source']}{extra}")
+    return "\n".join(lines)
+
+
+def funcs_table(rows: list[dict[str, Any]]) -> str:
+    return "\n".join(f"{r['address']:#014x} {r['size']:7d} "
+                     f"{('+' + str(r['inlined']) + ' inl') if r['inlined'] else '':>9}  "
+                     f"{r['name']}" for r in rows)

@@ -1,0 +1,142 @@
+// Command go-prometheus is the example service noop is tried on: a Go
+// program that updates a fixed set of client_golang metrics on every tick
+// and serves them on /metrics, so that what noop reads from its memory can
+// be compared with what it says about itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct {
+	fakeCounter        prometheus.Counter
+	anotherFakeCounter prometheus.Counter
+	fakeGauge          prometheus.Gauge
+	anotherFakeGauge   prometheus.Gauge
+	subFakeGauge       prometheus.Gauge
+	decFakeGauge       prometheus.Gauge
+	fakeHistogram      prometheus.Histogram
+	requests           *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		fakeCounter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fake_counter", Help: "Incremented once per tick.",
+		}),
+		anotherFakeCounter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "another_fake_counter", Help: "Incremented twice per tick.",
+		}),
+		fakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fake_gauge", Help: "Inc once per tick.",
+		}),
+		anotherFakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "another_fake_gauge", Help: "Add(5) once per tick.",
+		}),
+		subFakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sub_fake_gauge", Help: "Sub(7) once per tick.",
+		}),
+		decFakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dec_fake_gauge", Help: "Dec once per tick.",
+		}),
+		fakeHistogram: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fake_histogram",
+			Help:    "Observes the tick number modulo 10 once per tick.",
+			Buckets: []float64{1, 2.5, 5, 7.5},
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fake_requests_total", Help: "Fake requests by method and code.",
+		}, []string{"method", "code"}),
+	}
+	reg.MustRegister(m.fakeCounter, m.anotherFakeCounter, m.fakeGauge,
+		m.anotherFakeGauge, m.subFakeGauge, m.decFakeGauge, m.fakeHistogram,
+		m.requests)
+	return m
+}
+
+// methods and codes give the CounterVec a few children that change with
+// the tick, so that label values are exercised and not constant.
+var (
+	methods = []string{"GET", "POST"}
+	codes   = []string{"200", "404", "500"}
+)
+
+func (m *metrics) tick(n int) {
+	m.fakeCounter.Inc()
+	m.anotherFakeCounter.Inc()
+	m.anotherFakeCounter.Inc()
+	m.fakeGauge.Inc()
+	m.anotherFakeGauge.Add(5)
+	m.subFakeGauge.Sub(7)
+	m.decFakeGauge.Dec()
+	m.fakeHistogram.Observe(float64(n % 10))
+	m.requests.WithLabelValues(methods[n%len(methods)], codes[n%len(codes)]).Inc()
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:9091", "loopback address:port to serve /metrics on")
+	period := flag.Duration("period", time.Second, "time between ticks")
+	ticks := flag.Int("ticks", 0, "stop after this many ticks (0: run until signalled)")
+	linger := flag.Duration("linger", 0, "keep serving /metrics this long after the last tick")
+	flag.Parse()
+	if *period <= 0 {
+		fmt.Fprintln(os.Stderr, "go-prometheus: -period must be positive")
+		os.Exit(2)
+	}
+
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go-prometheus: listen on %s: %v\n", *listen, err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Fatalf("go-prometheus: serve: %v", err)
+		}
+	}()
+	log.Printf("go-prometheus: pid %d serving http://%s/metrics, tick every %s",
+		os.Getpid(), ln.Addr(), *period)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(*period)
+	defer t.Stop()
+	for n := 1; *ticks == 0 || n <= *ticks; n++ {
+		select {
+		case <-ctx.Done():
+			n = *ticks + 1 // leave the loop, then shut down
+			continue
+		case <-t.C:
+		}
+		m.tick(n)
+		log.Printf("go-prometheus: tick %d", n)
+	}
+	if *linger > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(*linger):
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+}
