@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -41,6 +40,8 @@ class NotFound(NoopError):
 def nearest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     """Names closest to ``name``: first those it is a path-less suffix of (the user often
     omits the package path), then the closest by spelling."""
+    import difflib  # only on the error path: keeps the warm path's start-up short
+
     pool = list(dict.fromkeys(candidates))
     if not pool:
         return []

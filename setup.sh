@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Sets a Debian/Ubuntu machine up for noop (idempotent), then runs one job:
+#   ./setup.sh demo   build and start the bundled example, show noop on it
+#   ./setup.sh test   run the whole test suite, lint and type checks
+# Run as root: it installs Debian packages, and BPF needs root to load.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+job=${1:-demo}
+case "$job" in demo|test|setup) ;; *) echo "usage: $0 demo|test|setup" >&2; exit 2 ;; esac
+if [ "$(id -u)" != 0 ]; then
+	echo "setup.sh: run as root (it installs packages and loads BPF programs)" >&2
+	exit 1
+fi
+
+log() { printf '==> %s\n' "$*"; }
+
+# 1. Debian packages. BCC comes from the distribution (python3-bpfcc); PyPI's "bcc" is an
+#    unrelated project and is never installed.
+packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
+	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
+	libcap2-bin curl)
+command -v rustc >/dev/null 2>&1 || packages+=(rustc)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	log "installing Debian packages: ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		"${missing[@]}" >/dev/null
+fi
+
+# 2. tracefs: uprobes are registered through it.
+if [ ! -e /sys/kernel/tracing/uprobe_events ]; then
+	log "mounting tracefs on /sys/kernel/tracing"
+	mount -t tracefs nodev /sys/kernel/tracing
+fi
+
+# 3. A venv from the system Python that still sees the distribution's bcc module.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; then
+	log "creating .venv (system Python, --system-site-packages for bcc)"
+	rm -rf .venv
+	/usr/bin/python3 -m venv --system-site-packages .venv
+fi
+stamp=.venv/.noop-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+	log "installing noop and its pinned dependencies into .venv"
+	.venv/bin/python -m pip install -q --upgrade pip
+	.venv/bin/python -m pip install -q -e '.[test]'
+	touch "$stamp"
+fi
+export PATH="$here/.venv/bin:$PATH"
+
+# 4. Kernel headers for BCC. When none match the running kernel, noop merges Debian's
+#    -common and -amd64 trees into its cache dir (never /lib/modules) and uses that.
+noop headers
+
+# 5. The example service, built offline against Debian's client_golang.
+mkdir -p build
+log "building examples/go-prometheus"
+GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
+	go build -o build/go-prometheus ./examples/go-prometheus
+
+if [ "$job" = setup ]; then
+	exit 0
+fi
+
+if [ "$job" = test ]; then
+	log "ruff"
+	ruff check agent tests
+	log "mypy"
+	mypy
+	log "pytest"
+	exec python -m pytest -q
+fi
+
+# demo: start the example, look at it the way a user hunting for an API would.
+bin=build/go-prometheus
+port=${NOOP_DEMO_PORT:-9091}
+"$bin" -listen "127.0.0.1:$port" -period 1s -ticks 5 -linger 3s &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+sleep 1
+log "noop doctor"
+noop doctor || true
+log "noop funcs $bin '*prometheus.(*gauge).*'"
+noop funcs "$bin" '*prometheus.(*gauge).*'
+log "noop struct $bin github.com/prometheus/client_golang/prometheus.counter"
+noop struct "$bin" github.com/prometheus/client_golang/prometheus.counter
+log "noop vars $bin 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'"
+noop vars "$bin" 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'
+wait_for=$((SECONDS + 10))
+until curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null 2>&1 || [ $SECONDS -gt $wait_for ]; do
+	sleep 0.2
+done
+sleep 5
+log "the example's own /metrics (pid $pid) after its ticks"
+curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^(fake|another|sub|dec)_' || true
