@@ -15,8 +15,20 @@ from typing import Any
 
 from agent import __version__
 
-# Bump when the shape of a cached answer changes.
-_SCHEMA = f"1-{__version__}"
+
+def _code_stamp() -> str:
+    """Changes whenever the code that computes cached answers changes (even unreleased)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256(__version__.encode())
+    for sub in ("binary", "dwarf", "abi", "arch"):
+        for f in sorted((root / sub).glob("*.py")):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    h.update(str((root / "inspect.py").stat().st_mtime_ns).encode())
+    return h.hexdigest()[:16]
+
+
+_SCHEMA = _code_stamp()
 
 
 def cache_dir() -> Path:

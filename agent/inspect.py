@@ -20,7 +20,7 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
     if hit is not None:
         return dict(hit)
     from agent.dwarf.lookup import find_type
-    from agent.dwarf.reader import Dwarf
+    from agent.dwarf.reader import Dwarf, tag
     from agent.dwarf.types import TypeNamer, layout_of
 
     dwarf = Dwarf(elf)
@@ -29,7 +29,7 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
     target = namer.strip(die)
     if target is None or target.tag not in (
             "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
-        what = "void" if target is None else target.tag.removeprefix("DW_TAG_")
+        what = "void" if target is None else tag(target).removeprefix("DW_TAG_")
         raise NoopError(f"type {type_name!r} is not a struct or union (it is {what}: "
                         f"{namer.name(target)}, {namer.size(target)} bytes)",
                         "name the struct it points to or contains")

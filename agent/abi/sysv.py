@@ -1,7 +1,7 @@
 """The System V AMD64 psABI (§3.2.3) for C, and rustc's Rust ABI approximated on top of it.
 
 Classification is per eightbyte: INTEGER goes to rdi, rsi, rdx, rcx, r8, r9; SSE to
-xmm0–7; aggregates over 16 bytes, unaligned ones and long double go to memory (the
+xmm0-7; aggregates over 16 bytes, unaligned ones and long double go to memory (the
 stack, 8-aligned, from 8(%rsp) at entry). An argument that does not fit the remaining
 registers goes to the stack whole. A memory-class result takes rdi for its address.
 """

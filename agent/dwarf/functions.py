@@ -62,6 +62,7 @@ class Functions:
         self.dwarf = dwarf
         self.namer = namer
         self.locations = LocationReader(dwarf)
+        self._abi_binding = False
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
@@ -107,6 +108,8 @@ class Functions:
         shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in params]
         result_shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in results]
         abi_name, abi_args, abi_results = self._abi(lang, die, origin, shapes, result_shapes)
+        # Only the Go ABIs are fixed by the compiler at every call: trust them over DWARF.
+        self._abi_binding = lang == "go"
         out_params = tuple(self._variable(c, d, sym.address, fb, abi_args[i], i)
                            for i, (c, d) in enumerate(params))
         out_results = tuple(self._result(d, abi_results[i] if i < len(abi_results) else None, i)
@@ -120,14 +123,22 @@ class Functions:
                             abi_name, out_params, out_results)
 
     def _abi(self, lang: str, die: DIE, origin: DIE, args: list[Shape],
-             results: list[Shape]) -> tuple[str, list[Location | None], list[Location]]:
+             results: list[Shape]) -> tuple[str, list[Location], list[Location]]:
         if lang == "go":
             producer = attr(die.cu.get_top_DIE(), "DW_AT_producer", b"") or b""
+            name = die_name(origin) or ""
+            hidden = 0
+            if "[go.shape." in name and not any(
+                    die_name(c) == ".dict" for c in origin.iter_children()):
+                # A shape instance takes its generic dictionary first, in rax; Go 1.19's
+                # DWARF does not list it, so it is assigned here and not shown.
+                args = [Shape("int", 8, 8), *args]
+                hidden = 1
             if b"regabi" in producer:
                 a = goabi.assign(args, results)
-                return "go-internal (register)", list(a.args), list(a.results)
+                return "go-internal (register)", list(a.args)[hidden:], list(a.results)
             a = goabi.assign(args, results, registers=False)
-            return "go ABI0 (stack)", list(a.args), list(a.results)
+            return "go ABI0 (stack)", list(a.args)[hidden:], list(a.results)
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
         s = sysv.assign(args, result, rust=lang == "rust")
@@ -144,11 +155,18 @@ class Functions:
         if expr:
             try:
                 loc = self.locations.pieces(expr, size, frame_base, at_entry=True)
-                if abi_loc is not None and _disagree(loc, abi_loc):
-                    note = "abi says " + " ".join(map(str, abi_loc))
-                return Variable(name, tname, size, loc, "dwarf", note)
             except Unavailable as why:
                 note = f"dwarf: {why}"
+            else:
+                if abi_loc is None or not _disagree(loc, abi_loc):
+                    return Variable(name, tname, size, loc, "dwarf")
+                if not self._abi_binding:
+                    return Variable(name, tname, size, loc, "dwarf",
+                                    "abi says " + " ".join(map(str, abi_loc)))
+                # At entry a Go function's arguments are where its ABI puts them; Go's
+                # DWARF sometimes describes only the part the body uses (len(s) of a
+                # string) or a spill slot (generic dictionaries), so the ABI wins.
+                note = "dwarf says " + " ".join(map(str, loc)) + ", not the ABI's entry state"
         else:
             note = "dwarf: no location at entry"
         if abi_loc is None:
@@ -194,4 +212,19 @@ def _origin(die: DIE) -> DIE:
 
 
 def _disagree(a: Location, b: Location) -> bool:
-    return [(p.reg, p.stack) for p in a] != [(p.reg, p.stack) for p in b]
+    """Whether two locations name different places (pieces split differently still agree)."""
+    return _places(a) != _places(b)
+
+
+def _places(loc: Location) -> list[tuple[str, int, int]]:
+    """(register or "stack", start, size), with adjacent stack pieces merged."""
+    out: list[tuple[str, int, int]] = []
+    for p in loc:
+        if p.stack is not None and out and out[-1][0] == "stack" \
+                and out[-1][1] + out[-1][2] == p.stack:
+            out[-1] = ("stack", out[-1][1], out[-1][2] + p.size)
+        elif p.stack is not None:
+            out.append(("stack", p.stack, p.size))
+        else:
+            out.append((p.reg or "", 0, p.size))
+    return out

@@ -18,6 +18,8 @@ from elftools.common.exceptions import ELFError
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarfinfo import DWARFInfo
+from elftools.dwarf.ranges import BaseAddressEntry
+from elftools.dwarf.typeunit import TypeUnit
 from elftools.elf.elffile import ELFFile
 
 from agent.binary.elf import ElfFile
@@ -39,8 +41,13 @@ _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_cl
                          "DW_TAG_union_type", "DW_TAG_enumeration_type"})
 
 
+def tag(die: DIE) -> str:
+    """The DIE's tag name (pyelftools gives an int for tags it does not know)."""
+    return die.tag if isinstance(die.tag, str) else f"DW_TAG_{die.tag:#x}"
+
+
 def attr(die: DIE, name: str | int, default: Any = None) -> Any:
-    a = die.attributes.get(name)
+    a = die.attributes.get(name)  # type: ignore[arg-type]  # Go's own codes are ints
     return default if a is None else a.value
 
 
@@ -95,7 +102,7 @@ class Dwarf:
         return max(counts, key=lambda k: counts[k]) if counts else "c"
 
     @staticmethod
-    def unit_language(cu: CompileUnit) -> str:
+    def unit_language(cu: CompileUnit | TypeUnit) -> str:
         return _LANGUAGES.get(attr(cu.get_top_DIE(), "DW_AT_language", 0), "c")
 
     def die_at(self, offset: int) -> DIE:
@@ -146,7 +153,7 @@ class Dwarf:
             if "DW_AT_ranges" in top.attributes and rl is not None:
                 base = low or 0
                 for r in rl.get_range_list_at_offset(attr(top, "DW_AT_ranges"), cu=cu):
-                    if hasattr(r, "base_address"):
+                    if isinstance(r, BaseAddressEntry):
                         base = r.base_address
                     elif getattr(r, "is_absolute", False):
                         out.append(UnitRange(r.begin_offset, r.end_offset, cu.cu_offset))

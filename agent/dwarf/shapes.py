@@ -75,7 +75,12 @@ def _c_shape(namer: TypeNamer, die: DIE | None, size: int, depth: int) -> Shape:
 def _aggregate(namer: TypeNamer, die: DIE, size: int, depth: int) -> Shape:
     fields: list[tuple[int, Shape]] = []
     for child in die.iter_children():
-        if child.tag == "DW_TAG_member" and not attr(child, "DW_AT_external"):
+        if child.tag == "DW_TAG_member" and "DW_AT_bit_size" in child.attributes:
+            # A bitfield: what classification needs is the byte it starts in.
+            bits = attr(child, "DW_AT_data_bit_offset")
+            byte = bits // 8 if isinstance(bits, int) else _member_offset(child)
+            fields.append((byte, Shape("int", 1, 1)))
+        elif child.tag == "DW_TAG_member" and not attr(child, "DW_AT_external"):
             fields.append((_member_offset(child),
                            shape_of(namer, namer.dwarf.ref(child), depth + 1)))
         elif child.tag == "DW_TAG_variant_part":

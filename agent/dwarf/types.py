@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from elftools.dwarf.die import DIE
 
-from agent.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
+from agent.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name, tag
 
 _QUALIFIERS = {"DW_TAG_const_type": "const", "DW_TAG_volatile_type": "volatile",
                "DW_TAG_restrict_type": "restrict", "DW_TAG_atomic_type": "_Atomic"}
@@ -89,33 +89,33 @@ class TypeNamer:
     def _compute_name(self, die: DIE) -> str:
         name = die_name(die)
         lang = self.dwarf.unit_language(die.cu)
-        tag = die.tag
-        if tag in _QUALIFIERS:
+        dtag = tag(die)
+        if dtag in _QUALIFIERS:
             inner = self.name(self.dwarf.ref(die))
-            return f"{_QUALIFIERS[tag]} {inner}"
+            return f"{_QUALIFIERS[dtag]} {inner}"
         if name is not None:
             if lang in ("rust", "c++"):
                 return self.qualified(die)
-            if lang == "c" and tag in _AGGREGATE_KEYWORD:
-                return f"{_AGGREGATE_KEYWORD[tag]} {name}"
+            if lang == "c" and dtag in _AGGREGATE_KEYWORD:
+                return f"{_AGGREGATE_KEYWORD[dtag]} {name}"
             return name
-        if tag == "DW_TAG_pointer_type" or tag == "DW_TAG_reference_type":
+        if dtag == "DW_TAG_pointer_type" or dtag == "DW_TAG_reference_type":
             target = self.dwarf.ref(die)
             if target is not None and target.tag == "DW_TAG_subroutine_type":
                 ret, params = self._signature(target)
                 return f"{ret} (*)({params})"
-            sigil = " *" if tag == "DW_TAG_pointer_type" else " &"
+            sigil = " *" if dtag == "DW_TAG_pointer_type" else " &"
             return self.name(target) + sigil
-        if tag == "DW_TAG_array_type":
+        if dtag == "DW_TAG_array_type":
             elem = self.name(self.dwarf.ref(die))
             return elem + "".join(f"[{n}]" if n is not None else "[]"
                                   for n in self._dimensions(die))
-        if tag == "DW_TAG_subroutine_type":
+        if dtag == "DW_TAG_subroutine_type":
             ret, params = self._signature(die)
             return f"{ret} ({params})"
-        if tag in _AGGREGATE_KEYWORD:
-            return f"{_AGGREGATE_KEYWORD[tag]} {{...}}"
-        return tag.removeprefix("DW_TAG_")
+        if dtag in _AGGREGATE_KEYWORD:
+            return f"{_AGGREGATE_KEYWORD[dtag]} {{...}}"
+        return dtag.removeprefix("DW_TAG_")
 
     def _signature(self, die: DIE) -> tuple[str, str]:
         params = [self.name(self.dwarf.ref(c)) for c in die.iter_children()
@@ -165,7 +165,7 @@ class TypeNamer:
             return self.size(self.dwarf.ref(die))
         if die.tag in ("DW_TAG_pointer_type", "DW_TAG_reference_type",
                        "DW_TAG_rvalue_reference_type", "DW_TAG_ptr_to_member_type"):
-            return die.cu["address_size"]
+            return int(die.cu["address_size"])
         if die.tag == "DW_TAG_array_type":
             elem = self.size(self.dwarf.ref(die))
             if elem is None:
@@ -186,7 +186,7 @@ class TypeNamer:
 
 def layout_of(dwarf: Dwarf, namer: TypeNamer, die: DIE, display_name: str) -> Layout:
     """The layout of an aggregate type DIE (typedefs already followed by the caller)."""
-    kind = die.tag.removeprefix("DW_TAG_").removesuffix("_type")
+    kind = tag(die).removeprefix("DW_TAG_").removesuffix("_type")
     members: list[Member] = []
     for child in die.iter_children():
         if child.tag == "DW_TAG_member" and not attr(child, "DW_AT_external"):
@@ -204,8 +204,8 @@ def _member(dwarf: Dwarf, namer: TypeNamer, child: DIE) -> Member:
     tname = namer.name(mtype)
     size = namer.size(mtype) or 0
     base = _member_offset(child)
-    kind = (namer.strip(mtype).tag.removeprefix("DW_TAG_")  # type: ignore[union-attr]
-            if namer.strip(mtype) is not None else "void")
+    stripped = namer.strip(mtype)
+    kind = tag(stripped).removeprefix("DW_TAG_") if stripped is not None else "void"
     name = die_name(child) or ""
     bit_size = attr(child, "DW_AT_bit_size")
     if bit_size is None:
