@@ -456,7 +456,9 @@ def render(checks: Sequence[Check]) -> str:
     for c in checks:
         lines.append(f"{c.status:<9}{c.title:<17}{c.detail}")
         if c.status != OK and c.fix:
-            lines.append(f"{'':<26}fix: {c.fix}")
+            # An optional check's line is what noop does without it, not a fix to apply.
+            label = "fix" if c.required else "note"
+            lines.append(f"{'':<26}{label}: {c.fix}")
     verdict = "noop can run" if can_run(checks) else "noop cannot run: fix what is missing above"
     lines.append(verdict)
     return "\n".join(lines)

