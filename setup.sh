@@ -60,9 +60,9 @@ noop headers
 
 # 5. The example service, built offline against Debian's client_golang.
 mkdir -p build
-log "building examples/go-prometheus"
+log "building examples/go-prometheus (Debian's Go)"
 GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
-	go build -o build/go-prometheus ./examples/go-prometheus
+	/usr/bin/go build -o build/go-prometheus ./examples/go-prometheus
 
 if [ "$job" = setup ]; then
 	exit 0
