@@ -80,10 +80,11 @@ fi
 # demo: start the example, look at it the way a user hunting for an API would.
 bin=build/go-prometheus
 port=${NOOP_DEMO_PORT:-9091}
-"$bin" -listen "127.0.0.1:$port" -period 1s -ticks 5 -linger 3s &
+ticks=5
+"$bin" -listen "127.0.0.1:$port" -period 500ms -ticks $ticks -linger 60s 2>build/go-prometheus.log &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-sleep 1
+log "started the example: pid $pid, http://127.0.0.1:$port/metrics, $ticks ticks"
 log "noop doctor"
 noop doctor || true
 log "noop funcs $bin '*prometheus.(*gauge).*'"
@@ -92,10 +93,14 @@ log "noop struct $bin github.com/prometheus/client_golang/prometheus.counter"
 noop struct "$bin" github.com/prometheus/client_golang/prometheus.counter
 log "noop vars $bin 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'"
 noop vars "$bin" 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'
-wait_for=$((SECONDS + 10))
-until curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null 2>&1 || [ $SECONDS -gt $wait_for ]; do
+deadline=$((SECONDS + 30))
+until grep -q "tick $ticks\$" build/go-prometheus.log 2>/dev/null; do
+	if [ $SECONDS -gt $deadline ] || ! kill -0 $pid 2>/dev/null; then
+		echo "setup.sh: the example did not finish its ticks; its log:" >&2
+		cat build/go-prometheus.log >&2
+		exit 1
+	fi
 	sleep 0.2
 done
-sleep 5
-log "the example's own /metrics (pid $pid) after its ticks"
-curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^(fake|another|sub|dec)_' || true
+log "the example's own /metrics after its $ticks ticks"
+curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^(fake|another|sub|dec)_'
