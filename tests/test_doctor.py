@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import doctor, kheaders
+from agent import doctor, kfeatures, kheaders
 from agent.doctor import MISSING, OK, WARN, Check
 from agent.kheaders import HeaderSource
 
@@ -195,17 +195,17 @@ def kernel_btf(*, kfunc: str | None, tag: bool = True, order: str = "<") -> byte
 
 
 def test_parse_btf_reads_funcs_kfuncs_and_helpers() -> None:
-    facts = doctor.parse_btf(kernel_btf(kfunc=None))
+    facts = kfeatures.parse_btf(kernel_btf(kfunc=None))
     assert facts.tagged
     assert facts.kfuncs == {"bpf_arena_alloc_pages"}
     assert "bpf_uprobe_multi_link_attach" in facts.funcs
     assert facts.helpers == {"BPF_FUNC_unspec", "BPF_FUNC_map_lookup_elem"}
-    assert doctor.find_xmm_helper(facts) is None
+    assert kfeatures.find_xmm_helper(facts) is None
 
 
 def test_parse_btf_big_endian() -> None:
-    facts = doctor.parse_btf(kernel_btf(kfunc="bpf_get_fp_reg", order=">"))
-    assert doctor.find_xmm_helper(facts) == "bpf_get_fp_reg"
+    facts = kfeatures.parse_btf(kernel_btf(kfunc="bpf_get_fp_reg", order=">"))
+    assert kfeatures.find_xmm_helper(facts) == "bpf_get_fp_reg"
 
 
 @pytest.mark.parametrize(
@@ -219,28 +219,28 @@ def test_parse_btf_big_endian() -> None:
     ],
 )
 def test_find_xmm_helper(kfunc: str, tag: bool, found: str | None) -> None:
-    facts = doctor.parse_btf(kernel_btf(kfunc=kfunc, tag=tag))
-    assert doctor.find_xmm_helper(facts) == found
+    facts = kfeatures.parse_btf(kernel_btf(kfunc=kfunc, tag=tag))
+    assert kfeatures.find_xmm_helper(facts) == found
 
 
 def test_untagged_kernels_fall_back_to_function_names() -> None:
-    facts = doctor.BtfFacts(frozenset({"bpf_get_fp_reg"}), frozenset(), False, frozenset())
-    assert doctor.find_xmm_helper(facts) == "bpf_get_fp_reg"
+    facts = kfeatures.BtfFacts(frozenset({"bpf_get_fp_reg"}), frozenset(), False, frozenset())
+    assert kfeatures.find_xmm_helper(facts) == "bpf_get_fp_reg"
 
 
 def test_xmm_check_is_not_fatal() -> None:
-    facts = doctor.parse_btf(kernel_btf(kfunc=None))
+    facts = kfeatures.parse_btf(kernel_btf(kfunc=None))
     check = doctor.check_xmm_helper(facts)
     assert (check.status, check.required, check.blocks) == (MISSING, False, False)
     assert "falls back" in check.fix
-    found = doctor.check_xmm_helper(doctor.parse_btf(kernel_btf(kfunc="bpf_get_fp_reg")))
+    found = doctor.check_xmm_helper(kfeatures.parse_btf(kernel_btf(kfunc="bpf_get_fp_reg")))
     assert (found.status, found.detail) == (OK, "kfunc bpf_get_fp_reg")
 
 
 def test_parse_btf_rejects_garbage() -> None:
     with pytest.raises(ValueError):
-        doctor.parse_btf(b"\0" * 32)
-    assert doctor.xmm_helper_available(Path("/nonexistent/vmlinux")) is None
+        kfeatures.parse_btf(b"\0" * 32)
+    assert kfeatures.xmm_helper_available(Path("/nonexistent/vmlinux")) is None
 
 
 # --- rendering and exit status -------------------------------------------------
@@ -289,13 +289,13 @@ def test_real_bpf_probes() -> None:
 
 @needs_root
 def test_real_vmlinux_btf_parses() -> None:
-    facts = doctor.vmlinux_btf()
+    facts = kfeatures.vmlinux_btf()
     if facts is None:
         pytest.skip("kernel without CONFIG_DEBUG_INFO_BTF")
     assert "BPF_FUNC_map_lookup_elem" in facts.helpers
     assert "bpf_prog_load" in facts.funcs
     # the answer the loader will use; mainline kernels have no such helper
-    assert doctor.xmm_helper_available() in (None, *doctor.XMM_HELPERS)
+    assert kfeatures.xmm_helper_available() in (None, *kfeatures.XMM_HELPERS)
 
 
 @needs_root

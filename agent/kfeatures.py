@@ -1,0 +1,176 @@
+"""Kernel facts read without BCC: the bpf() system call, kernel config, and vmlinux BTF.
+
+Shared by ``noop doctor`` and the loader; nothing here imports ``bcc``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import gzip
+import os
+import platform
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+
+# Kernel functions that would let a uprobe program read the user's XMM
+# (SSE) registers, where Go and the SysV ABI pass float arguments. Mainline
+# Linux has none: BPF programs see only pt_regs, the general-purpose
+# registers. The one known proposal is the kfunc
+# bpf_get_fp_reg(dst, size, regno), out of tree (github.com/derekparker/linux,
+# selftest uprobe_fp_regs); add names here as kernels gain such a helper.
+XMM_HELPERS = ("bpf_get_fp_reg",)
+
+# --- the bpf() system call -------------------------------------------------
+
+_NR_BPF = {"x86_64": 321, "aarch64": 280}
+BPF_MAP_CREATE, BPF_PROG_LOAD = 0, 5
+BPF_MAP_TYPE_RINGBUF = 27
+BPF_PROG_TYPE_KPROBE = 2  # uprobe programs are of this type
+
+
+def _bpf(cmd: int, attr: bytes) -> int:
+    """Call bpf(cmd, attr) and close the new fd; return 0 or the errno."""
+    nr = _NR_BPF.get(platform.machine())
+    if nr is None:
+        return errno.ENOSYS
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    fd = libc.syscall(ctypes.c_long(nr), ctypes.c_long(cmd), buf, ctypes.c_uint(len(attr)))
+    if fd < 0:
+        return ctypes.get_errno()
+    os.close(fd)
+    return 0
+
+
+def map_create(map_type: int, key_size: int, value_size: int, max_entries: int) -> int:
+    """Create and close a BPF map; return 0 or the errno."""
+    attr = struct.pack("<5I", map_type, key_size, value_size, max_entries, 0)
+    return _bpf(BPF_MAP_CREATE, attr.ljust(72, b"\0"))
+
+
+def _kernel_version_code(release: str) -> int:
+    parts = [int(p) for p in release.split("-")[0].split(".")[:3] if p.isdigit()]
+    a, b, c = [*parts, 0, 0, 0][:3]
+    return (a << 16) + (b << 8) + min(c, 255)
+
+
+def prog_load_kprobe() -> int:
+    """Load and close `r0 = 0; exit` as a kprobe-type program; 0 or errno."""
+    insns = struct.pack("<BBhi", 0xB7, 0, 0, 0) + struct.pack("<BBhi", 0x95, 0, 0, 0)
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(b"GPL")
+    attr = struct.pack(
+        "<IIQQIIQI",
+        BPF_PROG_TYPE_KPROBE,
+        2,
+        ctypes.addressof(code),
+        ctypes.addressof(lic),
+        0,
+        0,
+        0,
+        _kernel_version_code(platform.release()),
+    )
+    return _bpf(BPF_PROG_LOAD, attr.ljust(128, b"\0"))
+
+
+def kernel_config(release: str | None = None) -> dict[str, str] | None:
+    """CONFIG_* options of the running kernel, or None when not readable."""
+    release = release or platform.release()
+    try:
+        text = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode()
+    except OSError:
+        try:
+            text = Path(f"/boot/config-{release}").read_text()
+        except OSError:
+            return None
+    pairs = (line.split("=", 1) for line in text.splitlines() if line.startswith("CONFIG_"))
+    return {k: v for k, v in pairs}
+
+
+
+@dataclass(frozen=True, slots=True)
+class BtfFacts:
+    """Names found in a BTF blob (vmlinux)."""
+
+    funcs: frozenset[str]
+    kfuncs: frozenset[str]  # FUNCs tagged "bpf_kfunc" (kernel >= 6.9)
+    tagged: bool  # whether the blob tags kfuncs at all
+    helpers: frozenset[str]  # enumerators of enum bpf_func_id
+
+
+# Bytes after the 12-byte btf_type header, by kind: fixed + per member
+# (vlen). Kinds 1..19 as in the kernel's Documentation/bpf/btf.rst.
+_KIND_EXTRA: dict[int, tuple[int, int]] = {
+    1: (4, 0), 2: (0, 0), 3: (12, 0), 4: (0, 12), 5: (0, 12), 6: (0, 8),
+    7: (0, 0), 8: (0, 0), 9: (0, 0), 10: (0, 0), 11: (0, 0), 12: (0, 0),
+    13: (0, 8), 14: (4, 0), 15: (0, 12), 16: (0, 0), 17: (4, 0), 18: (0, 0),
+    19: (0, 12),
+}  # fmt: skip
+_FUNC, _ENUM, _DECL_TAG = 12, 6, 17
+
+
+def parse_btf(data: bytes) -> BtfFacts:
+    """Read FUNC names, kfunc tags and BPF helper ids from raw BTF."""
+    order = "<" if data[:2] == b"\x9f\xeb" else ">"
+    magic, _ver, _flags, hdr_len, type_off, type_len, str_off, str_len = struct.unpack_from(
+        order + "HBBIIIII", data
+    )
+    if magic != 0xEB9F:
+        raise ValueError("not BTF")
+    strings = data[hdr_len + str_off : hdr_len + str_off + str_len]
+
+    def name(off: int) -> str:
+        return strings[off : strings.index(b"\0", off)].decode(errors="replace")
+
+    funcs: dict[int, str] = {}
+    tags: list[int] = []
+    helpers: set[str] = set()
+    pos, end, type_id = hdr_len + type_off, hdr_len + type_off + type_len, 1
+    while pos < end:
+        name_off, info, ref = struct.unpack_from(order + "III", data, pos)
+        kind, vlen = (info >> 24) & 0x1F, info & 0xFFFF
+        if kind == _FUNC:
+            funcs[type_id] = name(name_off)
+        elif kind == _DECL_TAG and name(name_off) == "bpf_kfunc":
+            tags.append(ref)
+        elif kind == _ENUM and name(name_off) == "bpf_func_id":
+            for i in range(vlen):
+                helpers.add(name(struct.unpack_from(order + "I", data, pos + 12 + 8 * i)[0]))
+        if kind not in _KIND_EXTRA:
+            raise ValueError(f"BTF kind {kind} unknown to noop")
+        fixed, per_member = _KIND_EXTRA[kind]
+        pos += 12 + fixed + per_member * vlen
+        type_id += 1
+    kfuncs = frozenset(funcs[t] for t in tags if t in funcs)
+    return BtfFacts(frozenset(funcs.values()), kfuncs, bool(tags), frozenset(helpers))
+
+
+@functools.lru_cache(maxsize=4)
+def vmlinux_btf(path: Path = VMLINUX_BTF) -> BtfFacts | None:
+    """The running kernel's BTF facts, or None without CONFIG_DEBUG_INFO_BTF."""
+    try:
+        return parse_btf(path.read_bytes())
+    except (OSError, ValueError, struct.error):
+        return None
+
+
+def find_xmm_helper(facts: BtfFacts) -> str | None:
+    """The first known XMM-reading helper or kfunc that the kernel offers."""
+    for helper in XMM_HELPERS:
+        if "BPF_FUNC_" + helper.removeprefix("bpf_") in facts.helpers:
+            return helper
+        if helper in (facts.kfuncs if facts.tagged else facts.funcs):
+            return helper
+    return None
+
+
+def xmm_helper_available(path: Path = VMLINUX_BTF) -> str | None:
+    """Name of a kernel helper that reads XMM registers from a uprobe, or None."""
+    facts = vmlinux_btf(path)
+    return find_xmm_helper(facts) if facts else None
