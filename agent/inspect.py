@@ -42,6 +42,10 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
         if m.bit_size is not None:
             entry["bit_offset"] = m.bit_offset
             entry["bit_size"] = m.bit_size
+        if m.discriminant:
+            entry["discriminant"] = True
+        if m.discr_value is not None:
+            entry["discr_value"] = m.discr_value
         members.append(entry)
     out = {"name": type_name, "kind": layout.kind, "language": layout.language,
            "size": layout.size, "members": members}

@@ -17,6 +17,8 @@ Member type names are not compared: gdb prints them in its own C-like syntax.
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,10 @@ RUST_TYPES = [
     "alloc::vec::Vec<u32, alloc::alloc::Global>",
     "(u8, i64)",
     "core::cell::Cell<i16>",
+    # Enums: DW_TAG_variant_part. gdb shows the variants; noop also the discriminant.
+    "layouts::shapes::Event",
+    "core::option::Option<u64>",
+    "core::option::Option<&layouts::shapes::Outer>",
 ]
 
 # (name given to noop, expression given to gdb)
@@ -94,6 +100,8 @@ def actual_members(result: dict[str, Any]) -> list[dict[str, Any]]:
     """noop's members in the comparison form (an anonymous member's name is "")."""
     members = []
     for m in result["members"]:
+        if m.get("discriminant"):
+            continue  # gdb does not show a Rust enum's discriminant: checked on its own
         name = m.get("name") or ""
         if m.get("bit_size") is None:
             members.append({"name": name, "offset": m["offset"], "size": m["size"]})
@@ -141,3 +149,33 @@ def test_c_layout_sanity(c_layouts: Path) -> None:
     packet = gdb.struct_layout(c_layouts, "struct packet")
     assert [(m.name, m.offset, m.size) for m in packet.members[:3]] == [
         ("kind", 0, 2), ("", 4, 16), ("", 24, 16)]
+
+
+@pytest.mark.parametrize(("name", "variants"), [
+    ("layouts::shapes::Event", None),
+    ("core::option::Option<u64>", {"None": 0, "Some": 1}),
+])
+def test_rust_enum_discriminant_and_variants(noop_json: Callable[..., Any], rust_layouts: Path,
+                                            name: str, variants: dict[str, int] | None) -> None:
+    """The discriminant member and each variant's value, as llvm-dwarfdump shows them."""
+    got = noop_json("struct", rust_layouts, name, "--json")
+    discr = [m for m in got["members"] if m.get("discriminant")]
+    assert len(discr) == 1
+    dump = subprocess.run(["llvm-dwarfdump", "--debug-info", str(rust_layouts)],
+                          capture_output=True, text=True, check=True).stdout
+    leaf = name.rsplit("::", 1)[-1] if "<" not in name else name.split("::")[-1]
+    block = dump[dump.index(f'DW_AT_name\t("{leaf}")'):]
+    block = block[block.index("DW_TAG_variant_part"):]
+    block = block[:block.index("DW_TAG_structure_type")]  # the variant part ends before it
+    member = re.search(r"DW_TAG_member\n(?:\s+DW_AT_\w+\t\(.*\)\n)*?\s+"
+                       r"DW_AT_data_member_location\t\((0x[0-9a-f]+)\)", block)
+    assert member is not None
+    assert discr[0]["offset"] == int(member.group(1), 16)
+    values = {m["name"]: m["discr_value"] for m in got["members"] if "discr_value" in m}
+    want = dict(re.findall(r"DW_AT_discr_value\t\((0x[0-9a-f]+)\)\n\s*0x[0-9a-f]+:\s+"
+                           r"DW_TAG_member\n\s+DW_AT_name\t\(\"(\w+)\"\)", block))
+    want_values = {n: int(v, 16) for v, n in want.items()}
+    assert want_values, "llvm-dwarfdump showed no variant: the parse is broken"
+    expected = variants if variants is not None else want_values
+    assert values == expected
+    assert {n: values[n] for n in want_values} == want_values

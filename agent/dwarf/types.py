@@ -6,7 +6,7 @@ prints 1 and pahole 1.24 fails on them. noop reads the attribute the compiler wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from elftools.dwarf.die import DIE
 
@@ -35,6 +35,10 @@ class Member:
     bit_offset: int | None = None
     bit_size: int | None = None
     kind: str = ""
+    # Rust enums (DW_TAG_variant_part): the member holding the discriminant, and for
+    # each variant's member the discriminant value that selects it (None: the default).
+    discriminant: bool = False
+    discr_value: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,8 +246,10 @@ def _variant_members(dwarf: Dwarf, namer: TypeNamer, part: DIE) -> list[Member]:
     out: list[Member] = []
     for child in part.iter_children():
         if child.tag == "DW_TAG_member":
-            out.append(_member(dwarf, namer, child))
+            m = _member(dwarf, namer, child)
+            out.append(replace(m, name=m.name or "<discriminant>", discriminant=True))
         elif child.tag == "DW_TAG_variant":
-            out.extend(_member(dwarf, namer, m) for m in child.iter_children()
-                       if m.tag == "DW_TAG_member")
+            value = attr(child, "DW_AT_discr_value")
+            out.extend(replace(_member(dwarf, namer, m), discr_value=value)
+                       for m in child.iter_children() if m.tag == "DW_TAG_member")
     return out
