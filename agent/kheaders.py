@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.cache import cache_dir
+
 ENV_VAR = "BCC_KERNEL_SOURCE"
 MARKER = ".noop-merged"
 INSTALL_HINT = "apt-get install linux-headers-amd64"
@@ -59,15 +61,8 @@ class DebianPair:
 
 
 def default_cache_dir() -> Path:
-    """noop's cache directory: $NOOP_CACHE_DIR, else a root or per-user one."""
-    explicit = os.environ.get("NOOP_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    if os.geteuid() == 0:
-        return Path("/var/cache/noop")
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "noop"
+    """noop's cache directory (one for everything noop caches)."""
+    return cache_dir()
 
 
 def looks_like_kernel_tree(path: Path) -> bool:

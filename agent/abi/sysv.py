@@ -51,6 +51,21 @@ def _eightbyte_sizes(size: int) -> list[int]:
     return [min(8, size - i * 8) for i in range((size + 7) // 8)]
 
 
+def _in_registers(classes: tuple[str, ...], size: int, int_regs: tuple[str, ...],
+                  sse_regs: tuple[str, ...], ints: int, sses: int
+                  ) -> tuple[Location, int, int]:
+    """One piece per eightbyte from the next free register of its class; the counts after."""
+    pieces: list[Piece] = []
+    for cls, part in zip(classes, _eightbyte_sizes(size), strict=True):
+        if cls == SSE:
+            pieces.append(Piece(part, reg=sse_regs[sses]))
+            sses += 1
+        else:
+            pieces.append(Piece(part, reg=int_regs[ints]))
+            ints += 1
+    return tuple(pieces), ints, sses
+
+
 def assign(args: Sequence[Shape], result: Shape | None, rust: bool = False) -> Assignment:
     ints = sses = 0
     stack = 0
@@ -64,16 +79,9 @@ def assign(args: Sequence[Shape], result: Shape | None, rust: bool = False) -> A
             ints = 1  # the caller passes the result buffer in rdi; rax returns it
             results = ((Piece(8, reg="rax"),),)
         else:
-            ri = rs = 0
-            pieces: list[Piece] = []
-            for cls, size in zip(rclass, _eightbyte_sizes(result.size), strict=True):
-                if cls == SSE:
-                    pieces.append(Piece(size, reg=SYSV_SSE_RETURN[rs]))
-                    rs += 1
-                else:
-                    pieces.append(Piece(size, reg=SYSV_INT_RETURN[ri]))
-                    ri += 1
-            results = (tuple(pieces),)
+            pieces, _, _ = _in_registers(rclass, result.size, SYSV_INT_RETURN,
+                                         SYSV_SSE_RETURN, 0, 0)
+            results = (pieces,)
     for s in args:
         indirect = rust and s.kind in ("struct", "array") and s.size > 16
         shape = Shape("int", 8, 8) if indirect else s
@@ -82,15 +90,9 @@ def assign(args: Sequence[Shape], result: Shape | None, rust: bool = False) -> A
         need_s = classes.count(SSE)
         if classes != (MEMORY,) and ints + need_i <= len(SYSV_INT_REGS) \
                 and sses + need_s <= len(SYSV_SSE_REGS):
-            pieces = []
-            for cls, size in zip(classes, _eightbyte_sizes(shape.size), strict=True):
-                if cls == SSE:
-                    pieces.append(Piece(size, reg=SYSV_SSE_REGS[sses]))
-                    sses += 1
-                else:
-                    pieces.append(Piece(size, reg=SYSV_INT_REGS[ints]))
-                    ints += 1
-            locations.append(tuple(pieces))
+            loc, ints, sses = _in_registers(classes, shape.size, SYSV_INT_REGS,
+                                            SYSV_SSE_REGS, ints, sses)
+            locations.append(loc)
         else:
             stack = align_up(stack, max(8, shape.align))
             locations.append((Piece(shape.size, stack=RETURN_ADDRESS_SIZE + stack),))
