@@ -118,6 +118,13 @@ def oracle_tools() -> None:
 
 
 @pytest.fixture(scope="session")
+def privileged() -> None:
+    """Privileged tests run, never skip: without root they fail and say how to run them."""
+    if os.geteuid() != 0:
+        pytest.fail("privileged test: run as root (./setup.sh test)", pytrace=False)
+
+
+@pytest.fixture(scope="session")
 def noop(tmp_path_factory: pytest.TempPathFactory) -> NoopRun:
     """Run `python -m agent ARGS...` from the repository root, with a cache of the session's
     own (so no answer cached by another noop version is ever read)."""
