@@ -62,7 +62,6 @@ class Functions:
         self.dwarf = dwarf
         self.namer = namer
         self.locations = LocationReader(dwarf)
-        self._abi_binding = False
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
@@ -109,8 +108,8 @@ class Functions:
         result_shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in results]
         abi_name, abi_args, abi_results = self._abi(lang, die, origin, shapes, result_shapes)
         # Only the Go ABIs are fixed by the compiler at every call: trust them over DWARF.
-        self._abi_binding = lang == "go"
-        out_params = tuple(self._variable(c, d, sym.address, fb, abi_args[i], i)
+        abi_binding = lang == "go"
+        out_params = tuple(self._variable(c, d, sym.address, fb, abi_args[i], i, abi_binding)
                            for i, (c, d) in enumerate(params))
         out_results = tuple(self._result(d, abi_results[i] if i < len(abi_results) else None, i)
                             for i, (_c, d) in enumerate(results))
@@ -146,7 +145,7 @@ class Functions:
         return name, list(s.args), list(s.results)
 
     def _variable(self, concrete: DIE, decl: DIE, pc: int, frame_base: list[int] | None,
-                  abi_loc: Location | None, index: int) -> Variable:
+                  abi_loc: Location | None, index: int, abi_binding: bool) -> Variable:
         tdie = self.dwarf.ref(decl)
         tname, size = self.namer.name(tdie), self.namer.size(tdie) or 0
         name = die_name(decl) or die_name(concrete) or f"~p{index}"
@@ -160,7 +159,7 @@ class Functions:
             else:
                 if abi_loc is None or not _disagree(loc, abi_loc):
                     return Variable(name, tname, size, loc, "dwarf")
-                if not self._abi_binding:
+                if not abi_binding:
                     return Variable(name, tname, size, loc, "dwarf",
                                     "abi says " + " ".join(map(str, abi_loc)))
                 # At entry a Go function's arguments are where its ABI puts them; Go's

@@ -47,11 +47,13 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
 
 def find_type(dwarf: Dwarf, name: str) -> DIE:
     """The type DIE named ``name``, preferring a definition with members."""
-    die = _lookup(dwarf, name, _index(dwarf, complete=False))
+    index = _index(dwarf, complete=False)
+    die = _lookup(dwarf, name, index)
     if die is None and dwarf.language == "go":
-        die = _lookup(dwarf, name, _index(dwarf, complete=True))
+        index = _index(dwarf, complete=True)
+        die = _lookup(dwarf, name, index)
     if die is None:
-        raise NotFound("type", name, _index(dwarf, complete=dwarf.language == "go"))
+        raise NotFound("type", name, index)
     return die
 
 

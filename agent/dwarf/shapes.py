@@ -6,7 +6,7 @@ from elftools.dwarf.die import DIE
 
 from agent.abi.shape import Shape
 from agent.dwarf.reader import attr
-from agent.dwarf.types import GoKind, TypeNamer, _member_offset
+from agent.dwarf.types import GoKind, TypeNamer, member_offset
 
 _DW_ATE_FLOAT = 0x04
 _DW_ATE_COMPLEX_FLOAT = 0x03
@@ -78,10 +78,10 @@ def _aggregate(namer: TypeNamer, die: DIE, size: int, depth: int) -> Shape:
         if child.tag == "DW_TAG_member" and "DW_AT_bit_size" in child.attributes:
             # A bitfield: what classification needs is the byte it starts in.
             bits = attr(child, "DW_AT_data_bit_offset")
-            byte = bits // 8 if isinstance(bits, int) else _member_offset(child)
+            byte = bits // 8 if isinstance(bits, int) else member_offset(child)
             fields.append((byte, Shape("int", 1, 1)))
         elif child.tag == "DW_TAG_member" and not attr(child, "DW_AT_external"):
-            fields.append((_member_offset(child),
+            fields.append((member_offset(child),
                            shape_of(namer, namer.dwarf.ref(child), depth + 1)))
         elif child.tag == "DW_TAG_variant_part":
             # A Rust enum: classify it by its bytes as integers (what rustc does for

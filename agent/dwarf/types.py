@@ -207,7 +207,7 @@ def _member(dwarf: Dwarf, namer: TypeNamer, child: DIE) -> Member:
     mtype = dwarf.ref(child)
     tname = namer.name(mtype)
     size = namer.size(mtype) or 0
-    base = _member_offset(child)
+    base = member_offset(child)
     stripped = namer.strip(mtype)
     kind = tag(stripped).removeprefix("DW_TAG_") if stripped is not None else "void"
     name = die_name(child) or ""
@@ -222,7 +222,7 @@ def _member(dwarf: Dwarf, namer: TypeNamer, child: DIE) -> Member:
     return Member(name, tname, bits // 8, size, bits % 8, bit_size, kind)
 
 
-def _member_offset(child: DIE) -> int:
+def member_offset(child: DIE) -> int:
     loc = child.attributes.get("DW_AT_data_member_location")
     if loc is None:
         return 0
