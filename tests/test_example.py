@@ -3,28 +3,14 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 7  # prime, so that no two metrics' expected values coincide by accident
-
-
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("example") / "go-prometheus"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOFLAGS": "",
-           "GOCACHE": str(out.parent / "gocache")}
-    done = subprocess.run(["/usr/bin/go", "build", "-o", str(out), "./examples/go-prometheus"],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return out
 
 
 def scrape(url: str) -> dict[str, float]:

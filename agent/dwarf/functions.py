@@ -86,6 +86,16 @@ class Functions:
                             "it may come from assembly or a library built without -g")
         return sym, die
 
+    def param_types(self, name: str) -> dict[str, DIE | None]:
+        """Each named parameter's type DIE (what selectors walk from)."""
+        _sym, die = self.find(name)
+        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        if not decls:
+            decls = [c for c in _origin(die).iter_children()
+                     if c.tag == "DW_TAG_formal_parameter"]
+        return {n: self.dwarf.ref(d) for d in decls
+                if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
+
     def vars(self, name: str) -> FunctionVars:
         sym, die = self.find(name)
         origin = _origin(die)

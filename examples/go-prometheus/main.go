@@ -74,7 +74,33 @@ var (
 	codes   = []string{"200", "404", "500"}
 )
 
+// An order is what a real service would handle; placeOrder gives probes a
+// function with strings, slices and nested structs to read (see probes.yaml).
+type item struct {
+	SKU string
+	Qty int
+}
+
+type order struct {
+	ID       int64
+	Customer string
+	Items    []item
+}
+
+var customers = []string{"acme", "globex", "initech"}
+
+//go:noinline
+func placeOrder(o *order) int {
+	total := 0
+	for _, it := range o.Items {
+		total += it.Qty
+	}
+	return total
+}
+
 func (m *metrics) tick(n int) {
+	placeOrder(&order{ID: int64(n), Customer: customers[n%len(customers)],
+		Items: []item{{SKU: "sku-1", Qty: n}, {SKU: "sku-2", Qty: 2 * n}}})
 	m.fakeCounter.Inc()
 	m.anotherFakeCounter.Inc()
 	m.anotherFakeCounter.Inc()

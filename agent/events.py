@@ -1,0 +1,150 @@
+"""Event layouts: one definition drives both the C struct the BPF program fills and the
+Python decoder that reads the ring-buffer record back.
+
+Every value slot is 8-byte aligned (a u64, or a length word and a byte array rounded up
+to 8), so C's layout and this one agree without packing; codegen still asserts each
+offset with ``_Static_assert`` so a mismatch fails at compile time, not in the output.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from agent.plan import ProbePlan, ValueSpec
+
+# struct noop_hdr in bpf/noop.h: (name, struct format, offset)
+HEADER_FIELDS = (("ts", "Q", 0), ("goid", "Q", 8), ("pid", "I", 16), ("tid", "I", 20),
+                 ("probe", "H", 24), ("site", "H", 26), ("faults", "I", 28),
+                 ("absent", "I", 32))
+HEADER = struct.Struct("<QQIIHHIII")
+HEADER_SIZE = HEADER.size  # 40
+MAX_VALUES = 32  # one bit each in the header's faults and absent words
+
+
+def _round8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """Where one value sits in the record: a u64, or a length word plus ``cap`` bytes."""
+
+    value: ValueSpec
+    index: int
+    offset: int
+    size: int
+    cap: int  # 0 for a scalar
+
+    @property
+    def c_field(self) -> str:
+        return f"v{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    probe: int
+    struct_name: str
+    slots: tuple[Slot, ...]
+    size: int
+
+
+def layout(index: int, probe: ProbePlan) -> Layout:
+    slots: list[Slot] = []
+    off = HEADER_SIZE
+    for i, v in enumerate(probe.values):
+        if v.decode in ("string", "bytes"):
+            size = 8 + _round8(v.cap)
+            slots.append(Slot(v, i, off, size, _round8(v.cap)))
+        else:
+            size = 8
+            slots.append(Slot(v, i, off, size, 0))
+        off += size
+    return Layout(index, f"noop_ev_{index}", tuple(slots), off)
+
+
+def c_struct(lay: Layout) -> list[str]:
+    """The C declaration of the record, with compile-time checks of every offset."""
+    lines = [f"struct {lay.struct_name} {{", "\tstruct noop_hdr hdr;"]
+    for s in lay.slots:
+        decl = f"NOOP_BYTES({s.cap}) {s.c_field};" if s.cap else f"u64 {s.c_field};"
+        lines.append(f"\t{decl:<28}/* {s.value.name}: {s.value.selector} */")
+    lines.append("};")
+    checks = [(f"sizeof(struct {lay.struct_name})", lay.size)]
+    checks += [(f"offsetof(struct {lay.struct_name}, {s.c_field})", s.offset)
+               for s in lay.slots]
+    lines += [f'_Static_assert({expr} == {val}, "event layout");' for expr, val in checks]
+    return lines
+
+
+def c_header_checks() -> list[str]:
+    out = [f'_Static_assert(sizeof(struct noop_hdr) == {HEADER_SIZE}, "header layout");']
+    out += [f'_Static_assert(offsetof(struct noop_hdr, {name}) == {off}, "header layout");'
+            for name, _fmt, off in HEADER_FIELDS]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A decoded record. ``values`` holds None for a value that was not read."""
+
+    probe: int
+    site: int
+    ts: int  # CLOCK_MONOTONIC nanoseconds
+    pid: int
+    tid: int
+    goid: int
+    values: dict[str, Any]
+    faults: tuple[str, ...]  # values whose read faulted
+    absent: tuple[str, ...]  # values past the end of a slice
+    truncated: tuple[str, ...]  # strings longer than their cap
+    unreadable: dict[str, str]  # values never read at this site, and why
+
+
+def header(data: bytes) -> tuple[int, int]:
+    """(probe, site) of a record, to pick its layout."""
+    _ts, _g, _p, _t, probe, site, *_ = HEADER.unpack_from(data)
+    return probe, site
+
+
+def decode(lay: Layout, data: bytes, unreadable: dict[str, str] | None = None) -> Event:
+    ts, goid, pid, tid, probe, site, faults, absent, _pad = HEADER.unpack_from(data)
+    values: dict[str, Any] = {}
+    bad: list[str] = []
+    gone: list[str] = []
+    cut: list[str] = []
+    unreadable = unreadable or {}
+    for s in lay.slots:
+        bit = 1 << s.index
+        name = s.value.name
+        if faults & bit or absent & bit or name in unreadable:
+            if name not in unreadable:
+                (bad if faults & bit else gone).append(name)
+            values[name] = None
+            continue
+        if s.cap:
+            (length,) = struct.unpack_from("<I", data, s.offset)
+            raw = bytes(data[s.offset + 8: s.offset + 8 + min(length, s.value.cap)])
+            if length > s.value.cap:
+                cut.append(name)
+            values[name] = raw.decode("utf-8", "replace") if s.value.decode == "string" \
+                else raw
+        else:
+            (raw64,) = struct.unpack_from("<Q", data, s.offset)
+            values[name] = scalar(s.value, raw64)
+    return Event(probe, site, ts, pid, tid, goid, values, tuple(bad), tuple(gone),
+                 tuple(cut), unreadable)
+
+
+def scalar(v: ValueSpec, raw: int) -> Any:
+    """A u64 slot as the value's decoding says (low ``size`` bytes are the value)."""
+    size = v.size if v.size in (1, 2, 4, 8) else 8
+    bits = raw & ((1 << (8 * size)) - 1)
+    if v.decode == "int":
+        return bits - (1 << (8 * size)) if bits >> (8 * size - 1) else bits
+    if v.decode == "float":
+        return struct.unpack("<d" if size == 8 else "<f", bits.to_bytes(size, "little"))[0]
+    if v.decode == "bool":
+        return bits != 0
+    return bits

@@ -1,0 +1,160 @@
+"""Load: compile the generated C with BCC, attach every site, drain the ring buffer, and
+detach everything on the way out. The only module that imports ``bcc``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent import kheaders
+from agent.codegen import Program
+from agent.errors import NoopError
+from agent.plan import Plan
+
+
+class LoadError(NoopError):
+    """The kernel or BCC refused: no privileges, no headers, no uprobes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    probe: int
+    site: int
+    binary: str
+    address: int
+    pid: int  # -1: every process running the binary
+
+
+def check_privileges() -> None:
+    """Fail early, in one line, when this process cannot load BPF programs."""
+    from agent.doctor import PRIV_FIX, missing_caps
+
+    if os.geteuid() == 0:
+        return
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        status = ""
+    missing = missing_caps(status)
+    if missing:
+        raise LoadError("not allowed to load BPF programs: missing " + ", ".join(missing),
+                        PRIV_FIX)
+
+
+def check_headers() -> None:
+    kheaders.ensure_bcc_env()
+    source = kheaders.find_headers()
+    if not source.usable:
+        raise LoadError(f"no kernel headers for BCC: {source.detail}", kheaders.INSTALL_HINT
+                        + "; then run 'noop headers'")
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[Path]:
+    """BCC's compiler writes to fd 2; keep it for the error message instead."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        path = Path(f"/proc/self/fd/{tmp.fileno()}")
+        try:
+            yield path
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class Loaded:
+    """A compiled program with its uprobes attached. Use as a context manager: leaving
+    it detaches every probe and frees the maps, whatever happened inside."""
+
+    def __init__(self, plan: Plan, program: Program) -> None:
+        check_privileges()
+        check_headers()
+        import bcc  # the distribution's BCC; never the PyPI project of that name
+
+        self.plan = plan
+        self.program = program
+        self.attachments: list[Attachment] = []
+        self._bcc = bcc
+        with _quiet_stderr() as err:
+            try:
+                self.bpf = bcc.BPF(text=program.text.encode(), cflags=["-Wno-unused-variable"])
+            except Exception as exc:
+                detail = _compiler_message(err)
+                raise LoadError(f"BCC could not compile the generated program: {detail or exc}",
+                                "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
+        try:
+            self._attach_all()
+        except BaseException:
+            self.close()
+            raise
+
+    def _attach_all(self) -> None:
+        for pi, si, fn in self.program.functions:
+            probe = self.plan.probes[pi]
+            site = probe.sites[si]
+            target = self.plan.target(probe.target)
+            pid = target.pid if target.pid is not None else -1
+            if pid != -1 and not Path(f"/proc/{pid}").exists():
+                raise LoadError(f"target {target.name}: no process {pid}",
+                                "check the PID, or leave it out to follow every process")
+            try:
+                self.bpf.attach_uprobe(name=target.binary.encode(), addr=site.address,
+                                       fn_name=fn.encode(), pid=pid)
+            except Exception as exc:
+                raise LoadError(f"cannot attach {probe.name} at {site.function} "
+                                f"({site.address:#x}): {exc}",
+                                "run 'noop doctor' to check uprobe support") from None
+            self.attachments.append(Attachment(pi, si, target.binary, site.address, pid))
+
+    def open_ring(self, callback: Callable[[bytes], None]) -> None:
+        def raw(_ctx: Any, data: Any, size: int) -> int:
+            callback(ctypes.string_at(data, size))
+            return 0
+
+        self.bpf["noop_events"].open_ring_buffer(raw)
+
+    def poll(self, timeout_ms: int) -> None:
+        self.bpf.ring_buffer_poll(timeout_ms)
+
+    def drain(self) -> None:
+        self.bpf.ring_buffer_consume()
+
+    def lost(self) -> int:
+        return sum(int(v) for v in self.bpf["noop_lost"][0])
+
+    def faults(self) -> dict[int, int]:
+        table = self.bpf["noop_faults"]
+        return {pi: sum(int(v) for v in table[pi]) for pi in range(len(self.plan.probes))}
+
+    def close(self) -> None:
+        bpf = getattr(self, "bpf", None)
+        if bpf is not None:
+            bpf.cleanup()
+            self.bpf = None
+        self.attachments.clear()
+
+    def __enter__(self) -> Loaded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _compiler_message(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    errors = [line for line in text.splitlines() if "error:" in line]
+    return (errors[0].split("error:", 1)[1].strip() if errors else "").strip()

@@ -1,0 +1,186 @@
+"""The resolved plan: where each probe attaches and how each value is fetched there.
+
+A plan depends only on the spec and the binary's bytes (no PIDs, no kernel facts), so it
+can be shown (``noop check``), diffed as JSON and handed to codegen. Plain frozen data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One step computing an address in the BPF program (``acc`` is a u64).
+
+    - ``reg``:   acc = the register ``reg`` (a pointer held in a register)
+    - ``sp``:    acc = rsp + offset (a stack slot at the probed instruction)
+    - ``deref``: acc = *(u64 *)(acc + offset) (follow a pointer)
+    - ``index``: read the slice header {ptr, len} at acc + offset; if index >= len the
+      value is absent; else acc = ptr + index * size
+    - ``bound``: if index >= the register ``reg`` (a slice length) the value is absent
+    """
+
+    op: str
+    reg: str = ""
+    offset: int = 0
+    index: int = 0
+    size: int = 0
+
+    def __str__(self) -> str:
+        if self.op == "reg":
+            return self.reg
+        if self.op == "sp":
+            return f"rsp{self.offset:+d}"
+        if self.op == "deref":
+            return f"*(+{self.offset})" if self.offset >= 0 else f"*({self.offset})"
+        if self.op == "index":
+            return f"[{self.index}] of slice at +{self.offset} (elem {self.size})"
+        return f"check {self.index} < {self.reg}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """How one value is read at one site.
+
+    ``kind`` is where the final bytes are:
+    - ``mem``: ``size`` bytes at acc + ``offset``
+    - ``mem_slice``: a {ptr, len} header at acc + ``offset``, then up to ``cap`` bytes
+      (Go string, []byte)
+    - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
+    - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
+    - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
+    - ``builtin``: ``builtin`` (pid, tid, goid, timestamp)
+    - ``unavailable``: cannot be read here; ``why`` says so
+    """
+
+    kind: str
+    ops: tuple[Op, ...] = ()
+    offset: int = 0
+    size: int = 8
+    regs: tuple[str, ...] = ()
+    builtin: str = ""
+    why: str = ""
+
+    def describe(self) -> str:
+        path = " -> ".join(map(str, self.ops))
+        at = f"{path} +{self.offset}" if path else ""
+        if self.kind == "mem":
+            return f"{at}: {self.size} bytes"
+        if self.kind == "mem_slice":
+            return f"{at}: {{ptr,len}} header, then the bytes"
+        if self.kind == "mem_array":
+            return f"{at}: byte array"
+        if self.kind == "reg":
+            extra = f" {self.offset:+d}" if self.offset else ""
+            return f"{self.regs[0]}{extra}" + (f" (low {self.size} bytes)" if self.size < 8
+                                               else "")
+        if self.kind == "reg_slice":
+            return f"bytes at {self.regs[0]}, length {self.regs[1]}"
+        if self.kind == "builtin":
+            return f"${self.builtin}"
+        return f"unavailable: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.ops:
+            out["ops"] = [{k: v for k, v in (("op", o.op), ("reg", o.reg),
+                                              ("offset", o.offset), ("index", o.index),
+                                              ("size", o.size)) if v or k == "op"}
+                          for o in self.ops]
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg"):
+            out["offset"] = self.offset
+        if self.kind in ("mem", "reg"):
+            out["size"] = self.size
+        if self.regs:
+            out["regs"] = list(self.regs)
+        if self.builtin:
+            out["builtin"] = self.builtin
+        if self.why:
+            out["why"] = self.why
+        out["steps"] = self.describe()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSpec:
+    """A value of a probe's event: its name, how it decodes, and the type it came from."""
+
+    name: str
+    decode: str  # int, uint, float, bool, string, bytes, addr
+    size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
+    cap: int
+    type: str
+    selector: str
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """An instruction to put a uprobe on, the values fetched there, and why it was chosen.
+
+    ``when_zf`` keeps only hits where the zero flag is set (the instruction just before
+    was a compare-and-swap that succeeded). ``tag`` is free for the plan's maker.
+    """
+
+    function: str
+    address: int
+    file_offset: int
+    why: str
+    fetches: tuple[Fetch, ...]
+    when_zf: bool = False
+    tag: str = ""
+
+    def to_json(self, values: tuple[ValueSpec, ...]) -> dict[str, Any]:
+        return {"function": self.function, "address": f"{self.address:#x}",
+                "file_offset": f"{self.file_offset:#x}", "why": self.why,
+                **({"when": "zero flag set"} if self.when_zf else {}),
+                **({"tag": self.tag} if self.tag else {}),
+                "values": {v.name: f.to_json() for v, f in zip(values, self.fetches,
+                                                               strict=True)}}
+
+
+@dataclass(frozen=True, slots=True)
+class ProbePlan:
+    name: str
+    target: str
+    values: tuple[ValueSpec, ...]
+    sites: tuple[Site, ...]
+    wants_goid: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target,
+                "values": [{"name": v.name, "decode": v.decode, "type": v.type,
+                            "selector": v.selector,
+                            **({"max": v.cap} if v.decode in ("string", "bytes") else {})}
+                           for v in self.values],
+                "sites": [s.to_json(self.values) for s in self.sites]}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlan:
+    name: str
+    binary: str  # absolute path
+    build_id: str
+    language: str
+    pid: int | None
+    goid_offset: int | None  # runtime.g.goid, for Go programs with g in r14
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "binary": self.binary, "build_id": self.build_id,
+                "language": self.language, "pid": self.pid,
+                "goid_offset": self.goid_offset}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    source: str  # the spec file, or the preset's name
+    targets: tuple[TargetPlan, ...]
+    probes: tuple[ProbePlan, ...]
+
+    def target(self, name: str) -> TargetPlan:
+        return next(t for t in self.targets if t.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "targets": [t.to_json() for t in self.targets],
+                "probes": [p.to_json() for p in self.probes]}

@@ -1,0 +1,1 @@
+"""Built-in plans that need no spec."""

@@ -1,0 +1,424 @@
+"""The probe spec: load ``probes.yaml``, validate it, and return frozen ``Spec`` objects
+that remember where in the file each part came from.
+
+Every problem in a file is collected and reported at once, each as
+``file:line:col: probe NAME: message (hint)``. This module reads YAML only; it knows
+nothing of binaries (that is ``resolve``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.errors import NoopError, nearest
+
+SPEC_VERSION = 1
+DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
+BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
+            "goid": "Go goroutine id, from the g in r14 and runtime.g.goid",
+            "timestamp": "time of the hit, nanoseconds since the epoch"}
+DEFAULT_MAX = 64  # bytes kept of a string or byte slice
+MAX_MAX = 256
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """Where something is in the spec file (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    mark: Mark
+    message: str
+    hint: str = ""
+    probe: str = ""
+
+    def __str__(self) -> str:
+        where = f"probe {self.probe}: " if self.probe else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{self.mark}: {where}{self.message}{hint}"
+
+
+class SpecError(NoopError):
+    """One or more problems in a spec; printed one per line. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(map(str, problems)))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    binary: str  # absolute, or relative to the spec file's directory when given so
+    pid: int | None
+    mark: Mark
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A value a probe reads: a selector on a parameter, or a built-in (``$pid``)."""
+
+    name: str
+    selector: str
+    decode: str | None  # None: from the type found in DWARF
+    max: int
+    mark: Mark
+
+    @property
+    def builtin(self) -> str | None:
+        return self.selector[1:] if self.selector.startswith("$") else None
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    name: str
+    target: str
+    function: str | None
+    match: str | None  # a shell-style glob over full function names
+    values: tuple[Value, ...]
+    mark: Mark
+    function_mark: Mark
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    path: str
+    targets: tuple[Target, ...]
+    probes: tuple[Probe, ...]
+
+    def target(self, name: str) -> Target:
+        return next(t for t in self.targets if t.name == name)
+
+
+# ---------------------------------------------------------------------------------------
+# The format, as tables: the validator below and the JSON Schema both come from these.
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    kind: str  # "str", "int", "map", "list", "value"
+    doc: str
+    required: bool = False
+
+
+TOP_KEYS = (
+    Key("version", "int", f"spec format version; {SPEC_VERSION} if given"),
+    Key("targets", "map", "binaries to probe, by a name you choose", required=True),
+    Key("probes", "list", "what to read, and where", required=True),
+)
+TARGET_KEYS = (
+    Key("binary", "str", "path of the ELF file (relative paths start at this file's "
+        "directory)", required=True),
+    Key("pid", "int", "only this process (default: every process running the binary)"),
+)
+PROBE_KEYS = (
+    Key("name", "str", "a name for the probe: letters, digits, _", required=True),
+    Key("target", "str", "which target (may be left out when there is one)"),
+    Key("function", "str", "the function's full name as the binary has it"),
+    Key("match", "str", "or: a shell-style pattern over full function names"),
+    Key("values", "map", "name -> selector (a Go-like path from a parameter: "
+        "c.desc.fqName, o.Items[0].Qty) or a built-in ($pid, $tid, $goid, $timestamp)"),
+)
+VALUE_KEYS = (
+    Key("read", "str", "the selector", required=True),
+    Key("as", "str", "decode as " + ", ".join(DECODINGS) + " (default: from the type)"),
+    Key("max", "int", f"bytes kept of a string or bytes (default {DEFAULT_MAX}, "
+        f"at most {MAX_MAX})"),
+)
+
+
+def json_schema() -> dict[str, Any]:
+    """The spec format as JSON Schema (draft 2020-12), generated from the key tables."""
+    def obj(keys: tuple[Key, ...], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        props: dict[str, Any] = {}
+        for k in keys:
+            props[k.name] = {"description": k.doc, **(extra or {}).get(k.name, {})}
+        return {"type": "object", "additionalProperties": False, "properties": props,
+                "required": [k.name for k in keys if k.required]}
+
+    ident = {"type": "string", "pattern": _IDENT.pattern.rstrip("\\Z") + "$"}
+    value = obj(VALUE_KEYS, {"read": {"type": "string"},
+                             "as": {"enum": list(DECODINGS)},
+                             "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX}})
+    probe = obj(PROBE_KEYS, {
+        "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
+        "match": {"type": "string"},
+        "values": {"type": "object", "propertyNames": ident,
+                   "additionalProperties": {"oneOf": [{"type": "string"}, value]}}})
+    probe["oneOf"] = [{"required": ["function"]}, {"required": ["match"]}]
+    target = obj(TARGET_KEYS, {"binary": {"type": "string"},
+                               "pid": {"type": "integer", "minimum": 1}})
+    top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
+                         "targets": {"type": "object", "minProperties": 1,
+                                     "additionalProperties": target},
+                         "probes": {"type": "array", "minItems": 1, "items": probe}})
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "noop probe spec", **top}
+
+
+# ---------------------------------------------------------------------------------------
+# Loading.
+
+class _Reader:
+    """Walks the composed YAML node tree, collecting problems instead of stopping."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+        self.probe = ""
+        self._constructor = yaml.SafeLoader("")
+
+    def mark(self, node: yaml.Node) -> Mark:
+        return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def error(self, node: yaml.Node, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(self.mark(node), message, hint, self.probe))
+
+    def scalar(self, node: yaml.Node) -> Any:
+        return self._constructor.construct_object(node, deep=True)
+
+    def mapping(self, node: yaml.Node, what: str, keys: tuple[Key, ...] | None
+                ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
+        """A mapping's items by key; unknown and duplicate keys are problems."""
+        if not isinstance(node, yaml.MappingNode):
+            self.error(node, f"{what} must be a mapping")
+            return None
+        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        names = [k.name for k in keys] if keys is not None else []
+        for knode, vnode in node.value:
+            key = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            if not isinstance(key, str) or not key:
+                self.error(knode, f"{what}: keys must be names")
+                continue
+            if key in out:
+                self.error(knode, f"{what}: key {key!r} given twice")
+                continue
+            if keys is not None and key not in names:
+                near = nearest(key, names, 1)
+                self.error(knode, f"{what}: unknown key {key!r}",
+                           f"did you mean {near[0]!r}?" if near
+                           else "expected one of " + ", ".join(names))
+                continue
+            out[key] = (knode, vnode)
+        if keys is not None:
+            for k in keys:
+                if k.required and k.name not in out:
+                    self.error(node, f"{what}: missing key {k.name!r}", k.doc)
+        return out
+
+    def typed(self, node: yaml.Node, kind: type, what: str) -> Any:
+        value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else node
+        if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+            self.error(node, f"{what} must be {'a string' if kind is str else 'an integer'}")
+            return None
+        return value
+
+
+def load(path: str | Path) -> Spec:
+    """Read and validate a spec file; raise SpecError listing every problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NoopError(f"{path}: no such spec file",
+                        "give --config the path of a probes.yaml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NoopError(f"{path}: cannot read: {exc}") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, path: str = "<spec>") -> Spec:
+    r = _Reader(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = Mark(path, mark.line + 1, mark.column + 1) if mark else Mark(path, 1, 1)
+        raise SpecError([Problem(where, f"not valid YAML: {exc.problem or exc.context}",
+                                 "check indentation and quoting")]) from None
+    if root is None:
+        raise SpecError([Problem(Mark(path, 1, 1), "the spec is empty",
+                                 "it needs 'targets' and 'probes'")])
+    top = r.mapping(root, "spec", TOP_KEYS) or {}
+    if "version" in top:
+        vnode = top["version"][1]
+        v = r.typed(vnode, int, "version")
+        if v is not None and v != SPEC_VERSION:
+            r.error(vnode, f"version {v} is not supported", f"this noop reads version "
+                    f"{SPEC_VERSION}")
+    targets = tuple(_targets(r, top["targets"][1])) if "targets" in top else ()
+    probes: list[Probe] = []
+    if "probes" in top:
+        node = top["probes"][1]
+        if not isinstance(node, yaml.SequenceNode) or not node.value:
+            r.error(node, "probes must be a non-empty list")
+        else:
+            seen: dict[str, Mark] = {}
+            for pnode in node.value:
+                probe = _probe(r, pnode, targets)
+                if probe is None:
+                    continue
+                if probe.name in seen:
+                    r.probe = probe.name
+                    r.error(pnode, f"probe name {probe.name!r} is used twice",
+                            f"first at {seen[probe.name]}")
+                seen.setdefault(probe.name, probe.mark)
+                probes.append(probe)
+    if r.problems:
+        raise SpecError(r.problems)
+    return Spec(path, targets, tuple(probes))
+
+
+def _targets(r: _Reader, node: yaml.Node) -> Iterator[Target]:
+    items = r.mapping(node, "targets", None)
+    if items is not None and not items:
+        r.error(node, "targets is empty", "name at least one binary")
+    for name, (knode, vnode) in (items or {}).items():
+        if not _IDENT.match(name):
+            r.error(knode, f"target name {name!r} must be letters, digits and _")
+        fields = r.mapping(vnode, f"target {name!r}", TARGET_KEYS)
+        if fields is None or "binary" not in fields:
+            continue
+        binary = r.typed(fields["binary"][1], str, "binary")
+        pid = r.typed(fields["pid"][1], int, "pid") if "pid" in fields else None
+        if pid is not None and pid < 1:
+            r.error(fields["pid"][1], "pid must be a positive process id")
+        if binary:
+            yield Target(name, binary, pid, r.mark(knode))
+
+
+def _probe(r: _Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:
+    r.probe = ""
+    if isinstance(node, yaml.MappingNode):
+        for knode, vnode in node.value:
+            if getattr(knode, "value", None) == "name" and isinstance(vnode, yaml.ScalarNode):
+                r.probe = str(vnode.value)
+    fields = r.mapping(node, "probe", PROBE_KEYS)
+    if fields is None or "name" not in fields:
+        return None
+    name = r.typed(fields["name"][1], str, "name")
+    if name is not None and not _IDENT.match(name):
+        r.error(fields["name"][1], f"probe name {name!r} must be letters, digits and _")
+    function = r.typed(fields["function"][1], str, "function") if "function" in fields else None
+    match = r.typed(fields["match"][1], str, "match") if "match" in fields else None
+    if ("function" in fields) == ("match" in fields):
+        r.error(node, "a probe needs exactly one of 'function' and 'match'",
+                "function: exact name; match: a pattern such as 'main.handle*'")
+    target = _probe_target(r, fields, node, targets)
+    values = tuple(_values(r, fields["values"][1])) if "values" in fields else ()
+    fnode = (fields.get("function") or fields.get("match") or (node, node))[1]
+    if name is None or target is None or (function is None and match is None):
+        return None
+    return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode))
+
+
+def _probe_target(r: _Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
+                  node: yaml.Node, targets: tuple[Target, ...]) -> str | None:
+    names = [t.name for t in targets]
+    if "target" not in fields:
+        if len(names) == 1:
+            return names[0]
+        if names:
+            r.error(node, "which target? there are several", "add target: one of "
+                    + ", ".join(names))
+        return None
+    tnode = fields["target"][1]
+    target = r.typed(tnode, str, "target")
+    if target is not None and names and target not in names:
+        near = nearest(target, names, 1)
+        r.error(tnode, f"unknown target {target!r}",
+                f"did you mean {near[0]!r}?" if near else "targets: " + ", ".join(names))
+        return None
+    return target if isinstance(target, str) else None
+
+
+_SELECTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def _values(r: _Reader, node: yaml.Node) -> Iterator[Value]:
+    for name, (knode, vnode) in (r.mapping(node, "values", None) or {}).items():
+        if not _IDENT.match(name):
+            r.error(knode, f"value name {name!r} must be letters, digits and _")
+            continue
+        decode, max_len, snode = None, DEFAULT_MAX, vnode
+        if isinstance(vnode, yaml.MappingNode):
+            fields = r.mapping(vnode, f"value {name!r}", VALUE_KEYS) or {}
+            if "read" not in fields:
+                continue
+            snode = fields["read"][1]
+            if "as" in fields:
+                decode = r.typed(fields["as"][1], str, "as")
+                if decode is not None and decode not in DECODINGS:
+                    near = nearest(decode, DECODINGS, 1)
+                    r.error(fields["as"][1], f"unknown decoding {decode!r}",
+                            f"did you mean {near[0]!r}?" if near
+                            else "one of " + ", ".join(DECODINGS))
+            if "max" in fields:
+                m = r.typed(fields["max"][1], int, "max")
+                if m is not None and not 1 <= m <= MAX_MAX:
+                    r.error(fields["max"][1], f"max must be 1..{MAX_MAX}")
+                max_len = m if isinstance(m, int) else DEFAULT_MAX
+        selector = r.typed(snode, str, f"value {name!r}")
+        if selector is None:
+            continue
+        selector = selector.strip()
+        if selector.startswith("$"):
+            if selector[1:] not in BUILTINS:
+                near = nearest(selector[1:], BUILTINS, 1)
+                r.error(snode, f"unknown built-in {selector!r}",
+                        f"did you mean '${near[0]}'?" if near
+                        else "built-ins: " + ", ".join("$" + b for b in BUILTINS))
+                continue
+        elif not _SELECTOR.match(selector):
+            r.error(snode, f"value {name!r}: {selector!r} is not a selector",
+                    "write a parameter name followed by .field and [index] steps")
+            continue
+        yield Value(name, selector, decode, max_len, r.mark(snode))
+
+
+def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
+    """The spec with its one target's binary (relative to the working directory) or PID
+    replaced from the command line."""
+    if len(s.targets) != 1:
+        raise NoopError("--binary and --pid need a spec with exactly one target",
+                        "set binary and pid in the spec's targets instead")
+    t = s.targets[0]
+    t = replace(t, binary=str(Path(binary).resolve()) if binary else t.binary,
+                pid=pid if pid is not None else t.pid)
+    return replace(s, targets=(t,))
+
+
+# A selector, split into steps: ("name", "c"), ("field", "desc"), ("index", 0).
+Step = tuple[str, str | int]
+
+
+def parse_selector(text: str) -> tuple[Step, ...]:
+    """``o.Items[0].Qty`` -> (("name","o"), ("field","Items"), ("index",0), ("field","Qty"))."""
+    steps: list[Step] = []
+    for m in re.finditer(r"\[(\d+)\]|\.?([A-Za-z_][A-Za-z0-9_]*)", text):
+        if m.group(1) is not None:
+            steps.append(("index", int(m.group(1))))
+        else:
+            steps.append(("field" if steps else "name", m.group(2)))
+    return tuple(steps)
+

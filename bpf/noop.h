@@ -1,0 +1,54 @@
+/* noop.h: hand-written helpers for the BPF programs noop generates.
+ *
+ * Included once at the top of every generated program (noop check --emit-c shows
+ * the whole text). The event header below must match agent/events.py: the
+ * generated code asserts every offset at compile time.
+ */
+#include <uapi/linux/ptrace.h>
+
+#define NOOP_EFLAGS_ZF 0x40 /* x86 zero flag: set after a compare-and-swap that won */
+
+struct noop_hdr {
+	u64 ts;      /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	u64 goid;    /* Go goroutine id, when the probe asks for it */
+	u32 pid;     /* tgid, as the host sees it */
+	u32 tid;
+	u16 probe;   /* index of the probe in the plan */
+	u16 site;    /* index of the site in the probe */
+	u32 faults;  /* bit i: value i could not be read (user memory fault) */
+	u32 absent;  /* bit i: value i does not exist (index past a slice's length) */
+	u32 _pad;
+};
+
+/* Strings and byte slices: the full length, then the first bytes. */
+#define NOOP_BYTES(cap) struct { u32 len; u32 _pad; char s[cap]; }
+
+static __always_inline int noop_read(void *dst, u32 size, u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+
+/* Copy up to sizeof(slot->s) bytes from user address ptr; record the full length n.
+ * Go strings are not NUL-terminated: their length comes from the string header. */
+#define noop_copy(slot, ptr, n) ({                                          \
+	u64 __n = (n);                                                      \
+	(slot)->len = __n > 0xffffffffULL ? 0xffffffffU : (u32)__n;         \
+	if (__n > sizeof((slot)->s))                                        \
+		__n = sizeof((slot)->s);                                    \
+	__n ? bpf_probe_read_user((slot)->s, __n, (const void *)(ptr)) : 0; \
+})
+
+static __always_inline void noop_header(struct noop_hdr *h, u16 probe, u16 site)
+{
+	u64 id = bpf_get_current_pid_tgid();
+
+	h->ts = bpf_ktime_get_ns();
+	h->goid = 0;
+	h->pid = id >> 32;
+	h->tid = (u32)id;
+	h->probe = probe;
+	h->site = site;
+	h->faults = 0;
+	h->absent = 0;
+	h->_pad = 0;
+}

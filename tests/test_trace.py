@@ -1,0 +1,173 @@
+"""End to end, against the truth: noop traces examples/go-prometheus (started after noop),
+and what it prints must equal what the example itself says on /metrics.
+
+Privileged: these load BPF programs and attach uprobes for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_example import scrape
+
+REPO = Path(__file__).resolve().parent.parent
+TICKS = 23  # prime: no two metrics' expected counts coincide by accident
+CUSTOMERS = ["acme", "globex", "initech"]
+
+
+@dataclass
+class Traced:
+    lines: list[dict[str, Any]]
+    metrics: dict[str, float]
+    pid: int
+    noop_stderr: str
+    noop_exit: int
+    noop_pid: int
+
+
+def _wait_for(stream: Any, pattern: str, timeout: float) -> list[str]:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line)
+        if re.search(pattern, line):
+            return seen
+    pytest.fail(f"never saw {pattern!r}; got:\n{''.join(seen)}", pytrace=False)
+
+
+def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
+    """Start noop (--json), then the example for TICKS ticks; scrape its /metrics after
+    the last tick, stop noop with SIGTERM, and return both sides."""
+    out = tmp_path / "noop.out"
+    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
+    with open(out, "w") as sink:
+        noop = subprocess.Popen([sys.executable, "-m", "agent", *map(str, noop_args), "--json"],
+                                cwd=REPO, env=env, stdout=sink, stderr=subprocess.PIPE,
+                                text=True)
+    assert noop.stderr is not None
+    try:
+        _wait_for(noop.stderr, r"uprobes? on ", 180)
+        ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "30ms",
+                               "-ticks", str(TICKS), "-linger", "60s"],
+                              stderr=subprocess.PIPE, text=True)
+        try:
+            assert ex.stderr is not None
+            log = _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
+            url = next(m.group(1) for line in log
+                       if (m := re.search(r"serving (http://\S+/metrics)", line)))
+            metrics = scrape(url)
+            time.sleep(1.0)  # let noop drain the ring buffer
+        finally:
+            ex.terminate()
+            ex.wait(timeout=10)
+        noop.send_signal(signal.SIGTERM)
+        _stdout, err = noop.communicate(timeout=30)
+    finally:
+        if noop.poll() is None:
+            noop.kill()
+            noop.wait()
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    return Traced(lines, metrics, ex.pid, err, noop.returncode, noop.pid)
+
+
+def _series(metric: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return metric
+    return metric + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _no_probe_left(pid: int) -> None:
+    events = Path("/sys/kernel/tracing/uprobe_events").read_text()
+    assert f"bcc_{pid}" not in events, f"uprobes of noop {pid} left behind:\n{events}"
+
+
+@pytest.fixture(scope="module")
+def preset(privileged: None, example: Path, tmp_path_factory: pytest.TempPathFactory
+           ) -> Traced:
+    return trace(tmp_path_factory.mktemp("preset"), example, "--binary", example)
+
+
+def test_preset_values_equal_the_programs_own_metrics(preset: Traced) -> None:
+    assert preset.noop_exit == 0, preset.noop_stderr
+    last: dict[str, float] = {}
+    for line in preset.lines:
+        assert line["pid"] == preset.pid
+        if line["kind"] in ("counter", "gauge"):
+            last[_series(line["metric"], line["labels"])] = line["value"]
+    truth = {k: v for k, v in preset.metrics.items()
+             if k.startswith(("fake_", "another_", "sub_", "dec_"))
+             and not k.startswith("fake_histogram")}
+    assert truth, "the example's /metrics had no series"
+    assert last == truth
+
+
+def test_preset_one_line_per_update(preset: Traced) -> None:
+    per_metric = Counter(line["metric"] for line in preset.lines)
+    assert per_metric == {
+        "fake_counter": TICKS, "another_fake_counter": 2 * TICKS, "fake_gauge": TICKS,
+        "another_fake_gauge": TICKS, "sub_fake_gauge": TICKS, "dec_fake_gauge": TICKS,
+        "fake_histogram": TICKS, "fake_requests_total": TICKS}
+    per_child = Counter(_series(x["metric"], x["labels"]) for x in preset.lines
+                        if x["metric"] == "fake_requests_total")
+    assert {k: float(v) for k, v in per_child.items()} == {
+        k: v for k, v in preset.metrics.items() if k.startswith("fake_requests_total")}
+
+
+def test_preset_ops_and_increments(preset: Traced) -> None:
+    ops: dict[str, set[tuple[str, float | None]]] = {}
+    for x in preset.lines:
+        if x["kind"] != "histogram":
+            ops.setdefault(x["metric"], set()).add((x["op"], x["inc"]))
+    assert ops["fake_counter"] == {("Inc", 1)}
+    assert ops["fake_gauge"] == {("Inc", 1)}
+    assert ops["another_fake_gauge"] == {("Add", 5)}
+    assert ops["sub_fake_gauge"] == {("Sub", -7)}
+    assert ops["dec_fake_gauge"] == {("Dec", -1)}
+
+
+def test_preset_histogram_observations(preset: Traced) -> None:
+    seen = [(x["value"], x["note"]) for x in preset.lines if x["metric"] == "fake_histogram"]
+    assert [v for v, _ in seen] == [float(n % 10) for n in range(1, TICKS + 1)]
+    assert [n for _, n in seen] == [f"count {n}" for n in range(1, TICKS + 1)]
+    assert preset.metrics["fake_histogram_count"] == TICKS
+
+
+def test_preset_detaches_everything(preset: Traced) -> None:
+    assert re.search(r"SIGTERM: detached; \d+ events, 0 lost", preset.noop_stderr), \
+        preset.noop_stderr
+    _no_probe_left(preset.noop_pid)  # BCC names its uprobes after noop's PID
+
+
+def test_spec_probes_read_what_the_program_passed(privileged: None, example: Path,
+                                                  tmp_path: Path) -> None:
+    got = trace(tmp_path, example, "--config", REPO / "probes.yaml", "--binary", example)
+    assert got.noop_exit == 0, got.noop_stderr
+    _no_probe_left(got.noop_pid)
+    orders = [x["values"] for x in got.lines if x["probe"] == "order"]
+    assert [o["id"] for o in orders] == list(range(1, TICKS + 1))
+    assert [o["customer"] for o in orders] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]
+    assert {o["first_sku"] for o in orders} == {"sku-1"}
+    assert [o["first_qty"] for o in orders] == list(range(1, TICKS + 1))
+    goids = {o["goroutine"] for o in orders}
+    assert len(goids) == 1 and goids.pop() > 0  # tick runs on one goroutine (main's)
+    incs = Counter(x["values"]["metric"] for x in got.lines if x["probe"] == "counter_inc")
+    assert incs == {"fake_counter": TICKS, "another_fake_counter": 2 * TICKS,
+                    "fake_requests_total": TICKS}
+    adds = [x for x in got.lines if x["probe"] == "gauge_add"]
+    assert [a["values"]["before"] for a in adds] == [5.0 * n for n in range(TICKS)]
+    assert all(a["values"]["delta"] is None and "xmm0" in a["unreadable"]["delta"]
+               for a in adds)
