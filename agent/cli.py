@@ -64,7 +64,11 @@ def _plan(args: argparse.Namespace) -> Any:
         return resolve.resolve(loaded)
     if args.binary:
         from agent.presets import client_golang
-        return client_golang.plan(args.binary, args.pid)
+        try:
+            return client_golang.plan(args.binary, args.pid)
+        except NoopError as exc:
+            exc.exit_code = 2  # the command line named something noop cannot use
+            raise
     raise NoopError("nothing to probe", "give --binary BIN (client_golang preset) or "
                     "--config probes.yaml")
 

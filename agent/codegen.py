@@ -52,11 +52,17 @@ def generate(plan: Plan, xmm_helper: str | None = None) -> Program:
         lay = events.layout(pi, probe)
         layouts.append(lay)
         lines += [*events.c_struct(lay), ""]
-        goid_off = plan.target(probe.target).goid_offset
+        target = plan.target(probe.target)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
             functions.append((pi, si, name))
-            body, why = _site(pi, si, probe, site, lay, goid_off, xmm_helper)
+            body, why = _site(pi, si, probe, site, lay, target.goid_offset, xmm_helper)
+            if target.pid is not None:
+                # A uprobe belongs to the file; perf's own pid filter would follow one
+                # thread only, and a Go program's goroutines run on many.
+                body = ["if ((bpf_get_current_pid_tgid() >> 32) != "
+                        f"{target.pid})  /* only process {target.pid} */", "\treturn 0;",
+                        *body]
             unreadable[(pi, si)] = why
             lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
                       f"{site.why} */", f"int {name}(struct pt_regs *ctx)", "{",

@@ -36,8 +36,6 @@ def check_privileges() -> None:
     """Fail early, in one line, when this process cannot load BPF programs."""
     from agent.doctor import PRIV_FIX, missing_caps
 
-    if os.geteuid() == 0:
-        return
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
@@ -109,8 +107,9 @@ class Loaded:
                 raise LoadError(f"target {target.name}: no process {pid}",
                                 "check the PID, or leave it out to follow every process")
             try:
+                # Every process of the binary; a --pid filter is in the program itself.
                 self.bpf.attach_uprobe(name=target.binary.encode(), addr=site.address,
-                                       fn_name=fn.encode(), pid=pid)
+                                       fn_name=fn.encode(), pid=-1)
             except Exception as exc:
                 raise LoadError(f"cannot attach {probe.name} at {site.function} "
                                 f"({site.address:#x}): {exc}",

@@ -26,6 +26,7 @@ BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
 DEFAULT_MAX = 64  # bytes kept of a string or byte slice
 MAX_MAX = 256
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_INVALID = object()  # a scalar that could not be constructed (already reported)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ def json_schema() -> dict[str, Any]:
         return {"type": "object", "additionalProperties": False, "properties": props,
                 "required": [k.name for k in keys if k.required]}
 
-    ident = {"type": "string", "pattern": _IDENT.pattern.rstrip("\\Z") + "$"}
+    ident = {"type": "string", "pattern": "^" + _IDENT.pattern.removesuffix("\\Z") + "$"}
     value = obj(VALUE_KEYS, {"read": {"type": "string"},
                              "as": {"enum": list(DECODINGS)},
                              "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX}})
@@ -170,6 +171,7 @@ def json_schema() -> dict[str, Any]:
                                "pid": {"type": "integer", "minimum": 1}})
     top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
                          "targets": {"type": "object", "minProperties": 1,
+                                     "propertyNames": ident,
                                      "additionalProperties": target},
                          "probes": {"type": "array", "minItems": 1, "items": probe}})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -195,7 +197,12 @@ class _Reader:
         self.problems.append(Problem(self.mark(node), message, hint, self.probe))
 
     def scalar(self, node: yaml.Node) -> Any:
-        return self._constructor.construct_object(node, deep=True)
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, TypeError) as exc:
+            self.error(node, f"cannot read this value ({node.tag}): {exc}",
+                       "leave out YAML tags such as !!int")
+            return _INVALID
 
     def mapping(self, node: yaml.Node, what: str, keys: tuple[Key, ...] | None
                 ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
@@ -228,6 +235,8 @@ class _Reader:
 
     def typed(self, node: yaml.Node, kind: type, what: str) -> Any:
         value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else node
+        if value is _INVALID:
+            return None
         if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
             self.error(node, f"{what} must be {'a string' if kind is str else 'an integer'}")
             return None
@@ -256,7 +265,7 @@ def parse(text: str, path: str = "<spec>") -> Spec:
         where = Mark(path, mark.line + 1, mark.column + 1) if mark else Mark(path, 1, 1)
         raise SpecError([Problem(where, f"not valid YAML: {exc.problem or exc.context}",
                                  "check indentation and quoting")]) from None
-    if root is None:
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise SpecError([Problem(Mark(path, 1, 1), "the spec is empty",
                                  "it needs 'targets' and 'probes'")])
     top = r.mapping(root, "spec", TOP_KEYS) or {}
@@ -303,7 +312,9 @@ def _targets(r: _Reader, node: yaml.Node) -> Iterator[Target]:
         pid = r.typed(fields["pid"][1], int, "pid") if "pid" in fields else None
         if pid is not None and pid < 1:
             r.error(fields["pid"][1], "pid must be a positive process id")
-        if binary:
+        if binary == "":
+            r.error(fields["binary"][1], "binary is empty", "give the path of the executable")
+        elif binary:
             yield Target(name, binary, pid, r.mark(knode))
 
 

@@ -73,7 +73,7 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
                 loaded.poll(100)
                 if deadline is not None and time.monotonic() >= deadline:
                     stop.append("duration")
-                gone = [p for p in pids if not Path(f"/proc/{p}").exists()]
+                gone = [p for p in pids if not alive(p)]
                 if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
                     stop.append(f"process {gone[0]} exited")
             loaded.drain()
@@ -86,6 +86,15 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
     if failures:
         raise failures[0]
     return stats
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
 def summary(stats: Stats) -> str:

@@ -66,3 +66,15 @@ def test_rejects_a_bad_period(example: Path) -> None:
                           timeout=10, check=False)
     assert done.returncode == 2
     assert "period must be positive" in done.stderr
+
+
+def test_sigterm_stops_an_endless_run(example: Path) -> None:
+    """Without -ticks the example runs until signalled, then exits 0 promptly."""
+    p = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "10ms"],
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    assert "tick 1" in p.stderr.readline() + p.stderr.readline()
+    started = time.monotonic()
+    p.terminate()
+    assert p.wait(timeout=10) == 0
+    assert time.monotonic() - started < 3

@@ -146,17 +146,17 @@ func main() {
 	defer stop()
 	t := time.NewTicker(*period)
 	defer t.Stop()
+loop:
 	for n := 1; *ticks == 0 || n <= *ticks; n++ {
 		select {
 		case <-ctx.Done():
-			n = *ticks + 1 // leave the loop, then shut down
-			continue
+			break loop // signalled: shut down now
 		case <-t.C:
 		}
 		m.tick(n)
 		log.Printf("go-prometheus: tick %d", n)
 	}
-	if *linger > 0 {
+	if *linger > 0 && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(*linger):

@@ -1,0 +1,156 @@
+"""Bad input to check and trace: one line per problem (file:line:col for a spec), exit 2
+for what the user wrote, a clear line for what the machine lacks, and no traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, NoopRun
+
+BAD_SPEC = """\
+targets:
+  ex:
+    binary: {binary}
+probes:
+  - name: a
+    function: main.placeOrdr
+  - name: b
+    function: main.placeOrder
+    values:
+      x: o.Custmer
+      y: o.ID.foo
+      z: q.ID
+      s: {{read: o.ID, as: string}}
+"""
+
+
+def _one_line_each(stderr: str) -> list[str]:
+    lines = stderr.strip().splitlines()
+    assert lines, "no message"
+    assert not any("Traceback" in x for x in lines), stderr
+    return lines
+
+
+def test_every_resolve_error_at_once_with_its_place(noop: NoopRun, example: Path,
+                                                    tmp_path: Path) -> None:
+    spec = tmp_path / "p.yaml"
+    spec.write_text(BAD_SPEC.format(binary=example))
+    done = noop("check", "--config", spec)
+    assert done.returncode == 2
+    lines = _one_line_each(done.stderr)
+    assert lines == [
+        f"noop: {spec}:6:15: probe a: function 'main.placeOrdr' not found "
+        "(did you mean main.placeOrder?)",
+        f"noop: {spec}:10:10: probe b: x: main.order has no field 'Custmer' "
+        "(its fields: ID, Customer, Items)",
+        f"noop: {spec}:11:10: probe b: y: o.ID is int64, not a struct or a pointer to one "
+        "(drop '.foo')",
+        f"noop: {spec}:12:10: probe b: main.placeOrder has no parameter 'q' (parameters: o)",
+        f"noop: {spec}:13:17: probe b: s: o.ID is int64: it cannot be read as string "
+        "(strings come from Go strings, []byte and byte arrays)",
+    ]
+
+
+def test_malformed_yaml(noop: NoopRun, tmp_path: Path) -> None:
+    spec = tmp_path / "p.yaml"
+    spec.write_text("targets:\n  ex: {binary: x\nprobes: []\n")
+    done = noop("check", "--config", spec)
+    assert done.returncode == 2
+    (line,) = _one_line_each(done.stderr)
+    assert re.match(rf"noop: {re.escape(str(spec))}:\d+:\d+: not valid YAML", line), line
+
+
+def test_missing_binary_in_spec_names_the_target(noop: NoopRun, tmp_path: Path) -> None:
+    spec = tmp_path / "p.yaml"
+    spec.write_text("targets:\n  ex: {binary: ./nothere}\nprobes:\n"
+                    "  - {name: a, function: main.main}\n")
+    done = noop("check", "--config", spec)
+    assert done.returncode == 2
+    assert _one_line_each(done.stderr) == [
+        f"noop: {spec}:2:3: target ex: {tmp_path}/nothere: no such file (check the path)"]
+
+
+def test_unknown_spec_file(noop: NoopRun, tmp_path: Path) -> None:
+    done = noop("check", "--config", tmp_path / "none.yaml")
+    assert done.returncode != 0
+    assert len(_one_line_each(done.stderr)) == 1
+
+
+@pytest.mark.parametrize("what", ["missing", "not-elf", "stripped", "not-go"])
+def test_preset_binary_errors(noop: NoopRun, example: Path, c_layouts: Path,
+                              tmp_path: Path, what: str) -> None:
+    path = tmp_path / what
+    if what == "not-elf":
+        path.write_text("#!/bin/sh\n")
+    elif what == "stripped":
+        shutil.copy(example, path)
+        subprocess.run(["strip", str(path)], check=True)
+    elif what == "not-go":
+        path = c_layouts
+    done = noop("--binary", path, "--duration", "1")
+    assert done.returncode == 2, done.stderr
+    (line,) = _one_line_each(done.stderr)
+    assert line.startswith(f"noop: {path}")
+
+
+def test_without_capabilities(privileged: None, example: Path) -> None:
+    capsh = shutil.which("capsh")
+    assert capsh, "capsh not found: run ./setup.sh"
+    done = subprocess.run([capsh, "--drop=cap_bpf,cap_perfmon,cap_sys_admin", "--", "-c",
+                           f"exec {sys.executable} -m agent --binary {example} --duration 1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    (line,) = _one_line_each(done.stderr)
+    assert line.startswith("noop: not allowed to load BPF programs: missing CAP_"), line
+
+
+def test_without_kernel_headers(privileged: None, example: Path) -> None:
+    env = {**os.environ, "BCC_KERNEL_SOURCE": "/nonexistent"}
+    done = subprocess.run([sys.executable, "-m", "agent", "--binary", str(example),
+                           "--duration", "1"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    (line,) = _one_line_each(done.stderr)
+    assert line.startswith("noop: no kernel headers for BCC"), line
+
+
+def test_pid_that_does_not_exist(noop: NoopRun, privileged: None, example: Path) -> None:
+    done = noop("--binary", example, "--pid", "999999999", "--duration", "1")
+    assert done.returncode != 0
+    (line,) = _one_line_each(done.stderr)
+    assert "no process 999999999" in line
+
+
+def test_one_pid_until_it_exits(noop: NoopRun, privileged: None, example: Path,
+                                tmp_path: Path) -> None:
+    """--pid follows that process only, and noop stops (detached) when it exits."""
+    ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "50ms"],
+                          stderr=subprocess.DEVNULL)
+    other = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "50ms"],
+                             stderr=subprocess.DEVNULL)
+    try:
+        cmd = [sys.executable, "-m", "agent", "--binary", str(example), "--pid", str(ex.pid),
+               "--json", "--duration", "120"]
+        tracer = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        assert tracer.stdout is not None
+        first = tracer.stdout.readline()  # the first update: noop is attached
+        assert f'"pid": {ex.pid}' in first
+        time.sleep(0.5)
+        ex.send_signal(signal.SIGTERM)
+        out, err = tracer.communicate(timeout=30)
+    finally:
+        for p in (ex, other):
+            p.kill()
+            p.wait()
+    assert tracer.returncode == 0, err
+    assert f"process {ex.pid} exited: detached" in err
+    assert f'"pid": {other.pid}' not in out
