@@ -77,14 +77,11 @@ if [ "$job" = test ]; then
 	exec python -m pytest -q
 fi
 
-# demo: start the example, look at it the way a user hunting for an API would.
+# demo: look at the example the way a user hunting for an API would, then trace it
+# with the client_golang preset and compare with the example's own /metrics.
 bin=build/go-prometheus
 port=${NOOP_DEMO_PORT:-9091}
 ticks=5
-"$bin" -listen "127.0.0.1:$port" -period 500ms -ticks $ticks -linger 60s 2>build/go-prometheus.log &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-log "started the example: pid $pid, http://127.0.0.1:$port/metrics, $ticks ticks"
 log "noop doctor"
 noop doctor || true
 log "noop funcs $bin '*prometheus.(*gauge).*'"
@@ -93,14 +90,31 @@ log "noop struct $bin github.com/prometheus/client_golang/prometheus.counter"
 noop struct "$bin" github.com/prometheus/client_golang/prometheus.counter
 log "noop vars $bin 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'"
 noop vars "$bin" 'github.com/prometheus/client_golang/prometheus.(*gauge).Add'
-deadline=$((SECONDS + 30))
-until grep -q "tick $ticks\$" build/go-prometheus.log 2>/dev/null; do
-	if [ $SECONDS -gt $deadline ] || ! kill -0 $pid 2>/dev/null; then
-		echo "setup.sh: the example did not finish its ticks; its log:" >&2
-		cat build/go-prometheus.log >&2
-		exit 1
-	fi
-	sleep 0.2
-done
-log "the example's own /metrics after its $ticks ticks"
+log "noop check --config probes.yaml   (resolve the example spec; nothing is loaded)"
+noop check --config probes.yaml
+
+wait_for() { # FILE PATTERN WHAT PID
+	local deadline=$((SECONDS + 120))
+	until grep -q "$2" "$1" 2>/dev/null; do
+		if [ $SECONDS -gt $deadline ] || ! kill -0 "$4" 2>/dev/null; then
+			echo "setup.sh: $3 did not happen; log:" >&2
+			cat "$1" >&2
+			exit 1
+		fi
+		sleep 0.2
+	done
+}
+log "noop --binary $bin   (started before the example; every update is one line)"
+noop --binary "$bin" >build/noop-demo.out 2>build/noop-demo.err &
+noop_pid=$!
+trap 'kill $noop_pid $pid 2>/dev/null || true' EXIT
+wait_for build/noop-demo.err "uprobes* on" "attaching noop" $noop_pid
+"$bin" -listen "127.0.0.1:$port" -period 300ms -ticks $ticks -linger 60s 2>build/go-prometheus.log &
+pid=$!
+wait_for build/go-prometheus.log "tick $ticks\$" "the example's $ticks ticks" $pid
+sleep 0.5
+kill -TERM $noop_pid
+wait $noop_pid || true
+cat build/noop-demo.out build/noop-demo.err
+log "the example's own /metrics after its $ticks ticks: the last values above must match"
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^(fake|another|sub|dec)_'

@@ -106,14 +106,19 @@ class Loaded:
             if pid != -1 and not Path(f"/proc/{pid}").exists():
                 raise LoadError(f"target {target.name}: no process {pid}",
                                 "check the PID, or leave it out to follow every process")
-            try:
-                # Every process of the binary; a --pid filter is in the program itself.
-                self.bpf.attach_uprobe(name=target.binary.encode(), addr=site.address,
-                                       fn_name=fn.encode(), pid=-1)
-            except Exception as exc:
-                raise LoadError(f"cannot attach {probe.name} at {site.function} "
-                                f"({site.address:#x}): {exc}",
-                                "run 'noop doctor' to check uprobe support") from None
+            with _quiet_stderr() as err:
+                try:
+                    # Every process of the binary; a --pid filter is in the program.
+                    self.bpf.attach_uprobe(name=target.binary.encode(), addr=site.address,
+                                           fn_name=fn.encode(), pid=-1)
+                except Exception as exc:
+                    said = err.read_text(errors="replace")
+                    hint = ("the kernel will not probe the instruction there (x86 refuses "
+                            "LOCK-prefixed ones); probe another function"
+                            if "error 524" in said else
+                            "run 'noop doctor' to check uprobe support")
+                    raise LoadError(f"cannot attach {probe.name} at {site.function} "
+                                    f"({site.address:#x}): {exc}", hint) from None
             self.attachments.append(Attachment(pi, si, target.binary, site.address, pid))
 
     def open_ring(self, callback: Callable[[bytes], None]) -> None:

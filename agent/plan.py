@@ -28,6 +28,11 @@ class Op:
     index: int = 0
     size: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
+                "index": ("offset", "index", "size"), "bound": ("reg", "index")}[self.op]
+        return {"op": self.op, **{k: getattr(self, k) for k in keep}}
+
     def __str__(self) -> str:
         if self.op == "reg":
             return self.reg
@@ -85,10 +90,7 @@ class Fetch:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         if self.ops:
-            out["ops"] = [{k: v for k, v in (("op", o.op), ("reg", o.reg),
-                                              ("offset", o.offset), ("index", o.index),
-                                              ("size", o.size)) if v or k == "op"}
-                          for o in self.ops]
+            out["ops"] = [o.to_json() for o in self.ops]
         if self.kind in ("mem", "mem_slice", "mem_array", "reg"):
             out["offset"] = self.offset
         if self.kind in ("mem", "reg"):

@@ -18,7 +18,7 @@ from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import Dwarf
 from agent.dwarf.types import TypeNamer, member_offset
-from agent.errors import NoopError, NotFound
+from agent.errors import NoDebugInfo, NoopError, NotFound, nearest
 from agent.plan import Fetch, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 from agent.selectors import SelectError, Walker
 from agent.spec import Mark, Probe, Problem, Spec, SpecError, Value, parse_selector
@@ -31,7 +31,6 @@ class Binary:
         self.path = path
         self.elf = ElfFile(path)
         if not self.elf.has_dwarf:
-            from agent.errors import NoDebugInfo
             raise NoDebugInfo(f"{path}: no DWARF debug info (stripped?)",
                               "build without -ldflags=-s/-w, or point noop at the unstripped "
                               "binary")
@@ -167,7 +166,6 @@ def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
     var = next((p for p in fv.params if p.name == param), None)
     if var is None:
         names = [p.name for p in fv.params]
-        from agent.errors import nearest
         near = nearest(param, names, 1)
         out.add(v.mark, f"{fv.function} has no parameter {param!r}",
                 (f"did you mean {near[0]!r}? " if near else "")

@@ -46,6 +46,9 @@ def test_metrics_after_n_ticks(example: Path) -> None:
     assert m["another_fake_gauge"] == 5 * TICKS
     assert m["sub_fake_gauge"] == -7 * TICKS
     assert m["dec_fake_gauge"] == -TICKS
+    assert m["fake_set_gauge"] == 1.5 * TICKS
+    assert m["fake_float_counter"] == 0.25 * TICKS
+    assert m["fake_int_counter"] == 3 * TICKS
     assert m["fake_histogram_count"] == TICKS
     assert m["fake_histogram_sum"] == sum(n % 10 for n in range(1, TICKS + 1))
     vec = {k: v for k, v in m.items() if k.startswith("fake_requests_total{")}

@@ -120,7 +120,8 @@ def test_preset_one_line_per_update(preset: Traced) -> None:
     assert per_metric == {
         "fake_counter": TICKS, "another_fake_counter": 2 * TICKS, "fake_gauge": TICKS,
         "another_fake_gauge": TICKS, "sub_fake_gauge": TICKS, "dec_fake_gauge": TICKS,
-        "fake_histogram": TICKS, "fake_requests_total": TICKS}
+        "fake_histogram": TICKS, "fake_requests_total": TICKS, "fake_set_gauge": TICKS,
+        "fake_float_counter": TICKS, "fake_int_counter": TICKS}
     per_child = Counter(_series(x["metric"], x["labels"]) for x in preset.lines
                         if x["metric"] == "fake_requests_total")
     assert {k: float(v) for k, v in per_child.items()} == {
@@ -137,6 +138,9 @@ def test_preset_ops_and_increments(preset: Traced) -> None:
     assert ops["another_fake_gauge"] == {("Add", 5)}
     assert ops["sub_fake_gauge"] == {("Sub", -7)}
     assert ops["dec_fake_gauge"] == {("Dec", -1)}
+    assert ops["fake_set_gauge"] == {("Set", None)}
+    assert ops["fake_float_counter"] == {("Add", 0.25)}
+    assert ops["fake_int_counter"] == {("Add", 3)}
 
 
 def test_preset_histogram_observations(preset: Traced) -> None:

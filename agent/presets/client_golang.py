@@ -24,10 +24,11 @@ from typing import Any
 
 from agent import sites
 from agent.dwarf.locations import Location, Piece, Unavailable
+from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import die_name
 from agent.errors import NoopError
 from agent.events import Event
-from agent.plan import Fetch, Plan, ProbePlan, Site, ValueSpec
+from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.resolve import Binary
 from agent.spec import parse_selector
 
@@ -104,13 +105,8 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
             except Unavailable:
                 break
             if loc == (Piece(8, reg="xmm0"),):
-                return spec, Fetch("mem", ops=(_sp(offset),), size=8)
+                return spec, Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
     return spec, Fetch("unavailable", why=reason)
-
-
-def _sp(offset: int) -> Any:
-    from agent.plan import Op
-    return Op("sp", offset=offset)
 
 
 def plan(path: str, pid: int | None = None) -> Plan:
@@ -188,7 +184,6 @@ def _offset(b: Binary, kind: str, field: str) -> int | None:
 
 
 def _type(b: Binary, kind: str) -> Any:
-    from agent.dwarf.lookup import find_type
     return find_type(b.dwarf, f"{PKG}.{kind}")
 
 

@@ -28,6 +28,9 @@ type metrics struct {
 	anotherFakeGauge   prometheus.Gauge
 	subFakeGauge       prometheus.Gauge
 	decFakeGauge       prometheus.Gauge
+	setFakeGauge       prometheus.Gauge
+	floatFakeCounter   prometheus.Counter
+	intFakeCounter     prometheus.Counter
 	fakeHistogram      prometheus.Histogram
 	requests           *prometheus.CounterVec
 }
@@ -52,6 +55,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		decFakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dec_fake_gauge", Help: "Dec once per tick.",
 		}),
+		setFakeGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fake_set_gauge", Help: "Set to 1.5 times the tick number.",
+		}),
+		floatFakeCounter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fake_float_counter", Help: "Add(0.25) once per tick.",
+		}),
+		intFakeCounter: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fake_int_counter", Help: "Add(3) once per tick.",
+		}),
 		fakeHistogram: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fake_histogram",
 			Help:    "Observes the tick number modulo 10 once per tick.",
@@ -62,8 +74,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"method", "code"}),
 	}
 	reg.MustRegister(m.fakeCounter, m.anotherFakeCounter, m.fakeGauge,
-		m.anotherFakeGauge, m.subFakeGauge, m.decFakeGauge, m.fakeHistogram,
-		m.requests)
+		m.anotherFakeGauge, m.subFakeGauge, m.decFakeGauge, m.setFakeGauge,
+		m.floatFakeCounter, m.intFakeCounter, m.fakeHistogram, m.requests)
 	return m
 }
 
@@ -108,6 +120,9 @@ func (m *metrics) tick(n int) {
 	m.anotherFakeGauge.Add(5)
 	m.subFakeGauge.Sub(7)
 	m.decFakeGauge.Dec()
+	m.setFakeGauge.Set(float64(n) * 1.5)
+	m.floatFakeCounter.Add(0.25)
+	m.intFakeCounter.Add(3)
 	m.fakeHistogram.Observe(float64(n % 10))
 	m.requests.WithLabelValues(methods[n%len(methods)], codes[n%len(codes)]).Inc()
 }
