@@ -156,6 +156,15 @@ def test_preset_detaches_everything(preset: Traced) -> None:
     _no_probe_left(preset.noop_pid)  # BCC names its uprobes after noop's PID
 
 
+def test_preset_plan_covers_every_update_method(noop_json: Any, example: Path) -> None:
+    """Every method of counter, gauge and histogram that updates the value has a site,
+    however its compiler laid it out (and whatever it inlined)."""
+    plan = noop_json("check", "--binary", example, "--json")
+    tags = {s["tag"] for p in plan["probes"] for s in p["sites"]}
+    assert tags == {"counter.Inc", "counter.Add", "gauge.Set", "gauge.SetToCurrentTime",
+                    "gauge.Inc", "gauge.Dec", "gauge.Add", "gauge.Sub", "histogram.Observe"}
+
+
 def test_spec_probes_read_what_the_program_passed(privileged: None, example: Path,
                                                   tmp_path: Path) -> None:
     got = trace(tmp_path, example, "--config", REPO / "probes.yaml", "--binary", example)

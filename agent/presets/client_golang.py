@@ -83,7 +83,10 @@ def _field(b: Binary, recv_type: Any, base: str, name: str, decode: str
 
 
 def _reg(name: str, reg: str, decode: str, what: str) -> tuple[ValueSpec, Fetch]:
-    return ValueSpec(name, decode, 8, 0, what, reg), Fetch("reg", size=8, regs=(reg,))
+    # The register differs from site to site; the value's description must not, since
+    # all sites of a probe share one event layout.
+    return (ValueSpec(name, decode, 8, 0, what, f"register ({name})"),
+            Fetch("reg", size=8, regs=(reg,)))
 
 
 def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
@@ -188,7 +191,7 @@ def _type(b: Binary, kind: str) -> Any:
 
 
 def _op(method: str) -> str:
-    return {"observe": "Observe", "SetToCurrentTime": "Set"}.get(method, method)
+    return {"observe": "Observe"}.get(method, method)
 
 
 # ---------------------------------------------------------------------------------------
