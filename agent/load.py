@@ -32,6 +32,23 @@ class Attachment:
     pid: int  # -1: every process running the binary
 
 
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+
+
+def check_targets(plan: Plan) -> None:
+    """A target named by PID must be running: say so before spending seconds compiling."""
+    for t in plan.targets:
+        if t.pid is not None and not alive(t.pid):
+            raise LoadError(f"target {t.name}: no process {t.pid}",
+                            "check the PID, or leave it out to follow every process")
+
+
 def check_privileges() -> None:
     """Fail early, in one line, when this process cannot load BPF programs."""
     from agent.doctor import PRIV_FIX, missing_caps
@@ -78,6 +95,7 @@ class Loaded:
     def __init__(self, plan: Plan, program: Program) -> None:
         check_privileges()
         check_headers()
+        check_targets(plan)
         import bcc  # the distribution's BCC; never the PyPI project of that name
 
         self.plan = plan
@@ -103,9 +121,6 @@ class Loaded:
             site = probe.sites[si]
             target = self.plan.target(probe.target)
             pid = target.pid if target.pid is not None else -1
-            if pid != -1 and not Path(f"/proc/{pid}").exists():
-                raise LoadError(f"target {target.name}: no process {pid}",
-                                "check the PID, or leave it out to follow every process")
             with _quiet_stderr() as err:
                 try:
                     # Every process of the binary; a --pid filter is in the program.

@@ -17,8 +17,8 @@ from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import Dwarf
-from agent.dwarf.types import TypeNamer, member_offset
-from agent.errors import NoDebugInfo, NoopError, NotFound, nearest
+from agent.dwarf.types import TypeNamer
+from agent.errors import NoDebugInfo, NoopError, nearest
 from agent.plan import Fetch, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 from agent.selectors import SelectError, Walker
 from agent.spec import Mark, Probe, Problem, Spec, SpecError, Value, parse_selector
@@ -48,11 +48,8 @@ class Binary:
             g = find_type(self.dwarf, "runtime.g")
         except NoopError:
             return None
-        for child in g.iter_children():
-            if child.tag == "DW_TAG_member" and child.attributes.get("DW_AT_name") \
-                    and child.attributes["DW_AT_name"].value == b"goid":
-                return member_offset(child)
-        return None
+        goid = self.walker.members(g).get("goid")
+        return goid[0] if goid is not None else None
 
     def entry_site(self, function: str, fetches: tuple[Fetch, ...]) -> Site:
         sym, _die = self.functions.find(function)
@@ -109,10 +106,7 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
     if probe.function is not None:
         try:
             b.functions.find(probe.function)
-        except NotFound as exc:
-            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
-            return []
-        except NoopError as exc:
+        except NoopError as exc:  # not found, or found without DWARF
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             return []
         return [probe.function]

@@ -9,7 +9,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 
 from agent import events
@@ -28,7 +27,7 @@ class Stats:
 
 
 def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None) -> Stats:
-    from agent.load import Loaded
+    from agent.load import Loaded, alive
 
     stats = Stats()
     stop: list[str] = []
@@ -86,15 +85,6 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
     if failures:
         raise failures[0]
     return stats
-
-
-def alive(pid: int) -> bool:
-    """Whether the process runs (a zombie waiting for its parent does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
 
 
 def summary(stats: Stats) -> str:
