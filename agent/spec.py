@@ -16,7 +16,13 @@ from typing import Any
 
 import yaml
 
+from agent import spec_metrics
 from agent.errors import NoopError, nearest
+from agent.specread import IDENT as _IDENT
+from agent.specread import Key, Reader
+from agent.specread import Mark as Mark  # re-exported: spec.Mark, spec.Problem, ...
+from agent.specread import Problem as Problem
+from agent.specread import SpecError as SpecError
 
 SPEC_VERSION = 1
 DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
@@ -25,46 +31,6 @@ BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
             "timestamp": "time of the hit, nanoseconds since the epoch"}
 DEFAULT_MAX = 64  # bytes kept of a string or byte slice
 MAX_MAX = 256
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_INVALID = object()  # a scalar that could not be constructed (already reported)
-
-
-@dataclass(frozen=True, slots=True)
-class Mark:
-    """Where something is in the spec file (1-based line and column)."""
-
-    file: str
-    line: int
-    col: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    mark: Mark
-    message: str
-    hint: str = ""
-    probe: str = ""
-
-    def __str__(self) -> str:
-        where = f"probe {self.probe}: " if self.probe else ""
-        hint = f" ({self.hint})" if self.hint else ""
-        return f"{self.mark}: {where}{self.message}{hint}"
-
-
-class SpecError(NoopError):
-    """One or more problems in a spec; printed one per line. Exit code 2."""
-
-    exit_code = 2
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(map(str, problems)))
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +65,7 @@ class Probe:
     values: tuple[Value, ...]
     mark: Mark
     function_mark: Mark
+    metrics: tuple[spec_metrics.Metric, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,14 +80,6 @@ class Spec:
 
 # ---------------------------------------------------------------------------------------
 # The format, as tables: the validator below and the JSON Schema both come from these.
-
-@dataclass(frozen=True, slots=True)
-class Key:
-    name: str
-    kind: str  # "str", "int", "map", "list", "value"
-    doc: str
-    required: bool = False
-
 
 TOP_KEYS = (
     Key("version", "int", f"spec format version; {SPEC_VERSION} if given"),
@@ -139,6 +98,7 @@ PROBE_KEYS = (
     Key("match", "str", "or: a shell-style pattern over full function names"),
     Key("values", "map", "name -> selector (a Go-like path from a parameter: "
         "c.desc.fqName, o.Items[0].Qty) or a built-in ($pid, $tid, $goid, $timestamp)"),
+    Key("metrics", "list", "metrics made of the values, for noop run (see METRIC_KEYS)"),
 )
 VALUE_KEYS = (
     Key("read", "str", "the selector", required=True),
@@ -161,11 +121,27 @@ def json_schema() -> dict[str, Any]:
     value = obj(VALUE_KEYS, {"read": {"type": "string"},
                              "as": {"enum": list(DECODINGS)},
                              "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX}})
+    sm = spec_metrics
+    label = obj(sm.LABEL_KEYS, {"value": {"type": "string"}, "map": {
+        "type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+        "default": {"type": "string"}, "allow": {"type": "string", "format": "regex"},
+        "other": {"type": "string"}})
+    metric = obj(sm.METRIC_KEYS, {
+        "name": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+        "type": {"enum": list(sm.KINDS)}, "help": {"type": "string"},
+        "value": {"type": "string"},
+        "buckets": {"type": "array", "items": {"type": "number"}, "minItems": 1,
+                    "maxItems": sm.MAX_BUCKETS},
+        "labels": {"type": "object", "propertyNames": ident,
+                   "additionalProperties": {"oneOf": [{"type": "string"}, label]}},
+        "max_series": {"type": "integer", "minimum": 1, "maximum": sm.MAX_SERIES},
+        "aggregate": {"enum": list(sm.AGGREGATIONS)}})
     probe = obj(PROBE_KEYS, {
         "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
         "match": {"type": "string"},
         "values": {"type": "object", "propertyNames": ident,
-                   "additionalProperties": {"oneOf": [{"type": "string"}, value]}}})
+                   "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
+        "metrics": {"type": "array", "items": metric}})
     probe["oneOf"] = [{"required": ["function"]}, {"required": ["match"]}]
     target = obj(TARGET_KEYS, {"binary": {"type": "string"},
                                "pid": {"type": "integer", "minimum": 1}})
@@ -181,68 +157,6 @@ def json_schema() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 # Loading.
 
-class _Reader:
-    """Walks the composed YAML node tree, collecting problems instead of stopping."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.problems: list[Problem] = []
-        self.probe = ""
-        self._constructor = yaml.SafeLoader("")
-
-    def mark(self, node: yaml.Node) -> Mark:
-        return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
-
-    def error(self, node: yaml.Node, message: str, hint: str = "") -> None:
-        self.problems.append(Problem(self.mark(node), message, hint, self.probe))
-
-    def scalar(self, node: yaml.Node) -> Any:
-        try:
-            return self._constructor.construct_object(node, deep=True)
-        except (yaml.YAMLError, ValueError, TypeError) as exc:
-            self.error(node, f"cannot read this value ({node.tag}): {exc}",
-                       "leave out YAML tags such as !!int")
-            return _INVALID
-
-    def mapping(self, node: yaml.Node, what: str, keys: tuple[Key, ...] | None
-                ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
-        """A mapping's items by key; unknown and duplicate keys are problems."""
-        if not isinstance(node, yaml.MappingNode):
-            self.error(node, f"{what} must be a mapping")
-            return None
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        names = [k.name for k in keys] if keys is not None else []
-        for knode, vnode in node.value:
-            key = knode.value if isinstance(knode, yaml.ScalarNode) else None
-            if not isinstance(key, str) or not key:
-                self.error(knode, f"{what}: keys must be names")
-                continue
-            if key in out:
-                self.error(knode, f"{what}: key {key!r} given twice")
-                continue
-            if keys is not None and key not in names:
-                near = nearest(key, names, 1)
-                self.error(knode, f"{what}: unknown key {key!r}",
-                           f"did you mean {near[0]!r}?" if near
-                           else "expected one of " + ", ".join(names))
-                continue
-            out[key] = (knode, vnode)
-        if keys is not None:
-            for k in keys:
-                if k.required and k.name not in out:
-                    self.error(node, f"{what}: missing key {k.name!r}", k.doc)
-        return out
-
-    def typed(self, node: yaml.Node, kind: type, what: str) -> Any:
-        value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else node
-        if value is _INVALID:
-            return None
-        if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
-            self.error(node, f"{what} must be {'a string' if kind is str else 'an integer'}")
-            return None
-        return value
-
-
 def load(path: str | Path) -> Spec:
     """Read and validate a spec file; raise SpecError listing every problem."""
     p = Path(path)
@@ -257,7 +171,7 @@ def load(path: str | Path) -> Spec:
 
 
 def parse(text: str, path: str = "<spec>") -> Spec:
-    r = _Reader(path)
+    r = Reader(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -293,12 +207,23 @@ def parse(text: str, path: str = "<spec>") -> Spec:
                             f"first at {seen[probe.name]}")
                 seen.setdefault(probe.name, probe.mark)
                 probes.append(probe)
+            _unique_metrics(r, probes)
     if r.problems:
         raise SpecError(r.problems)
     return Spec(path, targets, tuple(probes))
 
 
-def _targets(r: _Reader, node: yaml.Node) -> Iterator[Target]:
+def _unique_metrics(r: Reader, probes: list[Probe]) -> None:
+    first: dict[str, Mark] = {}
+    for p in probes:
+        for m in p.metrics:
+            if m.name in first:
+                r.problems.append(Problem(m.mark, f"metric {m.name!r} is declared twice",
+                                          f"first at {first[m.name]}", p.name))
+            first.setdefault(m.name, m.mark)
+
+
+def _targets(r: Reader, node: yaml.Node) -> Iterator[Target]:
     items = r.mapping(node, "targets", None)
     if items is not None and not items:
         r.error(node, "targets is empty", "name at least one binary")
@@ -318,7 +243,7 @@ def _targets(r: _Reader, node: yaml.Node) -> Iterator[Target]:
             yield Target(name, binary, pid, r.mark(knode))
 
 
-def _probe(r: _Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:
+def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:
     r.probe = ""
     if isinstance(node, yaml.MappingNode):
         for knode, vnode in node.value:
@@ -337,13 +262,15 @@ def _probe(r: _Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | 
                 "function: exact name; match: a pattern such as 'main.handle*'")
     target = _probe_target(r, fields, node, targets)
     values = tuple(_values(r, fields["values"][1])) if "values" in fields else ()
+    metrics = tuple(spec_metrics.read(r, fields["metrics"][1], {v.name: v.mark for v in values})
+                    ) if "metrics" in fields else ()
     fnode = (fields.get("function") or fields.get("match") or (node, node))[1]
     if name is None or target is None or (function is None and match is None):
         return None
-    return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode))
+    return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics)
 
 
-def _probe_target(r: _Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
+def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
                   node: yaml.Node, targets: tuple[Target, ...]) -> str | None:
     names = [t.name for t in targets]
     if "target" not in fields:
@@ -366,7 +293,7 @@ def _probe_target(r: _Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
 _SELECTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
-def _values(r: _Reader, node: yaml.Node) -> Iterator[Value]:
+def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
     for name, (knode, vnode) in (r.mapping(node, "values", None) or {}).items():
         if not _IDENT.match(name):
             r.error(knode, f"value name {name!r} must be letters, digits and _")
