@@ -54,8 +54,9 @@ def cmd_headers(args: argparse.Namespace) -> int:
     return kheaders.main_prepare([])
 
 
-def _plan(args: argparse.Namespace) -> Any:
-    """The plan named on the command line: a spec (--config) or the preset (--binary)."""
+def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
+    """The plan named on the command line: a spec (--config) or the preset (--binary);
+    ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
     if args.config:
         from agent import resolve, spec
         loaded = spec.load(args.config)
@@ -65,7 +66,7 @@ def _plan(args: argparse.Namespace) -> Any:
     if args.binary:
         from agent.presets import client_golang
         try:
-            return client_golang.plan(args.binary, args.pid)
+            return client_golang.plan(args.binary, args.pid, aggregate)
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
@@ -78,11 +79,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         from agent import spec
         print(json.dumps(spec.json_schema(), indent=2))
         return 0
-    plan = _plan(args)
+    plan = _plan(args, args.run)
     from agent import codegen, render
     from agent.kfeatures import xmm_helper_available
     if args.emit_c:
-        sys.stdout.write(codegen.generate(plan, xmm_helper_available()).text)
+        mode = "run" if args.run else "trace"
+        sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode).text)
         return 0
     return _emit(args, plan.to_json(), render.plan)
 
@@ -96,6 +98,30 @@ def cmd_trace(args: argparse.Namespace) -> int:
     stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration)
     print(trace.summary(stats), file=sys.stderr)
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent import daemon, webconfig
+    from agent.kfeatures import xmm_helper_available
+    if not (args.binary or args.config):
+        raise NoopError("noop run: nothing to probe", "give --config probes.yaml, or "
+                        "--binary BIN for the client_golang preset's meta-metrics")
+    from agent.serve import parse_listen
+    try:
+        parse_listen(args.listen)
+    except NoopError as exc:
+        exc.exit_code = 2
+        raise
+    web = webconfig.load(args.web_config) if args.web_config else None
+    plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
+    if not any(p.metrics or p.aggregate for p in plan.probes):
+        err = NoopError("nothing to export: no probe of the spec has metrics",
+                        "add metrics: to a probe (see probes.yaml)")
+        err.exit_code = 2
+        raise err
+    opts = daemon.Options(lambda: _plan(args, True), not args.config, args.listen, web,
+                          xmm_helper_available())
+    return daemon.Daemon(opts).run()
 
 
 def _target_flags(sp: argparse.ArgumentParser) -> None:
@@ -137,8 +163,20 @@ def parser() -> argparse.ArgumentParser:
              "loads nothing")
     _target_flags(sp)
     sp.add_argument("--emit-c", action="store_true", help="print the C handed to BCC")
+    sp.add_argument("--run", action="store_true",
+                    help="as noop run loads it: in-kernel aggregates, metrics only")
     sp.add_argument("--schema", action="store_true",
                     help="print the spec format as JSON Schema")
+    sp = add("run", cmd_run, "serve the spec's metrics (or, with --binary alone, a Go "
+             "program's client_golang meta-metrics) on /metrics until SIGTERM; SIGHUP "
+             "reloads the spec", json_flag=False)
+    _target_flags(sp)
+    from agent.serve import DEFAULT_LISTEN
+    sp.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
+                    help=f"where to serve /metrics, /healthz, /readyz (default "
+                    f"{DEFAULT_LISTEN})")
+    sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
+                    help="TLS settings, in the format of Prometheus' web config file")
     add("doctor", cmd_doctor, "check that this machine can run noop")
     add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
     return p

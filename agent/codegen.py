@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from agent import events
+from agent import aggregate, events
 from agent.arch.amd64 import PT_REGS, is_vector
 from agent.events import Layout
-from agent.plan import Fetch, Op, Plan, ProbePlan, Site
+from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 
 RINGBUF_PAGES = 256  # 1 MiB of ring buffer
 
@@ -23,6 +23,7 @@ RINGBUF_PAGES = 256  # 1 MiB of ring buffer
 class Program:
     text: str
     layouts: tuple[Layout, ...]
+    aggregates: dict[int, aggregate.Layout]  # probe -> its in-kernel aggregate (run mode)
     functions: tuple[tuple[int, int, str], ...]  # (probe, site, BPF function name)
     # (probe, site) -> value name -> why it is never read at that site
     unreadable: dict[tuple[int, int], dict[str, str]]
@@ -36,27 +37,51 @@ def helpers_text() -> str:
         return (Path(__file__).resolve().parents[1] / "bpf" / "noop.h").read_text()
 
 
-def generate(plan: Plan, xmm_helper: str | None = None) -> Program:
+def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> Program:
     """The C program for ``plan``. ``xmm_helper`` names a kernel helper that reads XMM
     registers from a uprobe; with None (every upstream kernel today) float values
-    passed in XMM registers are reported unreadable instead of guessed."""
+    passed in XMM registers are reported unreadable instead of guessed.
+
+    ``mode`` ``trace``: every hit is an event for the terminal. ``run``: probes fold
+    hits into their in-kernel aggregate, and only probes that need every hit in noop
+    send events (without waking it: noop drains the ring on a timer); probes with
+    neither are left out."""
     lines = [helpers_text().rstrip(), "", "#include <linux/stddef.h>", "",
              *events.c_header_checks(), "",
              f"BPF_RINGBUF_OUTPUT(noop_events, {RINGBUF_PAGES});",
-             "BPF_PERCPU_ARRAY(noop_lost, u64, 1);      /* records the ring buffer refused */",
+             f"BPF_PERCPU_ARRAY(noop_produced, u64, {max(1, len(plan.probes))});"
+             "  /* per probe: records made */",
+             f"BPF_PERCPU_ARRAY(noop_lost, u64, {max(1, len(plan.probes))});"
+             "  /* per probe: records the ring buffer refused */",
              f"BPF_PERCPU_ARRAY(noop_faults, u64, {max(1, len(plan.probes))});"
              "  /* per probe: user-memory read faults */", ""]
     layouts, functions = [], []
+    aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
     for pi, probe in enumerate(plan.probes):
         lay = events.layout(pi, probe)
         layouts.append(lay)
         lines += [*events.c_struct(lay), ""]
+        agg = None
+        if mode == "run" and probe.aggregate is not None:
+            agg = aggs[pi] = aggregate.layout(pi, probe)
+            lines += [*aggregate.c_structs(agg),
+                      f"BPF_PERCPU_HASH(noop_agg_{pi}, struct {agg.key_struct}, "
+                      f"struct {agg.row_struct}, {probe.aggregate.max_series + 1});"
+                      "  /* + the overflow row */",
+                      f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
+                      "  /* an empty row, never written */", ""]
+        if mode == "run" and agg is None and not probe.events:
+            continue
         target = plan.target(probe.target)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
             functions.append((pi, si, name))
-            body, why = _site(pi, si, probe, site, lay, target.goid_offset, xmm_helper)
+            ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper)
+            if agg is None:
+                body, why = _event(ctx, wakeup=mode == "trace")
+            else:
+                body, why = _aggregate(ctx, agg, events_too=probe.events)
             if target.pid is not None:
                 # A uprobe belongs to the file; perf's own pid filter would follow one
                 # thread only, and a Go program's goroutines run on many.
@@ -67,36 +92,150 @@ def generate(plan: Plan, xmm_helper: str | None = None) -> Program:
             lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
                       f"{site.why} */", f"int {name}(struct pt_regs *ctx)", "{",
                       *("\t" + b if b else "" for b in body), "}", ""]
-    return Program("\n".join(lines) + "\n", tuple(layouts), tuple(functions), unreadable)
+    return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
+                   unreadable)
 
 
-def _site(pi: int, si: int, probe: ProbePlan, site: Site, lay: Layout,
-          goid_off: int | None, xmm_helper: str | None) -> tuple[list[str], dict[str, str]]:
-    body: list[str] = []
-    if site.when_zf:
-        body += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
-                 "\treturn 0;"]
-    body += [f"struct {lay.struct_name} *e = noop_events.ringbuf_reserve(sizeof(*e));",
-             "if (!e) {", "\tint zero = 0;", "\tu64 *lost = noop_lost.lookup(&zero);",
-             "\tif (lost)", "\t\t(*lost)++;", "\treturn 0;", "}",
-             f"noop_header(&e->hdr, {pi}, {si});", "u32 faults = 0, absent = 0;"]
-    if probe.wants_goid and goid_off is not None:
-        body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {goid_off});"
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    pi: int
+    si: int
+    probe: ProbePlan
+    site: Site
+    lay: Layout
+    goid_off: int | None
+    xmm_helper: str | None
+
+
+def _zf(ctx: _Ctx) -> list[str]:
+    if not ctx.site.when_zf:
+        return []
+    return ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
+            "\treturn 0;"]
+
+
+def _count_faults(pi: int) -> list[str]:
+    return ["if (faults) {", f"\tint probe = {pi};", "\tu64 *n = noop_faults.lookup(&probe);",
+            "\tif (n)", "\t\t(*n)++;", "}"]
+
+
+def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[str, str]]:
+    """Reserve a ring-buffer record, fill it with every value, submit it. Without
+    ``tail`` it is a block inside a larger program (wrap it in ``do { } while (0)``):
+    no zero-flag check, no fault count, and a full ring breaks out instead of
+    returning."""
+    lay = ctx.lay
+    body = [*(_zf(ctx) if tail else []),
+            f"int probe_{ctx.pi} = {ctx.pi};",
+            f"u64 *made = noop_produced.lookup(&probe_{ctx.pi});",
+            "if (made)", "\t(*made)++;",
+            f"struct {lay.struct_name} *e = noop_events.ringbuf_reserve(sizeof(*e));",
+            "if (!e) {", f"\tu64 *lost = noop_lost.lookup(&probe_{ctx.pi});",
+            "\tif (lost)", "\t\t(*lost)++;", "\treturn 0;" if tail else "\tbreak;", "}",
+            f"noop_header(&e->hdr, {ctx.pi}, {ctx.si});", "u32 faults = 0, absent = 0;"]
+    if ctx.probe.wants_goid and ctx.goid_off is not None:
+        body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {ctx.goid_off});"
                     "  /* g (r14) -> goid */")
     why: dict[str, str] = {}
-    for slot, fetch in zip(lay.slots, site.fetches, strict=True):
+    for slot, fetch in zip(lay.slots, ctx.site.fetches, strict=True):
         f = f"e->{slot.c_field}"
         body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
         body.append(f"{f}.len = 0;" if slot.cap else f"{f} = 0;")
-        reason = _unreadable(fetch, xmm_helper)
+        reason = _unreadable(fetch, ctx.xmm_helper)
         if reason:
             why[slot.value.name] = reason
             continue
-        body += _fetch(fetch, f, 1 << slot.index)
-    body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;", "if (faults) {",
-             f"\tint probe = {pi};", "\tu64 *n = noop_faults.lookup(&probe);", "\tif (n)",
-             "\t\t(*n)++;", "}", "noop_events.ringbuf_submit(e, 0);", "return 0;"]
+        body += _fetch(fetch, f, 1 << slot.index, _EVENT_BUILTINS)
+    flags = "0" if wakeup else "BPF_RB_NO_WAKEUP  /* noop drains the ring on a timer */"
+    body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;",
+             *(_count_faults(ctx.pi) if tail else []),
+             f"noop_events.ringbuf_submit(e, {flags});", *(["return 0;"] if tail else [])]
     return body, why
+
+
+def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
+               ) -> tuple[list[str], dict[str, str]]:
+    """Fold the hit into the probe's per-CPU hash row for its key."""
+    pi, probe = ctx.pi, ctx.probe
+    fetch_of = {v.name: (i, v, f) for i, (v, f) in
+                enumerate(zip(probe.values, ctx.site.fetches, strict=True))}
+    body = [*_zf(ctx), "u32 faults = 0, absent = 0;", f"struct {agg.key_struct} k;",
+            "__builtin_memset(&k, 0, sizeof(k));"]
+    why: dict[str, str] = {}
+    keymask = 0
+    for p in agg.parts:
+        if p.name == "$pid":
+            body.append(f"k.{p.field} = bpf_get_current_pid_tgid() >> 32;")
+        elif p.name == "$site":
+            body.append(f"k.{p.field} = {ctx.si};")
+        else:
+            i, v, fetch = fetch_of[p.name]
+            body.append(f"/* key {v.name} = {v.selector}: {fetch.describe()} */")
+            keymask |= 1 << i
+            reason = _unreadable(fetch, ctx.xmm_helper)
+            if reason:
+                why[v.name] = reason
+                body.append(f"absent |= {1 << i:#x};  /* {reason} */")
+                continue
+            body += _fetch(fetch, f"k.{p.field}", 1 << i, _builtins(ctx))
+    used = sorted({c.column.value for c in agg.fields} - {""})
+    for name in used:
+        i, v, fetch = fetch_of[name]
+        body += [f"u64 v{i} = 0;  /* {v.name} = {v.selector}: {fetch.describe()} */"]
+        reason = _unreadable(fetch, ctx.xmm_helper)
+        if reason:
+            why[v.name] = reason
+            body.append(f"absent |= {1 << i:#x};  /* {reason} */")
+            continue
+        body += _fetch(fetch, f"v{i}", 1 << i, _builtins(ctx))
+    body += [f"k.faults = faults & {keymask:#x};", f"k.absent = absent & {keymask:#x};",
+             f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&k);", "if (!row) {",
+             "\tint zero = 0;", f"\tstruct {agg.row_struct} *empty = noop_zero_{pi}.lookup(&zero);",
+             "\tif (!empty)", "\t\treturn 0;"]
+    if probe.aggregate is not None and probe.aggregate.describe:
+        describe, _ = _event(ctx, wakeup=True, tail=False)
+        body += [f"\tif (noop_agg_{pi}.insert(&k, empty) == 0) {{"
+                 "  /* first hit of this key: say what it is */",
+                 "\t\tdo {", *("\t\t\t" + b for b in describe), "\t\t} while (0);", "\t}"]
+    else:
+        body.append(f"\tnoop_agg_{pi}.insert(&k, empty);")
+    body += [f"\trow = noop_agg_{pi}.lookup(&k);", "\tif (!row) {  /* full: the overflow row */",
+             f"\t\t__builtin_memset(&k, {aggregate.OVERFLOW:#x}, sizeof(k));",
+             f"\t\trow = noop_agg_{pi}.lookup(&k);", "\t\tif (!row)", "\t\t\treturn 0;",
+             "\t}", "}", "if (!row->born)", "\trow->born = bpf_ktime_get_ns();", "row->hits++;"]
+    for f in agg.fields:
+        body += _column(f, fetch_of)
+    body += _count_faults(pi)
+    if events_too:
+        ev, _ = _event(ctx, wakeup=False, tail=False)
+        body += ["do {  /* and the whole event, for what is aggregated in noop */",
+                 *("\t" + b for b in ev), "} while (0);"]
+    return [*body, "return 0;"], why
+
+
+def _column(f: aggregate.RowField, fetch_of: dict[str, tuple[int, ValueSpec, Fetch]]
+            ) -> list[str]:
+    c = f.column
+    i, v, _ = fetch_of[c.value]
+    ok = f"!((faults | absent) & {1 << i:#x})"
+    x, dst = f"v{i}", f"row->{f.field}"
+    if c.op == "sum":
+        return [f"if ({ok})", f"\t{dst} += {x};"]
+    if c.op == "max":
+        m = f"(({x}{f' & {c.mask:#x}ULL' if c.mask else ''}) + {c.add})"
+        return [f"if ({ok} && {m} > {dst})", f"\t{dst} = {m};"]
+    if c.op in ("last", "first"):
+        cond = ok if c.op == "last" else f"{ok} && !{dst}[1]"
+        return [f"if ({cond}) {{", f"\t{dst}[0] = {x};", f"\t{dst}[1] = bpf_ktime_get_ns();",
+                "}"]
+    n = len(c.bounds)
+    out = [f"if ({ok}) {{", f"\tu64 s = {aggregate.c_sortable(v, x)};", f"\tu32 b = {n};"]
+    for j in reversed(range(n)):
+        out.append(f"\tif (s <= {c.bounds[j]:#x}ULL)  /* bucket {j} */")
+        out.append(f"\t\tb = {j};")
+    out += [f"\tif (b <= {n})  /* the verifier wants the index bounded */",
+            f"\t\t{dst}[b]++;", f"\t{dst}[{n + 1}] += {x};  /* sum */", "}"]
+    return out
 
 
 def _unreadable(fetch: Fetch, xmm_helper: str | None) -> str:
@@ -111,15 +250,24 @@ def _unreadable(fetch: Fetch, xmm_helper: str | None) -> str:
     return ""
 
 
-def _builtin(name: str) -> str:
-    return {"pid": "e->hdr.pid", "tid": "e->hdr.tid", "goid": "e->hdr.goid",
-            "timestamp": "e->hdr.ts"}[name]
+_EVENT_BUILTINS = {"pid": "e->hdr.pid", "tid": "e->hdr.tid", "goid": "e->hdr.goid",
+                   "timestamp": "e->hdr.ts"}
 
 
-def _fetch(fetch: Fetch, dst: str, bit: int) -> list[str]:
+def _builtins(ctx: _Ctx) -> dict[str, str]:
+    """Built-ins outside an event record."""
+    goid = "0"
+    if ctx.goid_off is not None:
+        goid = f"noop_goid(ctx->{PT_REGS['r14']} + {ctx.goid_off})"
+    return {"pid": "(bpf_get_current_pid_tgid() >> 32)",
+            "tid": "(u32)bpf_get_current_pid_tgid()", "goid": goid,
+            "timestamp": "bpf_ktime_get_ns()"}
+
+
+def _fetch(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:
     fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
     if fetch.kind == "builtin":
-        return [f"{dst} = {_builtin(fetch.builtin)};"]
+        return [f"{dst} = {builtins[fetch.builtin]};"]
     if fetch.kind == "reg":
         reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
         return [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import kheaders
+from agent import aggregate, kheaders
 from agent.codegen import Program
 from agent.errors import NoopError
 from agent.plan import Plan
@@ -39,6 +39,15 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+
+
+def bcc_version() -> str:
+    """The version of the distribution's BCC, for noop_build_info."""
+    try:
+        import bcc
+    except ImportError:
+        return "missing"
+    return str(getattr(bcc, "__version__", "unknown"))
 
 
 def check_targets(plan: Plan) -> None:
@@ -110,6 +119,7 @@ class Loaded:
                 raise LoadError(f"BCC could not compile the generated program: {detail or exc}",
                                 "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
         try:
+            self._overflow_rows()
             self._attach_all()
         except BaseException:
             self.close()
@@ -149,12 +159,43 @@ class Loaded:
     def drain(self) -> None:
         self.bpf.ring_buffer_consume()
 
+    def _per_probe(self, name: str) -> dict[int, int]:
+        table = self.bpf[name]
+        return {pi: sum(int(v) for v in table[pi]) for pi in range(len(self.plan.probes))}
+
     def lost(self) -> int:
-        return sum(int(v) for v in self.bpf["noop_lost"][0])
+        return sum(self.lost_by_probe().values())
+
+    def lost_by_probe(self) -> dict[int, int]:
+        """Records the ring buffer had no room for, per probe (counted in the kernel)."""
+        return self._per_probe("noop_lost")
+
+    def produced(self) -> dict[int, int]:
+        """Records the BPF programs made, sent or lost, per probe (counted in the kernel)."""
+        return self._per_probe("noop_produced")
 
     def faults(self) -> dict[int, int]:
-        table = self.bpf["noop_faults"]
-        return {pi: sum(int(v) for v in table[pi]) for pi in range(len(self.plan.probes))}
+        return self._per_probe("noop_faults")
+
+    def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
+        """A probe's in-kernel aggregate: every key with its per-CPU rows, as raw bytes
+        (``aggregate.merge`` reads them)."""
+        table = self.bpf[f"noop_agg_{probe}"]
+        return [(bytes(k), [bytes(v) for v in vs]) for k, vs in table.items()]
+
+    def forget(self, probe: int, keys: list[bytes]) -> None:
+        """Delete rows (of processes that exited) from a probe's aggregate."""
+        table = self.bpf[f"noop_agg_{probe}"]
+        for raw in keys:
+            with contextlib.suppress(KeyError):
+                del table[table.Key.from_buffer_copy(raw)]
+
+    def _overflow_rows(self) -> None:
+        """Create each aggregate's overflow row now, so that a full map still has it."""
+        for pi, lay in self.program.aggregates.items():
+            table = self.bpf[f"noop_agg_{pi}"]
+            key = table.Key.from_buffer_copy(bytes([aggregate.OVERFLOW]) * lay.key_size)
+            table[key] = table.Leaf()  # zeroes on every CPU
 
     def close(self) -> None:
         bpf = getattr(self, "bpf", None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.decoders import LabelRule
+
 
 @dataclass(frozen=True, slots=True)
 class Op:
@@ -143,15 +145,95 @@ class Site:
 
 
 @dataclass(frozen=True, slots=True)
+class Column:
+    """One column of an in-kernel aggregate row (every row also counts its hits).
+
+    - ``sum``: adds the integer ``value``
+    - ``last``/``first``: the ``value`` of the latest/earliest hit, with its time
+    - ``max``: the largest ``(value & mask) + add`` (``mask`` 0: the whole value)
+    - ``hist``: counts per bucket, ``value`` <= bound; ``bounds`` are the bucket bounds
+      in the value's order-preserving u64 form (see ``aggregate.sortable``); plus the sum
+    """
+
+    name: str
+    op: str
+    value: str
+    bounds: tuple[int, ...] = ()
+    mask: int = 0
+    add: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "op": self.op, "value": self.value}
+        if self.op == "hist":
+            out["buckets"] = len(self.bounds)
+        if self.mask:
+            out["mask"] = f"{self.mask:#x}"
+        if self.add:
+            out["add"] = self.add
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """An in-kernel aggregate of a probe: a per-CPU BPF hash whose key is made of some of
+    the probe's values (or ``$pid``, ``$site``), read at scrape time. Beyond
+    ``max_series`` keys, hits fold into one overflow row. With ``describe``, the first hit
+    of a key also sends the probe's whole event through the ring buffer."""
+
+    keys: tuple[str, ...]
+    columns: tuple[Column, ...]
+    max_series: int
+    describe: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"keys": list(self.keys), "columns": [c.to_json() for c in self.columns],
+                "max_series": self.max_series, "describe": self.describe}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPlan:
+    """A user metric: what it is made of and where it is aggregated (``kernel``: from
+    ``column`` of the probe's aggregate; ``events``: in noop, from ring-buffer events)."""
+
+    name: str
+    kind: str  # counter, gauge, histogram
+    help: str
+    value: str | None
+    buckets: tuple[float, ...]
+    labels: tuple[LabelRule, ...]
+    max_series: int
+    where: str  # kernel, events
+    column: str = ""
+    why: str = ""  # why it is aggregated where it is, when not as asked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.kind, "value": self.value,
+                "labels": {r.name: r.value for r in self.labels},
+                **({"buckets": list(self.buckets)} if self.buckets else {}),
+                "max_series": self.max_series, "aggregated": self.where,
+                **({"column": self.column} if self.column else {}),
+                **({"why": self.why} if self.why else {})}
+
+
+@dataclass(frozen=True, slots=True)
 class ProbePlan:
     name: str
     target: str
     values: tuple[ValueSpec, ...]
     sites: tuple[Site, ...]
     wants_goid: bool = False
+    metrics: tuple[MetricPlan, ...] = ()
+    aggregate: Aggregate | None = None
+
+    @property
+    def events(self) -> bool:
+        """Whether ``noop run`` needs this probe's every hit as an event."""
+        return any(m.where == "events" for m in self.metrics)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,
+                **({"metrics": [m.to_json() for m in self.metrics]} if self.metrics else {}),
+                **({"aggregate": self.aggregate.to_json()} if self.aggregate else {}),
                 "values": [{"name": v.name, "decode": v.decode, "type": v.type,
                             "selector": v.selector,
                             **({"max": v.cap} if v.decode in ("string", "bytes") else {})}

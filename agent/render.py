@@ -109,4 +109,16 @@ def plan(data: dict[str, Any]) -> str:
             lines.append(f"     why: {s['why']}{when}")
             for name, f in s["values"].items():
                 lines.append(f"     {name:<{width}}  {kinds[name]}: {f['steps']}")
+        for m in p.get("metrics", []):
+            by = f" by ({', '.join(m['labels'])})" if m["labels"] else ""
+            of = f" of {m['value']}" if m["value"] else " of calls"
+            where = "in the kernel" if m["aggregated"] == "kernel" else "in noop, from events"
+            why = f" ({m['why']})" if "why" in m else ""
+            lines.append(f"  metric {m['name']}: {m['type']}{of}{by}; {where}{why}")
+        if "aggregate" in p:
+            a = p["aggregate"]
+            cols = "".join(f", {c['op']}({c['value']})" for c in a["columns"])
+            lines.append(f"  in-kernel aggregate (noop run): per-CPU hash by "
+                         f"({', '.join(a['keys']) or 'nothing'}), at most {a['max_series']} "
+                         f"keys + overflow: hits{cols}")
     return "\n".join(lines)

@@ -13,15 +13,27 @@ from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
+from agent import aggregate
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import Dwarf
 from agent.dwarf.types import TypeNamer
 from agent.errors import NoDebugInfo, NoopError, nearest
-from agent.plan import Fetch, Plan, ProbePlan, Site, TargetPlan, ValueSpec
+from agent.plan import (
+    Aggregate,
+    Column,
+    Fetch,
+    MetricPlan,
+    Plan,
+    ProbePlan,
+    Site,
+    TargetPlan,
+    ValueSpec,
+)
 from agent.selectors import SelectError, Walker
-from agent.spec import Mark, Probe, Problem, Spec, SpecError, Value, parse_selector
+from agent.spec import Probe, Spec, Value, parse_selector
+from agent.specread import Mark, Problem, SpecError
 
 
 class Binary:
@@ -147,7 +159,66 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
         out.add(next(v.mark for v in probe.values if v.builtin == "goid"),
                 "$goid needs a Go program built with the register ABI (Go >= 1.17)",
                 "drop $goid for this target", probe.name)
-    return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid)
+    metrics, agg = _metrics(probe, specs, out)
+    return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg)
+
+
+_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr")
+_NUMBERS = ("int", "uint", "float", "bool", "addr")
+
+
+def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
+             ) -> tuple[tuple[MetricPlan, ...], Aggregate | None]:
+    """Each metric's plan, and the probe's in-kernel aggregate for those kept there: one
+    per-CPU hash keyed by every label those metrics use."""
+    by_name = {v.name: v for v in specs}
+    plans: list[MetricPlan] = []
+    for n, m in enumerate(probe.metrics):
+        bad = False
+        for lab in m.labels:
+            v = by_name[lab.rule.value]
+            if v.decode not in _LABEL_DECODINGS:
+                out.add(lab.mark, f"label {lab.rule.name}: {v.name} is a {v.decode}; labels "
+                        "come from strings, integers and booleans", "use it as a value",
+                        probe.name)
+                bad = True
+        value = by_name[m.value] if m.value else None
+        if value is not None and value.decode not in _NUMBERS:
+            out.add(m.value_mark, f"metric {m.name}: {value.name} is a {value.decode}, not a "
+                    "number", "a label can hold it", probe.name)
+            bad = True
+        if bad:
+            continue
+        where, why = m.aggregate, ""
+        if where == "kernel" and value is not None and value.decode == "float" \
+                and m.kind != "gauge":
+            where, why = "events", "a BPF program has no floating point to add floats"
+        column = f"m{n}" if where == "kernel" and value is not None else ""
+        plans.append(MetricPlan(m.name, m.kind, m.help, m.value, m.buckets,
+                                tuple(lab.rule for lab in m.labels), m.max_series, where,
+                                column, why))
+    kernel = [p for p in plans if p.where == "kernel"]
+    if not kernel:
+        return tuple(plans), None
+    used = {r.value for p in kernel for r in p.labels}
+    keys = tuple(v.name for v in specs if v.name in used)
+    columns = []
+    for p in kernel:
+        if not p.column or p.value is None:
+            continue
+        v = by_name[p.value]
+        op = {"counter": "sum", "gauge": "last"}.get(p.kind, "hist")
+        bounds = tuple(aggregate.bound(v, b) for b in p.buckets) if op == "hist" else ()
+        columns.append(Column(p.column, op, p.value, bounds))
+    agg = Aggregate(keys, tuple(columns), max(p.max_series for p in kernel))
+    size = 8 + sum(8 + ((by_name[k].cap + 7) & ~7 if by_name[k].decode in ("string", "bytes")
+                        else 0) for k in keys)
+    if size > aggregate.KEY_LIMIT:
+        first = next(m for m in probe.metrics if m.labels)
+        out.add(first.mark, f"the labels of this probe's metrics take {size} bytes in the "
+                f"kernel's key; at most {aggregate.KEY_LIMIT}",
+                "lower max: of the string values used as labels", probe.name)
+    return tuple(plans), agg
 
 
 def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,

@@ -52,3 +52,12 @@ static __always_inline void noop_header(struct noop_hdr *h, u16 probe, u16 site)
 	h->absent = 0;
 	h->_pad = 0;
 }
+
+/* The goroutine id at g + offset (Go keeps g in r14); 0 when it cannot be read. */
+static __always_inline u64 noop_goid(u64 addr)
+{
+	u64 id = 0;
+
+	bpf_probe_read_user(&id, 8, (const void *)addr);
+	return id;
+}

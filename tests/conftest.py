@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +168,14 @@ def noop_json(noop: NoopRun) -> Callable[..., Any]:
                 f"{command} printed no JSON ({error}): {done.stdout[:500]!r}") from error
 
     return run
+
+
+@pytest.fixture
+def agent_cleanup() -> Iterator[list[Any]]:
+    """``noop run`` processes a test started (test_run.Agent): killed if still running."""
+    agents: list[Any] = []
+    yield agents
+    for a in agents:
+        if a.proc.poll() is None:
+            a.proc.kill()
+            a.proc.wait()

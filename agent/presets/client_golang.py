@@ -19,7 +19,7 @@ instructions in the methods' machine code and probes them, not the methods' entr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent import sites
@@ -28,12 +28,32 @@ from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import die_name
 from agent.errors import NoopError
 from agent.events import Event
-from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.resolve import Binary
 from agent.spec import parse_selector
 
 PKG = "github.com/prometheus/client_golang/prometheus"
+TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
+MAX_ROWS = 4096  # in-kernel rows per update kind: (process, metric object, site)
+COUNT_MASK = 2**63 - 1  # histogram.countAndHotIdx: the count below the hot-index bit
+
+# noop run: what each update kind keeps per (process, metric object, site) in the kernel.
+# Counters keep the largest valInt and valBits seen (both only grow, so the largest is
+# the latest even when CPUs race), gauges the latest new value, and every kind the
+# value before the first update noop saw, for the increments since.
+COLUMNS = {
+    "counter_int": (Column("int", "max", "valInt"), Column("bits", "max", "valBits"),
+                    Column("first_int", "first", "before"),
+                    Column("first_bits", "first", "valBits")),
+    "counter_float": (Column("int", "max", "valInt"), Column("bits", "max", "new"),
+                      Column("first_int", "first", "valInt"),
+                      Column("first_bits", "first", "old")),
+    "gauge_add": (Column("last", "last", "new"), Column("first", "first", "old")),
+    "gauge_set": (Column("last", "last", "new"), Column("first", "first", "valBits")),
+    "histogram": (Column("count", "max", "before", mask=COUNT_MASK, add=1),
+                  Column("first", "first", "before")),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +132,10 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
     return spec, Fetch("unavailable", why=reason)
 
 
-def plan(path: str, pid: int | None = None) -> Plan:
-    """The preset's plan for the binary at ``path``."""
+def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
+    """The preset's plan for the binary at ``path``; with ``aggregate``, each probe also
+    folds its hits into an in-kernel aggregate by (process, metric object, site) and
+    describes each metric object once (for ``noop run``)."""
     b = Binary(path)
     if b.dwarf.language != "go":
         raise NoopError(f"{path} is not a Go program",
@@ -122,13 +144,16 @@ def plan(path: str, pid: int | None = None) -> Plan:
     probes = []
     for rule in RULES:
         probe = _rule(b, rule)
+        if probe is not None and aggregate:
+            probe = replace(probe, aggregate=Aggregate(("$pid", "object", "$site"),
+                                                       COLUMNS[rule.probe], MAX_ROWS, True))
         if probe is not None:
             probes.append(probe)
     if not probes:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
-    return Plan("client_golang preset", (b.plan("main", pid),), tuple(probes))
+    return Plan("client_golang preset", (b.plan(TARGET, pid),), tuple(probes))
 
 
 def _rule(b: Binary, rule: Rule) -> ProbePlan | None:

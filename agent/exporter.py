@@ -1,0 +1,171 @@
+"""The Prometheus collector of ``noop run``: on every scrape it reads the in-kernel
+aggregates of the running session and yields the user metrics, the client_golang
+meta-metrics and noop's own health. Reads BPF maps only through the session's loader."""
+
+from __future__ import annotations
+
+import platform
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agent import __version__, aggregate, events
+from agent.aggregate import Row
+from agent.codegen import Program
+from agent.plan import Plan
+from agent.presets.meta import GoMeta
+from agent.usermetrics import UserMetrics
+
+
+class Maps(Protocol):
+    """What the collector needs of a loaded program (``load.Loaded`` is one)."""
+
+    attachments: list[Any]
+
+    def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]: ...
+    def produced(self) -> dict[int, int]: ...
+    def lost_by_probe(self) -> dict[int, int]: ...
+    def faults(self) -> dict[int, int]: ...
+
+
+@dataclass
+class Session:
+    """One loaded plan: its program, maps, and what noop aggregates from its events."""
+
+    plan: Plan
+    program: Program
+    maps: Maps
+    users: UserMetrics
+    meta: GoMeta | None
+    seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
+    decode_errors: int = 0
+
+    def on_record(self, data: bytes) -> None:
+        try:
+            pi, site = events.header(data)
+            event = events.decode(self.program.layouts[pi], data,
+                                  self.program.unreadable.get((pi, site)))
+            probe = self.plan.probes[pi]
+        except (IndexError, ValueError, KeyError):
+            self.decode_errors += 1
+            return
+        self.seen[pi] = self.seen.get(pi, 0) + 1
+        if self.meta is not None:
+            self.meta.on_event(pi, event)
+        else:
+            self.users.on_event(probe, event)
+
+    def rows(self) -> dict[int, list[Row]]:
+        out = {}
+        for pi, lay in self.program.aggregates.items():
+            out[pi] = [aggregate.merge(lay, k, vs) for k, vs in self.maps.rows(pi)]
+        return out
+
+
+@dataclass
+class Health:
+    """What the daemon tells the collector outside any one session."""
+
+    reloads_ok: int = 0
+    reloads_failed: int = 0
+    last_reload_ok: bool = True
+    last_reload_time: float = 0.0
+    resolve_errors: int = 0
+    attach_errors: int = 0
+    xmm_helper: bool = False
+    bcc: str = "unknown"  # the version of the distribution's BCC in use
+
+
+class Exporter(Collector):
+    def __init__(self, health: Health) -> None:
+        self.health = health
+        self.session: Session | None = None
+        self._lock = threading.Lock()
+
+    def use(self, session: Session) -> None:
+        with self._lock:
+            self.session = session
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            s = self.session
+        yield from self._self(s)
+        if s is None:
+            return
+        rows = s.rows()
+        yield from _hits(s, rows)
+        if s.meta is not None:
+            yield from s.meta.families(rows)
+        yield from s.users.families(rows)
+        over = CounterMetricFamily(
+            "noop_overflow_updates", "Updates of label sets beyond a metric's max_series, "
+            "folded into its overflow series", labels=["metric"])
+        series = GaugeMetricFamily("noop_series", "Label sets a metric keeps",
+                                   labels=["metric"])
+        for name, n in sorted(s.users.overflow_updates().items()):
+            over.add_metric([name], n)
+        for name, n in sorted(s.users.series().items()):
+            series.add_metric([name], n)
+        yield from (over, series)
+
+    def _self(self, s: Session | None) -> Iterator[Metric]:
+        h = self.health
+        info = GaugeMetricFamily("noop_build_info", "noop's version; always 1",
+                                 labels=["version", "python", "bcc"])
+        info.add_metric([__version__, platform.python_version(), h.bcc], 1)
+        yield info
+        yield GaugeMetricFamily("noop_xmm_helper_available", "1 if the kernel has a BPF "
+                                "helper that reads XMM registers in a uprobe",
+                                value=int(h.xmm_helper))
+        reloads = CounterMetricFamily("noop_reloads", "Spec reloads (SIGHUP), by result",
+                                      labels=["result"])
+        reloads.add_metric(["success"], h.reloads_ok)
+        reloads.add_metric(["failure"], h.reloads_failed)
+        yield reloads
+        yield GaugeMetricFamily("noop_config_last_reload_successful", "1 if the last "
+                                "reload worked (a failed one keeps the probes running)",
+                                value=int(h.last_reload_ok))
+        yield CounterMetricFamily("noop_resolve_errors", "Specs noop could not resolve "
+                                  "against their binaries", value=h.resolve_errors)
+        yield CounterMetricFamily("noop_attach_errors", "Loads the kernel refused "
+                                  "(compile, load or attach)", value=h.attach_errors)
+        attached = GaugeMetricFamily("noop_probes_attached", "uprobes attached, per target",
+                                     labels=["target"])
+        if s is not None:
+            per: dict[str, int] = {t.name: 0 for t in s.plan.targets}
+            for a in s.maps.attachments:
+                name = s.plan.probes[a.probe].target
+                per[name] = per.get(name, 0) + 1
+            for name, n in sorted(per.items()):
+                attached.add_metric([name], n)
+        yield attached
+        if s is None:
+            return
+        names = [p.name for p in s.plan.probes]
+        for metric, doc, values in (
+            ("noop_events", "Ring-buffer records noop read, per probe", s.seen),
+            ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
+             "kernel)", s.maps.lost_by_probe()),
+            ("noop_events_produced", "Records the BPF programs made: read + lost + not yet "
+             "read (counted in the kernel)", s.maps.produced()),
+            ("noop_read_faults", "Hits where reading user memory faulted",
+             s.maps.faults()),
+        ):
+            fam = CounterMetricFamily(metric, doc, labels=["probe"])
+            for pi, name in enumerate(names):
+                fam.add_metric([name], values.get(pi, 0))
+            yield fam
+        yield CounterMetricFamily("noop_decode_errors", "Records noop could not decode",
+                                  value=s.decode_errors)
+
+
+def _hits(s: Session, rows: dict[int, list[Row]]) -> Iterator[Metric]:
+    fam = CounterMetricFamily("noop_probe_hits", "Hits folded into a probe's in-kernel "
+                              "aggregate", labels=["probe"])
+    for pi, got in sorted(rows.items()):
+        fam.add_metric([s.plan.probes[pi].name], sum(r.hits for r in got))
+    yield fam
