@@ -1,0 +1,385 @@
+"""``noop bench``: what one probe hit adds to a call, arm by arm, on a looping workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.errors import NoopError, NotFound
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "bench"
+DEBIAN_GO = Path("/usr/bin/go")  # Debian's Go builds client_golang from GOPATH, offline
+GOPATH = Path("/usr/share/gocode")
+PKG = "github.com/prometheus/client_golang/prometheus"
+KINDS = ("go", "c")
+# What each op of the workloads calls, so every arm probes that function's code.
+FUNCTIONS = {
+    "counter.Inc": f"{PKG}.(*counter).Inc",
+    "counter.Add": f"{PKG}.(*counter).Add",
+    "gauge.Add": f"{PKG}.(*gauge).Add",
+    "gauge.Set": f"{PKG}.(*gauge).Set",
+    "histogram.Observe": f"{PKG}.(*histogram).Observe",
+    "func": "main.work",
+}
+OPS = tuple(FUNCTIONS)
+BASELINES = ("empty", "bpftrace")  # the first of these present is the default baseline
+READY = "noop-bench-ready"
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """The one instruction every arm probes: a virtual address in ``binary`` (and its
+    offset in the file, which is what the kernel's uprobe takes)."""
+
+    binary: str  # absolute path
+    function: str
+    address: int
+    file_offset: int
+    entry: bool  # the address is the function's first instruction
+
+
+@dataclass(slots=True)
+class Attached:
+    """What an arm yields while it is attached. The arm sets ``hits`` as it detaches
+    (the hits it saw at the site); None: this arm does not count. Mutable on purpose:
+    the count only exists once the workload has finished."""
+
+    hits: int | None = None
+
+
+Attach = Callable[[Site], AbstractContextManager[Attached]]
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One way of running the workload: ``attach(site)`` is a context manager that
+    attaches something at the site on entry (returning once it is live) and detaches on
+    exit, filling in the ``Attached`` it yielded."""
+
+    name: str
+    attach: Attach
+    about: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One start of the workload under one arm."""
+
+    arm: str
+    repeat: int
+    ns_per_call: tuple[float, ...]  # one per round
+    calls: int  # calls_total, as the workload counted them
+    final: float  # the metric's value as the workload read it at the end
+    hits: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ArmResult:
+    name: str
+    ns_per_call: float  # median over every round of every repetition
+    added_ns: float | None  # ns_per_call minus that of arm "none"
+    ratio: float | None  # added_ns over the baseline arm's added_ns
+    hits: int | None  # over all repetitions
+    calls: int  # over all repetitions
+    runs: tuple[Run, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    op: str
+    site: Site
+    rounds: int
+    calls: int  # per round
+    repeats: int
+    baseline: str | None
+    arms: tuple[ArmResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        site = {"binary": self.site.binary, "function": self.site.function,
+                "address": self.site.address, "file_offset": self.site.file_offset}
+        arms = [{"name": a.name, "ns_per_call": a.ns_per_call, "added_ns": a.added_ns,
+                 "ratio": a.ratio, "hits": a.hits, "calls": a.calls,
+                 "runs": [{"repeat": r.repeat, "ns_per_call": list(r.ns_per_call),
+                           "calls": r.calls, "final": r.final, "hits": r.hits}
+                          for r in a.runs]} for a in self.arms]
+        return {"op": self.op, "site": site, "rounds": self.rounds, "calls": self.calls,
+                "repeats": self.repeats, "baseline": self.baseline, "arms": arms}
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+def workload_function(kind: str, op: str) -> str:
+    """The function the workload of ``kind`` calls for ``op`` (where the arms probe)."""
+    if op not in FUNCTIONS or (kind == "c" and op != "func"):
+        raise NotFound("op", op, OPS if kind == "go" else ("func",))
+    return "work" if kind == "c" else FUNCTIONS[op]
+
+
+def expected_final(op: str, calls_total: int) -> float:
+    """The metric's final value after ``calls_total`` calls of ``op`` (see go-loop)."""
+    return 2.5 * calls_total if op in ("counter.Add", "gauge.Add") else float(calls_total)
+
+
+def build_workload(kind: str, out_dir: Path) -> Path:
+    """Build the ``go`` or ``c`` workload into ``out_dir``; the path of the program."""
+    if kind not in KINDS:
+        raise NotFound("workload", kind, KINDS)
+    src = EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
+    if not src.is_dir():
+        raise NoopError(f"workload sources not found: {src}",
+                        "noop bench builds its workloads from a source tree of noop")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / src.name
+    if kind == "go":
+        if not DEBIAN_GO.exists() or not (GOPATH / "src" / PKG).is_dir():
+            raise NoopError("the Go workload needs Debian's Go and client_golang sources",
+                            "apt-get install golang-go golang-github-prometheus-client-golang-dev")
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "",
+               "GOPROXY": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
+               "GOCACHE": str(out_dir / ".gocache")}
+        command = [str(DEBIAN_GO), "build", "-o", str(out), "."]
+    else:
+        gcc = shutil.which("gcc")
+        if gcc is None:
+            raise NoopError("the C workload needs gcc", "apt-get install gcc")
+        env = dict(os.environ)
+        command = [gcc, "-O2", "-g", "-o", str(out), "loop.c"]
+    try:
+        done = subprocess.run(command, cwd=src, env=env, capture_output=True, text=True,
+                              timeout=600, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise NoopError(f"building the {kind} workload timed out", "try again on an idle "
+                        "machine") from exc
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise NoopError(f"building the {kind} workload failed: {last}",
+                        f"run `{' '.join(command)}` in {src} to see every message")
+    return out
+
+
+def site_address(binary: str | Path, function: str) -> int:
+    """The address of ``function``'s first instruction, as noop itself resolves it."""
+    from agent.resolve import Binary
+    sym, _die = Binary(str(binary)).functions.find(function)
+    return sym.address
+
+
+def make_site(binary: str | Path, function: str, address: int | None = None) -> Site:
+    """The site every arm probes: ``address`` (default: ``function``'s entry)."""
+    from agent.resolve import Binary
+    b = Binary(str(binary))
+    sym, _die = b.functions.find(function)
+    at = sym.address if address is None else address
+    if not sym.address <= at < sym.address + max(sym.size, 1):
+        raise NoopError(f"address {at:#x} is outside {function}",
+                        f"{function} spans {sym.address:#x}..{sym.address + sym.size:#x}")
+    return Site(str(Path(binary).resolve()), function, at, b.elf.file_offset(at),
+                at == sym.address)
+
+
+def _workload(site: Site, op: str, calls: int, rounds: int, timeout: float,
+              ) -> tuple[tuple[float, ...], int, float]:
+    command = [site.binary, "-op", op, "-n", str(calls), "-rounds", str(rounds)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise NoopError(f"the workload ran over {timeout:.0f} s",
+                        "give fewer calls or rounds") from exc
+    if done.returncode != 0:
+        raise NoopError(f"the workload exited {done.returncode}: {done.stderr.strip()}",
+                        "check -op against the workload's ops")
+    per_call: list[float] = []
+    end: dict[str, Any] = {}
+    try:
+        for line in done.stdout.splitlines():
+            record = json.loads(line)
+            if "final" in record:
+                end = record
+            else:
+                per_call.append(float(record["ns_per_call"]))
+        return tuple(per_call), int(end["calls_total"]), float(end["final"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NoopError(f"the workload printed something else than its JSON lines: {exc}",
+                        "is the binary one of noop's bench workloads?") from exc
+
+
+# -- arms ----------------------------------------------------------------------------------
+
+@contextmanager
+def _nothing(_site: Site) -> Iterator[Attached]:
+    yield Attached()
+
+
+def _bpftrace_program(site: Site) -> str:
+    if not re.fullmatch(r"[\w./+-]+", site.binary):
+        raise NoopError(f"bpftrace cannot name the path {site.binary!r}",
+                        "copy the workload to a path of letters, digits and ./_-+")
+    return (f'BEGIN {{ printf("{READY}\\n") }} '
+            f"uprobe:{site.binary}:{site.address:#x} {{ @[probe] = count(); }}")
+
+
+def _lines(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in data.decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def _why(stderr: bytes) -> str:
+    lines = [x for x in stderr.decode(errors="replace").splitlines()
+             if x.strip() and "RLIMIT_MEMLOCK" not in x]
+    return lines[-1] if lines else "no message"
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], timeout: float, hint: str) -> None:
+    """Return once bpftrace has attached its probes and run BEGIN (which it runs after)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NoopError(f"bpftrace did not attach within {timeout:.0f} s",
+                                "is another tracer holding the machine?")
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                _, err = proc.communicate(timeout=10)
+                raise NoopError(f"bpftrace failed: {_why(err)}", hint)
+            seen += chunk
+            records = _lines(seen[:seen.rfind(b"\n") + 1])
+            attached = any(r.get("type") == "attached_probes" for r in records)
+            if attached and any(r.get("data") == READY + "\n" for r in records):
+                return
+
+
+@contextmanager
+def _bpftrace(site: Site) -> Iterator[Attached]:
+    tool = shutil.which("bpftrace")
+    if tool is None:
+        raise NoopError("bpftrace not found", "apt-get install bpftrace")
+    # Inside a function, bpftrace wants --unsafe (and a build that allows it).
+    command = [tool, "-f", "json", *(() if site.entry else ("--unsafe",)),
+               "-e", _bpftrace_program(site)]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, bufsize=0)
+    attached = Attached()
+    try:
+        _wait_ready(proc, 60, "run as root, with tracefs mounted" if site.entry else
+                    "this bpftrace may probe only a function's first instruction")
+        yield attached
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            raise NoopError(f"bpftrace exited {proc.returncode}: {_why(err)}")
+        maps = [r["data"] for r in _lines(out) if r.get("type") == "map"]
+        attached.hits = sum(int(n) for m in maps for counts in m.values()
+                            for n in counts.values())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+NONE = Arm("none", _nothing, "nothing attached")
+BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
+ARMS: dict[str, Arm] = {a.name: a for a in (NONE, BPFTRACE)}
+
+
+def arm(name: str) -> Arm:
+    """The arm called ``name``."""
+    try:
+        return ARMS[name]
+    except KeyError:
+        raise NotFound("arm", name, ARMS) from None
+
+
+# -- the harness ---------------------------------------------------------------------------
+
+def _baseline(names: Sequence[str], wanted: str | None) -> str | None:
+    if wanted is not None:
+        if wanted not in names:
+            raise NotFound("baseline arm", wanted, names)
+        return wanted
+    return next((n for n in BASELINES if n in names), None)
+
+
+def run(binary: str | Path, op: str, function: str, arms: Sequence[Arm], rounds: int,
+        calls: int, *, repeats: int = 3, baseline: str | None = None,
+        address: int | None = None, timeout: float | None = None) -> Result:
+    """Start the workload ``repeats`` times under every arm (``rounds`` rounds of
+    ``calls`` calls of ``op`` each run), the arms' order rotated each repetition so that
+    drift hits every arm alike. Every arm probes ``function``'s entry (or ``address``)."""
+    names = [a.name for a in arms]
+    if not arms or len(set(names)) != len(names):
+        raise NoopError("bench needs arms with distinct names", f"got {names}")
+    if min(rounds, calls, repeats) <= 0:
+        raise NoopError("rounds, calls and repeats must be positive")
+    chosen = _baseline(names, baseline)
+    site = make_site(binary, function, address)
+    limit = timeout if timeout is not None else 60 + 1e-4 * calls * rounds
+    runs: dict[str, list[Run]] = {n: [] for n in names}
+    for repeat in range(repeats):
+        k = repeat % len(arms)
+        for a in (*arms[k:], *arms[:k]):
+            with a.attach(site) as attached:
+                per_call, total, final = _workload(site, op, calls, rounds, limit)
+            runs[a.name].append(Run(a.name, repeat, per_call, total, final, attached.hits))
+    medians = {n: statistics.median(x for r in runs[n] for x in r.ns_per_call) for n in names}
+    added = {n: medians[n] - medians["none"] if "none" in medians else None for n in names}
+    base = added.get(chosen) if chosen is not None else None
+    out = []
+    for n in names:
+        hits = [r.hits for r in runs[n]]
+        mine = added[n]
+        out.append(ArmResult(
+            n, medians[n], mine,
+            mine / base if mine is not None and base is not None and base > 0 else None,
+            None if None in hits else sum(h for h in hits if h is not None),
+            sum(r.calls for r in runs[n]), tuple(runs[n])))
+    return Result(op, site, rounds, calls, repeats, chosen, tuple(out))
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: Result) -> str:
+    """The result as a table of at most 80 columns."""
+    s = result.site
+    name = s.function if len(s.function) <= 56 else "..." + s.function[-53:]
+    head = [f"op {result.op}: {result.repeats} repeats x {result.rounds} rounds x "
+            f"{result.calls} calls",
+            f"site {name} at {s.address:#x}",
+            ""]
+    base = result.baseline or "-"
+    rows = [f"{'arm':<12} {'ns/call':>10} {'+ns/call':>10} {'x ' + base:>12} "
+            f"{'hits':>14} {'calls':>14}"]
+    for a in result.arms:
+        rows.append(f"{a.name[:12]:<12} {a.ns_per_call:>10.2f} {_num(a.added_ns, '.2f'):>10} "
+                    f"{_num(a.ratio, '.2f'):>12} {_num(a.hits, 'd'):>14} {a.calls:>14d}")
+    missed = [a.name for a in result.arms if a.hits is not None and a.hits != a.calls]
+    tail = [f"hits differ from calls: {', '.join(missed)}"] if missed else []
+    return "\n".join(line[:80] for line in (*head, *rows, *tail))

@@ -1,0 +1,126 @@
+"""noop bench's workloads and harness, against exact truths: each workload counts its own
+calls, bpftrace counts every one of them at the site, and the Go workload's metric ends
+at the value its calls imply. Timings are only checked to be positive (a noisy machine).
+
+The bpftrace tests are privileged: they attach uprobes for real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from agent import bench
+from agent.errors import NoopError, NotFound
+
+CALLS = 100_000
+ROUNDS = 2
+REPEATS = 3
+TRACEFS = Path("/sys/kernel/tracing")
+
+
+@pytest.fixture(scope="module")
+def workloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    try:
+        return {kind: bench.build_workload(kind, out) for kind in bench.KINDS}
+    except NoopError as exc:
+        pytest.fail(f"{exc}: run ./setup.sh to install the test toolchains", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def tracefs(privileged: None) -> None:
+    """uprobes need tracefs; mount it where the kernel expects it when it is missing."""
+    if not (TRACEFS / "uprobe_events").exists():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=True)
+
+
+def _check_runs(result: bench.Result, op: str) -> None:
+    for a in result.arms:
+        assert len(a.runs) == REPEATS
+        assert a.calls == CALLS * ROUNDS * REPEATS
+        assert a.ns_per_call > 0
+        for r in a.runs:
+            assert r.calls == CALLS * ROUNDS, f"{a.name}: the workload made {r.calls} calls"
+            assert len(r.ns_per_call) == ROUNDS
+            assert all(x > 0 for x in r.ns_per_call)
+            assert r.final == bench.expected_final(op, r.calls)
+
+
+@pytest.mark.parametrize("kind, op", [("go", "counter.Inc"), ("c", "func")])
+def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
+                                    kind: str, op: str) -> None:
+    result = bench.run(workloads[kind], op, bench.workload_function(kind, op),
+                       [bench.NONE, bench.BPFTRACE], ROUNDS, CALLS, repeats=REPEATS)
+    _check_runs(result, op)
+    none, traced = result.arms
+    assert none.hits is None
+    for r in traced.runs:
+        assert r.hits == r.calls, f"bpftrace saw {r.hits} hits of {r.calls} calls"
+    assert result.baseline == "bpftrace"
+    assert traced.added_ns is not None and traced.ratio == pytest.approx(1.0)
+    table = bench.render(result)
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert "hits differ" not in table
+
+
+@pytest.mark.parametrize("op", bench.OPS)
+def test_go_final_values(workloads: dict[str, Path], op: str) -> None:
+    """Every op ends at the value its calls imply, as the program reads its own metric."""
+    result = bench.run(workloads["go"], op, bench.workload_function("go", op), [bench.NONE],
+                       3, 1000, repeats=1)
+    (run,) = result.arms[0].runs
+    assert run.calls == 3000
+    assert run.final == bench.expected_final(op, 3000)
+    assert result.arms[0].added_ns == 0 and result.baseline is None
+
+
+def test_arms_rotate_and_report_hits(workloads: dict[str, Path]) -> None:
+    """A new arm is a name and a context manager; the order rotates every repetition."""
+    order: list[str] = []
+
+    def recording(name: str) -> bench.Arm:
+        @contextmanager
+        def attach(site: bench.Site) -> Iterator[bench.Attached]:
+            assert site.entry and site.function == "work"
+            order.append(name)
+            attached = bench.Attached()
+            yield attached
+            attached.hits = 7
+
+        return bench.Arm(name, attach)
+
+    arms = [bench.NONE, recording("a"), recording("empty")]
+    result = bench.run(workloads["c"], "func", "work", arms, 1, 1000, repeats=3)
+    assert order == ["a", "empty", "a", "empty", "empty", "a"]  # none ran first, third, second
+    assert [a.hits for a in result.arms] == [None, 21, 21]
+    assert result.baseline == "empty"
+    assert result.site.address == bench.site_address(workloads["c"], "work")
+    assert "hits differ from calls: a, empty" in bench.render(result)
+
+
+def test_site_is_noops_own(workloads: dict[str, Path]) -> None:
+    fn = bench.workload_function("go", "func")
+    site = bench.make_site(workloads["go"], fn)
+    assert site.address == bench.site_address(workloads["go"], fn)
+    assert site.binary == str(workloads["go"].resolve()) and os.path.isabs(site.binary)
+    with pytest.raises(NoopError, match="outside"):
+        bench.make_site(workloads["go"], fn, site.address - 1)
+
+
+def test_mistakes_are_errors(tmp_path: Path, workloads: dict[str, Path]) -> None:
+    with pytest.raises(NotFound):
+        bench.build_workload("rust", tmp_path)
+    with pytest.raises(NotFound):
+        bench.workload_function("c", "counter.Inc")
+    with pytest.raises(NotFound):
+        bench.arm("nonesuch")
+    with pytest.raises(NotFound):
+        bench.run(workloads["c"], "func", "work", [bench.NONE], 1, 10, baseline="empty")
+    with pytest.raises(NoopError, match="exited 2"):
+        bench.run(workloads["c"], "gauge.Set", "work", [bench.NONE], 1, 10, repeats=1)
