@@ -214,7 +214,7 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
     size = 8 + sum(8 + ((by_name[k].cap + 7) & ~7 if by_name[k].decode in ("string", "bytes")
                         else 0) for k in keys)
     if size > aggregate.KEY_LIMIT:
-        first = next(m for m in probe.metrics if m.labels)
+        first = next(m for m in probe.metrics if m.labels and m.aggregate == "kernel")
         out.add(first.mark, f"the labels of this probe's metrics take {size} bytes in the "
                 f"kernel's key; at most {aggregate.KEY_LIMIT}",
                 "lower max: of the string values used as labels", probe.name)

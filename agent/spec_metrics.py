@@ -104,7 +104,7 @@ def _metric(r: Reader, node: yaml.Node, values: dict[str, Mark]) -> Metric | Non
     vnode = fields["value"][1] if "value" in fields else node
     if value is not None:
         value = _reference(r, vnode, value, values, f"metric {name}")
-    elif kind in ("gauge", "histogram"):
+    elif kind in ("gauge", "histogram") and "value" not in fields:
         r.error(node, f"metric {name}: a {kind} needs 'value'", "name one of the probe's "
                 "values")
     buckets = _buckets(r, fields, kind, name)
@@ -160,10 +160,14 @@ def _buckets(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]], kind: st
             isinstance(b, int | float) and not isinstance(b, bool) for b in items):
         r.error(node, f"metric {name}: buckets must be a list of numbers")
         return ()
-    bounds = tuple(float(b) for b in items)
+    try:
+        bounds = tuple(float(b) for b in items)
+    except OverflowError:
+        r.error(node, f"metric {name}: a bucket is too large for a float64")
+        return ()
     if len(bounds) > MAX_BUCKETS:
         r.error(node, f"metric {name}: at most {MAX_BUCKETS} buckets")
-    elif any(b != b or b == float("inf") for b in bounds):
+    elif any(b != b or abs(b) == float("inf") for b in bounds):
         r.error(node, f"metric {name}: buckets are finite numbers (+Inf is always added)")
     elif any(a >= b for a, b in itertools.pairwise(bounds)):
         r.error(node, f"metric {name}: buckets must increase")
