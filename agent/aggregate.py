@@ -57,6 +57,17 @@ def words(column: Column) -> int:
     return {"sum": 1, "max": 1, "last": 2, "first": 2}.get(column.op, len(column.bounds) + 2)
 
 
+def slot_size(v: ValueSpec | None) -> int:
+    """Bytes a key part takes: a u64, or a length word and the string's bytes."""
+    if v is not None and v.decode in ("string", "bytes"):
+        return 8 + _round8(v.cap)
+    return 8
+
+
+def key_size(keys: tuple[str, ...], values: dict[str, ValueSpec]) -> int:
+    return 8 + sum(slot_size(values.get(k)) for k in keys)
+
+
 def layout(index: int, probe: ProbePlan) -> Layout:
     agg = probe.aggregate
     assert agg is not None
@@ -64,9 +75,9 @@ def layout(index: int, probe: ProbePlan) -> Layout:
     parts, off = [], 8
     for n, name in enumerate(agg.keys):
         i, v = values.get(name, (-1, None))
-        cap = _round8(v.cap) if v is not None and v.decode in ("string", "bytes") else 0
-        parts.append(KeyPart(name, f"k{n}", off, cap, v, 1 << i if i >= 0 else 0))
-        off += 8 + cap if cap else 8
+        size = slot_size(v)
+        parts.append(KeyPart(name, f"k{n}", off, size - 8, v, 1 << i if i >= 0 else 0))
+        off += size
     fields, roff = [], 16
     for n, c in enumerate(agg.columns):
         fields.append(RowField(c, f"c{n}", roff, words(c)))

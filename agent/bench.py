@@ -171,9 +171,7 @@ def build_workload(kind: str, out_dir: Path) -> Path:
 
 def site_address(binary: str | Path, function: str) -> int:
     """The address of ``function``'s first instruction, as noop itself resolves it."""
-    from agent.resolve import Binary
-    sym, _die = Binary(str(binary)).functions.find(function)
-    return sym.address
+    return make_site(binary, function).address
 
 
 def make_site(binary: str | Path, function: str, address: int | None = None) -> Site:

@@ -119,8 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
-    opts = daemon.Options(lambda: _plan(args, True), not args.config, args.listen, web,
-                          xmm_helper_available())
+    opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
+                          web, xmm_helper_available())
     return daemon.Daemon(opts).run()
 
 

@@ -28,6 +28,12 @@ class Program:
     # (probe, site) -> value name -> why it is never read at that site
     unreadable: dict[tuple[int, int], dict[str, str]]
 
+    def decode(self, data: bytes) -> events.Event:
+        """A ring-buffer record of this program as an event; IndexError or ValueError
+        (struct.error) when it is not one."""
+        probe, site = events.header(data)
+        return events.decode(self.layouts[probe], data, self.unreadable.get((probe, site)))
+
 
 def helpers_text() -> str:
     """bpf/noop.h, from the installed package or the source tree."""
@@ -172,22 +178,12 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
             i, v, fetch = fetch_of[p.name]
             body.append(f"/* key {v.name} = {v.selector}: {fetch.describe()} */")
             keymask |= 1 << i
-            reason = _unreadable(fetch, ctx.xmm_helper)
-            if reason:
-                why[v.name] = reason
-                body.append(f"absent |= {1 << i:#x};  /* {reason} */")
-                continue
-            body += _fetch(fetch, f"k.{p.field}", 1 << i, _builtins(ctx))
+            body += _read(ctx, fetch, v.name, f"k.{p.field}", i, why)
     used = sorted({c.column.value for c in agg.fields} - {""})
     for name in used:
         i, v, fetch = fetch_of[name]
         body += [f"u64 v{i} = 0;  /* {v.name} = {v.selector}: {fetch.describe()} */"]
-        reason = _unreadable(fetch, ctx.xmm_helper)
-        if reason:
-            why[v.name] = reason
-            body.append(f"absent |= {1 << i:#x};  /* {reason} */")
-            continue
-        body += _fetch(fetch, f"v{i}", 1 << i, _builtins(ctx))
+        body += _read(ctx, fetch, v.name, f"v{i}", i, why)
     body += [f"k.faults = faults & {keymask:#x};", f"k.absent = absent & {keymask:#x};",
              f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&k);", "if (!row) {",
              "\tint zero = 0;", f"\tstruct {agg.row_struct} *empty = noop_zero_{pi}.lookup(&zero);",
@@ -211,6 +207,17 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
         body += ["do {  /* and the whole event, for what is aggregated in noop */",
                  *("\t" + b for b in ev), "} while (0);"]
     return [*body, "return 0;"], why
+
+
+def _read(ctx: _Ctx, fetch: Fetch, name: str, dst: str, index: int, why: dict[str, str]
+          ) -> list[str]:
+    """Fetch value ``index`` into ``dst``; one never readable at this site is marked
+    absent instead, with the reason kept in ``why``."""
+    reason = _unreadable(fetch, ctx.xmm_helper)
+    if reason:
+        why[name] = reason
+        return [f"absent |= {1 << index:#x};  /* {reason} */"]
+    return _fetch(fetch, dst, 1 << index, _builtins(ctx))
 
 
 def _column(f: aggregate.RowField, fetch_of: dict[str, tuple[int, ValueSpec, Fetch]]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from agent import codegen
+from agent import aggregate, codegen
 from agent.errors import NoopError
 from agent.exporter import Exporter, Health, Session
 from agent.plan import Plan
@@ -33,6 +33,7 @@ PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited
 @dataclass
 class Options:
     plan: Callable[[], Plan]  # resolves the spec (again on SIGHUP) or the preset
+    first: Plan  # what it gave at start, already checked by the command line
     preset: bool
     listen: str
     web: WebConfig | None
@@ -92,7 +93,7 @@ class Daemon:
             raise
 
     def start(self) -> None:
-        plan = self._plan()
+        plan = self.opts.first
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out")
@@ -125,15 +126,20 @@ class Daemon:
         s, loaded = self.exporter.session, self.loaded
         if s is None or loaded is None or s.meta is None:
             return
-        dead: set[int] = set()
-        for pi in s.program.aggregates:
+        running: dict[int, bool] = {}
+        for pi, lay in s.program.aggregates.items():
             gone = []
             for key, _ in loaded.rows(pi):
-                pid = int.from_bytes(key[8:12], "little")  # $pid is the first key part
-                if key != bytes([0xFF]) * len(key) and (pid in dead or not alive(pid)):
-                    dead.add(pid)
+                values, _bad = aggregate.decode_key(lay, key)
+                if values is None:  # the overflow row stays
+                    continue
+                pid = int(values["$pid"])
+                if pid not in running:
+                    running[pid] = alive(pid)
+                if not running[pid]:
                     gone.append(key)
             loaded.forget(pi, gone)
+        dead = {pid for pid, up in running.items() if not up}
         if dead:
             s.meta.forget(dead)
 

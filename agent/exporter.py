@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent import __version__, aggregate, events
+from agent import __version__, aggregate
 from agent.aggregate import Row
 from agent.codegen import Program
 from agent.plan import Plan
@@ -46,18 +46,15 @@ class Session:
 
     def on_record(self, data: bytes) -> None:
         try:
-            pi, site = events.header(data)
-            event = events.decode(self.program.layouts[pi], data,
-                                  self.program.unreadable.get((pi, site)))
-            probe = self.plan.probes[pi]
-        except (IndexError, ValueError, KeyError):
+            event = self.program.decode(data)
+        except (IndexError, ValueError):
             self.decode_errors += 1
             return
-        self.seen[pi] = self.seen.get(pi, 0) + 1
+        self.seen[event.probe] = self.seen.get(event.probe, 0) + 1
         if self.meta is not None:
-            self.meta.on_event(pi, event)
+            self.meta.on_event(event.probe, event)
         else:
-            self.users.on_event(probe, event)
+            self.users.on_event(self.plan.probes[event.probe], event)
 
     def rows(self) -> dict[int, list[Row]]:
         out = {}

@@ -211,8 +211,7 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
         bounds = tuple(aggregate.bound(v, b) for b in p.buckets) if op == "hist" else ()
         columns.append(Column(p.column, op, p.value, bounds))
     agg = Aggregate(keys, tuple(columns), max(p.max_series for p in kernel))
-    size = 8 + sum(8 + ((by_name[k].cap + 7) & ~7 if by_name[k].decode in ("string", "bytes")
-                        else 0) for k in keys)
+    size = aggregate.key_size(keys, by_name)
     if size > aggregate.KEY_LIMIT:
         first = next(m for m in probe.metrics if m.labels and m.aggregate == "kernel")
         out.add(first.mark, f"the labels of this probe's metrics take {size} bytes in the "

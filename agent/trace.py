@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from agent import events
 from agent.codegen import Program
 from agent.plan import Plan
 from agent.printer import Sink
@@ -41,9 +40,7 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
         with Loaded(plan, program) as loaded:
             def on_record(data: bytes) -> None:
                 try:
-                    probe, site = events.header(data)
-                    lay = program.layouts[probe]
-                    event = events.decode(lay, data, program.unreadable.get((probe, site)))
+                    event = program.decode(data)
                 except (IndexError, ValueError):
                     stats.decode_errors += 1
                     return

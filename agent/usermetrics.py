@@ -120,8 +120,9 @@ class UserMetrics:
                 labels = tuple(OVERFLOW for _ in m.labels)
                 self._kernel_overflow[m.name] += row.hits
             else:
-                labels = series.admit(self._labels(m, row.key), 0)
-                if row.hits and labels != self._labels(m, row.key):
+                own = self._labels(m, row.key)
+                labels = series.admit(own, 0)
+                if row.hits and labels != own:
                     self._kernel_overflow[m.name] += row.hits  # folded here, this scrape
             acc = accs.setdefault(labels, _Acc())
             if m.value is None:
