@@ -130,6 +130,14 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     seen = sum(v for (n, _), v in got.items() if n == "noop_events_total")
     lost = sum(v for (n, _), v in got.items() if n == "noop_events_lost_total")
     assert (produced, lost) == (seen, 0) and seen == 10 + len(children)
+    # The example has exited: its rows and names are dropped within the prune sweep.
+    for _ in range(30):
+        left = [k for (n, k), _v in agent.metrics().items()
+                if n == "noop_go_metric_value" and ("pid", str(ex.pid)) in k]
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left
     code, err = agent.stop()
     assert code == 0, err
     assert "SIGTERM: detaching" in err
