@@ -51,6 +51,11 @@ class Layout:
     fields: tuple[RowField, ...]
     row_size: int
 
+    @property
+    def keyless(self) -> bool:
+        """One row for every hit: a per-CPU array of one, cheaper than a hash lookup."""
+        return not self.parts
+
 
 def words(column: Column) -> int:
     """u64 words a column takes in the row."""

@@ -10,14 +10,16 @@ import shutil
 import signal
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError, NotFound
+from agent.plan import Plan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "bench"
 DEBIAN_GO = Path("/usr/bin/go")  # Debian's Go builds client_golang from GOPATH, offline
@@ -57,6 +59,7 @@ class Attached:
     the count only exists once the workload has finished."""
 
     hits: int | None = None
+    notes: dict[str, float] = field(default_factory=dict)  # what else the arm measured
 
 
 Attach = Callable[[Site], AbstractContextManager[Attached]]
@@ -83,6 +86,7 @@ class Run:
     calls: int  # calls_total, as the workload counted them
     final: float  # the metric's value as the workload read it at the end
     hits: int | None
+    notes: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +116,8 @@ class Result:
         arms = [{"name": a.name, "ns_per_call": a.ns_per_call, "added_ns": a.added_ns,
                  "ratio": a.ratio, "hits": a.hits, "calls": a.calls,
                  "runs": [{"repeat": r.repeat, "ns_per_call": list(r.ns_per_call),
-                           "calls": r.calls, "final": r.final, "hits": r.hits}
+                           "calls": r.calls, "final": r.final, "hits": r.hits,
+                           **({"notes": r.notes} if r.notes else {})}
                           for r in a.runs]} for a in self.arms]
         return {"op": self.op, "site": site, "rounds": self.rounds, "calls": self.calls,
                 "repeats": self.repeats, "baseline": self.baseline, "arms": arms}
@@ -301,9 +306,125 @@ def _bpftrace(site: Site) -> Iterator[Attached]:
             proc.wait()
 
 
+EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
+
+
+@contextmanager
+def _empty(site: Site) -> Iterator[Attached]:
+    from agent import load
+
+    with load.Bare(EMPTY_C, site.binary, site.address, "noop_bench_empty"):
+        yield Attached()
+
+
+def bench_plan(site: Site, aggregate: str) -> Plan:
+    """noop's plan for a counter of calls at ``site``: the spec a user would write,
+    resolved, with its one site moved to the bench's address if that is elsewhere."""
+    from agent import resolve, spec
+
+    text = json.dumps({
+        "version": 1, "targets": {"bench": {"binary": site.binary}},
+        "probes": [{"name": "bench", "function": site.function, "metrics": [
+            {"name": "bench_calls_total", "type": "counter", "aggregate": aggregate,
+             "help": "calls seen at the bench's site"}]}]})
+    plan = resolve.resolve(spec.parse(text, "<bench>"))
+    (probe,) = plan.probes
+    first = probe.sites[0]
+    moved = replace(first, address=site.address, file_offset=site.file_offset,
+                    why="the bench's site")
+    return replace(plan, probes=(replace(probe, sites=(first if first.address ==
+                                                        site.address else moved,)),))
+
+
+@contextmanager
+def _noop(site: Site, aggregate: str) -> Iterator[Attached]:
+    from agent import aggregate as agg
+    from agent import codegen, load
+    from agent.kfeatures import xmm_helper_available
+
+    plan = bench_plan(site, aggregate)
+    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    attached = Attached()
+    with load.Loaded(plan, program) as loaded:
+        if aggregate == "kernel":
+            yield attached
+            lay = program.aggregates[0]
+            attached.hits = sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
+            return
+        with _Reader(plan, program, loaded) as reader:
+            yield attached
+        attached.hits = loaded.produced()[0]
+        read, lost = reader.session.seen.get(0, 0), loaded.lost_by_probe()[0]
+        attached.notes.update({"read": read, "lost": lost, "cpu_s": reader.cpu,
+                               "counted": reader.counted()})
+        if read + lost != attached.hits:
+            raise NoopError(f"ring buffer: {read} read + {lost} lost != {attached.hits} made")
+
+
+class _Reader:
+    """Drains the ring buffer in a thread while the workload runs, the way noop run
+    does, and keeps the CPU time that took."""
+
+    def __init__(self, plan: Plan, program: Any, loaded: Any) -> None:
+        from agent.exporter import Session
+        from agent.usermetrics import UserMetrics
+
+        self.session = Session(plan, program, loaded, UserMetrics(plan), None)
+        self.loaded = loaded
+        self.cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="noop-bench-reader",
+                                        daemon=True)
+
+    def _read(self) -> int:
+        t0 = time.thread_time()
+        n = int(self.loaded.read(self.session.on_run))
+        self.cpu += time.thread_time() - t0
+        return n
+
+    def _loop(self) -> None:
+        from agent.daemon import DRAIN_EVERY
+
+        while not self._stop.is_set():
+            self._read()
+            self.loaded.wait(DRAIN_EVERY)
+        self._read()
+
+    def counted(self) -> float:
+        """The counter's value as noop would export it."""
+        (family,) = self.session.users.families({})
+        return float(sum(s.value for s in family.samples if s.name.endswith("_total")))
+
+    def __enter__(self) -> _Reader:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@contextmanager
+def _noop_kernel(site: Site) -> Iterator[Attached]:
+    with _noop(site, "kernel") as attached:
+        yield attached
+
+
+@contextmanager
+def _noop_ringbuf(site: Site) -> Iterator[Attached]:
+    with _noop(site, "events") as attached:
+        yield attached
+
+
 NONE = Arm("none", _nothing, "nothing attached")
+EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
+NOOP_KERNEL = Arm("noop-kernel", _noop_kernel,
+                  "noop's counter of calls, aggregated in the kernel")
+NOOP_RINGBUF = Arm("noop-ringbuf", _noop_ringbuf,
+                   "noop's counter of calls, every hit a ring-buffer record read by noop")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
-ARMS: dict[str, Arm] = {a.name: a for a in (NONE, BPFTRACE)}
+ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_KERNEL, NOOP_RINGBUF,
+                                            BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
@@ -344,7 +465,8 @@ def run(binary: str | Path, op: str, function: str, arms: Sequence[Arm], rounds:
         for a in (*arms[k:], *arms[:k]):
             with a.attach(site) as attached:
                 per_call, total, final = _workload(site, op, calls, rounds, limit)
-            runs[a.name].append(Run(a.name, repeat, per_call, total, final, attached.hits))
+            runs[a.name].append(Run(a.name, repeat, per_call, total, final, attached.hits,
+                                    attached.notes))
     medians = {n: statistics.median(x for r in runs[n] for x in r.ns_per_call) for n in names}
     added = {n: medians[n] - medians["none"] if "none" in medians else None for n in names}
     base = added.get(chosen) if chosen is not None else None
@@ -380,4 +502,11 @@ def render(result: Result) -> str:
                     f"{_num(a.ratio, '.2f'):>12} {_num(a.hits, 'd'):>14} {a.calls:>14d}")
     missed = [a.name for a in result.arms if a.hits is not None and a.hits != a.calls]
     tail = [f"hits differ from calls: {', '.join(missed)}"] if missed else []
+    for a in result.arms:
+        read, lost, cpu = (sum(r.notes.get(k, 0.0) for r in a.runs)
+                           for k in ("read", "lost", "cpu_s"))
+        if any("read" in r.notes for r in a.runs):
+            rate = f"{read / cpu / 1e6:.2f} M/s" if cpu > 0 else "-"
+            tail.append(f"{a.name}: {read:.0f} records read, {lost:.0f} lost; "
+                        f"decoded at {rate} per core")
     return "\n".join(line[:80] for line in (*head, *rows, *tail))

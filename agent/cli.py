@@ -124,6 +124,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return daemon.Daemon(opts).run()
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent import bench, cache
+    names = [n.strip() for n in args.arms.split(",") if n.strip()]
+    arms = [bench.arm(n) for n in names]
+    if args.binary:
+        binary = Path(args.binary)
+        if not binary.is_file():
+            raise NoopError(f"no such workload: {binary}", "build one of examples/bench, "
+                            "or leave out --binary to let noop build it")
+    else:
+        binary = bench.build_workload(args.workload, cache.cache_dir() / "bench")
+    op = args.op or ("func" if args.workload == "c" else "counter.Inc")
+    function = args.function or bench.workload_function(args.workload, op)
+    address = args.address
+    result = bench.run(binary, op, function, arms, args.rounds, args.calls,
+                       repeats=args.repeats, baseline=args.baseline, address=address)
+    return _emit(args, result.to_json(), lambda _data: bench.render(result))
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {n}")
+    return n
+
+
+def _address(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an address: {text!r} (give 0x...)") from None
+
+
 def _target_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--binary", metavar="BIN",
                     help="the program to probe (alone: the built-in client_golang preset)")
@@ -177,6 +215,24 @@ def parser() -> argparse.ArgumentParser:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
+    from agent.bench import ARMS, KINDS, OPS
+    sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "
+             "an empty BPF program, noop's probes and bpftrace at the same site")
+    sp.add_argument("--workload", choices=KINDS, default="go",
+                    help="which of noop's looping workloads to build and run (default go)")
+    sp.add_argument("--binary", metavar="BIN", help="a workload already built")
+    sp.add_argument("--op", choices=OPS, help="what the workload calls (default: "
+                    "counter.Inc for go, func for c)")
+    sp.add_argument("--function", help="probe this function (default: the op's own)")
+    sp.add_argument("--address", metavar="ADDR", type=_address,
+                    help="probe this address inside the function (default: its entry)")
+    sp.add_argument("--arms", default=",".join(ARMS),
+                    help=f"comma-separated, of {', '.join(ARMS)} (default: all)")
+    sp.add_argument("--baseline", help="the arm the ratios compare with (default: empty)")
+    sp.add_argument("--calls", type=_positive, default=200_000, help="calls per round")
+    sp.add_argument("--rounds", type=_positive, default=3, help="rounds per run")
+    sp.add_argument("--repeats", type=_positive, default=3,
+                    help="runs of each arm, their order rotated each time")
     add("doctor", cmd_doctor, "check that this machine can run noop")
     add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
     return p

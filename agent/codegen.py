@@ -71,12 +71,16 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
         agg = None
         if mode == "run" and probe.aggregate is not None:
             agg = aggs[pi] = aggregate.layout(pi, probe)
-            lines += [*aggregate.c_structs(agg),
-                      f"BPF_PERCPU_HASH(noop_agg_{pi}, struct {agg.key_struct}, "
-                      f"struct {agg.row_struct}, {probe.aggregate.max_series + 1});"
-                      "  /* + the overflow row */",
-                      f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
-                      "  /* an empty row, never written */", ""]
+            lines += aggregate.c_structs(agg)
+            if agg.keyless:
+                lines += [f"BPF_PERCPU_ARRAY(noop_agg_{pi}, struct {agg.row_struct}, 1);"
+                          "  /* no labels: one row */", ""]
+            else:
+                lines += [f"BPF_PERCPU_HASH(noop_agg_{pi}, struct {agg.key_struct}, "
+                          f"struct {agg.row_struct}, {probe.aggregate.max_series + 1});"
+                          "  /* + the overflow row */",
+                          f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
+                          "  /* an empty row, never written */", ""]
         if mode == "run" and agg is None and not probe.events:
             continue
         target = plan.target(probe.target)
@@ -125,6 +129,14 @@ def _count_faults(pi: int) -> list[str]:
             "\tif (n)", "\t\t(*n)++;", "}"]
 
 
+def wake_every(size: int) -> int:
+    """Records of one CPU between wakeups of noop when it drains on a timer: a power of
+    two at most a sixteenth of the ring, so a burst is read long before the ring fills
+    (a wakeup costs microseconds; one per record would dominate)."""
+    fits = RINGBUF_PAGES * 4096 // ((size + 8 + 7) & ~7)
+    return 1 << max(0, (fits // 16).bit_length() - 1)
+
+
 def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[str, str]]:
     """Reserve a ring-buffer record, fill it with every value, submit it. Without
     ``tail`` it is a block inside a larger program (wrap it in ``do { } while (0)``):
@@ -146,13 +158,18 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
     for slot, fetch in zip(lay.slots, ctx.site.fetches, strict=True):
         f = f"e->{slot.c_field}"
         body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
-        body.append(f"{f}.len = 0;" if slot.cap else f"{f} = 0;")
+        # A string's unused bytes too: the ring holds an older record's there, and noop
+        # groups records by their raw label bytes.
+        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
         reason = _unreadable(fetch, ctx.xmm_helper)
         if reason:
             why[slot.value.name] = reason
             continue
         body += _fetch(fetch, f, 1 << slot.index, _EVENT_BUILTINS)
-    flags = "0" if wakeup else "BPF_RB_NO_WAKEUP  /* noop drains the ring on a timer */"
+    every = wake_every(lay.size)
+    flags = "0" if wakeup else (
+        f"(made && !(*made & {every - 1})) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP"
+        f"  /* noop drains the ring on a timer, and on every {every}th record of a CPU */")
     body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;",
              *(_count_faults(ctx.pi) if tail else []),
              f"noop_events.ringbuf_submit(e, {flags});", *(["return 0;"] if tail else [])]
@@ -184,6 +201,10 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
         i, v, fetch = fetch_of[name]
         body += [f"u64 v{i} = 0;  /* {v.name} = {v.selector}: {fetch.describe()} */"]
         body += _read(ctx, fetch, v.name, f"v{i}", i, why)
+    if agg.keyless:
+        body += ["int slot = 0;", f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&slot);",
+                 "if (!row)", "\treturn 0;"]
+        return [*body, *_count(ctx, agg, fetch_of, events_too)], why
     body += [f"k.faults = faults & {keymask:#x};", f"k.absent = absent & {keymask:#x};",
              f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&k);", "if (!row) {",
              "\tint zero = 0;", f"\tstruct {agg.row_struct} *empty = noop_zero_{pi}.lookup(&zero);",
@@ -198,15 +219,22 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
     body += [f"\trow = noop_agg_{pi}.lookup(&k);", "\tif (!row) {  /* full: the overflow row */",
              f"\t\t__builtin_memset(&k, {aggregate.OVERFLOW:#x}, sizeof(k));",
              f"\t\trow = noop_agg_{pi}.lookup(&k);", "\t\tif (!row)", "\t\t\treturn 0;",
-             "\t}", "}", "if (!row->born)", "\trow->born = bpf_ktime_get_ns();", "row->hits++;"]
+             "\t}", "}"]
+    return [*body, *_count(ctx, agg, fetch_of, events_too)], why
+
+
+def _count(ctx: _Ctx, agg: aggregate.Layout, fetch_of: dict[str, tuple[int, ValueSpec, Fetch]],
+           events_too: bool) -> list[str]:
+    """With ``row`` found: count the hit, fold its values into the columns."""
+    body = ["if (!row->born)", "\trow->born = bpf_ktime_get_ns();", "row->hits++;"]
     for f in agg.fields:
         body += _column(f, fetch_of)
-    body += _count_faults(pi)
+    body += _count_faults(ctx.pi)
     if events_too:
         ev, _ = _event(ctx, wakeup=False, tail=False)
         body += ["do {  /* and the whole event, for what is aggregated in noop */",
                  *("\t" + b for b in ev), "} while (0);"]
-    return [*body, "return 0;"], why
+    return [*body, "return 0;"]
 
 
 def _read(ctx: _Ctx, fetch: Fetch, name: str, dst: str, index: int, why: dict[str, str]

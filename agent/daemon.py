@@ -27,6 +27,7 @@ from agent.webconfig import WebConfig
 if TYPE_CHECKING:
     from agent.load import Loaded
 
+DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
 PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited
 
 
@@ -82,7 +83,6 @@ class Daemon:
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         session = Session(plan, program, loaded, UserMetrics(plan),
                           GoMeta(plan, target) if self.opts.preset else None)
-        loaded.open_ring(session.on_record)
         return session, loaded
 
     def _plan(self) -> Plan:
@@ -118,6 +118,11 @@ class Daemon:
         self.health.last_reload_ok = True
         self.health.last_reload_time = time.time()
         log(f"reloaded: {len(session.maps.attachments)} uprobes attached")
+
+    def drain(self) -> int:
+        """Fold the records in the ring buffer into the session; how many there were."""
+        s, loaded = self.exporter.session, self.loaded
+        return loaded.read(s.on_run) if s is not None and loaded is not None else 0
 
     def prune(self) -> None:
         """Forget the rows and names of processes that exited: memory stays bounded."""
@@ -166,8 +171,9 @@ class Daemon:
                     else:
                         log(f"{signal.Signals(signum).name}: detaching")
                         return 0
-                self.loaded.poll(100)
-                self.loaded.drain()  # events sent without a wakeup
+                self.drain()
+                # Events wake noop only now and then (codegen.wake_every): and a timer.
+                self.loaded.wait(DRAIN_EVERY)
                 if time.monotonic() >= next_prune:
                     self.prune()
                     next_prune = time.monotonic() + PRUNE_EVERY

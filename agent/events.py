@@ -148,3 +148,62 @@ def scalar(v: ValueSpec, raw: int) -> Any:
     if v.decode == "bool":
         return bits != 0
     return bits
+
+
+# -- many records at once ------------------------------------------------------------------
+
+_SCALAR = {("int", 1): "b", ("int", 2): "h", ("int", 4): "i", ("int", 8): "q",
+           ("float", 4): "f", ("float", 8): "d"}
+_UNSIGNED = {1: "B", 2: "H", 4: "I", 8: "Q"}
+TS, PID, FAULTS, ABSENT = 1, 3, 7, 8  # fields of every record in a Records tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """A format that unpacks a run of one probe's ring records (ring header included, at
+    their stride) with ``struct.iter_unpack``, scalars already decoded: ``fields`` says
+    where each value is in the tuple (a string or bytes value: its length word, then
+    its bytes, which ``text`` turns into the value ``decode`` gives)."""
+
+    layout: Layout
+    struct: struct.Struct
+    fields: dict[str, int]
+    slots: dict[str, Slot]
+
+    def width(self, name: str) -> int:
+        """Tuple fields of a value: a string's length word and bytes, or one."""
+        return 2 if self.slots[name].cap else 1
+
+    def value(self, name: str, record: tuple[Any, ...]) -> Any:
+        i = self.fields[name]
+        slot = self.slots[name]
+        if slot.cap:
+            return _text(slot.value, record[i], record[i + 1])
+        return bool(record[i]) if slot.value.decode == "bool" else record[i]
+
+
+def _text(v: ValueSpec, length: int, raw: bytes) -> str | bytes:
+    raw = raw[:min(length, v.cap)]
+    return raw.decode("utf-8", "replace") if v.decode == "string" else raw
+
+
+def records(lay: Layout, stride: int) -> Records:
+    """The ``Records`` of ``lay`` in the ring, where each takes ``stride`` bytes."""
+    fmt = "<I4x" + HEADER.format.lstrip("<")
+    fields: dict[str, int] = {}
+    n = 1 + len(HEADER_FIELDS) + 1
+    for s in lay.slots:
+        fields[s.value.name] = n
+        if s.cap:
+            fmt += f"I4x{s.cap}s"
+            n += 2
+            continue
+        size = s.value.size if s.value.size in (1, 2, 4, 8) else 8
+        code = _SCALAR.get((s.value.decode, size)) or _UNSIGNED[size]
+        fmt += code + (f"{8 - struct.calcsize(code)}x" if struct.calcsize(code) < 8 else "")
+        n += 1
+    used = struct.calcsize(fmt)
+    if used > stride:
+        raise ValueError(f"records of {lay.struct_name} take {used} bytes, not {stride}")
+    return Records(lay, struct.Struct(fmt + (f"{stride - used}x" if stride > used else "")),
+                   fields, {sl.value.name: sl for sl in lay.slots})

@@ -13,12 +13,12 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agent import __version__, aggregate
+from agent import __version__, aggregate, events, ringbuf
 from agent.aggregate import Row
 from agent.codegen import Program
 from agent.plan import Plan
 from agent.presets.meta import GoMeta
-from agent.usermetrics import UserMetrics
+from agent.usermetrics import UserMetrics, faulty
 
 
 class Maps(Protocol):
@@ -43,6 +43,42 @@ class Session:
     meta: GoMeta | None
     seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
     decode_errors: int = 0
+    _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
+
+    def on_run(self, run: ringbuf.Run) -> None:
+        """A run of ring records of one probe: folded all at once when the probe only
+        feeds user metrics and every value was read; else record by record."""
+        probe = run.probe
+        if probe is None or not 0 <= probe < len(self.program.layouts) \
+                or run.length < self.program.layouts[probe].size:
+            self.decode_errors += run.count
+            return
+        spec = self._records(probe, run.stride)
+        if spec is None:
+            for record in ringbuf.records(run):
+                self.on_record(record)
+            return
+        records = list(spec.struct.iter_unpack(run.data))
+        bad = faulty(records)  # values read as None: one by one, as events
+        if bad:
+            skip = set(bad)
+            records = [r for i, r in enumerate(records) if i not in skip]
+        self.seen[probe] = self.seen.get(probe, 0) + len(records)
+        self.users.on_records(self.plan.probes[probe], spec, records)
+        for i in bad:
+            start = i * run.stride + ringbuf.HEADER_SIZE
+            self.on_record(bytes(run.data[start:start + run.length]))
+
+    def _records(self, probe: int, stride: int) -> events.Records | None:
+        """How to unpack runs of ``probe`` at once; None: one by one (the preset learns
+        names from its events, and a value unreadable at a site decodes as None)."""
+        key = (probe, stride)
+        if key not in self._formats:
+            ok = self.meta is None and not any(
+                why for (p, _site), why in self.program.unreadable.items() if p == probe)
+            self._formats[key] = events.records(self.program.layouts[probe], stride) \
+                if ok else None
+        return self._formats[key]
 
     def on_record(self, data: bytes) -> None:
         try:
@@ -161,8 +197,12 @@ class Exporter(Collector):
 
 
 def _hits(s: Session, rows: dict[int, list[Row]]) -> Iterator[Metric]:
-    fam = CounterMetricFamily("noop_probe_hits", "Hits folded into a probe's in-kernel "
-                              "aggregate", labels=["probe"])
-    for pi, got in sorted(rows.items()):
-        fam.add_metric([s.plan.probes[pi].name], sum(r.hits for r in got))
+    fam = CounterMetricFamily("noop_probe_hits", "Hits of a probe: folded into its "
+                              "in-kernel aggregate, or else records it made", labels=["probe"])
+    produced = s.maps.produced()
+    for pi, probe in enumerate(s.plan.probes):
+        if pi in rows:
+            fam.add_metric([probe.name], sum(r.hits for r in rows[pi]))
+        elif probe.events:
+            fam.add_metric([probe.name], produced.get(pi, 0))
     yield fam

@@ -5,7 +5,7 @@ detach everything on the way out. The only module that imports ``bcc``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import mmap
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import aggregate, kheaders
-from agent.codegen import Program
+from agent import aggregate, kheaders, ringbuf
+from agent.codegen import RINGBUF_PAGES, Program
 from agent.errors import NoopError
 from agent.plan import Plan
 
@@ -119,6 +119,8 @@ class Loaded:
                 raise LoadError(f"BCC could not compile the generated program: {detail or exc}",
                                 "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
         try:
+            events = self._table("noop_events")
+            self.ring = ringbuf.Ring(events.map_fd, RINGBUF_PAGES * mmap.PAGESIZE)
             self._overflow_rows()
             self._attach_all()
         except BaseException:
@@ -146,21 +148,24 @@ class Loaded:
                                     f"({site.address:#x}): {exc}", hint) from None
             self.attachments.append(Attachment(pi, si, target.binary, site.address, pid))
 
-    def open_ring(self, callback: Callable[[bytes], None]) -> None:
-        def raw(_ctx: Any, data: Any, size: int) -> int:
-            callback(ctypes.string_at(data, size))
-            return 0
+    def wait(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds, or until a record that wakes readers."""
+        self.ring.wait(timeout)
 
-        self.bpf["noop_events"].open_ring_buffer(raw)
+    def read(self, on_run: Callable[[ringbuf.Run], None]) -> int:
+        """Hand every record committed so far to ``on_run``, in runs of one probe; the
+        number of records."""
+        n = 0
+        for run in self.ring.batch():
+            on_run(run)
+            n += run.count
+        return n
 
-    def poll(self, timeout_ms: int) -> None:
-        self.bpf.ring_buffer_poll(timeout_ms)
-
-    def drain(self) -> None:
-        self.bpf.ring_buffer_consume()
+    def _table(self, name: str) -> Any:
+        return self.bpf[name.encode()]  # BCC names its tables in bytes
 
     def _per_probe(self, name: str) -> dict[int, int]:
-        table = self.bpf[name]
+        table = self._table(name)
         return {pi: sum(int(v) for v in table[pi]) for pi in range(len(self.plan.probes))}
 
     def lost(self) -> int:
@@ -180,12 +185,17 @@ class Loaded:
     def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
         """A probe's in-kernel aggregate: every key with its per-CPU rows, as raw bytes
         (``aggregate.merge`` reads them)."""
-        table = self.bpf[f"noop_agg_{probe}"]
+        table = self._table(f"noop_agg_{probe}")
+        lay = self.program.aggregates[probe]
+        if lay.keyless:  # an array of one row; its key is the one a hash would have
+            return [(bytes(lay.key_size), [bytes(v) for v in vs]) for _, vs in table.items()]
         return [(bytes(k), [bytes(v) for v in vs]) for k, vs in table.items()]
 
     def forget(self, probe: int, keys: list[bytes]) -> None:
         """Delete rows (of processes that exited) from a probe's aggregate."""
-        table = self.bpf[f"noop_agg_{probe}"]
+        if self.program.aggregates[probe].keyless:
+            return  # no key, no process: nothing to forget
+        table = self._table(f"noop_agg_{probe}")
         for raw in keys:
             with contextlib.suppress(KeyError):
                 del table[table.Key.from_buffer_copy(raw)]
@@ -193,11 +203,16 @@ class Loaded:
     def _overflow_rows(self) -> None:
         """Create each aggregate's overflow row now, so that a full map still has it."""
         for pi, lay in self.program.aggregates.items():
-            table = self.bpf[f"noop_agg_{pi}"]
+            if lay.keyless:
+                continue
+            table = self._table(f"noop_agg_{pi}")
             key = table.Key.from_buffer_copy(bytes([aggregate.OVERFLOW]) * lay.key_size)
             table[key] = table.Leaf()  # zeroes on every CPU
 
     def close(self) -> None:
+        ring = getattr(self, "ring", None)
+        if ring is not None:
+            ring.close()
         bpf = getattr(self, "bpf", None)
         if bpf is not None:
             bpf.cleanup()
@@ -205,6 +220,43 @@ class Loaded:
         self.attachments.clear()
 
     def __enter__(self) -> Loaded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Bare:
+    """A hand-written BPF program attached at one instruction of every process running
+    ``binary``: what ``noop bench`` measures noop's generated programs against. Use as
+    a context manager; leaving it detaches."""
+
+    def __init__(self, text: str, binary: str, address: int, function: str) -> None:
+        check_privileges()
+        check_headers()
+        import bcc
+
+        with _quiet_stderr() as err:
+            try:
+                self.bpf = bcc.BPF(text=text.encode())
+            except Exception as exc:
+                raise LoadError(f"BCC could not compile the program: "
+                                f"{_compiler_message(err) or exc}", "run 'noop doctor'"
+                                ) from None
+            try:
+                self.bpf.attach_uprobe(name=binary.encode(), addr=address,
+                                       fn_name=function.encode(), pid=-1)
+            except Exception as exc:
+                self.close()
+                raise LoadError(f"cannot attach at {address:#x} in {binary}: {exc}",
+                                "run 'noop doctor' to check uprobe support") from None
+
+    def close(self) -> None:
+        if getattr(self, "bpf", None) is not None:
+            self.bpf.cleanup()
+            self.bpf = None
+
+    def __enter__(self) -> Bare:
         return self
 
     def __exit__(self, *exc: object) -> None:

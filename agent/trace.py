@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from agent import ringbuf
 from agent.codegen import Program
 from agent.plan import Plan
 from agent.printer import Sink
@@ -56,7 +57,10 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
                     failures.append(exc)
                     stop.append("error")
 
-            loaded.open_ring(on_record)
+            def on_run(run: ringbuf.Run) -> None:
+                for record in ringbuf.records(run):
+                    on_record(record)
+
             sites = len(loaded.attachments)
             targets = ", ".join(f"{t.binary}" + (f" pid {t.pid}" if t.pid else "")
                                 for t in plan.targets)
@@ -66,13 +70,14 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
             deadline = time.monotonic() + duration if duration else None
             pids = [t.pid for t in plan.targets if t.pid is not None]
             while not stop:
-                loaded.poll(100)
+                loaded.wait(0.1)
+                loaded.read(on_run)
                 if deadline is not None and time.monotonic() >= deadline:
                     stop.append("duration")
                 gone = [p for p in pids if not alive(p)]
                 if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
                     stop.append(f"process {gone[0]} exited")
-            loaded.drain()
+            loaded.read(on_run)
             stats.lost = loaded.lost()
             stats.faults = sum(loaded.faults().values())
             stats.reason = stop[0]

@@ -5,8 +5,11 @@ decoders, each metric held to its series cap. Imports no BPF; rows come in as da
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from prometheus_client.core import (
@@ -19,7 +22,7 @@ from prometheus_client.core import (
 from agent import decoders, events
 from agent.aggregate import Row
 from agent.decoders import go_float
-from agent.events import Event
+from agent.events import ABSENT, FAULTS, TS, Event, Records
 from agent.plan import MetricPlan, Plan, ProbePlan, ValueSpec
 
 OVERFLOW = "__overflow__"  # every label's value in a metric's overflow series
@@ -96,6 +99,57 @@ class UserMetrics:
                 x = event.values.get(m.value) if m.value else None
                 _fold(m, acc, 1, x, event.ts)
 
+    def on_records(self, probe: ProbePlan, spec: Records, records: list[tuple[Any, ...]]
+                   ) -> None:
+        """Fold many records of ``probe`` at once, unpacked by ``spec``, none with a
+        fault or an absent value (``on_event`` takes those): each metric groups them by
+        their raw label fields first, so labels are decoded once per distinct set."""
+        with self._lock:
+            for m in probe.metrics:
+                if m.where == "events":
+                    self._fold_records(m, spec, records)
+
+    def _fold_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]]
+                      ) -> None:
+        at = [spec.fields[r.value] + k for r in m.labels for k in range(spec.width(r.value))]
+        keys = list(map(itemgetter(*at), records)) if at else [()] * len(records)
+        counts = Counter(keys)
+        sample = dict(zip(keys, records, strict=True))
+        accs = self._events[m.name]
+        series = self._series[m.name]
+        by_key: dict[Any, _Acc] = {}
+        for key, n in counts.items():
+            own = self._labels(m, {r.value: spec.value(r.value, sample[key])
+                                   for r in m.labels})
+            acc = by_key[key] = accs.setdefault(series.admit(own, n), _Acc())
+            if m.value is None and m.kind == "counter":
+                acc.count += n
+        if m.value is None:
+            return
+        values = list(map(itemgetter(spec.fields[m.value]), records))
+        if m.kind == "gauge":  # the latest hit (the later record of equal times) wins
+            best: dict[Any, tuple[int, int, Any]] = {}
+            for i, (key, ts, x) in enumerate(zip(keys, map(itemgetter(TS), records), values,
+                                                 strict=True)):
+                b = best.get(key)
+                if b is None or ts >= b[0]:
+                    best[key] = (ts, i, x)
+            for key, (ts, _i, x) in sorted(best.items(), key=lambda kv: kv[1][1]):
+                acc = by_key[key]
+                if acc.last is None or ts >= acc.last[0]:
+                    acc.last = (ts, float(x))
+        elif m.kind == "counter":
+            for key, x in zip(keys, values, strict=True):
+                by_key[key].count += x
+        else:
+            bounds, top = list(m.buckets), len(m.buckets)
+            for key, x in zip(keys, values, strict=True):
+                acc = by_key[key]
+                if not acc.buckets:
+                    acc.buckets = [0] * (top + 1)
+                acc.buckets[bisect_left(bounds, x) if x == x else top] += 1  # NaN: +Inf
+                acc.sum += x
+
     def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
         """``rows``: the merged in-kernel rows of each probe (by index) that has them."""
         with self._lock:
@@ -140,6 +194,13 @@ class UserMetrics:
                                                      strict=True)]
                 acc.sum += _signed(v, got[n])
         return accs
+
+
+def faulty(records: list[tuple[Any, ...]]) -> list[int]:
+    """Where the records are that have a value whose read faulted or was absent."""
+    if not any(map(itemgetter(FAULTS), records)) and not any(map(itemgetter(ABSENT), records)):
+        return []
+    return [i for i, r in enumerate(records) if r[FAULTS] or r[ABSENT]]
 
 
 def _signed(v: ValueSpec, raw: int) -> int:

@@ -7,8 +7,10 @@ The bpftrace tests are privileged: they attach uprobes for real.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,3 +126,70 @@ def test_mistakes_are_errors(tmp_path: Path, workloads: dict[str, Path]) -> None
         bench.run(workloads["c"], "func", "work", [bench.NONE], 1, 10, baseline="empty")
     with pytest.raises(NoopError, match="exited 2"):
         bench.run(workloads["c"], "gauge.Set", "work", [bench.NONE], 1, 10, repeats=1)
+
+
+@pytest.mark.parametrize("kind, op", [("go", "gauge.Add"), ("c", "func")])
+def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, kind: str,
+                                   op: str) -> None:
+    """noop's probes count every call of the workload, in the kernel and through the ring
+    buffer (read by noop, wrapping the 1 MiB ring many times on the Go workload); the
+    empty program counts nothing."""
+    calls = CALLS if kind == "go" else CALLS // 10  # a C hit is single-stepped: slow
+    arms = [bench.NONE, bench.EMPTY, bench.NOOP_KERNEL, bench.NOOP_RINGBUF]
+    result = bench.run(workloads[kind], op, bench.workload_function(kind, op), arms,
+                       ROUNDS, calls, repeats=2)
+    none, empty, kernel, ringbuf = result.arms
+    assert result.baseline == "empty" and empty.ratio == pytest.approx(1.0)
+    assert none.hits is None and empty.hits is None
+    for r in (*kernel.runs, *ringbuf.runs):
+        assert r.calls == calls * ROUNDS
+        assert r.hits == r.calls, f"{r.arm} saw {r.hits} hits of {r.calls} calls"
+        assert r.final == bench.expected_final(op, r.calls)
+    for r in ringbuf.runs:
+        assert r.notes["lost"] == 0, "the reader fell behind"
+        assert r.notes["read"] == r.notes["counted"] == r.calls
+        assert r.notes["cpu_s"] > 0
+    for a in (empty, kernel, ringbuf):
+        assert a.added_ns is not None and a.added_ns > 0
+    table = bench.render(result)
+    assert all(len(line) <= 80 for line in table.splitlines())
+    assert f"noop-ringbuf: {2 * calls * ROUNDS} records read, 0 lost" in table
+
+
+def test_bench_plan_is_a_counter_at_the_site(workloads: dict[str, Path]) -> None:
+    site = bench.make_site(workloads["c"], "work")
+    for aggregate in ("kernel", "events"):
+        plan = bench.bench_plan(site, aggregate)
+        (probe,) = plan.probes
+        ((metric,), (s,)) = probe.metrics, probe.sites
+        assert (metric.kind, metric.where, s.address) == ("counter", aggregate, site.address)
+    inside = bench.make_site(workloads["c"], "work", site.address + 4)
+    (s,) = bench.bench_plan(inside, "kernel").probes[0].sites
+    assert (s.address, s.file_offset) == (inside.address, inside.file_offset)
+
+
+def test_cli(workloads: dict[str, Path], tracefs: None) -> None:
+    """noop bench on the command line: a table, or JSON; mistakes in one line."""
+    from agent.cli import main
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent", "bench", *argv],
+                              capture_output=True, text=True, check=False, timeout=300)
+
+    done = run("--binary", str(workloads["c"]), "--workload", "c", "--calls", "2000",
+               "--rounds", "1", "--repeats", "1", "--arms", "none,noop-kernel", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [a["name"] for a in data["arms"]] == ["none", "noop-kernel"]
+    assert data["arms"][1]["hits"] == 2000
+    done = run("--binary", str(workloads["c"]), "--workload", "c", "--calls", "1000",
+               "--rounds", "1", "--repeats", "1", "--arms", "none")
+    assert done.returncode == 0 and done.stdout.startswith("op func: 1 repeats")
+    for argv, said in ((["--arms", "none,bogus"], "arm 'bogus' not found"),
+                       (["--calls", "0"], "must be positive"),
+                       (["--address", "zz"], "not an address"),
+                       (["--binary", "/nonexistent/loop"], "no such workload")):
+        done = run(*argv)
+        assert done.returncode != 0 and said in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert main(["bench", "--arms", "nonesuch"]) == 1

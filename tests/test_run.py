@@ -4,6 +4,7 @@ must say what the example's own /metrics says (meta-metrics) and what the exampl
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -310,3 +311,63 @@ def test_run_without_metrics_says_so(example: Path, tmp_path: Path) -> None:
     assert got.stderr.strip().splitlines()[-1] == (
         "noop: nothing to export: no probe of the spec has metrics "
         "(add metrics: to a probe (see probes.yaml))")
+
+
+MILLION_SPEC = """version: 1
+targets:
+  loop: {{binary: {binary}}}
+probes:
+  - name: kernel
+    function: work
+    values: {{x: x}}
+    metrics:
+      - {{name: loop_kernel_total, type: counter, labels: {{x: x}}}}
+  - name: events
+    function: work
+    values: {{x: x}}
+    metrics:
+      - {{name: loop_events_total, type: counter, aggregate: events, labels: {{x: x}}}}
+"""
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
+
+
+def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
+                                         agent_cleanup: list[Agent]) -> None:
+    """work(x) called with x = 0 .. 999999: every metric keeps its first 1000 label sets
+    (the default cap), folds the rest into the overflow series and counts each of them;
+    the kernel map and noop's memory stay bounded."""
+    from agent import bench
+    loop = bench.build_workload("c", tmp_path / "loop")
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(MILLION_SPEC.format(binary=loop))
+    agent = start(tmp_path, "--config", spec)
+    agent_cleanup.append(agent)
+    calls, cap = 1_000_000, 1000
+    proc = subprocess.Popen([str(loop), "-n", str(calls // 10), "-rounds", "10"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the first round: 100000 distinct values so far
+    early = _rss_kib(agent.proc.pid)
+    rest, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and json.loads(rest.splitlines()[-1])["calls_total"] == calls
+    got = settle(agent, "loop_events_total", {"x": "__overflow__"}, calls - cap)
+    late = _rss_kib(agent.proc.pid)
+    for name in ("loop_kernel_total", "loop_events_total"):
+        series = {k[1]: v for k, v in got.items() if k[0] == name}
+        assert len(series) == cap + 1, name
+        assert series[(("x", "__overflow__"),)] == calls - cap
+        assert all(series[(("x", str(x)),)] == 1 for x in range(cap)), name  # first hit first
+        assert _one(got, "noop_overflow_updates_total", metric=name) == calls - cap
+        assert _one(got, "noop_series", metric=name) == cap
+    for probe in ("kernel", "events"):
+        assert _one(got, "noop_probe_hits_total", probe=probe) == calls
+    assert _one(got, "noop_events_total", probe="events") == calls
+    assert _one(got, "noop_events_lost_total", probe="events") == 0
+    # 900000 more distinct values after the first round: kept, they would take >100 MB.
+    assert late - early < 20_000, f"noop grew from {early} to {late} KiB"
+    code, err = agent.stop()
+    assert code == 0, err

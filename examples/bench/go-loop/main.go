@@ -13,6 +13,9 @@
 // Final values: counter.Inc, gauge.Set, histogram.Observe (its sample count)
 // and func end at calls_total; counter.Add and gauge.Add (2.5 per call) at
 // 2.5 times calls_total.
+//
+// With -rate R the calls are paced at R per second instead (bench/agent_cpu.py
+// uses it to measure noop's own CPU at a given rate of probe hits).
 package main
 
 import (
@@ -80,6 +83,28 @@ func loop(op string, n, start int) {
 
 var funcTotal int
 
+// paced makes n calls of op at rate calls per second: a millisecond's worth
+// of calls at a time, then a sleep until they were due.
+func paced(op string, n, start, rate int) {
+	step := rate / 1000
+	if step < 1 {
+		step = 1
+	}
+	begin := time.Now()
+	for done := 0; done < n; {
+		k := step
+		if k > n-done {
+			k = n - done
+		}
+		loop(op, k, start+done)
+		done += k
+		due := begin.Add(time.Duration(float64(done) / float64(rate) * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
 var ops = []string{"counter.Inc", "counter.Add", "gauge.Add", "gauge.Set",
 	"histogram.Observe", "func"}
 
@@ -130,9 +155,11 @@ func main() {
 	op := flag.String("op", "counter.Inc", fmt.Sprintf("what to call, one of %v", ops))
 	n := flag.Int("n", 1000000, "calls per round")
 	rounds := flag.Int("rounds", 5, "rounds")
+	rate := flag.Int("rate", 0, "calls per second (0: as fast as it can)")
 	flag.Parse()
-	if !known(*op) || *n <= 0 || *rounds <= 0 {
-		fmt.Fprintf(os.Stderr, "go-loop: -op is one of %v; -n and -rounds are positive\n", ops)
+	if !known(*op) || *n <= 0 || *rounds <= 0 || *rate < 0 {
+		fmt.Fprintf(os.Stderr, "go-loop: -op is one of %v; -n and -rounds are positive, "+
+			"-rate is not negative\n", ops)
 		os.Exit(2)
 	}
 
@@ -150,7 +177,11 @@ func main() {
 	total := 0
 	for r := 0; r < *rounds; r++ {
 		begin := time.Now()
-		loop(*op, *n, total)
+		if *rate > 0 {
+			paced(*op, *n, total, *rate)
+		} else {
+			loop(*op, *n, total)
+		}
 		ns := time.Since(begin).Nanoseconds()
 		total += *n
 		if err := out.Encode(round{*op, *n, ns, float64(ns) / float64(*n)}); err != nil {
