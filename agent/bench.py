@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -404,23 +405,11 @@ class _Reader:
         self._thread.join()
 
 
-@contextmanager
-def _noop_kernel(site: Site) -> Iterator[Attached]:
-    with _noop(site, "kernel") as attached:
-        yield attached
-
-
-@contextmanager
-def _noop_ringbuf(site: Site) -> Iterator[Attached]:
-    with _noop(site, "events") as attached:
-        yield attached
-
-
 NONE = Arm("none", _nothing, "nothing attached")
 EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
-NOOP_KERNEL = Arm("noop-kernel", _noop_kernel,
+NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
                   "noop's counter of calls, aggregated in the kernel")
-NOOP_RINGBUF = Arm("noop-ringbuf", _noop_ringbuf,
+NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
                    "noop's counter of calls, every hit a ring-buffer record read by noop")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_KERNEL, NOOP_RINGBUF,

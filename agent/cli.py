@@ -139,9 +139,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         binary = bench.build_workload(args.workload, cache.cache_dir() / "bench")
     op = args.op or ("func" if args.workload == "c" else "counter.Inc")
     function = args.function or bench.workload_function(args.workload, op)
-    address = args.address
     result = bench.run(binary, op, function, arms, args.rounds, args.calls,
-                       repeats=args.repeats, baseline=args.baseline, address=address)
+                       repeats=args.repeats, baseline=args.baseline, address=args.address)
     return _emit(args, result.to_json(), lambda _data: bench.render(result))
 
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from agent import aggregate, events
+from agent import aggregate, events, ringbuf
 from agent.arch.amd64 import PT_REGS, is_vector
 from agent.events import Layout
 from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 
-RINGBUF_PAGES = 256  # 1 MiB of ring buffer
+RINGBUF_PAGES = 256
+RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ def wake_every(size: int) -> int:
     """Records of one CPU between wakeups of noop when it drains on a timer: a power of
     two at most a sixteenth of the ring, so a burst is read long before the ring fills
     (a wakeup costs microseconds; one per record would dominate)."""
-    fits = RINGBUF_PAGES * 4096 // ((size + 8 + 7) & ~7)
+    fits = RINGBUF_BYTES // ringbuf.stride(size)
     return 1 << max(0, (fits // 16).bit_length() - 1)
 
 

@@ -66,8 +66,7 @@ class Session:
         self.seen[probe] = self.seen.get(probe, 0) + len(records)
         self.users.on_records(self.plan.probes[probe], spec, records)
         for i in bad:
-            start = i * run.stride + ringbuf.HEADER_SIZE
-            self.on_record(bytes(run.data[start:start + run.length]))
+            self.on_record(ringbuf.record(run, i))
 
     def _records(self, probe: int, stride: int) -> events.Records | None:
         """How to unpack runs of ``probe`` at once; None: one by one (the preset learns
@@ -126,11 +125,12 @@ class Exporter(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             s = self.session
-        yield from self._self(s)
+        produced = s.maps.produced() if s is not None else {}
+        yield from self._self(s, produced)
         if s is None:
             return
         rows = s.rows()
-        yield from _hits(s, rows)
+        yield from _hits(s, rows, produced)
         if s.meta is not None:
             yield from s.meta.families(rows)
         yield from s.users.families(rows)
@@ -145,7 +145,7 @@ class Exporter(Collector):
             series.add_metric([name], n)
         yield from (over, series)
 
-    def _self(self, s: Session | None) -> Iterator[Metric]:
+    def _self(self, s: Session | None, produced: dict[int, int]) -> Iterator[Metric]:
         h = self.health
         info = GaugeMetricFamily("noop_build_info", "noop's version; always 1",
                                  labels=["version", "python", "bcc"])
@@ -184,7 +184,7 @@ class Exporter(Collector):
             ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
              "kernel)", s.maps.lost_by_probe()),
             ("noop_events_produced", "Records the BPF programs made: read + lost + not yet "
-             "read (counted in the kernel)", s.maps.produced()),
+             "read (counted in the kernel)", produced),
             ("noop_read_faults", "Hits where reading user memory faulted",
              s.maps.faults()),
         ):
@@ -196,10 +196,10 @@ class Exporter(Collector):
                                   value=s.decode_errors)
 
 
-def _hits(s: Session, rows: dict[int, list[Row]]) -> Iterator[Metric]:
+def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]
+          ) -> Iterator[Metric]:
     fam = CounterMetricFamily("noop_probe_hits", "Hits of a probe: folded into its "
                               "in-kernel aggregate, or else records it made", labels=["probe"])
-    produced = s.maps.produced()
     for pi, probe in enumerate(s.plan.probes):
         if pi in rows:
             fam.add_metric([probe.name], sum(r.hits for r in rows[pi]))

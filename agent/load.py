@@ -5,7 +5,6 @@ detach everything on the way out. The only module that imports ``bcc``.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import aggregate, kheaders, ringbuf
-from agent.codegen import RINGBUF_PAGES, Program
+from agent.codegen import RINGBUF_BYTES, Program
 from agent.errors import NoopError
 from agent.plan import Plan
 
@@ -111,16 +110,11 @@ class Loaded:
         self.program = program
         self.attachments: list[Attachment] = []
         self._bcc = bcc
-        with _quiet_stderr() as err:
-            try:
-                self.bpf = bcc.BPF(text=program.text.encode(), cflags=["-Wno-unused-variable"])
-            except Exception as exc:
-                detail = _compiler_message(err)
-                raise LoadError(f"BCC could not compile the generated program: {detail or exc}",
-                                "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
+        self.bpf = _compile(bcc, program.text, "the generated program",
+                            "run 'noop doctor'; 'noop check --emit-c' shows the C")
         try:
             events = self._table("noop_events")
-            self.ring = ringbuf.Ring(events.map_fd, RINGBUF_PAGES * mmap.PAGESIZE)
+            self.ring = ringbuf.Ring(events.map_fd, RINGBUF_BYTES)
             self._overflow_rows()
             self._attach_all()
         except BaseException:
@@ -133,19 +127,9 @@ class Loaded:
             site = probe.sites[si]
             target = self.plan.target(probe.target)
             pid = target.pid if target.pid is not None else -1
-            with _quiet_stderr() as err:
-                try:
-                    # Every process of the binary; a --pid filter is in the program.
-                    self.bpf.attach_uprobe(name=target.binary.encode(), addr=site.address,
-                                           fn_name=fn.encode(), pid=-1)
-                except Exception as exc:
-                    said = err.read_text(errors="replace")
-                    hint = ("the kernel will not probe the instruction there (x86 refuses "
-                            "LOCK-prefixed ones); probe another function"
-                            if "error 524" in said else
-                            "run 'noop doctor' to check uprobe support")
-                    raise LoadError(f"cannot attach {probe.name} at {site.function} "
-                                    f"({site.address:#x}): {exc}", hint) from None
+            # Every process of the binary; a --pid filter is in the program.
+            _attach(self.bpf, target.binary, site.address, fn,
+                    f"{probe.name} at {site.function} ({site.address:#x})")
             self.attachments.append(Attachment(pi, si, target.binary, site.address, pid))
 
     def wait(self, timeout: float) -> None:
@@ -187,9 +171,9 @@ class Loaded:
         (``aggregate.merge`` reads them)."""
         table = self._table(f"noop_agg_{probe}")
         lay = self.program.aggregates[probe]
-        if lay.keyless:  # an array of one row; its key is the one a hash would have
-            return [(bytes(lay.key_size), [bytes(v) for v in vs]) for _, vs in table.items()]
-        return [(bytes(k), [bytes(v) for v in vs]) for k, vs in table.items()]
+        # A label-less aggregate is an array of one row: its key is the one a hash would have.
+        return [(bytes(lay.key_size) if lay.keyless else bytes(k), [bytes(v) for v in vs])
+                for k, vs in table.items()]
 
     def forget(self, probe: int, keys: list[bytes]) -> None:
         """Delete rows (of processes that exited) from a probe's aggregate."""
@@ -236,20 +220,12 @@ class Bare:
         check_headers()
         import bcc
 
-        with _quiet_stderr() as err:
-            try:
-                self.bpf = bcc.BPF(text=text.encode())
-            except Exception as exc:
-                raise LoadError(f"BCC could not compile the program: "
-                                f"{_compiler_message(err) or exc}", "run 'noop doctor'"
-                                ) from None
-            try:
-                self.bpf.attach_uprobe(name=binary.encode(), addr=address,
-                                       fn_name=function.encode(), pid=-1)
-            except Exception as exc:
-                self.close()
-                raise LoadError(f"cannot attach at {address:#x} in {binary}: {exc}",
-                                "run 'noop doctor' to check uprobe support") from None
+        self.bpf = _compile(bcc, text, "the program", "run 'noop doctor'")
+        try:
+            _attach(self.bpf, binary, address, function, f"at {address:#x} in {binary}")
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if getattr(self, "bpf", None) is not None:
@@ -261,6 +237,29 @@ class Bare:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _compile(bcc: Any, text: str, what: str, hint: str) -> Any:
+    """BCC's BPF object for ``text``; its compiler's first error in one line if not."""
+    with _quiet_stderr() as err:
+        try:
+            return bcc.BPF(text=text.encode(), cflags=["-Wno-unused-variable"])
+        except Exception as exc:
+            raise LoadError(f"BCC could not compile {what}: {_compiler_message(err) or exc}",
+                            hint) from None
+
+
+def _attach(bpf: Any, binary: str, address: int, fn: str, what: str) -> None:
+    """A uprobe running ``fn`` at ``address`` of every process of ``binary``."""
+    with _quiet_stderr() as err:
+        try:
+            bpf.attach_uprobe(name=binary.encode(), addr=address, fn_name=fn.encode(), pid=-1)
+        except Exception as exc:
+            said = err.read_text(errors="replace")
+            hint = ("the kernel will not probe the instruction there (x86 refuses "
+                    "LOCK-prefixed ones); probe another function" if "error 524" in said
+                    else "run 'noop doctor' to check uprobe support")
+            raise LoadError(f"cannot attach {what}: {exc}", hint) from None
 
 
 def _compiler_message(path: Path) -> str:

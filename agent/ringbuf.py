@@ -101,11 +101,16 @@ def runs(buf: memoryview) -> Iterator[Run]:
         off += count * step
 
 
+def record(run: Run, i: int) -> bytes:
+    """Record ``i`` of a run, without its ring header."""
+    start = i * run.stride + HEADER_SIZE
+    return bytes(run.data[start:start + run.length])
+
+
 def records(run: Run) -> Iterator[bytes]:
     """The records of a run one by one, each without its ring header."""
     for i in range(run.count):
-        start = i * run.stride + HEADER_SIZE
-        yield bytes(run.data[start:start + run.length])
+        yield record(run, i)
 
 
 class Ring:

@@ -50,7 +50,7 @@ from agent.plan import (
 )
 from agent.usermetrics import UserMetrics
 
-RING = codegen.RINGBUF_PAGES * 4096  # noop's ring buffer: what one drain reads at most
+RING = codegen.RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611
 # The ring header (u32 length, u32 page offset) and struct noop_hdr, packed at once.
 HEAD = struct.Struct("<II" + HEADER.format.lstrip("<"))
