@@ -7,7 +7,7 @@ at the running system here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
+CALLS = 65536  # calls in progress kept per exit probe; the least recently used go first
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,9 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
              f"BPF_PERCPU_ARRAY(noop_lost, u64, {max(1, len(plan.probes))});"
              "  /* per probe: records the ring buffer refused */",
              f"BPF_PERCPU_ARRAY(noop_faults, u64, {max(1, len(plan.probes))});"
-             "  /* per probe: user-memory read faults */", ""]
+             "  /* per probe: user-memory read faults */",
+             f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {max(1, len(plan.probes))});"
+             "  /* per exit probe: returns without their call's entry */", ""]
     layouts, functions = [], []
     aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
@@ -85,11 +88,18 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
         if mode == "run" and agg is None and not probe.events:
             continue
         target = plan.target(probe.target)
+        if probe.at == "exit":
+            lines += _call_maps(pi, lay, probe)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
             functions.append((pi, si, name))
-            ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper)
-            if agg is None:
+            ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
+                       target.stack_hi_offset)
+            if site.role == "call":
+                body, why = _call(ctx)
+            elif site.role == "return":
+                body, why = _return(ctx, agg, wakeup=mode == "trace")
+            elif agg is None:
                 body, why = _event(ctx, wakeup=mode == "trace")
             else:
                 body, why = _aggregate(ctx, agg, events_too=probe.events)
@@ -116,13 +126,94 @@ class _Ctx:
     lay: Layout
     goid_off: int | None
     xmm_helper: str | None
+    stack_hi_off: int | None = None
+    # Inside a return site's program: leave through its label (which forgets the call),
+    # and start from the faults of what the call's entry read.
+    leave: str = "return 0;"
+    flags: str = "u32 faults = 0, absent = 0;"
+
+
+# --- exit probes: the call's entry keeps a record, each return reads it ----------------
+
+def _call_maps(pi: int, lay: Layout, probe: ProbePlan) -> list[str]:
+    return [f"struct noop_call_{pi} {{", "	u64 ts;  /* bpf_ktime_get_ns() at the entry */",
+            f"	u64 root[{max(1, probe.roots)}];  /* pointers kept for the return */",
+            f"	struct {lay.struct_name} e;  /* the values read at the entry */", "};",
+            f'BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_{pi}, '
+            f"noop_calls_{pi}, {CALLS});  /* calls in progress */",
+            f"BPF_PERCPU_ARRAY(noop_callzero_{pi}, struct noop_call_{pi}, 1);"
+            "  /* an empty record, never written */", ""]
+
+
+def _key(ctx: _Ctx) -> list[str]:
+    """The call's key, the same at its entry and at its return: for Go the goroutine
+    (g in r14) and the frame's depth below the top of its stack (Go moves stacks, so
+    the stack pointer itself changes; the depth does not); else the thread and rsp."""
+    sp = f"ctx->{PT_REGS['rsp']}"
+    if ctx.stack_hi_off is not None:
+        g = f"ctx->{PT_REGS['r14']}"
+        return ["struct noop_callkey key = {};", "u64 hi = 0;",
+                f"bpf_probe_read_user(&hi, 8, (const void *)({g} + {ctx.stack_hi_off}));"
+                "  /* g.stack.hi */", f"key.a = {g};", f"key.b = hi - {sp};"]
+    return ["struct noop_callkey key = {};", "key.a = bpf_get_current_pid_tgid();",
+            f"key.b = {sp};"]
+
+
+def _call(ctx: _Ctx) -> tuple[list[str], dict[str, str]]:
+    """The entry of an exit probe's call: keep what the returns need."""
+    pi = ctx.pi
+    body = [*_zf(ctx), *_key(ctx), f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
+            "if (!c) {", "	int zero = 0;",
+            f"	struct noop_call_{pi} *empty = noop_callzero_{pi}.lookup(&zero);",
+            "	if (!empty)", "		return 0;", f"	noop_calls_{pi}.update(&key, empty);",
+            f"	c = noop_calls_{pi}.lookup(&key);", "	if (!c)", "		return 0;", "}",
+            "u32 faults = 0, absent = 0;", "c->ts = bpf_ktime_get_ns();"]
+    why: dict[str, str] = {}
+    for slot, fetch in zip(ctx.lay.slots, ctx.site.fetches, strict=True):
+        f = f"c->e.{slot.c_field}"
+        body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
+        if fetch.kind == "root":
+            body += [f"c->root[{fetch.slot}] = 0;",
+                     *_fetch(fetch, f"c->root[{fetch.slot}]", 1 << slot.index, {})]
+            continue
+        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
+        if fetch.kind == "later":
+            continue
+        reason = _unreadable(fetch, ctx.xmm_helper)
+        if reason:
+            why[slot.value.name] = reason
+            continue
+        body += _fetch(fetch, f, 1 << slot.index, _builtins(ctx))
+    return [*body, "c->e.hdr.faults = faults;", "c->e.hdr.absent = absent;", "return 0;"], why
+
+
+def _return(ctx: _Ctx, agg: aggregate.Layout | None, wakeup: bool
+            ) -> tuple[list[str], dict[str, str]]:
+    """A return of an exit probe's call: the hit, with its call's record in ``c``."""
+    pi = ctx.pi
+    inner = replace(ctx, leave="goto done;",
+                    flags="u32 faults = c->e.hdr.faults, absent = c->e.hdr.absent;")
+    if agg is None:
+        body, why = _event(inner, wakeup=wakeup)
+    else:
+        body, why = _aggregate(inner, agg, events_too=ctx.probe.events)
+    return [*_key(ctx), f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
+            "if (!c) {  /* its entry was not seen (noop attached during the call) */",
+            f"	int probe = {pi};", "	u64 *n = noop_unpaired.lookup(&probe);", "	if (n)",
+            "		(*n)++;", "	return 0;", "}", "{", *("	" + b if b else "" for b in body),
+            "}", "done:", f"noop_calls_{pi}.delete(&key);", "return 0;"], why
 
 
 def _zf(ctx: _Ctx) -> list[str]:
-    if not ctx.site.when_zf:
-        return []
-    return ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
-            "\treturn 0;"]
+    out = []
+    if ctx.site.skip_flags:
+        out += [f"if (ctx->flags & {ctx.site.skip_flags:#x})  /* the stack check branches to "
+                "morestack: the call restarts at its entry and passes here again */",
+                "\treturn 0;"]
+    if ctx.site.when_zf:
+        out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
+                "\treturn 0;"]
+    return out
 
 
 def _count_faults(pi: int) -> list[str]:
@@ -150,8 +241,8 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
             "if (made)", "\t(*made)++;",
             f"struct {lay.struct_name} *e = noop_events.ringbuf_reserve(sizeof(*e));",
             "if (!e) {", f"\tu64 *lost = noop_lost.lookup(&probe_{ctx.pi});",
-            "\tif (lost)", "\t\t(*lost)++;", "\treturn 0;" if tail else "\tbreak;", "}",
-            f"noop_header(&e->hdr, {ctx.pi}, {ctx.si});", "u32 faults = 0, absent = 0;"]
+            "\tif (lost)", "\t\t(*lost)++;", f"\t{ctx.leave}" if tail else "\tbreak;", "}",
+            f"noop_header(&e->hdr, {ctx.pi}, {ctx.si});", ctx.flags]
     if ctx.probe.wants_goid and ctx.goid_off is not None:
         body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {ctx.goid_off});"
                     "  /* g (r14) -> goid */")
@@ -166,14 +257,14 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
         if reason:
             why[slot.value.name] = reason
             continue
-        body += _fetch(fetch, f, 1 << slot.index, _EVENT_BUILTINS)
+        body += _fetch(fetch, f, 1 << slot.index, {**_builtins(ctx), **_EVENT_BUILTINS})
     every = wake_every(lay.size)
     flags = "0" if wakeup else (
         f"(made && !(*made & {every - 1})) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP"
         f"  /* noop drains the ring on a timer, and on every {every}th record of a CPU */")
     body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;",
              *(_count_faults(ctx.pi) if tail else []),
-             f"noop_events.ringbuf_submit(e, {flags});", *(["return 0;"] if tail else [])]
+             f"noop_events.ringbuf_submit(e, {flags});", *([ctx.leave] if tail else [])]
     return body, why
 
 
@@ -183,7 +274,7 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
     pi, probe = ctx.pi, ctx.probe
     fetch_of = {v.name: (i, v, f) for i, (v, f) in
                 enumerate(zip(probe.values, ctx.site.fetches, strict=True))}
-    body = [*_zf(ctx), "u32 faults = 0, absent = 0;", f"struct {agg.key_struct} k;",
+    body = [*_zf(ctx), ctx.flags, f"struct {agg.key_struct} k;",
             "__builtin_memset(&k, 0, sizeof(k));"]
     why: dict[str, str] = {}
     keymask = 0
@@ -204,12 +295,12 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
         body += _read(ctx, fetch, v.name, f"v{i}", i, why)
     if agg.keyless:
         body += ["int slot = 0;", f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&slot);",
-                 "if (!row)", "\treturn 0;"]
+                 "if (!row)", f"\t{ctx.leave}"]
         return [*body, *_count(ctx, agg, fetch_of, events_too)], why
     body += [f"k.faults = faults & {keymask:#x};", f"k.absent = absent & {keymask:#x};",
              f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&k);", "if (!row) {",
              "\tint zero = 0;", f"\tstruct {agg.row_struct} *empty = noop_zero_{pi}.lookup(&zero);",
-             "\tif (!empty)", "\t\treturn 0;"]
+             "\tif (!empty)", f"\t\t{ctx.leave}"]
     if probe.aggregate is not None and probe.aggregate.describe:
         describe, _ = _event(ctx, wakeup=True, tail=False)
         body += [f"\tif (noop_agg_{pi}.insert(&k, empty) == 0) {{"
@@ -219,7 +310,7 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
         body.append(f"\tnoop_agg_{pi}.insert(&k, empty);")
     body += [f"\trow = noop_agg_{pi}.lookup(&k);", "\tif (!row) {  /* full: the overflow row */",
              f"\t\t__builtin_memset(&k, {aggregate.OVERFLOW:#x}, sizeof(k));",
-             f"\t\trow = noop_agg_{pi}.lookup(&k);", "\t\tif (!row)", "\t\t\treturn 0;",
+             f"\t\trow = noop_agg_{pi}.lookup(&k);", "\t\tif (!row)", f"\t\t\t{ctx.leave}",
              "\t}", "}"]
     return [*body, *_count(ctx, agg, fetch_of, events_too)], why
 
@@ -235,7 +326,7 @@ def _count(ctx: _Ctx, agg: aggregate.Layout, fetch_of: dict[str, tuple[int, Valu
         ev, _ = _event(ctx, wakeup=False, tail=False)
         body += ["do {  /* and the whole event, for what is aggregated in noop */",
                  *("\t" + b for b in ev), "} while (0);"]
-    return [*body, "return 0;"]
+    return [*body, ctx.leave]
 
 
 def _read(ctx: _Ctx, fetch: Fetch, name: str, dst: str, index: int, why: dict[str, str]
@@ -297,13 +388,18 @@ def _builtins(ctx: _Ctx) -> dict[str, str]:
         goid = f"noop_goid(ctx->{PT_REGS['r14']} + {ctx.goid_off})"
     return {"pid": "(bpf_get_current_pid_tgid() >> 32)",
             "tid": "(u32)bpf_get_current_pid_tgid()", "goid": goid,
-            "timestamp": "bpf_ktime_get_ns()"}
+            "timestamp": "bpf_ktime_get_ns()",
+            "duration": "(bpf_ktime_get_ns() - c->ts)"}  # only in a return's program
 
 
 def _fetch(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:
     fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
     if fetch.kind == "builtin":
         return [f"{dst} = {builtins[fetch.builtin]};"]
+    if fetch.kind == "saved":  # in a return's program: from its call's record
+        src = f"c->e.v{fetch.slot}"
+        return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',
+                f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));"]
     if fetch.kind == "reg":
         reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
         return [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
@@ -313,7 +409,9 @@ def _fetch(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[s
     out = ["do {", "\tu64 a = 0;"]
     out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
     at = f"a + ({fetch.offset})" if fetch.offset else "a"
-    if fetch.kind == "mem":
+    if fetch.kind == "root":
+        out.append(f"\t{dst} = a;")
+    elif fetch.kind == "mem":
         out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
     elif fetch.kind == "mem_slice":
         out += ["\tu64 h[2];", f"\tif (noop_read(h, 16, {at})) {fault}",
@@ -330,6 +428,8 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
         return [f"a = ctx->{PT_REGS[op.reg]};"]
     if op.op == "sp":
         return [f"a = ctx->{PT_REGS['rsp']} + ({op.offset});"]
+    if op.op == "root":  # in a return's program: a pointer its call's entry kept
+        return [f"a = c->root[{op.index}];"]
     if op.op == "deref":
         return [f"if (noop_read(&a, 8, a + ({op.offset}))) {fault}"]
     if op.op == "bound":

@@ -30,6 +30,7 @@ class Maps(Protocol):
     def produced(self) -> dict[int, int]: ...
     def lost_by_probe(self) -> dict[int, int]: ...
     def faults(self) -> dict[int, int]: ...
+    def unpaired(self) -> dict[int, int]: ...
 
 
 @dataclass
@@ -178,7 +179,6 @@ class Exporter(Collector):
         yield attached
         if s is None:
             return
-        names = [p.name for p in s.plan.probes]
         for metric, doc, values in (
             ("noop_events", "Ring-buffer records noop read, per probe", s.seen),
             ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
@@ -187,10 +187,14 @@ class Exporter(Collector):
              "read (counted in the kernel)", produced),
             ("noop_read_faults", "Hits where reading user memory faulted",
              s.maps.faults()),
+            ("noop_exits_unpaired", "Returns an exit probe saw without their call's entry "
+             "(calls in progress when noop attached, or more than it keeps at once)",
+             s.maps.unpaired()),
         ):
             fam = CounterMetricFamily(metric, doc, labels=["probe"])
-            for pi, name in enumerate(names):
-                fam.add_metric([name], values.get(pi, 0))
+            for pi, probe in enumerate(s.plan.probes):
+                if metric != "noop_exits_unpaired" or probe.at == "exit":
+                    fam.add_metric([probe.name], values.get(pi, 0))
             yield fam
         yield CounterMetricFamily("noop_decode_errors", "Records noop could not decode",
                                   value=s.decode_errors)

@@ -166,6 +166,10 @@ class Loaded:
     def faults(self) -> dict[int, int]:
         return self._per_probe("noop_faults")
 
+    def unpaired(self) -> dict[int, int]:
+        """Returns of exit probes whose call's entry was not seen, per probe."""
+        return self._per_probe("noop_unpaired")
+
     def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
         """A probe's in-kernel aggregate: every key with its per-CPU rows, as raw bytes
         (``aggregate.merge`` reads them)."""

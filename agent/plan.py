@@ -22,6 +22,7 @@ class Op:
     - ``index``: read the slice header {ptr, len} at acc + offset; if index >= len the
       value is absent; else acc = ptr + index * size
     - ``bound``: if index >= the register ``reg`` (a slice length) the value is absent
+    - ``root``: acc = pointer ``index`` saved by the call's entry (exit probes)
     """
 
     op: str
@@ -32,7 +33,8 @@ class Op:
 
     def to_json(self) -> dict[str, Any]:
         keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
-                "index": ("offset", "index", "size"), "bound": ("reg", "index")}[self.op]
+                "index": ("offset", "index", "size"), "bound": ("reg", "index"),
+                "root": ("index",)}[self.op]
         return {"op": self.op, **{k: getattr(self, k) for k in keep}}
 
     def __str__(self) -> str:
@@ -44,6 +46,8 @@ class Op:
             return f"*(+{self.offset})" if self.offset >= 0 else f"*({self.offset})"
         if self.op == "index":
             return f"[{self.index}] of slice at +{self.offset} (elem {self.size})"
+        if self.op == "root":
+            return f"pointer {self.index} saved at entry"
         return f"check {self.index} < {self.reg}"
 
 
@@ -58,8 +62,13 @@ class Fetch:
     - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
-    - ``builtin``: ``builtin`` (pid, tid, goid, timestamp)
+    - ``builtin``: ``builtin`` (pid, tid, goid, timestamp, duration)
     - ``unavailable``: cannot be read here; ``why`` says so
+
+    The two halves of an exit probe add:
+    - ``root`` (at the call's entry): keep acc, after ``ops``, as pointer ``slot``
+    - ``later`` (at the call's entry): nothing; the value is read at the return
+    - ``saved`` (at a return): value ``slot`` as the call's entry read it
     """
 
     kind: str
@@ -69,6 +78,7 @@ class Fetch:
     regs: tuple[str, ...] = ()
     builtin: str = ""
     why: str = ""
+    slot: int = 0
 
     def describe(self) -> str:
         path = " -> ".join(map(str, self.ops))
@@ -87,6 +97,12 @@ class Fetch:
             return f"bytes at {self.regs[0]}, length {self.regs[1]}"
         if self.kind == "builtin":
             return f"${self.builtin}"
+        if self.kind == "root":
+            return f"{path}: kept as pointer {self.slot}"
+        if self.kind == "later":
+            return "read at the return"
+        if self.kind == "saved":
+            return "as read at the call's entry"
         return f"unavailable: {self.why}"
 
     def to_json(self) -> dict[str, Any]:
@@ -103,6 +119,8 @@ class Fetch:
             out["builtin"] = self.builtin
         if self.why:
             out["why"] = self.why
+        if self.kind in ("root", "saved"):
+            out["slot"] = self.slot
         out["steps"] = self.describe()
         return out
 
@@ -124,7 +142,14 @@ class Site:
     """An instruction to put a uprobe on, the values fetched there, and why it was chosen.
 
     ``when_zf`` keeps only hits where the zero flag is set (the instruction just before
-    was a compare-and-swap that succeeded). ``tag`` is free for the plan's maker.
+    was a compare-and-swap that succeeded). ``skip_flags`` drops hits where any of
+    these flags is set (at a Go stack check's ``jbe``: CF|ZF, the branch to morestack
+    that restarts the call). ``handling`` is how the kernel runs the probed instruction
+    (``sites.handling``). ``tag`` is free for the plan's maker.
+
+    ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
+    has a ``call`` site, its function's entry, that keeps what the call starts with,
+    and a ``return`` site at each RET (or tail jump), where the hits are.
     """
 
     function: str
@@ -134,11 +159,17 @@ class Site:
     fetches: tuple[Fetch, ...]
     when_zf: bool = False
     tag: str = ""
+    skip_flags: int = 0
+    handling: str = ""
+    role: str = ""
 
     def to_json(self, values: tuple[ValueSpec, ...]) -> dict[str, Any]:
         return {"function": self.function, "address": f"{self.address:#x}",
                 "file_offset": f"{self.file_offset:#x}", "why": self.why,
+                **({"role": self.role} if self.role else {}),
+                **({"handling": self.handling} if self.handling else {}),
                 **({"when": "zero flag set"} if self.when_zf else {}),
+                **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
                 **({"tag": self.tag} if self.tag else {}),
                 "values": {v.name: f.to_json() for v, f in zip(values, self.fetches,
                                                                strict=True)}}
@@ -224,6 +255,8 @@ class ProbePlan:
     wants_goid: bool = False
     metrics: tuple[MetricPlan, ...] = ()
     aggregate: Aggregate | None = None
+    at: str = "entry"
+    roots: int = 0  # exit probes: pointers the call's entry keeps for the return
 
     @property
     def events(self) -> bool:
@@ -232,6 +265,7 @@ class ProbePlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,
+                **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
                 **({"metrics": [m.to_json() for m in self.metrics]} if self.metrics else {}),
                 **({"aggregate": self.aggregate.to_json()} if self.aggregate else {}),
                 "values": [{"name": v.name, "decode": v.decode, "type": v.type,
@@ -249,11 +283,12 @@ class TargetPlan:
     language: str
     pid: int | None
     goid_offset: int | None  # runtime.g.goid, for Go programs with g in r14
+    stack_hi_offset: int | None = None  # runtime.g.stack.hi: pairs a Go call's exits
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "binary": self.binary, "build_id": self.build_id,
                 "language": self.language, "pid": self.pid,
-                "goid_offset": self.goid_offset}
+                "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset}
 
 
 @dataclass(frozen=True, slots=True)

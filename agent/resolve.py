@@ -7,15 +7,16 @@ collected and raised at once as a SpecError carrying file:line:col and the probe
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
-from agent import aggregate
+from agent import aggregate, sites
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
+from agent.dwarf.locations import Location
 from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import Dwarf
 from agent.dwarf.types import TypeNamer
@@ -25,6 +26,7 @@ from agent.plan import (
     Column,
     Fetch,
     MetricPlan,
+    Op,
     Plan,
     ProbePlan,
     Site,
@@ -32,8 +34,16 @@ from agent.plan import (
     ValueSpec,
 )
 from agent.selectors import SelectError, Walker
-from agent.spec import Probe, Spec, Value, parse_selector
+from agent.spec import Probe, Spec, Step, Value, parse_selector
 from agent.specread import Mark, Problem, SpecError
+
+FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
+
+
+def _registers(fetches: tuple[Fetch, ...]) -> set[str]:
+    """Registers the fetches read."""
+    return {r for f in fetches for r in f.regs} | {o.reg for f in fetches for o in f.ops
+                                                  if o.reg}
 
 
 class Binary:
@@ -50,6 +60,7 @@ class Binary:
         self.namer = TypeNamer(self.dwarf)
         self.functions = Functions(self.dwarf, self.namer)
         self.walker = Walker(self.dwarf, self.namer)
+        self._insns: dict[str, tuple[sites.Insn, ...]] = {}
 
     @cached_property
     def goid_offset(self) -> int | None:
@@ -63,14 +74,97 @@ class Binary:
         goid = self.walker.members(g).get("goid")
         return goid[0] if goid is not None else None
 
+    @cached_property
+    def morestack(self) -> frozenset[int]:
+        """Addresses of the Go runtime's stack-growth entry points."""
+        return frozenset(s.address for n, s in self.functions.symbols.items()
+                         if n.startswith("runtime.morestack"))
+
+    def instructions(self, function: str) -> tuple[sites.Insn, ...]:
+        got = self._insns.get(function)
+        if got is None:
+            sym, _die = self.functions.find(function)
+            got = self._insns[function] = sites.disassemble(self.elf, sym.address,
+                                                            max(sym.size, 1))
+        return got
+
     def entry_site(self, function: str, fetches: tuple[Fetch, ...]) -> Site:
+        """Where a probe on the function's entry goes: the cheapest instruction that
+        every call passes exactly once with the fetched values still in place.
+
+        For a Go function with a stack check that is the check's ``jbe``, which the
+        kernel emulates, while the ``cmp`` before it is single-stepped; the BPF program
+        drops the hits that branch to morestack (the call restarts at its entry, so an
+        entry probe would count it twice). Otherwise it is the first instruction."""
+        sym, die = self.functions.find(function)
+        insns = self.instructions(function)
+        first = insns[0] if insns else None
+        how = sites.handling(first.raw) if first is not None else sites.SINGLE_STEPPED
+        name = first.mnemonic if first is not None else "?"
+        if how == sites.REFUSED:
+            raise NoopError(f"{function}: the kernel cannot put a uprobe on its first "
+                            f"instruction ({name}, prefixed LOCK or segment)",
+                            "probe a function that calls it")
+        site = Site(function, sym.address, self.elf.file_offset(sym.address),
+                    f"entry: the first instruction ({name}, {how})", fetches, handling=how)
+        if how == sites.EMULATED or self.dwarf.language != "go":
+            return site
+        check = sites.stack_check(insns, self.morestack)
+        if check is None:
+            return replace(site, why=site.why + "; no stack check, so each call passes it "
+                           "once")
+        jbe = check.jbe
+        clobbered = sorted(_registers(fetches) & check.writes)
+        if clobbered:
+            return replace(site, why=site.why + f"; not the stack check's jbe: the prologue "
+                           f"writes {', '.join(clobbered)} before it")
+        moved = self.functions.moved_params(die, sym.address, jbe.address)
+        if moved:
+            return replace(site, why=site.why + f"; not the stack check's jbe: DWARF places "
+                           f"{', '.join(moved)} elsewhere there")
+        return Site(function, jbe.address, self.elf.file_offset(jbe.address),
+                    f"the stack check's jbe at +{jbe.address - sym.address:#x} ({how} first "
+                    f"instruction {name}; the jbe is {sites.handling(jbe.raw)}); hits that "
+                    "branch to morestack are dropped, so each call counts once", fetches,
+                    skip_flags=FLAGS_BELOW_OR_EQUAL, handling=sites.handling(jbe.raw))
+
+    @cached_property
+    def stack_hi_offset(self) -> int | None:
+        """Offset of runtime.g.stack.hi: the top of the goroutine's stack, from which a
+        frame's depth stays the same when Go moves the stack."""
+        if self.goid_offset is None:
+            return None
+        g = find_type(self.dwarf, "runtime.g")
+        stack = self.walker.members(g).get("stack")
+        hi = self.walker.members(stack[1]).get("hi") if stack and stack[1] else None
+        return stack[0] + hi[0] if stack is not None and hi is not None else None
+
+    def symbol_name(self, address: int) -> str:
+        for name, sym in self.functions.symbols.items():
+            if sym.address == address:
+                return name
+        return f"{address:#x}"
+
+    def exit_sites(self, function: str, fetches: tuple[Fetch, ...],
+                   tail_fetches: tuple[Fetch, ...]) -> tuple[Site, ...]:
+        """A site at every RET of the function, and at every jump out of it (a tail
+        call: there the results are the callee's, so ``tail_fetches``)."""
         sym, _die = self.functions.find(function)
-        return Site(function, sym.address, self.elf.file_offset(sym.address),
-                    "entry: the function's first instruction", fetches)
+        out = []
+        for e in sites.exits(self.instructions(function), sym.address, sym.address + sym.size):
+            how = sites.handling(e.insn.raw)
+            if e.tail:
+                why = f"exit: tail jump to {self.symbol_name(e.insn.target or 0)} ({how})"
+            else:
+                why = f"exit: ret at +{e.insn.address - sym.address:#x} ({how})"
+            out.append(Site(function, e.insn.address, self.elf.file_offset(e.insn.address),
+                            why, tail_fetches if e.tail else fetches, handling=how,
+                            role="return"))
+        return tuple(out)
 
     def plan(self, name: str, pid: int | None) -> TargetPlan:
         return TargetPlan(name, str(Path(self.path).resolve()), self.elf.build_id,
-                          self.dwarf.language, pid, self.goid_offset)
+                          self.dwarf.language, pid, self.goid_offset, self.stack_hi_offset)
 
 
 @dataclass
@@ -134,6 +228,7 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
 def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
     sites: list[Site] = []
     specs: tuple[ValueSpec, ...] | None = None
+    roots = 0
     for fn in _functions(b, probe, out):
         try:
             fv = b.functions.vars(fn)
@@ -141,17 +236,29 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
         except NoopError as exc:
             out.add(probe.function_mark, f"{fn}: {exc.message}", exc.hint, probe.name)
             continue
-        pairs = [_value(b, fv, types, v, out, probe.name) for v in probe.values]
+        pairs = [_value(b, fv, types, v, out, probe) for v in probe.values]
         if any(p is None for p in pairs):
             continue
-        these = tuple(p[0] for p in pairs if p is not None)
+        got = [p for p in pairs if p is not None]
+        these = tuple(p[0] for p in got)
         if specs is not None and these != specs:
             out.add(probe.function_mark, f"{fn}: the values have other types here than in "
                     f"{sites[0].function}", "narrow the pattern so the values agree",
                     probe.name)
             continue
-        specs = these
-        sites.append(b.entry_site(fn, tuple(p[1] for p in pairs if p is not None)))
+        fetches = tuple(p[1] for p in got)
+        try:
+            if probe.at == "exit":
+                found, n = _exit(b, fn, fv, probe, these, fetches, out)
+                roots = max(roots, n)
+            else:
+                found = [b.entry_site(fn, fetches)]
+        except NoopError as exc:
+            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
+            continue
+        if found:
+            specs = these
+            sites += found
     if not sites or specs is None:
         return None
     wants_goid = any(v.builtin == "goid" for v in probe.values)
@@ -159,8 +266,75 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
         out.add(next(v.mark for v in probe.values if v.builtin == "goid"),
                 "$goid needs a Go program built with the register ABI (Go >= 1.17)",
                 "drop $goid for this target", probe.name)
+    if probe.at == "exit" and b.dwarf.language == "go" and b.stack_hi_offset is None:
+        out.add(probe.mark, "exit probes on Go need the register ABI (Go >= 1.17): noop "
+                "pairs a call's entry and return by the goroutine in r14",
+                "probe the entry instead", probe.name)
     metrics, agg = _metrics(probe, specs, out)
-    return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg)
+    return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
+                     probe.at, roots)
+
+
+_MEMORY = ("mem", "mem_slice", "mem_array")
+
+
+def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:
+    """Split a fetch reaching memory through a parameter's pointer into the ops that
+    find the pointer (at entry) and the rest (at the return); None when the value is
+    the parameter's own (in its registers or its stack slot), which a call cannot
+    change for its caller."""
+    if fetch.kind not in _MEMORY or not fetch.ops:
+        return None
+    ops = fetch.ops
+    if ops[0].op == "reg":
+        cut = 1
+    elif ops[0].op == "sp":
+        cut = next((n + 1 for n, o in enumerate(ops) if o.op == "deref"), 0)
+        if not cut:
+            return None
+    else:
+        return None
+    if any(o.op in ("reg", "bound", "sp") for o in ops[cut:]):
+        return None
+    return ops[:cut], ops[cut:]
+
+
+def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, specs: tuple[ValueSpec, ...],
+          fetches: tuple[Fetch, ...], out: _Collector) -> tuple[list[Site], int]:
+    """An exit probe's call site (what the entry keeps) and its return sites."""
+    call: list[Fetch] = []
+    ret: list[Fetch] = []
+    tail: list[Fetch] = []
+    roots: dict[tuple[Op, ...], int] = {}
+    params = {p.name for p in fv.params}
+    for i, (v, f) in enumerate(zip(probe.values, fetches, strict=True)):
+        result = v.builtin is None and str(parse_selector(v.selector)[0][1]) not in params
+        if result or (v.builtin is not None and v.at != "entry"):
+            call.append(Fetch("later"))
+            ret.append(f)
+            tail.append(f if not result else Fetch(
+                "unavailable", why="the call leaves by a tail jump: its results are the "
+                "callee's"))
+            continue
+        split = _root(f) if v.builtin is None and v.at != "entry" else None
+        if split is None:
+            call.append(f)
+            ret.append(Fetch("saved", slot=i))
+            tail.append(ret[-1])
+            continue
+        find, rest = split
+        k = roots.setdefault(find, len(roots))
+        call.append(Fetch("root", find, slot=k))
+        ret.append(replace(f, ops=(Op("root", index=k), *rest)))
+        tail.append(ret[-1])
+    entry = b.entry_site(fn, tuple(call))
+    exits = b.exit_sites(fn, tuple(ret), tuple(tail))
+    if not exits:
+        raise NoopError(f"{fn} has no RET and no jump out of it: it never returns",
+                        "probe its entry instead")
+    del specs
+    return [replace(entry, role="call", why="the call's entry, kept for its returns: "
+                    + entry.why), *exits], len(roots)
 
 
 _LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr")
@@ -221,23 +395,45 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
 
 
 def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
-           out: _Collector, probe: str) -> tuple[ValueSpec, Fetch] | None:
+           out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
     if v.builtin is not None:
         return (ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector),
                 Fetch("builtin", builtin=v.builtin))
     steps = parse_selector(v.selector)
-    param = str(steps[0][1])
-    var = next((p for p in fv.params if p.name == param), None)
+    root = str(steps[0][1])
+    var = next((p for p in fv.params if p.name == root), None)
+    tdie = types.get(root)
+    if var is None:
+        var = next((r for r in fv.results if r.name == root), None)
+        tdie = b.functions.result_types(fv.function).get(root)
+        if var is not None and (probe.at != "exit" or v.at == "entry"):
+            out.add(v.mark, f"{v.name}: {root} is a result, known only when the call "
+                    "returns", "read it in a probe with at: exit" if probe.at != "exit"
+                    else "drop at: entry", probe.name)
+            return None
     if var is None:
         names = [p.name for p in fv.params]
-        near = nearest(param, names, 1)
-        out.add(v.mark, f"{fv.function} has no parameter {param!r}",
-                (f"did you mean {near[0]!r}? " if near else "")
-                + "parameters: " + (", ".join(names) or "none"), probe)
+        results = [r.name for r in fv.results] if probe.at == "exit" else []
+        near = nearest(root, names + results, 1)
+        out.add(v.mark, f"{fv.function} has no parameter {'or result ' * bool(results)}"
+                f"{root!r}", (f"did you mean {near[0]!r}? " if near else "")
+                + "parameters: " + (", ".join(names) or "none")
+                + (f"; results: {', '.join(results)}" if results else ""), probe.name)
         return None
+    got = _select(b, steps, var.location, tdie, v, var.note, out, probe.name)
+    if got is not None and v.at == "exit" and var in fv.params and _root(got[1]) is None:
+        out.add(v.mark, f"{v.name}: {v.selector} is the parameter's own value, not reached "
+                "through a pointer; the call cannot change it for its caller",
+                "drop at: exit; it is read at entry", probe.name)
+        return None
+    return got
+
+
+def _select(b: Binary, steps: tuple[Step, ...], start: Location | None, tdie: DIE | None,
+            v: Value, note: str, out: _Collector, probe: str
+            ) -> tuple[ValueSpec, Fetch] | None:
     try:
-        sel = b.walker.select(steps, var.location, types.get(param), v.decode, v.max,
-                              var.note)
+        sel = b.walker.select(steps, start, tdie, v.decode, v.max, note)
     except SelectError as exc:
         out.add(v.mark, f"{v.name}: {exc.message}", exc.hint, probe)
         return None

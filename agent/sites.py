@@ -1,5 +1,14 @@
-"""Instructions of a function (capstone): atomic updates of a struct field, and stack
-spills of an argument register, for plans that probe inside a function body.
+"""Instructions of a function (capstone), and what a uprobe costs on each.
+
+Plans use these to probe inside a function body: atomic updates of a struct field,
+stack spills of an argument register, a Go function's stack check (the cheapest
+exactly-once entry site) and its exits (RET instructions and tail jumps).
+
+How an x86-64 kernel handles a uprobe's instruction decides its cost: a few it
+emulates in the trap handler (relative jumps, conditional jumps and calls, ``push``
+of a register, ``nop``), about a microsecond per hit; every other one it single-steps
+out of line with a second trap, about ten times as long; LOCK- and segment-prefixed
+ones it refuses to probe (``arch/x86/kernel/uprobes.c``).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ class Insn:
     # operands: ("reg", name) or ("mem", base, index, disp); index "" when none
     operands: tuple[tuple[Any, ...], ...]
     target: int | None  # immediate target of a jump or call
+    raw: bytes = b""
+    writes: tuple[str, ...] = ()  # registers it writes, flags aside
 
     @property
     def end(self) -> int:
@@ -53,8 +64,10 @@ def disassemble(elf: ElfFile, address: int, size: int) -> tuple[Insn, ...]:
                 if i.group(capstone.CS_GRP_JUMP) or i.group(capstone.CS_GRP_CALL):
                     target = o.imm
         mnemonic = i.mnemonic.removeprefix("lock ")  # capstone spells the prefix in
+        _read, written = i.regs_access()
+        writes = tuple(sorted({md.reg_name(r) for r in written} - {"rflags"}))
         out.append(Insn(i.address, i.size, mnemonic, i.prefix[0] == x86.X86_PREFIX_LOCK,
-                        tuple(ops), target))
+                        tuple(ops), target, bytes(i.bytes), writes))
     return tuple(out)
 
 
@@ -115,3 +128,125 @@ def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | N
             return None
     return None
 
+
+
+# --- what a uprobe costs on an instruction ----------------------------------------------
+
+EMULATED, SINGLE_STEPPED, REFUSED = "emulated", "single-stepped", "refused"
+_LEGACY_PREFIXES = {0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x66, 0x67}
+_BAD_PREFIXES = {0xF0, 0x2E, 0x36, 0x3E, 0x26}  # LOCK and the ES/CS/SS/DS overrides
+
+
+def handling(raw: bytes) -> str:
+    """How the kernel runs a uprobed instruction: ``emulated`` (relative jmp, jcc,
+    call; push of a register; a one-byte nop), ``single-stepped`` (anything else), or
+    ``refused`` (LOCK or segment prefix: the uprobe cannot be attached there)."""
+    n = 0
+    while n < len(raw) and raw[n] in _LEGACY_PREFIXES:
+        n += 1
+    prefixes = set(raw[:n])
+    if prefixes & _BAD_PREFIXES:
+        return REFUSED
+    rex = raw[n] if n < len(raw) and 0x40 <= raw[n] <= 0x4F else None
+    op = raw[n + (rex is not None):]
+    if not op:
+        return SINGLE_STEPPED
+    branch = op[0] in (0xEB, 0xE9, 0xE8) or 0x70 <= op[0] <= 0x7F or (
+        op[0] == 0x0F and len(op) > 1 and 0x80 <= op[1] <= 0x8F)
+    if branch:
+        return REFUSED if 0x66 in prefixes else EMULATED
+    if op[0] == 0x90 and rex is None:
+        return EMULATED
+    if 0x50 <= op[0] <= 0x57 and not prefixes and rex in (None, 0x41) and len(op) == 1:
+        return EMULATED
+    return SINGLE_STEPPED
+
+
+# --- a Go function's stack check --------------------------------------------------------
+
+_GUARDS = (0x10, 0x18)  # g.stackguard0, g.stackguard1 (runtime functions on the g0 stack)
+
+
+@dataclass(frozen=True, slots=True)
+class StackCheck:
+    """``cmp [r14+guard], rsp|r12; jbe morestack-tail``: the tail calls
+    runtime.morestack and jumps back to the function's first instruction, so a call
+    passes the ``jbe`` not taken exactly once."""
+
+    jbe: Insn
+    writes: frozenset[str]  # registers written between the entry and the jbe
+    morestack: int  # address of the tail's call to runtime.morestack*
+
+
+def stack_check(insns: tuple[Insn, ...], morestack: frozenset[int]) -> StackCheck | None:
+    """The stack check opening a Go function, as the Go compiler emits it: up to
+    ``lea/mov/sub r12`` and a ``jb`` to the same tail, then the compare and the jbe.
+    None when the function has none (a leaf, NOSPLIT, assembly) or it differs."""
+    if not insns:
+        return None
+    entry = insns[0].address
+    by_address = {i.address: n for n, i in enumerate(insns)}
+    writes: set[str] = set()
+    for n, i in enumerate(insns[:5]):
+        if i.mnemonic == "cmp" and len(i.operands) == 2 \
+                and i.operands[0] in (("reg", "rsp"), ("reg", "r12")) \
+                and i.operands[1][:3] == ("mem", "r14", "") and i.operands[1][3] in _GUARDS:
+            if n + 1 >= len(insns) or insns[n + 1].mnemonic != "jbe":
+                return None
+            jbe = insns[n + 1]
+            call = _restarts(insns, by_address.get(jbe.target or -1), entry, morestack)
+            if call is None or "rsp" in writes:
+                return None
+            return StackCheck(jbe, frozenset(writes), call)
+        if i.mnemonic not in ("lea", "mov", "sub", "jb") or (
+                i.mnemonic != "jb" and i.writes != ("r12",)):
+            return None
+        writes.update(i.writes)
+    return None
+
+
+def _restarts(insns: tuple[Insn, ...], start: int | None, entry: int,
+              morestack: frozenset[int]) -> int | None:
+    """The address of the call to runtime.morestack in the block at ``insns[start]`` if
+    that block is the stack check's tail: spills, the call, reloads, ``jmp entry``."""
+    if start is None:
+        return None
+    call = None
+    for i in insns[start:start + 64]:
+        if i.mnemonic == "call":
+            if call is not None or i.target not in morestack:
+                return None
+            call = i.address
+        elif i.mnemonic == "jmp":
+            return call if call is not None and i.target == entry else None
+        elif _is_branch(i):
+            return None
+    return None
+
+
+# --- exits ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """Where a call leaves the function: a ``ret``, or a ``jmp`` to another function
+    (a tail call: the frame is gone, the callee returns to our caller)."""
+
+    insn: Insn
+    tail: bool
+
+
+def exits(insns: tuple[Insn, ...], start: int, end: int) -> tuple[Exit, ...]:
+    """Every RET of the function ``[start, end)``, and every direct jump out of it."""
+    out = []
+    for i in insns:
+        if i.mnemonic == "ret":
+            out.append(Exit(i, False))
+        elif i.mnemonic == "jmp" and i.target is not None and not start <= i.target < end:
+            out.append(Exit(i, True))
+    return tuple(out)
+
+
+def indirect_jumps(insns: tuple[Insn, ...]) -> int:
+    """Jumps through a register or memory: a switch's jump table, or a tail call that
+    noop cannot tell from one."""
+    return sum(1 for i in insns if i.mnemonic == "jmp" and i.target is None)

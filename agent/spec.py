@@ -28,7 +28,10 @@ SPEC_VERSION = 1
 DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
 BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
             "goid": "Go goroutine id, from the g in r14 and runtime.g.goid",
-            "timestamp": "time of the hit, nanoseconds since the epoch"}
+            "timestamp": "time of the hit, nanoseconds since the epoch",
+            "duration": "nanoseconds from the call's entry to its return (at: exit)"}
+AT = ("entry", "exit")
+EXIT_ONLY = ("duration",)
 DEFAULT_MAX = 64  # bytes kept of a string or byte slice
 MAX_MAX = 256
 
@@ -50,10 +53,16 @@ class Value:
     decode: str | None  # None: from the type found in DWARF
     max: int
     mark: Mark
+    at: str | None = None  # entry or exit; None: where the probe is
 
     @property
     def builtin(self) -> str | None:
         return self.selector[1:] if self.selector.startswith("$") else None
+
+    @property
+    def result(self) -> bool:
+        """Whether the selector starts at a result (``~r0``: the first unnamed one)."""
+        return self.selector.startswith("~")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +75,7 @@ class Probe:
     mark: Mark
     function_mark: Mark
     metrics: tuple[spec_metrics.Metric, ...] = ()
+    at: str = "entry"  # exit: one hit per return, values read there (or saved at entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +106,11 @@ PROBE_KEYS = (
     Key("target", "str", "which target (may be left out when there is one)"),
     Key("function", "str", "the function's full name as the binary has it"),
     Key("match", "str", "or: a shell-style pattern over full function names"),
-    Key("values", "map", "name -> selector (a Go-like path from a parameter: "
-        "c.desc.fqName, o.Items[0].Qty) or a built-in ($pid, $tid, $goid, $timestamp)"),
+    Key("at", "str", "entry (default): a hit per call, when it starts; exit: a hit per "
+        "call, when it returns, with its results, $duration and the state it left"),
+    Key("values", "map", "name -> selector (a Go-like path from a parameter or, at exit, "
+        "a result: c.desc.fqName, o.Items[0].Qty, err, ~r0) or a built-in ($pid, $tid, "
+        "$goid, $timestamp, $duration)"),
     Key("metrics", "list", "metrics made of the values, for noop run (see METRIC_KEYS)"),
 )
 VALUE_KEYS = (
@@ -105,6 +118,8 @@ VALUE_KEYS = (
     Key("as", "str", "decode as " + ", ".join(DECODINGS) + " (default: from the type)"),
     Key("max", "int", f"bytes kept of a string or bytes (default {DEFAULT_MAX}, "
         f"at most {MAX_MAX})"),
+    Key("at", "str", "in an exit probe, entry reads it when the call starts (default: "
+        "through a parameter's pointer at the return, the rest at entry)"),
 )
 
 
@@ -120,7 +135,8 @@ def json_schema() -> dict[str, Any]:
     ident = {"type": "string", "pattern": "^" + _IDENT.pattern.removesuffix("\\Z") + "$"}
     value = obj(VALUE_KEYS, {"read": {"type": "string"},
                              "as": {"enum": list(DECODINGS)},
-                             "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX}})
+                             "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX},
+                             "at": {"enum": list(AT)}})
     sm = spec_metrics
     label = obj(sm.LABEL_KEYS, {"value": {"type": "string"}, "map": {
         "type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
@@ -261,13 +277,30 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
         r.error(node, "a probe needs exactly one of 'function' and 'match'",
                 "function: exact name; match: a pattern such as 'main.handle*'")
     target = _probe_target(r, fields, node, targets)
+    at = _at(r, fields["at"][1]) if "at" in fields else "entry"
     values = tuple(_values(r, fields["values"][1])) if "values" in fields else ()
+    if at != "exit":
+        for v in values:
+            if v.builtin in EXIT_ONLY or v.result or v.at == "exit":
+                what = (f"${v.builtin}" if v.builtin in EXIT_ONLY else
+                        f"the result {v.selector.split('.')[0]}" if v.result else "at: exit")
+                r.error_at(v.mark, f"value {v.name!r}: {what} needs an exit probe",
+                           "add at: exit to the probe")
     metrics = tuple(spec_metrics.read(r, fields["metrics"][1], {v.name: v.mark for v in values})
                     ) if "metrics" in fields else ()
     fnode = (fields.get("function") or fields.get("match") or (node, node))[1]
     if name is None or target is None or (function is None and match is None):
         return None
-    return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics)
+    return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics,
+                 at or "entry")
+
+
+def _at(r: Reader, node: yaml.Node) -> str | None:
+    at = r.typed(node, str, "at")
+    if at is not None and at not in AT:
+        r.error(node, f"at: {at!r} is neither entry nor exit")
+        return None
+    return at if isinstance(at, str) else None
 
 
 def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
@@ -290,7 +323,7 @@ def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
     return target if isinstance(target, str) else None
 
 
-_SELECTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_SELECTOR = re.compile(r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
@@ -298,7 +331,7 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
         if not _IDENT.match(name):
             r.error(knode, f"value name {name!r} must be letters, digits and _")
             continue
-        decode, max_len, snode = None, DEFAULT_MAX, vnode
+        decode, max_len, snode, at = None, DEFAULT_MAX, vnode, None
         if isinstance(vnode, yaml.MappingNode):
             fields = r.mapping(vnode, f"value {name!r}", VALUE_KEYS) or {}
             if "read" not in fields:
@@ -316,6 +349,8 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
                 if m is not None and not 1 <= m <= MAX_MAX:
                     r.error(fields["max"][1], f"max must be 1..{MAX_MAX}")
                 max_len = m if isinstance(m, int) else DEFAULT_MAX
+            if "at" in fields:
+                at = _at(r, fields["at"][1])
         selector = r.typed(snode, str, f"value {name!r}")
         if selector is None:
             continue
@@ -331,7 +366,7 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
             r.error(snode, f"value {name!r}: {selector!r} is not a selector",
                     "write a parameter name followed by .field and [index] steps")
             continue
-        yield Value(name, selector, decode, max_len, r.mark(snode))
+        yield Value(name, selector, decode, max_len, r.mark(snode), at)
 
 
 def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
@@ -353,7 +388,7 @@ Step = tuple[str, str | int]
 def parse_selector(text: str) -> tuple[Step, ...]:
     """``o.Items[0].Qty`` -> (("name","o"), ("field","Items"), ("index",0), ("field","Qty"))."""
     steps: list[Step] = []
-    for m in re.finditer(r"\[(\d+)\]|\.?([A-Za-z_][A-Za-z0-9_]*)", text):
+    for m in re.finditer(r"\[(\d+)\]|\.?(~r\d+|[A-Za-z_][A-Za-z0-9_]*)", text):
         if m.group(1) is not None:
             steps.append(("index", int(m.group(1))))
         else:

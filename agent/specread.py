@@ -78,7 +78,10 @@ class Reader:
         return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
 
     def error(self, node: yaml.Node, message: str, hint: str = "") -> None:
-        self.problems.append(Problem(self.mark(node), message, hint, self.probe))
+        self.error_at(self.mark(node), message, hint)
+
+    def error_at(self, mark: Mark, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(mark, message, hint, self.probe))
 
     def scalar(self, node: yaml.Node) -> Any:
         try:

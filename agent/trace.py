@@ -46,8 +46,8 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
                     stats.decode_errors += 1
                     return
                 stats.events += 1
-                if stop:
-                    return
+                if failures or "output closed" in stop:
+                    return  # after a signal, what the ring already holds is still printed
                 try:
                     sink(event)
                 except BrokenPipeError:  # the reader went away (| head): stop quietly

@@ -20,6 +20,12 @@ struct noop_hdr {
 	u32 _pad;
 };
 
+/* An exit probe's call in progress: Go: (g, g.stack.hi - rsp); C, Rust: (pid_tgid, rsp). */
+struct noop_callkey {
+	u64 a;
+	u64 b;
+};
+
 /* Strings and byte slices: the full length, then the first bytes. */
 #define NOOP_BYTES(cap) struct { u32 len; u32 _pad; char s[cap]; }
 

@@ -102,7 +102,7 @@ def test_parse_match_probe_and_builtins() -> None:
         ("goroutine", "$goid", "goid", None),
         ("when", "$timestamp", "timestamp", None),
     ]
-    assert {v.builtin for v in handlers.values} == set(spec.BUILTINS)
+    assert {v.builtin for v in handlers.values} == set(spec.BUILTINS) - set(spec.EXIT_ONLY)
 
 
 def test_single_target_is_implied() -> None:
@@ -140,14 +140,15 @@ def test_repository_probes_yaml_loads() -> None:
     s = spec.load(REPO / "probes.yaml")
     assert [t.name for t in s.targets] == ["example"]
     assert s.targets[0].binary == "build/go-prometheus"
-    assert [p.name for p in s.probes] == ["order", "counter_inc", "gauge_add"]
+    assert [p.name for p in s.probes] == ["order", "order_done", "counter_inc", "gauge_add"]
+    assert [p.at for p in s.probes] == ["entry", "exit", "entry", "entry"]
     assert all(p.target == "example" and p.function and p.match is None for p in s.probes)
     order = s.probes[0]
     assert order.function == "main.placeOrder"
     assert {v.name: v.selector for v in order.values} == {
         "id": "o.ID", "customer": "o.Customer", "first_sku": "o.Items[0].SKU",
         "first_qty": "o.Items[0].Qty", "goroutine": "$goid"}
-    before = next(v for v in s.probes[2].values if v.name == "before")
+    before = next(v for v in s.probes[3].values if v.name == "before")
     assert (before.selector, before.decode, before.max) == ("g.valBits", "float",
                                                             spec.DEFAULT_MAX)
     # Marks point into the file itself.
@@ -290,6 +291,24 @@ BAD = [
         [f"{F}:2:6: target 't': missing key 'binary' (path of the ELF file (relative "
          "paths start at this file's directory))"],
         id="target-without-binary"),
+    pytest.param(
+        _probe("    function: f\n    values: {d: $duration}\n"),
+        [f"{F}:6:17: probe a: value 'd': $duration needs an exit probe (add at: exit to "
+         "the probe)"], id="duration-at-entry"),
+    pytest.param(
+        _probe("    function: f\n    values: {r: ~r0.x}\n"),
+        [f"{F}:6:17: probe a: value 'r': the result ~r0 needs an exit probe (add at: exit "
+         "to the probe)"], id="result-at-entry"),
+    pytest.param(
+        _probe("    function: f\n    values: {v: {read: p.x, at: exit}}\n"),
+        [f"{F}:6:24: probe a: value 'v': at: exit needs an exit probe (add at: exit to the "
+         "probe)"], id="value-at-exit-in-an-entry-probe"),
+    pytest.param(
+        _probe("    function: f\n    at: later\n"),
+        [f"{F}:6:9: probe a: at: 'later' is neither entry nor exit"], id="bad-probe-at"),
+    pytest.param(
+        _probe("    function: f\n    at: exit\n    values: {v: {read: p.x, at: soon}}\n"),
+        [f"{F}:7:33: probe a: at: 'soon' is neither entry nor exit"], id="bad-value-at"),
 ]
 
 

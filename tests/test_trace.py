@@ -14,7 +14,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,20 @@ def _wait_for(stream: Any, pattern: str, timeout: float) -> list[str]:
     pytest.fail(f"never saw {pattern!r}; got:\n{''.join(seen)}", pytrace=False)
 
 
-def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
-    """Start noop (--json), then the example for TICKS ticks; scrape its /metrics after
-    the last tick, stop noop with SIGTERM, and return both sides."""
+@dataclass
+class Session:
+    """A noop trace (``--json``) in the background; filled in when it has stopped."""
+
+    pid: int
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    stderr: str = ""
+    exit: int | None = None
+
+
+@contextmanager
+def tracing(tmp_path: Path, *noop_args: str | Path) -> Iterator[Session]:
+    """Start noop (--json) and return once its uprobes are on; on leaving, stop it with
+    SIGTERM and read what it printed."""
     out = tmp_path / "noop.out"
     env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
     with open(out, "w") as sink:
@@ -59,8 +72,24 @@ def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
                                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.PIPE,
                                 text=True)
     assert noop.stderr is not None
+    session = Session(noop.pid)
     try:
         _wait_for(noop.stderr, r"uprobes? on ", 180)
+        yield session
+        noop.send_signal(signal.SIGTERM)
+        _stdout, session.stderr = noop.communicate(timeout=30)
+        session.exit = noop.returncode
+    finally:
+        if noop.poll() is None:
+            noop.kill()
+            noop.wait()
+    session.lines = [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
+    """Start noop, then the example for TICKS ticks; scrape its /metrics after the last
+    tick, stop noop, and return both sides."""
+    with tracing(tmp_path, *noop_args) as session:
         ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "30ms",
                                "-ticks", str(TICKS), "-linger", "60s"],
                               stderr=subprocess.PIPE, text=True)
@@ -74,14 +103,8 @@ def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
         finally:
             ex.terminate()
             ex.wait(timeout=10)
-        noop.send_signal(signal.SIGTERM)
-        _stdout, err = noop.communicate(timeout=30)
-    finally:
-        if noop.poll() is None:
-            noop.kill()
-            noop.wait()
-    lines = [json.loads(line) for line in out.read_text().splitlines()]
-    return Traced(lines, metrics, ex.pid, err, noop.returncode, noop.pid)
+    return Traced(session.lines, metrics, ex.pid, session.stderr, session.exit or 0,
+                  session.pid)
 
 
 def _series(metric: str, labels: dict[str, str]) -> str:
@@ -175,6 +198,10 @@ def test_spec_probes_read_what_the_program_passed(privileged: None, example: Pat
     assert [o["customer"] for o in orders] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]
     assert {o["first_sku"] for o in orders} == {"sku-1"}
     assert [o["first_qty"] for o in orders] == list(range(1, TICKS + 1))
+    done = [x["values"] for x in got.lines if x["probe"] == "order_done"]
+    assert [d["customer"] for d in done] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]
+    assert [d["items"] for d in done] == [3 * n for n in range(1, TICKS + 1)]  # n + 2n
+    assert all(0 < d["took"] < 10**9 for d in done)
     goids = {o["goroutine"] for o in orders}
     assert len(goids) == 1 and goids.pop() > 0  # tick runs on one goroutine (main's)
     incs = Counter(x["values"]["metric"] for x in got.lines if x["probe"] == "counter_inc")

