@@ -51,6 +51,7 @@ class Site:
     address: int
     file_offset: int
     entry: bool  # the address is the function's first instruction
+    fixed: bool = False  # the address was asked for: noop's arms probe it too
 
 
 @dataclass(slots=True)
@@ -61,6 +62,7 @@ class Attached:
 
     hits: int | None = None
     notes: dict[str, float] = field(default_factory=dict)  # what else the arm measured
+    where: str = ""  # the arm's own site, when it is not the bench's
 
 
 Attach = Callable[[Site], AbstractContextManager[Attached]]
@@ -88,6 +90,7 @@ class Run:
     final: float  # the metric's value as the workload read it at the end
     hits: int | None
     notes: dict[str, float] = field(default_factory=dict)
+    where: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +121,8 @@ class Result:
                  "ratio": a.ratio, "hits": a.hits, "calls": a.calls,
                  "runs": [{"repeat": r.repeat, "ns_per_call": list(r.ns_per_call),
                            "calls": r.calls, "final": r.final, "hits": r.hits,
-                           **({"notes": r.notes} if r.notes else {})}
+                           **({"notes": r.notes} if r.notes else {}),
+                           **({"where": r.where} if r.where else {})}
                           for r in a.runs]} for a in self.arms]
         return {"op": self.op, "site": site, "rounds": self.rounds, "calls": self.calls,
                 "repeats": self.repeats, "baseline": self.baseline, "arms": arms}
@@ -190,7 +194,7 @@ def make_site(binary: str | Path, function: str, address: int | None = None) -> 
         raise NoopError(f"address {at:#x} is outside {function}",
                         f"{function} spans {sym.address:#x}..{sym.address + sym.size:#x}")
     return Site(str(Path(binary).resolve()), function, at, b.elf.file_offset(at),
-                at == sym.address)
+                at == sym.address, address is not None)
 
 
 def _workload(site: Site, op: str, calls: int, rounds: int, timeout: float,
@@ -318,9 +322,10 @@ def _empty(site: Site) -> Iterator[Attached]:
         yield Attached()
 
 
-def bench_plan(site: Site, aggregate: str) -> Plan:
-    """noop's plan for a counter of calls at ``site``: the spec a user would write,
-    resolved, with its one site moved to the bench's address if that is elsewhere."""
+def bench_plan(site: Site, aggregate: str, first: bool = False) -> Plan:
+    """noop's plan for a counter of calls: the spec a user would write, resolved. Its
+    site is noop's own choice, unless the bench's address was asked for or ``first``
+    (the site every other arm probes: by default the first instruction)."""
     from agent import resolve, spec
 
     text = json.dumps({
@@ -330,22 +335,26 @@ def bench_plan(site: Site, aggregate: str) -> Plan:
              "help": "calls seen at the bench's site"}]}]})
     plan = resolve.resolve(spec.parse(text, "<bench>"))
     (probe,) = plan.probes
-    first = probe.sites[0]
-    moved = replace(first, address=site.address, file_offset=site.file_offset,
-                    why="the bench's site")
-    return replace(plan, probes=(replace(probe, sites=(first if first.address ==
-                                                        site.address else moved,)),))
+    chosen = probe.sites[0]
+    if chosen.address == site.address or not (first or site.fixed):
+        return plan
+    moved = replace(chosen, address=site.address, file_offset=site.file_offset,
+                    why="the bench's site", skip_flags=0, handling="")
+    return replace(plan, probes=(replace(probe, sites=(moved,)),))
 
 
 @contextmanager
-def _noop(site: Site, aggregate: str) -> Iterator[Attached]:
+def _noop(site: Site, aggregate: str, first: bool = False) -> Iterator[Attached]:
     from agent import aggregate as agg
     from agent import codegen, load
     from agent.kfeatures import xmm_helper_available
 
-    plan = bench_plan(site, aggregate)
+    plan = bench_plan(site, aggregate, first)
     program = codegen.generate(plan, xmm_helper_available(), mode="run")
-    attached = Attached()
+    chosen = plan.probes[0].sites[0]
+    attached = Attached(where="" if chosen.address == site.address else
+                        f"{chosen.address:#x} ({chosen.handling} "
+                        f"{'stack-check jbe' if chosen.skip_flags else 'instruction'})")
     with load.Loaded(plan, program) as loaded:
         if aggregate == "kernel":
             yield attached
@@ -411,9 +420,11 @@ NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
                   "noop's counter of calls, aggregated in the kernel")
 NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
                    "noop's counter of calls, every hit a ring-buffer record read by noop")
+NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
+                 "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
-ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_KERNEL, NOOP_RINGBUF,
-                                            BPFTRACE)}
+ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
+                                            NOOP_RINGBUF, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
@@ -439,7 +450,8 @@ def run(binary: str | Path, op: str, function: str, arms: Sequence[Arm], rounds:
         address: int | None = None, timeout: float | None = None) -> Result:
     """Start the workload ``repeats`` times under every arm (``rounds`` rounds of
     ``calls`` calls of ``op`` each run), the arms' order rotated each repetition so that
-    drift hits every arm alike. Every arm probes ``function``'s entry (or ``address``)."""
+    drift hits every arm alike. Every arm probes ``function``'s entry (or ``address``),
+    but noop's own arms probe where noop chooses, unless ``address`` is given."""
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
         raise NoopError("bench needs arms with distinct names", f"got {names}")
@@ -455,7 +467,7 @@ def run(binary: str | Path, op: str, function: str, arms: Sequence[Arm], rounds:
             with a.attach(site) as attached:
                 per_call, total, final = _workload(site, op, calls, rounds, limit)
             runs[a.name].append(Run(a.name, repeat, per_call, total, final, attached.hits,
-                                    attached.notes))
+                                    attached.notes, attached.where))
     medians = {n: statistics.median(x for r in runs[n] for x in r.ns_per_call) for n in names}
     added = {n: medians[n] - medians["none"] if "none" in medians else None for n in names}
     base = added.get(chosen) if chosen is not None else None
@@ -491,6 +503,9 @@ def render(result: Result) -> str:
                     f"{_num(a.ratio, '.2f'):>12} {_num(a.hits, 'd'):>14} {a.calls:>14d}")
     missed = [a.name for a in result.arms if a.hits is not None and a.hits != a.calls]
     tail = [f"hits differ from calls: {', '.join(missed)}"] if missed else []
+    for where in sorted({r.where for a in result.arms for r in a.runs} - {""}):
+        names = ", ".join(a.name for a in result.arms if any(r.where == where for r in a.runs))
+        tail.append(f"{names} probed {where}")
     for a in result.arms:
         read, lost, cpu = (sum(r.notes.get(k, 0.0) for r in a.runs)
                            for k in ("read", "lost", "cpu_s"))

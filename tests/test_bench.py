@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -166,6 +167,36 @@ def test_bench_plan_is_a_counter_at_the_site(workloads: dict[str, Path]) -> None
     inside = bench.make_site(workloads["c"], "work", site.address + 4)
     (s,) = bench.bench_plan(inside, "kernel").probes[0].sites
     assert (s.address, s.file_offset) == (inside.address, inside.file_offset)
+
+
+def test_noop_arms_probe_noops_own_site(workloads: dict[str, Path], tracefs: None) -> None:
+    """On a Go function with a stack check, noop's arms probe its jbe and still count
+    every call; noop-first probes the first instruction like the other arms; objdump
+    agrees that the site is the jbe right after the compare with g's stack guard."""
+    op = "histogram.Observe"
+    fn = bench.workload_function("go", op)
+    site = bench.make_site(workloads["go"], fn)
+    (chosen,) = bench.bench_plan(site, "kernel").probes[0].sites
+    (first,) = bench.bench_plan(site, "kernel", first=True).probes[0].sites
+    assert first.address == site.address and not first.skip_flags
+    assert chosen.skip_flags == 0x41 and chosen.handling == "emulated"
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn",
+                           f"--start-address={site.address:#x}",
+                           f"--stop-address={site.address + 32:#x}", str(workloads["go"])],
+                          capture_output=True, text=True, check=True).stdout
+    insns = [line.split(":", 1) for line in dump.splitlines() if re.match(r"\s+[0-9a-f]+:", line)]
+    at = {int(a, 16): text.split() for a, text in insns}
+    assert at[chosen.address][0] == "jbe"
+    previous = max(a for a in at if a < chosen.address)
+    assert at[previous][0] == "cmp" and at[previous][1].startswith("0x10(%r14),")
+    arms = [bench.NONE, bench.NOOP_FIRST, bench.NOOP_KERNEL]
+    result = bench.run(workloads["go"], op, fn, arms, 1, 20_000, repeats=1)
+    _none, naive, kernel = result.arms
+    # The first instruction also sees calls restarted after a preemption request.
+    assert kernel.hits == 20_000 and naive.hits is not None and naive.hits >= 20_000
+    assert kernel.runs[0].where.startswith(f"{chosen.address:#x} (emulated")
+    assert naive.runs[0].where == ""
+    assert f"noop-kernel probed {chosen.address:#x}" in bench.render(result)
 
 
 def test_cli(workloads: dict[str, Path], tracefs: None) -> None:
