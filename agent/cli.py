@@ -62,7 +62,10 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         loaded = spec.load(args.config)
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
-        return resolve.resolve(loaded)
+        plan = resolve.resolve(loaded)
+        for warning in plan.warnings:
+            print(f"noop: warning: {warning}", file=sys.stderr)
+        return plan
     if args.binary:
         from agent.presets import client_golang
         try:

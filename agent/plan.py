@@ -257,6 +257,7 @@ class ProbePlan:
     aggregate: Aggregate | None = None
     at: str = "entry"
     roots: int = 0  # exit probes: pointers the call's entry keeps for the return
+    unseen: tuple[str, ...] = ()  # call sites the probe cannot see (inlined copies), why
 
     @property
     def events(self) -> bool:
@@ -266,6 +267,7 @@ class ProbePlan:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,
                 **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
+                **({"unseen": list(self.unseen)} if self.unseen else {}),
                 **({"metrics": [m.to_json() for m in self.metrics]} if self.metrics else {}),
                 **({"aggregate": self.aggregate.to_json()} if self.aggregate else {}),
                 "values": [{"name": v.name, "decode": v.decode, "type": v.type,
@@ -299,6 +301,10 @@ class Plan:
 
     def target(self, name: str) -> TargetPlan:
         return next(t for t in self.targets if t.name == name)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(f"probe {p.name}: {u}" for p in self.probes for u in p.unseen)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "targets": [t.to_json() for t in self.targets],

@@ -109,6 +109,8 @@ def plan(data: dict[str, Any]) -> str:
             lines.append(f"     why: {s['why']}{when}")
             for name, f in s["values"].items():
                 lines.append(f"     {name:<{width}}  {kinds[name]}: {f['steps']}")
+        for u in p.get("unseen", []):
+            lines.append(f"  not seen: {u}")
         for m in p.get("metrics", []):
             by = f" by ({', '.join(m['labels'])})" if m["labels"] else ""
             of = f" of {m['value']}" if m["value"] else " of calls"

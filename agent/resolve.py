@@ -6,7 +6,9 @@ collected and raised at once as a SpecError carrying file:line:col and the probe
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -139,11 +141,68 @@ class Binary:
         hi = self.walker.members(stack[1]).get("hi") if stack and stack[1] else None
         return stack[0] + hi[0] if stack is not None and hi is not None else None
 
+    @cached_property
+    def _by_address(self) -> list[tuple[int, int, str]]:
+        return sorted((s.address, s.address + s.size, s.name)
+                      for s in self.elf.function_symbols() if s.size)
+
+    def function_at(self, address: int) -> str | None:
+        """The function whose code holds ``address``."""
+        table = self._by_address
+        i = bisect.bisect_right(table, (address, 2**64)) - 1
+        return table[i][2] if i >= 0 and table[i][0] <= address < table[i][1] else None
+
     def symbol_name(self, address: int) -> str:
-        for name, sym in self.functions.symbols.items():
-            if sym.address == address:
-                return name
-        return f"{address:#x}"
+        return self.function_at(address) or f"{address:#x}"
+
+    def inlined_sites(self, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
+                      fv: FunctionVars, types: dict[str, DIE | None]
+                      ) -> tuple[list[Site], Counter[str]]:
+        """A site at the first instruction of each copy of ``function`` inlined into
+        another, where every value is in registers there; and why the others are not."""
+        out: list[Site] = []
+        missed: Counter[str] = Counter()
+        sizes = {p.name: p.size for p in fv.params}
+        for copy in self.functions.inlined(function):
+            caller = self.function_at(copy.entry)
+            insns = self.instructions(caller) if caller else ()
+            insn = next((i for i in insns if i.address == copy.entry), None)
+            if insn is None:
+                missed["its code is not in a function noop can read"] += 1
+                continue
+            how = sites.handling(insn.raw)
+            if how == sites.REFUSED:
+                missed[f"its first instruction ({insn.mnemonic}) cannot be probed"] += 1
+                continue
+            if any(i.target == copy.entry for i in insns):
+                missed["its first instruction is also a jump target (a loop)"] += 1
+                continue
+            fetches: list[Fetch] = []
+            for v, spec in zip(probe.values, specs, strict=True):
+                if v.builtin is not None:
+                    fetches.append(Fetch("builtin", builtin=v.builtin))
+                    continue
+                steps = parse_selector(v.selector)
+                root = str(steps[0][1])
+                loc = self.functions.inlined_location(copy, root, sizes.get(root, 8))
+                try:
+                    sel = self.walker.select(steps, loc, types.get(root), v.decode, v.max)
+                except SelectError:
+                    sel = None
+                if sel is None or sel.fetch.kind == "unavailable" or (
+                        sel.decode, sel.size, sel.cap) != (spec.decode, spec.size, spec.cap):
+                    missed[f"DWARF places {root} in no register there"] += 1
+                    break
+                fetches.append(sel.fetch)
+            else:
+                out.append(Site(function, copy.entry, self.elf.file_offset(copy.entry),
+                                f"inlined into {caller} at +{copy.entry - self._start(caller):#x}"
+                                f" ({insn.mnemonic}, {how})", tuple(fetches), handling=how))
+        return out, missed
+
+    def _start(self, function: str | None) -> int:
+        sym = self.functions.symbols.get(function or "")
+        return sym.address if sym is not None else 0
 
     def exit_sites(self, function: str, fetches: tuple[Fetch, ...],
                    tail_fetches: tuple[Fetch, ...]) -> tuple[Site, ...]:
@@ -229,6 +288,7 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
     sites: list[Site] = []
     specs: tuple[ValueSpec, ...] | None = None
     roots = 0
+    missed: dict[str, Counter[str]] = {}
     for fn in _functions(b, probe, out):
         try:
             fv = b.functions.vars(fn)
@@ -251,8 +311,16 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
             if probe.at == "exit":
                 found, n = _exit(b, fn, fv, probe, these, fetches, out)
                 roots = max(roots, n)
+                copies = len(b.functions.inlined(fn))
+                if copies:
+                    missed[fn] = Counter({"an exit probe sees only calls of the function's "
+                                          "own code": copies})
             else:
                 found = [b.entry_site(fn, fetches)]
+                more, why = b.inlined_sites(fn, probe, these, fv, types)
+                found += more
+                if why:
+                    missed[fn] = why
         except NoopError as exc:
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             continue
@@ -271,8 +339,11 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
                 "pairs a call's entry and return by the goroutine in r14",
                 "probe the entry instead", probe.name)
     metrics, agg = _metrics(probe, specs, out)
+    unseen = tuple(f"{sum(why.values())} inlined call site{'s' * (sum(why.values()) != 1)} "
+                   f"of {fn} not probed: " + "; ".join(f"{r} ({n})" for r, n in why.items())
+                   for fn, why in missed.items())
     return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
-                     probe.at, roots)
+                     probe.at, roots, unseen)
 
 
 _MEMORY = ("mem", "mem_slice", "mem_array")

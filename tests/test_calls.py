@@ -187,3 +187,63 @@ def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
     code, err = agent.stop()
     assert code == 0, err
     _no_probe_left(agent.proc.pid)
+
+
+INLINED_SPEC = """
+targets: {{calls: {{binary: {binary}}}}}
+probes:
+  - name: bump
+    function: main.bump
+    metrics: [{{name: bump_calls_total, type: counter}}]
+  - name: bump_args
+    function: main.bump
+    values: {{n: n}}
+    metrics: [{{name: bump_args_total, type: counter, value: n}}]
+"""
+
+
+def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path,
+                                   agent_cleanup: list[Agent], noop: Any) -> None:
+    """bump is inlined at three call sites and called out of line through a variable:
+    a counter of its calls sees all of them. Where DWARF has the argument in no register
+    at an inlined copy's first instruction, noop says how many call sites it misses."""
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(INLINED_SPEC.format(binary=calls))
+    plan = json.loads(noop("check", "--config", spec, "--json").stdout)
+    bump, args = plan["probes"]
+    inlined = [s for s in bump["sites"] if s["why"].startswith("inlined into")]
+    assert len(inlined) == 3 and len(bump["sites"]) == 4
+    missed = sum(int(m.group(1)) for u in args.get("unseen", [])
+                 if (m := re.match(r"(\d+) inlined call sites? of main.bump", u)))
+    assert len(args["sites"]) + missed == 4
+    agent = start(tmp_path, "--config", spec)
+    agent_cleanup.append(agent)
+    truth = _run(calls, "-goroutines", "1", "-rounds", "1", "-depth", "1", "-deposits", "0",
+                 "-sleeps", "0", "-bumps", "250")
+    assert truth["bump"] == 250 * 4
+    got = settle(agent, "bump_calls_total", {}, truth["bump"])
+    assert _one(got, "bump_calls_total") == truth["bump"]
+    if not missed:
+        assert _one(got, "bump_args_total") == truth["bump_args"]
+    assert any("inlined call site" in line for line in agent.log) == bool(missed)
+    code, err = agent.stop()
+    assert code == 0, err
+
+
+def test_c_exit_probe_pairs_by_thread_and_stack(privileged: None, tmp_path: Path) -> None:
+    """C's work(x) returns x + 1: each return pairs with its own call's entry."""
+    from agent import bench
+    loop = bench.build_workload("c", tmp_path / "loop")
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"targets: {{c: {{binary: {loop}}}}}\nprobes:\n  - name: work_exit\n"
+                    "    function: work\n    at: exit\n"
+                    "    values: {x: x, r: ~r0, took: $duration}\n")
+    with tracing(tmp_path, "--config", spec) as noop:
+        done = subprocess.run([str(loop), "-n", "1000", "-rounds", "3"], capture_output=True,
+                              text=True, timeout=120, check=True)
+    assert json.loads(done.stdout.splitlines()[-1])["calls_total"] == 3000
+    assert noop.exit == 0, noop.stderr
+    got = [x["values"] for x in noop.lines]
+    assert len(got) == 3000
+    assert all(v["r"] == v["x"] + 1 and v["took"] > 0 for v in got)
+    assert sorted(v["x"] for v in got) == list(range(3000))

@@ -13,6 +13,7 @@ from functools import cached_property
 
 from elftools.dwarf.die import DIE
 
+from agent import cache
 from agent.abi import goabi, sysv
 from agent.abi.shape import Shape
 from agent.binary.demangle import demangle_rust_legacy
@@ -48,6 +49,14 @@ class FunctionVars:
 
 
 @dataclass(frozen=True, slots=True)
+class Inlined:
+    """A copy of a function compiled into another one (DW_TAG_inlined_subroutine)."""
+
+    entry: int  # DW_AT_entry_pc, else the lowest address of the copy
+    die: DIE
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionSummary:
     name: str
     address: int
@@ -62,6 +71,7 @@ class Functions:
         self.dwarf = dwarf
         self.namer = namer
         self.locations = LocationReader(dwarf)
+        self._index: dict[str, list[int]] | None = None
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
@@ -95,6 +105,59 @@ class Functions:
                      if c.tag == "DW_TAG_formal_parameter"]
         return {n: self.dwarf.ref(d) for d in decls
                 if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
+
+    def _inlined_index(self) -> dict[str, list[int]]:
+        """Offsets of every inlined copy, by the offset of the function's abstract DIE:
+        one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
+        if self._index is not None:
+            return self._index
+        build_id = self.dwarf.elf.build_id
+        index = cache.get(build_id, "inlined", "v1") if build_id else None
+        if not isinstance(index, dict):
+            index = {}
+            for _cu, die in self.dwarf.iter_all_dies():
+                if die.tag == "DW_TAG_inlined_subroutine":
+                    index.setdefault(str(_origin(die).offset), []).append(die.offset)
+            if build_id:
+                cache.put(build_id, "inlined", "v1", index)
+        self._index = index
+        return index
+
+    def inlined(self, name: str) -> tuple[Inlined, ...]:
+        """The function's inlined copies with code, by entry address."""
+        _sym, die = self.find(name)
+        out = []
+        for offset in self._inlined_index().get(str(_origin(die).offset), []):
+            copy = self.dwarf.die_at(offset)
+            entry = attr(copy, "DW_AT_entry_pc")
+            ranges = self.dwarf.ranges(copy)
+            if isinstance(entry, int) and ranges and \
+                    copy.attributes["DW_AT_entry_pc"].form.startswith("DW_FORM_data"):
+                entry += ranges[0][0]  # DWARF 5: an offset from the copy's first address
+            if not isinstance(entry, int) or not entry:
+                entry = min((lo for lo, _hi in ranges), default=0)
+            if entry:
+                out.append(Inlined(entry, copy))
+        return tuple(sorted(out, key=lambda c: c.entry))
+
+    def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
+        """Where parameter ``param`` of an inlined copy is at its entry: registers only
+        (a stack slot there is relative to the caller's frame, which noop does not
+        track); None when DWARF gives no such location."""
+        for child in copy.die.iter_children():
+            if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
+                continue
+            expr = self.locations.expression_at(child, copy.entry)
+            if not expr:
+                return None
+            try:
+                loc = self.locations.pieces(expr, size, None, at_entry=False)
+            except Unavailable:
+                return None
+            if any(p.reg is None for p in loc):
+                return None
+            return loc
+        return None
 
     def result_types(self, name: str) -> dict[str, DIE | None]:
         """Each result's type DIE, by the name ``vars`` gives it (``~r0`` when unnamed;

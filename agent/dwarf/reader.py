@@ -143,26 +143,34 @@ class Dwarf:
 
     # -- functions ---------------------------------------------------------------
 
+    def ranges(self, die: DIE) -> list[tuple[int, int]]:
+        """The [low, high) address ranges of a unit, subprogram or inlined copy; empty
+        when it has none that noop reads (DWARF 5 rnglistx)."""
+        low = attr(die, "DW_AT_low_pc")
+        if "DW_AT_ranges" in die.attributes:
+            a = die.attributes["DW_AT_ranges"]
+            rl = self.info.range_lists()
+            if rl is None or a.form == "DW_FORM_rnglistx" or not isinstance(die.cu, CompileUnit):
+                return []
+            top = die.cu.get_top_DIE()
+            base = attr(top, "DW_AT_low_pc", 0) or 0
+            out = []
+            for r in rl.get_range_list_at_offset(a.value, cu=die.cu):
+                if isinstance(r, BaseAddressEntry):
+                    base = r.base_address
+                elif getattr(r, "is_absolute", False):
+                    out.append((r.begin_offset, r.end_offset))
+                else:
+                    out.append((base + r.begin_offset, base + r.end_offset))
+            return out
+        if low is not None and "DW_AT_high_pc" in die.attributes:
+            return [(low, high_pc(die))]
+        return []
+
     @cached_property
     def _unit_ranges(self) -> tuple[UnitRange, ...]:
-        out: list[UnitRange] = []
-        rl = self.info.range_lists()
-        for cu in self.units:
-            top = cu.get_top_DIE()
-            low = attr(top, "DW_AT_low_pc")
-            if "DW_AT_ranges" in top.attributes and rl is not None:
-                base = low or 0
-                for r in rl.get_range_list_at_offset(attr(top, "DW_AT_ranges"), cu=cu):
-                    if isinstance(r, BaseAddressEntry):
-                        base = r.base_address
-                    elif getattr(r, "is_absolute", False):
-                        out.append(UnitRange(r.begin_offset, r.end_offset, cu.cu_offset))
-                    else:
-                        out.append(UnitRange(base + r.begin_offset, base + r.end_offset,
-                                             cu.cu_offset))
-            elif low is not None and "DW_AT_high_pc" in top.attributes:
-                high = high_pc(top)
-                out.append(UnitRange(low, high, cu.cu_offset))
+        out = [UnitRange(lo, hi, cu.cu_offset) for cu in self.units
+               for lo, hi in self.ranges(cu.get_top_DIE())]
         return tuple(sorted(out, key=lambda r: r.low))
 
     def unit_at(self, address: int) -> CompileUnit | None:

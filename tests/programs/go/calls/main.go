@@ -20,8 +20,9 @@ import (
 )
 
 var counts struct {
-	Small, Medium, Huge, Deposit, Sleep int64
-	SmallResults                        int64 // sum of the results of every small call
+	Small, Medium, Huge, Deposit, Sleep, Bump int64
+	BumpArgs                                  int64 // sum of bump's arguments
+	SmallResults                              int64 // sum of the results of every small call
 }
 
 //go:noinline
@@ -63,6 +64,21 @@ func huge(n int) int {
 	return huge(n-1) + r
 }
 
+// bump is small enough for the compiler to inline where it is called directly.
+func bump(n int) int {
+	atomic.AddInt64(&counts.Bump, 1)
+	atomic.AddInt64(&counts.BumpArgs, int64(n))
+	return n + 1
+}
+
+// bumpFn calls bump's own, out-of-line code: a variable's value is not inlined.
+var bumpFn = bump
+
+//go:noinline
+func bumpTwice(n int) int {
+	return bump(bump(n)) // two more inlined copies
+}
+
 // Account is changed by Deposit; its methods have several returns.
 type Account struct {
 	ID      int64
@@ -99,6 +115,7 @@ func main() {
 	deposits := flag.Int("deposits", 1000, "deposits (every 10th is negative)")
 	sleeps := flag.Int("sleeps", 5, "calls of sleep(ms)")
 	sleepMs := flag.Int("sleep-ms", 20, "how long each sleep call sleeps")
+	bumps := flag.Int("bumps", 100, "rounds of bump calls (inlined and not)")
 	wait := flag.Bool("wait", false, "wait for a line on stdin before starting")
 	flag.Parse()
 	if *wait {
@@ -154,12 +171,18 @@ func main() {
 	for i := 0; i < *sleeps; i++ {
 		sleep(*sleepMs)
 	}
+	x := 0
+	for i := 0; i < *bumps; i++ {
+		x = bump(x)      // inlined
+		x = bumpFn(x)    // out of line
+		x = bumpTwice(x) // inlined twice
+	}
 	out, _ := json.Marshal(map[string]any{
 		"small": counts.Small, "medium": counts.Medium, "huge": counts.Huge,
 		"small_results": counts.SmallResults, "deposit": counts.Deposit,
 		"deposit_errors": errs, "balance": acct.Balance, "ops": acct.Ops,
 		"sleep": counts.Sleep, "sleep_ms": *sleepMs, "trees": trees,
-		"gc_cycles": gcCycles(),
+		"gc_cycles": gcCycles(), "bump": counts.Bump, "bump_args": counts.BumpArgs,
 	})
 	fmt.Println(string(out))
 }
