@@ -9,13 +9,15 @@ from __future__ import annotations
 import bisect
 import fnmatch
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
 from agent import aggregate, sites
+from agent.arch.amd64 import is_vector
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.locations import Location
@@ -177,28 +179,71 @@ class Binary:
             if any(i.target == copy.entry for i in insns):
                 missed["its first instruction is also a jump target (a loop)"] += 1
                 continue
-            fetches: list[Fetch] = []
-            for v, spec in zip(probe.values, specs, strict=True):
-                if v.builtin is not None:
-                    fetches.append(Fetch("builtin", builtin=v.builtin))
-                    continue
-                steps = parse_selector(v.selector)
-                root = str(steps[0][1])
-                loc = self.functions.inlined_location(copy, root, sizes.get(root, 8))
-                try:
-                    sel = self.walker.select(steps, loc, types.get(root), v.decode, v.max)
-                except SelectError:
-                    sel = None
-                if sel is None or sel.fetch.kind == "unavailable" or (
-                        sel.decode, sel.size, sel.cap) != (spec.decode, spec.size, spec.cap):
-                    missed[f"DWARF places {root} in no register there"] += 1
-                    break
-                fetches.append(sel.fetch)
-            else:
-                out.append(Site(function, copy.entry, self.elf.file_offset(copy.entry),
-                                f"inlined into {caller} at +{copy.entry - self._start(caller):#x}"
-                                f" ({insn.mnemonic}, {how})", tuple(fetches), handling=how))
+            got = self._fetches_at(probe, specs, types, sizes,
+                                   partial(self.functions.inlined_location, copy),
+                                   vector_ok=True)
+            if isinstance(got, str):
+                missed[f"DWARF places {got} in no register there"] += 1
+                continue
+            out.append(Site(function, copy.entry, self.elf.file_offset(copy.entry),
+                            f"inlined into {caller} at +{copy.entry - self._start(caller):#x}"
+                            f" ({insn.mnemonic}, {how})", got, handling=how))
         return out, missed
+
+    def later_site(self, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
+                   fv: FunctionVars, types: dict[str, DIE | None], unreadable: list[str]
+                   ) -> Site | None:
+        """For values in XMM registers at entry: the first instruction that every call
+        runs once (after the stack check, straight on, over calls) where DWARF places
+        every value in memory or a general register, as Go does once it has spilled
+        its arguments; None when there is none."""
+        sym, _die = self.functions.find(function)
+        insns = self.instructions(function)
+        check = sites.stack_check(insns, self.morestack) if self.dwarf.language == "go" \
+            else None
+        start = next((n + 1 for n, i in enumerate(insns) if check and i == check.jbe), 0)
+        sizes = {p.name: p.size for p in fv.params}
+        for insn in sites.once_per_call(insns, start):
+            how = sites.handling(insn.raw)
+            cfa = self.dwarf.cfa_at(insn.address)
+            if how == sites.REFUSED or cfa is None or insn.address == sym.address:
+                continue
+            got = self._fetches_at(probe, specs, types, sizes, partial(
+                self.functions.location_at, function, insn.address, cfa))
+            if not isinstance(got, str):
+                return Site(function, insn.address, self.elf.file_offset(insn.address),
+                            f"{', '.join(unreadable)} in XMM registers at entry, which a uprobe "
+                            f"cannot read: at +{insn.address - sym.address:#x} ({insn.mnemonic},"
+                            f" {how}), the first instruction every call runs once where DWARF "
+                            "places every value in memory or general registers", got,
+                            handling=how)
+        return None
+
+    def _fetches_at(self, probe: Probe, specs: tuple[ValueSpec, ...],
+                    types: dict[str, DIE | None], sizes: dict[str, int],
+                    locate: Callable[[str, int], Location | None], vector_ok: bool = False
+                    ) -> tuple[Fetch, ...] | str:
+        """Each value's fetch with the parameters where ``locate(name, size)`` places
+        them, or the
+        name of the first parameter that cannot be read there (``vector_ok``: an XMM
+        register counts as readable, to be reported unreadable at run time)."""
+        out: list[Fetch] = []
+        for v, spec in zip(probe.values, specs, strict=True):
+            if v.builtin is not None:
+                out.append(Fetch("builtin", builtin=v.builtin))
+                continue
+            steps = parse_selector(v.selector)
+            root = str(steps[0][1])
+            try:
+                sel = self.walker.select(steps, locate(root, sizes.get(root, 8)),
+                                         types.get(root), v.decode, v.max)
+            except SelectError:
+                return root
+            if sel.fetch.kind == "unavailable" or (_vector(sel.fetch) and not vector_ok) or (
+                    sel.decode, sel.size, sel.cap) != (spec.decode, spec.size, spec.cap):
+                return root
+            out.append(sel.fetch)
+        return tuple(out)
 
     def _start(self, function: str | None) -> int:
         sym = self.functions.symbols.get(function or "")
@@ -317,6 +362,11 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
                                           "own code": copies})
             else:
                 found = [b.entry_site(fn, fetches)]
+                vector = [v.name for v, f in zip(probe.values, fetches, strict=True)
+                          if _vector(f)]
+                later = b.later_site(fn, probe, these, fv, types, vector) if vector else None
+                if later is not None:
+                    found = [later]
                 more, why = b.inlined_sites(fn, probe, these, fv, types)
                 found += more
                 if why:
@@ -347,6 +397,11 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
 
 
 _MEMORY = ("mem", "mem_slice", "mem_array")
+
+
+def _vector(fetch: Fetch) -> bool:
+    """Whether the fetch reads an XMM register, which pt_regs does not hold."""
+    return any(is_vector(r) for r in fetch.regs)
 
 
 def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:

@@ -224,6 +224,22 @@ def _restarts(insns: tuple[Insn, ...], start: int | None, entry: int,
     return None
 
 
+def once_per_call(insns: tuple[Insn, ...], start: int, limit: int = 256) -> tuple[Insn, ...]:
+    """The instructions from ``insns[start]`` on that every call runs exactly once:
+    straight on, over calls (which come back to the next instruction), up to the first
+    jump, conditional jump or return, and never past an instruction that something
+    jumps to."""
+    targets = {i.target for i in insns if i.target is not None and i.mnemonic != "call"}
+    out: list[Insn] = []
+    for i in insns[start:start + limit]:
+        if i.address in targets:
+            break
+        out.append(i)
+        if _is_branch(i) and i.mnemonic != "call":
+            break
+    return tuple(out)
+
+
 # --- exits ------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)

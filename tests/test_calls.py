@@ -124,13 +124,16 @@ probes:
     function: main.sleep
     at: exit
     values: {{ms: ms, took: $duration}}
+  - name: scale
+    function: main.scale
+    values: {{x: x, k: k}}
 """
 
 
 def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: Path) -> None:
     """Each return pairs with its own call: in recursion small(n) returns n; a deposit's
     result equals the balance it left and the balance before plus the amount; durations
-    cover the sleeps."""
+    cover the sleeps. A float argument is read exactly, where DWARF places it later."""
     spec = tmp_path / "probes.yaml"
     spec.write_text(VALUES_SPEC.format(binary=calls))
     with tracing(tmp_path, "--config", spec) as noop:
@@ -156,6 +159,9 @@ def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: 
     sleeps = [x["values"] for x in lines if x["probe"] == "sleep"]
     assert len(sleeps) == truth["sleep"] == 3
     assert all(s["ms"] == 20 and 20e6 <= s["took"] < 2e9 for s in sleeps)
+    # x arrives in xmm0: read where Go spilled it, as DWARF says, after the first call.
+    scales = [x["values"] for x in lines if x["probe"] == "scale"]
+    assert scales == [{"x": i + 0.5, "k": i} for i in range(10)]
     _no_probe_left(noop.pid)
 
 

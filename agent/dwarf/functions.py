@@ -140,6 +140,29 @@ class Functions:
                 out.append(Inlined(entry, copy))
         return tuple(sorted(out, key=lambda c: c.entry))
 
+    def location_at(self, function: str, pc: int, cfa: int, param: str, size: int
+                    ) -> Location | None:
+        """Where DWARF places parameter ``param`` of ``function`` when the instruction at
+        ``pc`` is about to run, with stack slots relative to rsp there (``cfa``: the
+        canonical frame address's offset from rsp at ``pc``); None when it says nothing
+        noop can read."""
+        _sym, die = self.find(function)
+        frame_base = die.attributes.get("DW_AT_frame_base")
+        fb = list(frame_base.value) if frame_base is not None and frame_base.form in (
+            "DW_FORM_exprloc", "DW_FORM_block1") else None
+        for child in die.iter_children():
+            if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
+                continue
+            expr = self.locations.expression_at(child, pc)
+            if not expr:
+                return None
+            try:
+                loc = self.locations.pieces(expr, size, fb, at_entry=False, cfa=cfa)
+            except Unavailable:
+                return None
+            return loc if all(p.reg is not None or p.stack is not None for p in loc) else None
+        return None
+
     def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
         """Where parameter ``param`` of an inlined copy is at its entry: registers only
         (a stack slot there is relative to the caller's frame, which noop does not

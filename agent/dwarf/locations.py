@@ -81,48 +81,55 @@ class LocationReader:
         return None
 
     def pieces(self, expr: list[int], size: int, frame_base: list[int] | None,
-               at_entry: bool) -> Location:
-        """Evaluate ``expr`` into pieces; raise Unavailable for what is not valid at entry."""
+               at_entry: bool, cfa: int | None = None) -> Location:
+        """Evaluate ``expr`` into pieces; raise Unavailable for what is not valid at entry.
+
+        With ``cfa`` (the canonical frame address as an offset from rsp at the PC the
+        expression was taken at, from the call-frame information), stack pieces are
+        rsp-relative at that PC instead of at entry."""
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         pieces: list[Piece] = []
         pending: list[Any] = []  # ops since the last DW_OP_piece
         for op in ops:
             if op.op_name == "DW_OP_piece":
-                pieces.append(self._one(pending, op.args[0], frame_base, at_entry))
+                pieces.append(self._one(pending, op.args[0], frame_base, at_entry, cfa))
                 pending = []
             else:
                 pending.append(op)
         if pending or not pieces:
             used = sum(p.size for p in pieces)
-            pieces.append(self._one(pending, max(size - used, 0) or size, frame_base, at_entry))
+            pieces.append(self._one(pending, max(size - used, 0) or size, frame_base, at_entry,
+                                    cfa))
         return tuple(pieces)
 
     def _one(self, ops: list[Any], size: int, frame_base: list[int] | None,
-             at_entry: bool) -> Piece:
+             at_entry: bool, cfa: int | None) -> Piece:
         if not ops:
             return Piece(size)
         first = ops[0].op_name
         if len(ops) == 1 and first.startswith("DW_OP_reg"):
             num = ops[0].args[0] if first == "DW_OP_regx" else int(first[9:])
             return Piece(size, reg=DWARF_REGS.get(num, f"dwarf{num}"))
-        offset = self._stack_address(ops, frame_base, at_entry)
+        offset = self._stack_address(ops, frame_base, at_entry, cfa)
         return Piece(size, stack=offset)
 
     def _stack_address(self, ops: list[Any], frame_base: list[int] | None,
-                       at_entry: bool) -> int:
-        """SP-relative address at entry computed by a memory-location expression."""
+                       at_entry: bool, cfa: int | None = None) -> int:
+        """SP-relative address (at entry, or where ``cfa`` was taken) computed by a
+        memory-location expression."""
         stack: list[tuple[str, int]] = []  # (base, offset): base "sp" or "" (a constant)
+        here = cfa if cfa is not None else RETURN_ADDRESS_SIZE
         for op in ops:
             name, args = op.op_name, op.args
             if name == "DW_OP_call_frame_cfa":
-                stack.append(("sp", RETURN_ADDRESS_SIZE))
+                stack.append(("sp", here))
             elif name == "DW_OP_fbreg":
                 if frame_base is None:
                     raise Unavailable("DW_OP_fbreg without a frame base")
-                base, off = self._frame_base(frame_base, at_entry)
+                base, off = self._frame_base(frame_base, at_entry, here)
                 stack.append((base, off + args[0]))
             elif name == f"DW_OP_breg{SP}" or (name == "DW_OP_bregx" and args[0] == SP):
-                if not at_entry:
+                if not at_entry and cfa is None:
                     raise Unavailable("rsp-relative location away from entry")
                 stack.append(("sp", args[-1]))
             elif name.startswith("DW_OP_lit"):
@@ -151,10 +158,11 @@ class LocationReader:
                               "by the prologue")
         return offset
 
-    def _frame_base(self, expr: list[int], at_entry: bool) -> tuple[str, int]:
+    def _frame_base(self, expr: list[int], at_entry: bool, cfa: int = RETURN_ADDRESS_SIZE
+                    ) -> tuple[str, int]:
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
-            return "sp", RETURN_ADDRESS_SIZE
+            return "sp", cfa
         if at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_breg{SP}":
             return "sp", ops[0].args[0]
         # rbp- or post-prologue rsp-based frames say nothing about the first instruction.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
+from elftools.dwarf.callframe import FDE
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarfinfo import DWARFInfo
@@ -22,6 +23,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
 from elftools.elf.elffile import ELFFile
 
+from agent.arch.amd64 import SP
 from agent.binary.elf import ElfFile
 from agent.errors import BinaryError, NoDebugInfo
 
@@ -172,6 +174,34 @@ class Dwarf:
         out = [UnitRange(lo, hi, cu.cu_offset) for cu in self.units
                for lo, hi in self.ranges(cu.get_top_DIE())]
         return tuple(sorted(out, key=lambda r: r.low))
+
+    @cached_property
+    def _fdes(self) -> list[tuple[int, int, FDE]]:
+        entries = (self.info.CFI_entries() if self.info.has_CFI() else
+                   self.info.EH_CFI_entries() if self.info.has_EH_CFI() else [])
+        return sorted(((e["initial_location"], e["initial_location"] + e["address_range"], e)
+                       for e in entries if isinstance(e, FDE)), key=lambda t: t[0])
+
+    @cached_property
+    def _fde_starts(self) -> list[int]:
+        return [f[0] for f in self._fdes]
+
+    def cfa_at(self, pc: int) -> int | None:
+        """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
+        function's first instruction), from the call-frame information; None when it is
+        not rsp-based or not described."""
+        fdes = self._fdes
+        i = bisect.bisect_right(self._fde_starts, pc) - 1
+        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
+            return None
+        rule = None
+        for row in fdes[i][2].get_decoded().table:
+            if row["pc"] > pc:
+                break
+            rule = row.get("cfa")
+        if rule is None or rule.reg != SP or rule.expr is not None:
+            return None
+        return int(rule.offset)
 
     def unit_at(self, address: int) -> CompileUnit | None:
         ranges = self._unit_ranges

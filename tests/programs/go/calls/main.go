@@ -79,6 +79,21 @@ func bumpTwice(n int) int {
 	return bump(bump(n)) // two more inlined copies
 }
 
+var scaled float64
+
+//go:noinline
+func note(s string) int { return len(s) }
+
+// scale takes a float64 in xmm0, which a uprobe cannot read; Go spills it to the
+// stack before the call to note, and DWARF says where it is after that.
+//
+//go:noinline
+func scale(x float64, k int) float64 {
+	note("scale")
+	scaled += x * float64(k)
+	return x * float64(k)
+}
+
 // Account is changed by Deposit; its methods have several returns.
 type Account struct {
 	ID      int64
@@ -116,6 +131,7 @@ func main() {
 	sleeps := flag.Int("sleeps", 5, "calls of sleep(ms)")
 	sleepMs := flag.Int("sleep-ms", 20, "how long each sleep call sleeps")
 	bumps := flag.Int("bumps", 100, "rounds of bump calls (inlined and not)")
+	scales := flag.Int("scales", 10, "calls of scale(i + 0.5, i)")
 	wait := flag.Bool("wait", false, "wait for a line on stdin before starting")
 	flag.Parse()
 	if *wait {
@@ -170,6 +186,9 @@ func main() {
 	}
 	for i := 0; i < *sleeps; i++ {
 		sleep(*sleepMs)
+	}
+	for i := 0; i < *scales; i++ {
+		scale(float64(i)+0.5, i)
 	}
 	x := 0
 	for i := 0; i < *bumps; i++ {
