@@ -9,15 +9,13 @@ from __future__ import annotations
 import bisect
 import fnmatch
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
-from agent import aggregate, sites
-from agent.arch.amd64 import is_vector
+from agent import aggregate, placement, sites
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.locations import Location
@@ -40,14 +38,6 @@ from agent.plan import (
 from agent.selectors import SelectError, Walker
 from agent.spec import Probe, Spec, Step, Value, parse_selector
 from agent.specread import Mark, Problem, SpecError
-
-FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
-
-
-def _registers(fetches: tuple[Fetch, ...]) -> set[str]:
-    """Registers the fetches read."""
-    return {r for f in fetches for r in f.regs} | {o.reg for f in fetches for o in f.ops
-                                                  if o.reg}
 
 
 class Binary:
@@ -92,46 +82,6 @@ class Binary:
                                                             max(sym.size, 1))
         return got
 
-    def entry_site(self, function: str, fetches: tuple[Fetch, ...]) -> Site:
-        """Where a probe on the function's entry goes: the cheapest instruction that
-        every call passes exactly once with the fetched values still in place.
-
-        For a Go function with a stack check that is the check's ``jbe``, which the
-        kernel emulates, while the ``cmp`` before it is single-stepped; the BPF program
-        drops the hits that branch to morestack (the call restarts at its entry, so an
-        entry probe would count it twice). Otherwise it is the first instruction."""
-        sym, die = self.functions.find(function)
-        insns = self.instructions(function)
-        first = insns[0] if insns else None
-        how = sites.handling(first.raw) if first is not None else sites.SINGLE_STEPPED
-        name = first.mnemonic if first is not None else "?"
-        if how == sites.REFUSED:
-            raise NoopError(f"{function}: the kernel cannot put a uprobe on its first "
-                            f"instruction ({name}, prefixed LOCK or segment)",
-                            "probe a function that calls it")
-        site = Site(function, sym.address, self.elf.file_offset(sym.address),
-                    f"entry: the first instruction ({name}, {how})", fetches, handling=how)
-        if how == sites.EMULATED or self.dwarf.language != "go":
-            return site
-        check = sites.stack_check(insns, self.morestack)
-        if check is None:
-            return replace(site, why=site.why + "; no stack check, so each call passes it "
-                           "once")
-        jbe = check.jbe
-        clobbered = sorted(_registers(fetches) & check.writes)
-        if clobbered:
-            return replace(site, why=site.why + f"; not the stack check's jbe: the prologue "
-                           f"writes {', '.join(clobbered)} before it")
-        moved = self.functions.moved_params(die, sym.address, jbe.address)
-        if moved:
-            return replace(site, why=site.why + f"; not the stack check's jbe: DWARF places "
-                           f"{', '.join(moved)} elsewhere there")
-        return Site(function, jbe.address, self.elf.file_offset(jbe.address),
-                    f"the stack check's jbe at +{jbe.address - sym.address:#x} ({how} first "
-                    f"instruction {name}; the jbe is {sites.handling(jbe.raw)}); hits that "
-                    "branch to morestack are dropped, so each call counts once", fetches,
-                    skip_flags=FLAGS_BELOW_OR_EQUAL, handling=sites.handling(jbe.raw))
-
     @cached_property
     def stack_hi_offset(self) -> int | None:
         """Offset of runtime.g.stack.hi: the top of the goroutine's stack, from which a
@@ -157,114 +107,9 @@ class Binary:
     def symbol_name(self, address: int) -> str:
         return self.function_at(address) or f"{address:#x}"
 
-    def inlined_sites(self, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
-                      fv: FunctionVars, types: dict[str, DIE | None]
-                      ) -> tuple[list[Site], Counter[str]]:
-        """A site at the first instruction of each copy of ``function`` inlined into
-        another, where every value is in registers there; and why the others are not."""
-        out: list[Site] = []
-        missed: Counter[str] = Counter()
-        sizes = {p.name: p.size for p in fv.params}
-        for copy in self.functions.inlined(function):
-            caller = self.function_at(copy.entry)
-            insns = self.instructions(caller) if caller else ()
-            insn = next((i for i in insns if i.address == copy.entry), None)
-            if insn is None:
-                missed["its code is not in a function noop can read"] += 1
-                continue
-            how = sites.handling(insn.raw)
-            if how == sites.REFUSED:
-                missed[f"its first instruction ({insn.mnemonic}) cannot be probed"] += 1
-                continue
-            if any(i.target == copy.entry for i in insns):
-                missed["its first instruction is also a jump target (a loop)"] += 1
-                continue
-            got = self._fetches_at(probe, specs, types, sizes,
-                                   partial(self.functions.inlined_location, copy),
-                                   vector_ok=True)
-            if isinstance(got, str):
-                missed[f"DWARF places {got} in no register there"] += 1
-                continue
-            out.append(Site(function, copy.entry, self.elf.file_offset(copy.entry),
-                            f"inlined into {caller} at +{copy.entry - self._start(caller):#x}"
-                            f" ({insn.mnemonic}, {how})", got, handling=how))
-        return out, missed
-
-    def later_site(self, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
-                   fv: FunctionVars, types: dict[str, DIE | None], unreadable: list[str]
-                   ) -> Site | None:
-        """For values in XMM registers at entry: the first instruction that every call
-        runs once (after the stack check, straight on, over calls) where DWARF places
-        every value in memory or a general register, as Go does once it has spilled
-        its arguments; None when there is none."""
-        sym, _die = self.functions.find(function)
-        insns = self.instructions(function)
-        check = sites.stack_check(insns, self.morestack) if self.dwarf.language == "go" \
-            else None
-        start = next((n + 1 for n, i in enumerate(insns) if check and i == check.jbe), 0)
-        sizes = {p.name: p.size for p in fv.params}
-        for insn in sites.once_per_call(insns, start):
-            how = sites.handling(insn.raw)
-            cfa = self.dwarf.cfa_at(insn.address)
-            if how == sites.REFUSED or cfa is None or insn.address == sym.address:
-                continue
-            got = self._fetches_at(probe, specs, types, sizes, partial(
-                self.functions.location_at, function, insn.address, cfa))
-            if not isinstance(got, str):
-                return Site(function, insn.address, self.elf.file_offset(insn.address),
-                            f"{', '.join(unreadable)} in XMM registers at entry, which a uprobe "
-                            f"cannot read: at +{insn.address - sym.address:#x} ({insn.mnemonic},"
-                            f" {how}), the first instruction every call runs once where DWARF "
-                            "places every value in memory or general registers", got,
-                            handling=how)
-        return None
-
-    def _fetches_at(self, probe: Probe, specs: tuple[ValueSpec, ...],
-                    types: dict[str, DIE | None], sizes: dict[str, int],
-                    locate: Callable[[str, int], Location | None], vector_ok: bool = False
-                    ) -> tuple[Fetch, ...] | str:
-        """Each value's fetch with the parameters where ``locate(name, size)`` places
-        them, or the
-        name of the first parameter that cannot be read there (``vector_ok``: an XMM
-        register counts as readable, to be reported unreadable at run time)."""
-        out: list[Fetch] = []
-        for v, spec in zip(probe.values, specs, strict=True):
-            if v.builtin is not None:
-                out.append(Fetch("builtin", builtin=v.builtin))
-                continue
-            steps = parse_selector(v.selector)
-            root = str(steps[0][1])
-            try:
-                sel = self.walker.select(steps, locate(root, sizes.get(root, 8)),
-                                         types.get(root), v.decode, v.max)
-            except SelectError:
-                return root
-            if sel.fetch.kind == "unavailable" or (_vector(sel.fetch) and not vector_ok) or (
-                    sel.decode, sel.size, sel.cap) != (spec.decode, spec.size, spec.cap):
-                return root
-            out.append(sel.fetch)
-        return tuple(out)
-
-    def _start(self, function: str | None) -> int:
+    def start_of(self, function: str | None) -> int:
         sym = self.functions.symbols.get(function or "")
         return sym.address if sym is not None else 0
-
-    def exit_sites(self, function: str, fetches: tuple[Fetch, ...],
-                   tail_fetches: tuple[Fetch, ...]) -> tuple[Site, ...]:
-        """A site at every RET of the function, and at every jump out of it (a tail
-        call: there the results are the callee's, so ``tail_fetches``)."""
-        sym, _die = self.functions.find(function)
-        out = []
-        for e in sites.exits(self.instructions(function), sym.address, sym.address + sym.size):
-            how = sites.handling(e.insn.raw)
-            if e.tail:
-                why = f"exit: tail jump to {self.symbol_name(e.insn.target or 0)} ({how})"
-            else:
-                why = f"exit: ret at +{e.insn.address - sym.address:#x} ({how})"
-            out.append(Site(function, e.insn.address, self.elf.file_offset(e.insn.address),
-                            why, tail_fetches if e.tail else fetches, handling=how,
-                            role="return"))
-        return tuple(out)
 
     def plan(self, name: str, pid: int | None) -> TargetPlan:
         return TargetPlan(name, str(Path(self.path).resolve()), self.elf.build_id,
@@ -361,14 +206,7 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
                     missed[fn] = Counter({"an exit probe sees only calls of the function's "
                                           "own code": copies})
             else:
-                found = [b.entry_site(fn, fetches)]
-                vector = [v.name for v, f in zip(probe.values, fetches, strict=True)
-                          if _vector(f)]
-                later = b.later_site(fn, probe, these, fv, types, vector) if vector else None
-                if later is not None:
-                    found = [later]
-                more, why = b.inlined_sites(fn, probe, these, fv, types)
-                found += more
+                found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types)
                 if why:
                     missed[fn] = why
         except NoopError as exc:
@@ -397,11 +235,6 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
 
 
 _MEMORY = ("mem", "mem_slice", "mem_array")
-
-
-def _vector(fetch: Fetch) -> bool:
-    """Whether the fetch reads an XMM register, which pt_regs does not hold."""
-    return any(is_vector(r) for r in fetch.regs)
 
 
 def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:
@@ -453,8 +286,8 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, specs: tuple[Value
         call.append(Fetch("root", find, slot=k))
         ret.append(replace(f, ops=(Op("root", index=k), *rest)))
         tail.append(ret[-1])
-    entry = b.entry_site(fn, tuple(call))
-    exits = b.exit_sites(fn, tuple(ret), tuple(tail))
+    entry = placement.entry_site(b, fn, tuple(call))
+    exits = placement.exit_sites(b, fn, tuple(ret), tuple(tail))
     if not exits:
         raise NoopError(f"{fn} has no RET and no jump out of it: it never returns",
                         "probe its entry instead")
