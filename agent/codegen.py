@@ -136,9 +136,9 @@ class _Ctx:
 # --- exit probes: the call's entry keeps a record, each return reads it ----------------
 
 def _call_maps(pi: int, lay: Layout, probe: ProbePlan) -> list[str]:
-    return [f"struct noop_call_{pi} {{", "	u64 ts;  /* bpf_ktime_get_ns() at the entry */",
-            f"	u64 root[{max(1, probe.roots)}];  /* pointers kept for the return */",
-            f"	struct {lay.struct_name} e;  /* the values read at the entry */", "};",
+    return [f"struct noop_call_{pi} {{", "\tu64 ts;  /* bpf_ktime_get_ns() at the entry */",
+            f"\tu64 root[{max(1, probe.roots)}];  /* pointers kept for the return */",
+            f"\tstruct {lay.struct_name} e;  /* the values read at the entry */", "};",
             f'BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_{pi}, '
             f"noop_calls_{pi}, {CALLS});  /* calls in progress */",
             f"BPF_PERCPU_ARRAY(noop_callzero_{pi}, struct noop_call_{pi}, 1);"
@@ -163,28 +163,14 @@ def _call(ctx: _Ctx) -> tuple[list[str], dict[str, str]]:
     """The entry of an exit probe's call: keep what the returns need."""
     pi = ctx.pi
     body = [*_zf(ctx), *_key(ctx), f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
-            "if (!c) {", "	int zero = 0;",
-            f"	struct noop_call_{pi} *empty = noop_callzero_{pi}.lookup(&zero);",
-            "	if (!empty)", "		return 0;", f"	noop_calls_{pi}.update(&key, empty);",
-            f"	c = noop_calls_{pi}.lookup(&key);", "	if (!c)", "		return 0;", "}",
+            "if (!c) {", "\tint zero = 0;",
+            f"\tstruct noop_call_{pi} *empty = noop_callzero_{pi}.lookup(&zero);",
+            "\tif (!empty)", "\t\treturn 0;", f"\tnoop_calls_{pi}.update(&key, empty);",
+            f"\tc = noop_calls_{pi}.lookup(&key);", "\tif (!c)", "\t\treturn 0;", "}",
             "u32 faults = 0, absent = 0;", "c->ts = bpf_ktime_get_ns();"]
-    why: dict[str, str] = {}
-    for slot, fetch in zip(ctx.lay.slots, ctx.site.fetches, strict=True):
-        f = f"c->e.{slot.c_field}"
-        body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
-        if fetch.kind == "root":
-            body += [f"c->root[{fetch.slot}] = 0;",
-                     *_fetch(fetch, f"c->root[{fetch.slot}]", 1 << slot.index, {})]
-            continue
-        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
-        if fetch.kind == "later":
-            continue
-        reason = _unreadable(fetch, ctx.xmm_helper)
-        if reason:
-            why[slot.value.name] = reason
-            continue
-        body += _fetch(fetch, f, 1 << slot.index, _builtins(ctx))
-    return [*body, "c->e.hdr.faults = faults;", "c->e.hdr.absent = absent;", "return 0;"], why
+    fill, why = _fill(ctx, "c->e", _builtins(ctx))
+    return [*body, *fill, "c->e.hdr.faults = faults;", "c->e.hdr.absent = absent;",
+            "return 0;"], why
 
 
 def _return(ctx: _Ctx, agg: aggregate.Layout | None, wakeup: bool
@@ -199,8 +185,8 @@ def _return(ctx: _Ctx, agg: aggregate.Layout | None, wakeup: bool
         body, why = _aggregate(inner, agg, events_too=ctx.probe.events)
     return [*_key(ctx), f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
             "if (!c) {  /* its entry was not seen (noop attached during the call) */",
-            f"	int probe = {pi};", "	u64 *n = noop_unpaired.lookup(&probe);", "	if (n)",
-            "		(*n)++;", "	return 0;", "}", "{", *("	" + b if b else "" for b in body),
+            *("\t" + b for b in _bump("noop_unpaired", pi)), "\treturn 0;", "}", "{",
+            *("\t" + b if b else "" for b in body),
             "}", "done:", f"noop_calls_{pi}.delete(&key);", "return 0;"], why
 
 
@@ -216,9 +202,14 @@ def _zf(ctx: _Ctx) -> list[str]:
     return out
 
 
+def _bump(counters: str, pi: int) -> list[str]:
+    """Add one to probe ``pi``'s slot of a per-CPU array of counters."""
+    return [f"int probe = {pi};", f"u64 *n = {counters}.lookup(&probe);", "if (n)",
+            "\t(*n)++;"]
+
+
 def _count_faults(pi: int) -> list[str]:
-    return ["if (faults) {", f"\tint probe = {pi};", "\tu64 *n = noop_faults.lookup(&probe);",
-            "\tif (n)", "\t\t(*n)++;", "}"]
+    return ["if (faults) {", *("\t" + b for b in _bump("noop_faults", pi)), "}"]
 
 
 def wake_every(size: int) -> int:
@@ -246,18 +237,8 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
     if ctx.probe.wants_goid and ctx.goid_off is not None:
         body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {ctx.goid_off});"
                     "  /* g (r14) -> goid */")
-    why: dict[str, str] = {}
-    for slot, fetch in zip(lay.slots, ctx.site.fetches, strict=True):
-        f = f"e->{slot.c_field}"
-        body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
-        # A string's unused bytes too: the ring holds an older record's there, and noop
-        # groups records by their raw label bytes.
-        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
-        reason = _unreadable(fetch, ctx.xmm_helper)
-        if reason:
-            why[slot.value.name] = reason
-            continue
-        body += _fetch(fetch, f, 1 << slot.index, {**_builtins(ctx), **_EVENT_BUILTINS})
+    fill, why = _fill(ctx, "e", {**_builtins(ctx), **_EVENT_BUILTINS})
+    body += fill
     every = wake_every(lay.size)
     flags = "0" if wakeup else (
         f"(made && !(*made & {every - 1})) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP"
@@ -265,6 +246,32 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
     body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;",
              *(_count_faults(ctx.pi) if tail else []),
              f"noop_events.ringbuf_submit(e, {flags});", *([ctx.leave] if tail else [])]
+    return body, why
+
+
+def _fill(ctx: _Ctx, record: str, builtins: dict[str, str]
+          ) -> tuple[list[str], dict[str, str]]:
+    """Fill every value slot of the event ``record`` (``e``, or ``c->e`` at an exit
+    probe's call); the values never readable here are left zero, with the reason."""
+    body: list[str] = []
+    why: dict[str, str] = {}
+    for slot, fetch in zip(ctx.lay.slots, ctx.site.fetches, strict=True):
+        f = f"{record}->{slot.c_field}" if record == "e" else f"{record}.{slot.c_field}"
+        body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
+        if fetch.kind == "root":  # a pointer the call's returns read through
+            body += [f"c->root[{fetch.slot}] = 0;",
+                     *_fetch(fetch, f"c->root[{fetch.slot}]", 1 << slot.index, {})]
+            continue
+        # A string's unused bytes too: the ring holds an older record's there, and noop
+        # groups records by their raw label bytes.
+        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
+        if fetch.kind == "later":  # read at the return
+            continue
+        reason = _unreadable(fetch, ctx.xmm_helper)
+        if reason:
+            why[slot.value.name] = reason
+            continue
+        body += _fetch(fetch, f, 1 << slot.index, builtins)
     return body, why
 
 

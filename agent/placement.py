@@ -140,7 +140,7 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
     runs once (after the stack check, straight on, over calls) where DWARF places
     every value in memory or a general register, as Go does once it has spilled
     its arguments; None when there is none."""
-    sym, _die = b.functions.find(function)
+    sym, die = b.functions.find(function)
     insns = b.instructions(function)
     check = sites.stack_check(insns, b.morestack) if b.dwarf.language == "go" \
         else None
@@ -152,7 +152,7 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
         if how == sites.REFUSED or cfa is None or insn.address == sym.address:
             continue
         got = _fetches_at(b, probe, specs, types, sizes, partial(
-            b.functions.location_at, function, insn.address, cfa))
+            b.functions.location_at, die, insn.address, cfa))
         if not isinstance(got, str):
             return Site(function, insn.address, b.elf.file_offset(insn.address),
                         f"{', '.join(unreadable)} in XMM registers at entry, which a uprobe "

@@ -199,7 +199,7 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
         fetches = tuple(p[1] for p in got)
         try:
             if probe.at == "exit":
-                found, n = _exit(b, fn, fv, probe, these, fetches, out)
+                found, n = _exit(b, fn, fv, probe, fetches, out)
                 roots = max(roots, n)
                 copies = len(b.functions.inlined(fn))
                 if copies:
@@ -258,8 +258,8 @@ def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:
     return ops[:cut], ops[cut:]
 
 
-def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, specs: tuple[ValueSpec, ...],
-          fetches: tuple[Fetch, ...], out: _Collector) -> tuple[list[Site], int]:
+def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fetch, ...],
+          out: _Collector) -> tuple[list[Site], int]:
     """An exit probe's call site (what the entry keeps) and its return sites."""
     call: list[Fetch] = []
     ret: list[Fetch] = []
@@ -291,7 +291,6 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, specs: tuple[Value
     if not exits:
         raise NoopError(f"{fn} has no RET and no jump out of it: it never returns",
                         "probe its entry instead")
-    del specs
     return [replace(entry, role="call", why="the call's entry, kept for its returns: "
                     + entry.why), *exits], len(roots)
 

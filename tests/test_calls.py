@@ -89,15 +89,24 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
                      "-deposits", "0", "-sleeps", "0")
         naive_hits = sum(aggregate.merge(program.aggregates[0], k, vs).hits
                          for k, vs in naive.rows(0))
+    _exact(agent, truth)
+    # Stacks did grow under the calls: the first instruction saw restarted calls twice.
+    assert naive_hits > truth["huge"], (naive_hits, truth["huge"])
+    _stopped(agent)
+
+
+def _exact(agent: Agent, truth: dict[str, Any]) -> None:
+    """Every count of COUNT_SPEC equals the program's own, and every return paired."""
     got = settle(agent, "huge_returns_total", {}, truth["huge"])
     for f in FUNCTIONS:
         assert truth[f] > 0
         assert _one(got, f"{f}_calls_total") == truth[f], f
         assert _one(got, f"{f}_returns_total") == truth[f], f
+        assert _one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
     assert _one(got, "small_results_total") == truth["small_results"]
-    assert _one(got, "noop_exits_unpaired_total", probe="small_exit") == 0
-    # Stacks did grow under the calls: the first instruction saw restarted calls twice.
-    assert naive_hits > truth["huge"], (naive_hits, truth["huge"])
+
+
+def _stopped(agent: Agent) -> None:
     code, err = agent.stop()
     assert code == 0, err
     _no_probe_left(agent.proc.pid)
@@ -184,15 +193,8 @@ def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
     assert done.returncode == 0, done.stderr[-2000:]
     truth = json.loads(done.stdout.splitlines()[-1])
     assert truth["trees"] > 100 and truth["gc_cycles"] > 10, truth
-    got = settle(agent, "huge_returns_total", {}, truth["huge"])
-    for f in FUNCTIONS:
-        assert _one(got, f"{f}_calls_total") == truth[f], f
-        assert _one(got, f"{f}_returns_total") == truth[f], f
-        assert _one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
-    assert _one(got, "small_results_total") == truth["small_results"]
-    code, err = agent.stop()
-    assert code == 0, err
-    _no_probe_left(agent.proc.pid)
+    _exact(agent, truth)
+    _stopped(agent)
 
 
 INLINED_SPEC = """
@@ -232,8 +234,7 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
     if not missed:
         assert _one(got, "bump_args_total") == truth["bump_args"]
     assert any("inlined call site" in line for line in agent.log) == bool(missed)
-    code, err = agent.stop()
-    assert code == 0, err
+    _stopped(agent)
 
 
 def test_c_exit_probe_pairs_by_thread_and_stack(privileged: None, tmp_path: Path) -> None:

@@ -140,16 +140,23 @@ class Functions:
                 out.append(Inlined(entry, copy))
         return tuple(sorted(out, key=lambda c: c.entry))
 
-    def location_at(self, function: str, pc: int, cfa: int, param: str, size: int
+    def location_at(self, die: DIE, pc: int, cfa: int, param: str, size: int
                     ) -> Location | None:
-        """Where DWARF places parameter ``param`` of ``function`` when the instruction at
-        ``pc`` is about to run, with stack slots relative to rsp there (``cfa``: the
-        canonical frame address's offset from rsp at ``pc``); None when it says nothing
-        noop can read."""
-        _sym, die = self.find(function)
-        frame_base = die.attributes.get("DW_AT_frame_base")
-        fb = list(frame_base.value) if frame_base is not None and frame_base.form in (
-            "DW_FORM_exprloc", "DW_FORM_block1") else None
+        """Where DWARF places parameter ``param`` of the function ``die`` when the
+        instruction at ``pc`` is about to run, with stack slots relative to rsp there
+        (``cfa``: the canonical frame address's offset from rsp at ``pc``); None when it
+        says nothing noop can read."""
+        return self._param_location(die, param, size, pc, _frame_base(die), cfa)
+
+    def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
+        """Where parameter ``param`` of an inlined copy is at its entry: registers only
+        (a stack slot there is relative to the caller's frame, which noop does not
+        track); None when DWARF gives no such location."""
+        loc = self._param_location(copy.die, param, size, copy.entry, None, None)
+        return loc if loc is not None and all(p.reg is not None for p in loc) else None
+
+    def _param_location(self, die: DIE, param: str, size: int, pc: int,
+                        frame_base: list[int] | None, cfa: int | None) -> Location | None:
         for child in die.iter_children():
             if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
                 continue
@@ -157,29 +164,10 @@ class Functions:
             if not expr:
                 return None
             try:
-                loc = self.locations.pieces(expr, size, fb, at_entry=False, cfa=cfa)
+                loc = self.locations.pieces(expr, size, frame_base, at_entry=False, cfa=cfa)
             except Unavailable:
                 return None
             return loc if all(p.reg is not None or p.stack is not None for p in loc) else None
-        return None
-
-    def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
-        """Where parameter ``param`` of an inlined copy is at its entry: registers only
-        (a stack slot there is relative to the caller's frame, which noop does not
-        track); None when DWARF gives no such location."""
-        for child in copy.die.iter_children():
-            if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
-                continue
-            expr = self.locations.expression_at(child, copy.entry)
-            if not expr:
-                return None
-            try:
-                loc = self.locations.pieces(expr, size, None, at_entry=False)
-            except Unavailable:
-                return None
-            if any(p.reg is None for p in loc):
-                return None
-            return loc
         return None
 
     def result_types(self, name: str) -> dict[str, DIE | None]:
@@ -200,9 +188,7 @@ class Functions:
         sym, die = self.find(name)
         origin = _origin(die)
         lang = self.dwarf.unit_language(die.cu)
-        frame_base = die.attributes.get("DW_AT_frame_base")
-        fb = list(frame_base.value) if frame_base is not None and frame_base.form in (
-            "DW_FORM_exprloc", "DW_FORM_block1") else None
+        fb = _frame_base(die)
         params: list[tuple[DIE, DIE]] = []  # (concrete, declaration with name and type)
         results: list[tuple[DIE, DIE]] = []
         for child in die.iter_children():
@@ -318,6 +304,13 @@ class Functions:
         if self.dwarf.unit_language(decl.cu) == "go":
             return die_name(decl) or ""
         return self.namer.qualified(decl)
+
+
+def _frame_base(die: DIE) -> list[int] | None:
+    """A subprogram's DW_AT_frame_base expression, when it is one."""
+    a = die.attributes.get("DW_AT_frame_base")
+    return list(a.value) if a is not None and a.form in ("DW_FORM_exprloc",
+                                                         "DW_FORM_block1") else None
 
 
 def _origin(die: DIE) -> DIE:
