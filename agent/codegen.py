@@ -29,12 +29,15 @@ class Program:
     functions: tuple[tuple[int, int, str], ...]  # (probe, site, BPF function name)
     # (probe, site) -> value name -> why it is never read at that site
     unreadable: dict[tuple[int, int], dict[str, str]]
+    # (probe, site) -> value name -> the formula noop derives it by (plan.FORMULAS)
+    derived: dict[tuple[int, int], dict[str, str]]
 
     def decode(self, data: bytes) -> events.Event:
         """A ring-buffer record of this program as an event; IndexError or ValueError
         (struct.error) when it is not one."""
         probe, site = events.header(data)
-        return events.decode(self.layouts[probe], data, self.unreadable.get((probe, site)))
+        return events.decode(self.layouts[probe], data, self.unreadable.get((probe, site)),
+                             self.derived.get((probe, site)))
 
 
 def helpers_text() -> str:
@@ -68,6 +71,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
     layouts, functions = [], []
     aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
+    derived: dict[tuple[int, int], dict[str, str]] = {}
     for pi, probe in enumerate(plan.probes):
         lay = events.layout(pi, probe)
         layouts.append(lay)
@@ -110,11 +114,14 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
                         f"{target.pid})  /* only process {target.pid} */", "\treturn 0;",
                         *body]
             unreadable[(pi, si)] = why
+            derived[(pi, si)] = {v.name: f.formula for v, f in
+                                 zip(probe.values, site.fetches, strict=True)
+                                 if f.kind == "derived"}
             lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
                       f"{site.why} */", f"int {name}(struct pt_regs *ctx)", "{",
                       *("\t" + b if b else "" for b in body), "}", ""]
     return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
-                   unreadable)
+                   unreadable, derived)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +200,8 @@ def _return(ctx: _Ctx, agg: aggregate.Layout | None, wakeup: bool
 def _zf(ctx: _Ctx) -> list[str]:
     out = []
     if ctx.site.skip_flags:
-        out += [f"if (ctx->flags & {ctx.site.skip_flags:#x})  /* the stack check branches to "
-                "morestack: the call restarts at its entry and passes here again */",
-                "\treturn 0;"]
+        out += [f"if (ctx->flags & {ctx.site.skip_flags:#x})  /* the jump here is taken: not "
+                "a hit (the site's why above says which) */", "\treturn 0;"]
     if ctx.site.when_zf:
         out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
                 "\treturn 0;"]
@@ -256,7 +262,8 @@ def _fill(ctx: _Ctx, record: str, builtins: dict[str, str]
     body: list[str] = []
     why: dict[str, str] = {}
     for slot, fetch in zip(ctx.lay.slots, ctx.site.fetches, strict=True):
-        f = f"{record}->{slot.c_field}" if record == "e" else f"{record}.{slot.c_field}"
+        whole = f"{record}->{slot.c_field}" if record == "e" else f"{record}.{slot.c_field}"
+        f = f"{whole}[0]" if slot.words > 1 else whole
         body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
         if fetch.kind == "root":  # a pointer the call's returns read through
             body += [f"c->root[{fetch.slot}] = 0;",
@@ -264,8 +271,13 @@ def _fill(ctx: _Ctx, record: str, builtins: dict[str, str]
             continue
         # A string's unused bytes too: the ring holds an older record's there, and noop
         # groups records by their raw label bytes.
-        body.append(f"__builtin_memset(&{f}, 0, sizeof({f}));" if slot.cap else f"{f} = 0;")
+        body.append(f"__builtin_memset(&{whole}, 0, sizeof({whole}));"
+                    if slot.cap or slot.words > 1 else f"{f} = 0;")
         if fetch.kind == "later":  # read at the return
+            continue
+        if fetch.kind == "derived":  # the words noop computes the value from
+            body += [f"{whole}[{n}] = ctx->{PT_REGS[r]};" if slot.words > 1 else
+                     f"{whole} = ctx->{PT_REGS[r]};" for n, r in enumerate(fetch.regs)]
             continue
         reason = _unreadable(fetch, ctx.xmm_helper)
         if reason:

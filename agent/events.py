@@ -1,9 +1,10 @@
 """Event layouts: one definition drives both the C struct the BPF program fills and the
 Python decoder that reads the ring-buffer record back.
 
-Every value slot is 8-byte aligned (a u64, or a length word and a byte array rounded up
-to 8), so C's layout and this one agree without packing; codegen still asserts each
-offset with ``_Static_assert`` so a mismatch fails at compile time, not in the output.
+Every value slot is 8-byte aligned (a u64, two for a value noop derives from two
+words, or a length word and a byte array rounded up to 8), so C's layout and this one
+agree without packing; codegen still asserts each offset with ``_Static_assert`` so a
+mismatch fails at compile time, not in the output.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ def _round8(n: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Slot:
-    """Where one value sits in the record: a u64, or a length word plus ``cap`` bytes."""
+    """Where one value sits in the record: a u64 (``words`` of them for a value derived
+    from two), or a length word plus ``cap`` bytes."""
 
     value: ValueSpec
     index: int
     offset: int
     size: int
     cap: int  # 0 for a scalar
+    words: int = 1
 
     @property
     def c_field(self) -> str:
@@ -58,8 +61,9 @@ def layout(index: int, probe: ProbePlan) -> Layout:
             size = 8 + _round8(v.cap)
             slots.append(Slot(v, i, off, size, _round8(v.cap)))
         else:
-            size = 8
-            slots.append(Slot(v, i, off, size, 0))
+            words = max((site.fetches[i].words for site in probe.sites), default=1)
+            size = 8 * words
+            slots.append(Slot(v, i, off, size, 0, words))
         off += size
     return Layout(index, f"noop_ev_{index}", tuple(slots), off)
 
@@ -68,7 +72,8 @@ def c_struct(lay: Layout) -> list[str]:
     """The C declaration of the record, with compile-time checks of every offset."""
     lines = [f"struct {lay.struct_name} {{", "\tstruct noop_hdr hdr;"]
     for s in lay.slots:
-        decl = f"NOOP_BYTES({s.cap}) {s.c_field};" if s.cap else f"u64 {s.c_field};"
+        decl = f"NOOP_BYTES({s.cap}) {s.c_field};" if s.cap else \
+            f"u64 {s.c_field}[{s.words}];" if s.words > 1 else f"u64 {s.c_field};"
         lines.append(f"\t{decl:<28}/* {s.value.name}: {s.value.selector} */")
     lines.append("};")
     checks = [(f"sizeof(struct {lay.struct_name})", lay.size)]
@@ -108,7 +113,10 @@ def header(data: bytes) -> tuple[int, int]:
     return probe, site
 
 
-def decode(lay: Layout, data: bytes, unreadable: dict[str, str] | None = None) -> Event:
+def decode(lay: Layout, data: bytes, unreadable: dict[str, str] | None = None,
+           derived: dict[str, str] | None = None) -> Event:
+    """The record ``data``; ``unreadable``: the values its site never reads, and why;
+    ``derived``: the values its site derives, by formula."""
     ts, goid, pid, tid, probe, site, faults, absent, _pad = HEADER.unpack_from(data)
     values: dict[str, Any] = {}
     bad: list[str] = []
@@ -130,6 +138,9 @@ def decode(lay: Layout, data: bytes, unreadable: dict[str, str] | None = None) -
                 cut.append(name)
             values[name] = raw.decode("utf-8", "replace") if s.value.decode == "string" \
                 else raw
+        elif derived and name in derived:
+            words = struct.unpack_from(f"<{s.words}Q", data, s.offset)
+            values[name] = derive(derived[name], words)
         else:
             (raw64,) = struct.unpack_from("<Q", data, s.offset)
             values[name] = scalar(s.value, raw64)
@@ -148,6 +159,14 @@ def scalar(v: ValueSpec, raw: int) -> Any:
     if v.decode == "bool":
         return bits != 0
     return bits
+
+
+def derive(formula: str, words: tuple[int, ...]) -> float:
+    """A derived value (``plan.FORMULAS``) from the words its site read."""
+    if formula == "uint":
+        return float(words[0])
+    old, new = (float(struct.unpack("<d", w.to_bytes(8, "little"))[0]) for w in words[:2])
+    return new - old if formula == "new-old" else old - new
 
 
 # -- many records at once ------------------------------------------------------------------
@@ -201,6 +220,7 @@ def records(lay: Layout, stride: int) -> Records:
         size = s.value.size if s.value.size in (1, 2, 4, 8) else 8
         code = _SCALAR.get((s.value.decode, size)) or _UNSIGNED[size]
         fmt += code + (f"{8 - struct.calcsize(code)}x" if struct.calcsize(code) < 8 else "")
+        fmt += f"{8 * (s.words - 1)}x" if s.words > 1 else ""
         n += 1
     used = struct.calcsize(fmt)
     if used > stride:

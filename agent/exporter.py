@@ -71,11 +71,13 @@ class Session:
 
     def _records(self, probe: int, stride: int) -> events.Records | None:
         """How to unpack runs of ``probe`` at once; None: one by one (the preset learns
-        names from its events, and a value unreadable at a site decodes as None)."""
+        names from its events, a value unreadable at a site decodes as None, and one
+        derived at a site is computed from its words there)."""
         key = (probe, stride)
         if key not in self._formats:
             ok = self.meta is None and not any(
-                why for (p, _site), why in self.program.unreadable.items() if p == probe)
+                why for (p, _site), why in [*self.program.unreadable.items(),
+                                            *self.program.derived.items()] if p == probe)
             self._formats[key] = events.records(self.program.layouts[probe], stride) \
                 if ok else None
         return self._formats[key]

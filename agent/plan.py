@@ -51,6 +51,15 @@ class Op:
         return f"check {self.index} < {self.reg}"
 
 
+# Derived values (Fetch kind ``derived``): how noop computes the float from the words
+# read, with the text ``noop check`` shows for them.
+FORMULAS = {
+    "new-old": "{1} - {0} as float64s (new value - old value)",
+    "old-new": "{0} - {1} as float64s (old value - new value)",
+    "uint": "{0} as an unsigned integer, converted to float64",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Fetch:
     """How one value is read at one site.
@@ -63,6 +72,9 @@ class Fetch:
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
     - ``builtin``: ``builtin`` (pid, tid, goid, timestamp, duration)
+    - ``derived``: a float computed in noop from the registers ``regs`` (one or two
+      words), as ``formula`` says (``FORMULAS``): for a float argument that never
+      leaves its XMM register, from the values the function computes with it
     - ``unavailable``: cannot be read here; ``why`` says so
 
     The two halves of an exit probe add:
@@ -79,6 +91,12 @@ class Fetch:
     builtin: str = ""
     why: str = ""
     slot: int = 0
+    formula: str = ""
+
+    @property
+    def words(self) -> int:
+        """u64 words the value takes in an event: two for a value derived from two."""
+        return len(self.regs) if self.kind == "derived" else 1
 
     def describe(self) -> str:
         path = " -> ".join(map(str, self.ops))
@@ -97,6 +115,8 @@ class Fetch:
             return f"bytes at {self.regs[0]}, length {self.regs[1]}"
         if self.kind == "builtin":
             return f"${self.builtin}"
+        if self.kind == "derived":
+            return FORMULAS[self.formula].format(*self.regs)
         if self.kind == "root":
             return f"{path}: kept as pointer {self.slot}"
         if self.kind == "later":
@@ -121,6 +141,8 @@ class Fetch:
             out["why"] = self.why
         if self.kind in ("root", "saved"):
             out["slot"] = self.slot
+        if self.formula:
+            out["formula"] = self.formula
         out["steps"] = self.describe()
         return out
 

@@ -130,6 +130,29 @@ def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | N
 
 
 
+_STORES = ("mov", "movsd", "movss", "movq", "movd", "movaps", "movapd", "movups", "movupd")
+
+
+def stack_store(i: Insn) -> tuple[int, str] | None:
+    """(rsp offset, register) when ``i`` copies a register into the stack frame
+    (``mov* [rsp + d], reg``), as Go does to keep an argument across a call."""
+    if i.mnemonic in _STORES and len(i.operands) == 2 and i.operands[1][0] == "reg" \
+            and i.operands[0][0] == "mem" and i.operands[0][1] == "rsp" \
+            and not i.operands[0][2]:
+        return int(i.operands[0][3]), str(i.operands[1][1])
+    return None
+
+
+def overwrites_frame(i: Insn, offset: int, size: int) -> bool:
+    """Whether ``i`` may write the frame's bytes ``[rsp + offset, + size)``: its
+    destination is memory through rsp within 16 bytes of them, or through rsp with an
+    index register."""
+    if not i.operands or i.operands[0][0] != "mem" or i.operands[0][1] != "rsp":
+        return False
+    disp = int(i.operands[0][3])
+    return bool(i.operands[0][2]) or (disp < offset + size and offset < disp + 16)
+
+
 # --- what a uprobe costs on an instruction ----------------------------------------------
 
 EMULATED, SINGLE_STEPPED, REFUSED = "emulated", "single-stepped", "refused"

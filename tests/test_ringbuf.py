@@ -24,7 +24,7 @@ import pytest
 from agent import events, ringbuf
 from agent.decoders import LabelRule
 from agent.events import HEADER, Layout
-from agent.plan import MetricPlan, Plan, ProbePlan, ValueSpec
+from agent.plan import Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
 from agent.usermetrics import OVERFLOW, UserMetrics, faulty
 
 BUSY, DISCARD = ringbuf.BUSY, ringbuf.DISCARD
@@ -525,3 +525,43 @@ def test_faulty(bits: list[tuple[int, int]], want: list[int]) -> None:
     assert faulty(records) == want
     assert want == [i for i, b in enumerate(bodies)
                     if (ev := events.decode(LAYOUT, b)).faults or ev.absent]
+
+
+# ---------------------------------------------------------------------------------------
+# Values noop derives from the words a site read (plan.FORMULAS).
+
+def _bits(x: float) -> int:
+    return int.from_bytes(struct.pack("<d", x), "little")
+
+
+DERIVED = ProbePlan("d", "t", (ValueSpec("name", "string", 4, 4, "string", "g.name"),
+                               ValueSpec("val", "float", 8, 0, "float64", "val")), (
+    Site("f", 1, 1, "in a register", (Fetch("mem_slice"), Fetch("reg", regs=("rcx",)))),
+    Site("f", 2, 2, "after a CAS", (Fetch("mem_slice"),
+                                    Fetch("derived", regs=("rax", "rdx"), formula="new-old"))),
+))
+
+
+@pytest.mark.parametrize(("formula", "words", "want"), [
+    ("new-old", (_bits(10.0), _bits(15.0)), 5.0),
+    ("new-old", (_bits(-406.0), _bits(-413.0)), -7.0),
+    ("old-new", (_bits(-406.0), _bits(-413.0)), 7.0),
+    ("new-old", (_bits(0.25 * 22), _bits(0.25 * 23)), 0.25),
+    ("uint", (3, 0), 3.0),
+    ("uint", (2**64 - 1, 0), float(2**64 - 1)),
+])
+def test_derived_values(formula: str, words: tuple[int, int], want: float) -> None:
+    """A value derived from two words takes two u64s in every record of its probe (the
+    C struct says so); each site's own formula gives it back, and a site that reads it
+    whole reads the first word."""
+    lay = events.layout(0, DERIVED)
+    val = lay.slots[1]
+    assert (val.words, val.size, lay.size) == (2, 16, events.HEADER_SIZE + 16 + 16)
+    assert "u64 v1[2];" in "\n".join(events.c_struct(lay))
+    body = HEADER.pack(1, 0, 7, 7, 0, 1, 0, 0, 0) + struct.pack("<I4x8s", 2, b"ab") \
+        + struct.pack("<QQ", *words)
+    assert events.decode(lay, body, derived={"val": formula}).values == \
+        {"name": "ab", "val": want}
+    whole = events.decode(lay, body).values["val"]
+    assert whole == struct.unpack("<d", struct.pack("<Q", words[0]))[0] or \
+        math.isnan(whole)

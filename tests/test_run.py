@@ -240,6 +240,66 @@ def test_user_metrics_from_a_spec_and_reload(privileged: None, example: Path, tm
     _no_probe_left(agent.proc.pid)
 
 
+FLOATS = """
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - name: counter_add
+    function: github.com/prometheus/client_golang/prometheus.(*counter).Add
+    values: {{metric: c.desc.fqName, v: v}}
+    metrics:
+      - {{name: mirror_added_total, type: counter, value: v, labels: {{metric: metric}}}}
+  - name: gauge_add           # with its copies inlined into Inc, Dec and Sub
+    function: github.com/prometheus/client_golang/prometheus.(*gauge).Add
+    values: {{metric: g.desc.fqName, delta: val}}
+    metrics:                  # the sum of the increments: the gauge itself
+      - {{name: mirror_changes, type: histogram, value: delta, buckets: [0],
+         labels: {{metric: metric}}}}
+  - name: gauge_set
+    function: github.com/prometheus/client_golang/prometheus.(*gauge).Set
+    values: {{metric: g.desc.fqName, to: val}}
+    metrics:
+      - {{name: mirror_set, type: gauge, value: to, labels: {{metric: metric}}}}
+  - name: observe
+    function: github.com/prometheus/client_golang/prometheus.(*histogram).Observe
+    values: {{v: v}}
+    metrics:
+      - {{name: mirror_observed, type: histogram, value: v, buckets: [1, 2.5, 5, 7.5]}}
+"""
+
+
+def test_float_arguments_mirror_the_programs_own_metrics(
+        privileged: None, example: Path, tmp_path: Path, agent_cleanup: list[Agent]) -> None:
+    """Counter.Add(v), Gauge.Add/Sub/Inc/Dec/Set(val) and Histogram.Observe(v) get
+    their float argument in xmm0, which a uprobe cannot read: what noop derives from
+    the updates' registers (and the stack slot Observe copies v to) must sum to what
+    the program's own /metrics says."""
+    spec = tmp_path / "floats.yaml"
+    spec.write_text(FLOATS.format(binary=example))
+    agent = start(tmp_path, "--config", spec)
+    agent_cleanup.append(agent)
+    ex, url = run_example(example)
+    try:
+        own = samples(get(url))
+    finally:
+        ex.terminate()
+        ex.wait(timeout=10)
+    got = settle(agent, "mirror_observed_count", {}, TICKS)
+    for name in ("fake_float_counter", "fake_int_counter"):
+        assert _one(got, "mirror_added_total", metric=name) == _one(own, name + "_total") > 0
+    for name in ("fake_gauge", "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge"):
+        assert _one(got, "mirror_changes_sum", metric=name) == _one(own, name) != 0
+        assert _one(got, "mirror_changes_count", metric=name) == TICKS
+    assert _one(got, "mirror_set", metric="fake_set_gauge") == _one(own, "fake_set_gauge")
+    for le in ("1", "2.5", "5", "7.5", "+Inf"):
+        assert _one(got, "mirror_observed_bucket", le=le) == \
+            _one(own, "fake_histogram_bucket", le=le)
+    assert _one(got, "mirror_observed_sum") == _one(own, "fake_histogram_sum")
+    code, err = agent.stop()
+    assert code == 0, err
+    _no_probe_left(agent.proc.pid)
+
+
 def test_health_and_readiness(privileged: None, example: Path, tmp_path: Path,
                               agent_cleanup: list[Agent]) -> None:
     spec = tmp_path / "probes.yaml"

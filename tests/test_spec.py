@@ -148,9 +148,8 @@ def test_repository_probes_yaml_loads() -> None:
     assert {v.name: v.selector for v in order.values} == {
         "id": "o.ID", "customer": "o.Customer", "first_sku": "o.Items[0].SKU",
         "first_qty": "o.Items[0].Qty", "goroutine": "$goid"}
-    before = next(v for v in s.probes[3].values if v.name == "before")
-    assert (before.selector, before.decode, before.max) == ("g.valBits", "float",
-                                                            spec.DEFAULT_MAX)
+    now = next(v for v in s.probes[3].values if v.name == "now")
+    assert (now.selector, now.decode, now.max) == ("g.valBits", "float", spec.DEFAULT_MAX)
     # Marks point into the file itself.
     lines = (REPO / "probes.yaml").read_text(encoding="utf-8").splitlines()
     for p in s.probes:

@@ -188,6 +188,56 @@ def test_preset_plan_covers_every_update_method(noop_json: Any, example: Path) -
                     "gauge.Inc", "gauge.Dec", "gauge.Add", "gauge.Sub", "histogram.Observe"}
 
 
+FLOAT_SPEC = """
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - {{name: add, function: "{pkg}.(*gauge).Add", values: {{delta: val, m: g.desc.fqName}}}}
+  - {{name: obs, function: "{pkg}.(*histogram).Observe", values: {{v: v}}}}
+"""
+
+
+def _disassembly(binary: Path, start: int, stop: int) -> dict[int, str]:
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={start:#x}",
+                           f"--stop-address={stop:#x}", str(binary)],
+                          capture_output=True, text=True, check=True).stdout
+    return {int(m.group(1), 16): m.group(2).strip() for line in dump.splitlines()
+            if (m := re.match(r"\s+([0-9a-f]+):\s+(.*)", line))}
+
+
+def test_float_argument_sites_agree_with_objdump(noop_json: Any, example: Path,
+                                                 tmp_path: Path) -> None:
+    """Where noop reads a float argument that arrives in xmm0, checked against objdump:
+    Gauge.Add's val right after each lock cmpxchg on the gauge (its own and those of
+    its copies in Inc, Dec and Sub), from rax (old) and the cmpxchg's source (new);
+    Observe's v in the stack slot a movsd stored xmm0 to, before the site."""
+    spec = tmp_path / "floats.yaml"
+    spec.write_text(FLOAT_SPEC.format(binary=example, pkg="github.com/prometheus/"
+                                      "client_golang/prometheus"))
+    plan = noop_json("check", "--config", spec, "--json")
+    add, obs = plan["probes"]
+    callers = set()
+    for site in add["sites"]:
+        at = int(site["address"], 16)
+        code = _disassembly(example, at - 16, at + 1)
+        cas = code[max(a for a in code if a < at)]
+        new = re.fullmatch(r"lock cmpxchg %(\w+),\(%(\w+)\)", cas)
+        assert new, cas
+        assert site["when"] == "zero flag set"
+        assert site["values"]["delta"]["formula"] == "new-old"
+        assert site["values"]["delta"]["regs"] == ["rax", new.group(1)]
+        assert site["values"]["m"]["ops"][0] == {"op": "reg", "reg": new.group(2)}
+        callers.add(re.search(r"\(\*gauge\)\.(\w+) \(", site["why"]).group(1))
+    assert callers == {"Add", "Inc", "Dec", "Sub"}
+    (site,) = obs["sites"]
+    at = int(site["address"], 16)
+    v = site["values"]["v"]
+    assert v["kind"] == "mem" and v["ops"][0]["op"] == "sp"
+    code = _disassembly(example, at - 32, at)
+    stores = [t for t in code.values() if re.fullmatch(r"movsd\s+%xmm0,0x[0-9a-f]+\(%rsp\)", t)]
+    assert stores and stores[-1].endswith(f"{v['ops'][0]['offset']:#x}(%rsp)"), code
+
+
 def test_spec_probes_read_what_the_program_passed(privileged: None, example: Path,
                                                   tmp_path: Path) -> None:
     got = trace(tmp_path, example, "--config", REPO / "probes.yaml", "--binary", example)
@@ -207,11 +257,12 @@ def test_spec_probes_read_what_the_program_passed(privileged: None, example: Pat
     incs = Counter(x["values"]["metric"] for x in got.lines if x["probe"] == "counter_inc")
     assert incs == {"fake_counter": TICKS, "another_fake_counter": 2 * TICKS,
                     "fake_requests_total": TICKS}
-    adds = [x for x in got.lines if x["probe"] == "gauge_add"]
-    before = {m: [a["values"]["before"] for a in adds if a["values"]["metric"] == m]
-              for m in {a["values"]["metric"] for a in adds}}
-    # Add(5) through its own code; Sub(7) through the copy of Add inlined into Sub.
-    assert before == {"another_fake_gauge": [5.0 * n for n in range(TICKS)],
-                      "sub_fake_gauge": [-7.0 * n for n in range(TICKS)]}
-    assert all(a["values"]["delta"] is None and "xmm0" in a["unreadable"]["delta"]
-               for a in adds)
+    adds = [x["values"] for x in got.lines if x["probe"] == "gauge_add"]
+    by = {m: [(a["delta"], a["now"]) for a in adds if a["metric"] == m]
+          for m in {a["metric"] for a in adds}}
+    # Add(5) through its own code; Inc, Dec and Sub(7) through the copies of Add
+    # inlined into them. delta is Add's own val (xmm0), now the gauge after the update.
+    assert by == {"another_fake_gauge": [(5.0, 5.0 * n) for n in range(1, TICKS + 1)],
+                  "sub_fake_gauge": [(-7.0, -7.0 * n) for n in range(1, TICKS + 1)],
+                  "fake_gauge": [(1.0, 1.0 * n) for n in range(1, TICKS + 1)],
+                  "dec_fake_gauge": [(-1.0, -1.0 * n) for n in range(1, TICKS + 1)]}
