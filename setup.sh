@@ -20,7 +20,7 @@ log() { printf '==> %s\n' "$*"; }
 #    unrelated project and is never installed.
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
-	libcap2-bin curl prometheus openssl)
+	libcap2-bin curl prometheus openssl systemd)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc)
 missing=()
 for p in "${packages[@]}"; do
@@ -73,6 +73,9 @@ if [ "$job" = test ]; then
 	ruff check agent tests
 	log "mypy"
 	mypy
+	log "systemd-analyze security --offline=yes deploy/systemd/noop.service"
+	systemd-analyze security --offline=yes --no-pager deploy/systemd/noop.service |
+		grep -v '^✓'
 	log "pytest"
 	exec python -m pytest -q
 fi

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent import __version__
+from agent import __version__, logs
 from agent.errors import NoopError
 
 
@@ -64,7 +64,7 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
             loaded = spec.override(loaded, args.binary, args.pid)
         plan = resolve.resolve(loaded)
         for warning in plan.warnings:
-            print(f"noop: warning: {warning}", file=sys.stderr)
+            logs.say(f"warning: {warning}", logs.WARNING)
         return plan
     if args.binary:
         from agent.presets import client_golang
@@ -122,9 +122,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
+    from agent.load import check_privileges
+    check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available())
     return daemon.Daemon(opts).run()
+
+
+def cmd_install_service(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent.install import install
+
+    for line in install(Path(args.root)):
+        print(line)
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -237,6 +249,11 @@ def parser() -> argparse.ArgumentParser:
                     help="runs of each arm, their order rotated each time")
     add("doctor", cmd_doctor, "check that this machine can run noop")
     add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
+    sp = add("install-service", cmd_install_service, "install the systemd unit that runs "
+             "this noop (noop run --config /etc/noop/probes.yaml), and a starting config "
+             "when there is none", json_flag=False)
+    sp.add_argument("--root", metavar="DIR", default="/",
+                    help="write under DIR instead of / (staging); systemd is not reloaded")
     return p
 
 
@@ -249,8 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NoopError as exc:
-        for line in str(exc).splitlines():
-            print(f"noop: {line}", file=sys.stderr)
+        logs.say(str(exc), logs.ERROR)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -260,6 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug in noop, not the user's mistake
         if os.environ.get("NOOP_DEBUG"):
             traceback.print_exc()
-        print(f"noop: internal error: {type(exc).__name__}: {exc} "
-              "(set NOOP_DEBUG=1 for a traceback and report it)", file=sys.stderr)
+        logs.say(f"internal error: {type(exc).__name__}: {exc} "
+                 "(set NOOP_DEBUG=1 for a traceback and report it)", logs.ERROR)
         return 70

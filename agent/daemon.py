@@ -1,11 +1,12 @@
 """``noop run``: resolve, load and attach in the foreground, serve /metrics, reload the
 spec on SIGHUP (a bad new spec keeps the old probes running), and detach everything on
-SIGTERM or SIGINT before exiting 0."""
+SIGTERM or SIGINT before exiting 0. Under systemd (``Type=notify``) it says when it is
+ready, reloading and stopping, asks for time while it compiles, and feeds the
+watchdog from its main loop (``sdnotify``)."""
 
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
-from agent import aggregate, codegen
+from agent import aggregate, codegen, logs
 from agent.errors import NoopError
 from agent.exporter import Exporter, Health, Session
 from agent.plan import Plan
 from agent.presets.meta import GoMeta
+from agent.sdnotify import Notifier
 from agent.serve import Server
 from agent.usermetrics import UserMetrics
 from agent.webconfig import WebConfig
@@ -41,8 +43,8 @@ class Options:
     xmm_helper: str | None
 
 
-def log(message: str) -> None:
-    print(f"noop: {message}", file=sys.stderr, flush=True)
+def log(message: str, priority: int = logs.INFO) -> None:
+    logs.say(message, priority)
 
 
 class Daemon:
@@ -57,6 +59,7 @@ class Daemon:
         self.loaded: Loaded | None = None
         self.signals: list[int] = []
         self.beat = time.monotonic()
+        self.notify = Notifier()
 
     def healthy(self) -> tuple[bool, str]:
         late = time.monotonic() - self.beat
@@ -96,18 +99,22 @@ class Daemon:
         plan = self.opts.first
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:
-                log(f"probe {p.name} has no metrics: noop run leaves it out")
+                log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         session, self.loaded = self._load(plan)
         self.exporter.use(session)
 
     def reload(self) -> None:
+        self.notify.reloading()
+        self.notify.extending()
         try:
             plan = self._plan()
             session, loaded = self._load(plan)
         except NoopError as exc:
             self.health.reloads_failed += 1
             self.health.last_reload_ok = False
-            log(f"reload failed, the running probes stay: {str(exc).splitlines()[0]}")
+            log(f"reload failed, the running probes stay: {str(exc).splitlines()[0]}",
+                logs.ERROR)
+            self.notify.ready(self._status())
             return
         old = self.loaded
         self.exporter.use(session)
@@ -118,6 +125,11 @@ class Daemon:
         self.health.last_reload_ok = True
         self.health.last_reload_time = time.time()
         log(f"reloaded: {len(session.maps.attachments)} uprobes attached")
+        self.notify.ready(self._status())
+
+    def _status(self) -> str:
+        n = len(self.loaded.attachments) if self.loaded is not None else 0
+        return f"{n} uprobes attached"
 
     def drain(self) -> int:
         """Fold the records in the ring buffer into the session; how many there were."""
@@ -158,18 +170,22 @@ class Daemon:
                         self.opts.web)
         try:
             log(f"serving {server.scheme}://{server.address}/metrics; attaching")
+            self.notify.extending()  # resolving and compiling take seconds
             self.start()
             assert self.loaded is not None
-            log(f"ready: {len(self.loaded.attachments)} uprobes attached")
+            log(f"ready: {self._status()}")
+            self.notify.ready(self._status())
             next_prune = time.monotonic() + PRUNE_EVERY
             while True:
                 self.beat = time.monotonic()
+                self.notify.beat()
                 while self.signals:
                     signum = self.signals.pop(0)
                     if signum == signal.SIGHUP:
                         self.reload()
                     else:
                         log(f"{signal.Signals(signum).name}: detaching")
+                        self.notify.stopping()
                         return 0
                 self.drain()
                 # Events wake noop only now and then (codegen.wake_every): and a timer.
@@ -178,6 +194,7 @@ class Daemon:
                     self.prune()
                     next_prune = time.monotonic() + PRUNE_EVERY
         finally:
+            self.notify.stop_extending()
             server.close()
             if self.loaded is not None:
                 self.loaded.close()

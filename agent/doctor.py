@@ -62,7 +62,8 @@ def _errno_text(err: int) -> str:
 
 # --- checks ----------------------------------------------------------------
 
-PRIV_FIX = "use root or CAP_BPF+CAP_PERFMON+CAP_SYS_ADMIN"
+PRIV_FIX = ("run as root, or with CAP_SYS_ADMIN CAP_BPF CAP_PERFMON (and CAP_SYS_PTRACE "
+            "CAP_DAC_READ_SEARCH to reach every target)")
 
 
 def check_bpf_syscall() -> Check:
@@ -98,6 +99,18 @@ def judge_uprobes(config: dict[str, str] | None, pmu: Path) -> Check:
 
 
 CAPS = {21: "CAP_SYS_ADMIN", 38: "CAP_PERFMON", 39: "CAP_BPF"}
+# Not needed to load and attach, but without them some targets are out of reach.
+ADVISED = {19: ("CAP_SYS_PTRACE", "processes of other users, or with capabilities noop "
+                "lacks, cannot be followed through /proc/PID/root and /proc/PID/exe"),
+           2: ("CAP_DAC_READ_SEARCH", "a target binary that only its owner may read "
+               "cannot be resolved")}
+
+
+def _effective(status_text: str) -> int:
+    for line in status_text.splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
 
 
 def missing_caps(status_text: str, last_cap: int = 40) -> tuple[str, ...]:
@@ -106,11 +119,14 @@ def missing_caps(status_text: str, last_cap: int = 40) -> tuple[str, ...]:
     Kernels older than 5.8 (last_cap < 38) have no CAP_BPF/CAP_PERFMON;
     there CAP_SYS_ADMIN alone covers both.
     """
-    eff = 0
-    for line in status_text.splitlines():
-        if line.startswith("CapEff:"):
-            eff = int(line.split()[1], 16)
+    eff = _effective(status_text)
     return tuple(n for bit, n in sorted(CAPS.items()) if bit <= last_cap and not eff >> bit & 1)
+
+
+def advised_caps(status_text: str) -> tuple[tuple[str, str], ...]:
+    """(name, what goes wrong without it) of each advised capability CapEff lacks."""
+    eff = _effective(status_text)
+    return tuple(ADVISED[bit] for bit in sorted(ADVISED) if not eff >> bit & 1)
 
 
 def check_privileges(status_text: str | None = None, last_cap: int | None = None) -> Check:
@@ -126,6 +142,11 @@ def check_privileges(status_text: str | None = None, last_cap: int | None = None
     if not lacking:
         who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
         held = " ".join(CAPS[bit] for bit in sorted(CAPS) if bit <= last_cap)
+        advised = advised_caps(status_text)
+        if advised:
+            return Check(name, title, WARN, f"{who}, has {held}; lacking "
+                         + " ".join(n for n, _ in advised),
+                         "; ".join(f"without {n}, {why}" for n, why in advised), False)
         return _ok(name, title, f"{who}, has {held}")
     return _bad(name, title, "lacking " + " ".join(lacking), PRIV_FIX)
 

@@ -58,8 +58,10 @@ def check_targets(plan: Plan) -> None:
 
 
 def check_privileges() -> None:
-    """Fail early, in one line, when this process cannot load BPF programs."""
-    from agent.doctor import PRIV_FIX, missing_caps
+    """Fail early, in one line, when this process cannot load BPF programs; warn, once
+    each, of capabilities without which some targets are out of reach."""
+    from agent import logs
+    from agent.doctor import PRIV_FIX, advised_caps, missing_caps
 
     try:
         status = Path("/proc/self/status").read_text()
@@ -69,6 +71,13 @@ def check_privileges() -> None:
     if missing:
         raise LoadError("not allowed to load BPF programs: missing " + ", ".join(missing),
                         PRIV_FIX)
+    for name, why in advised_caps(status):
+        if name not in _WARNED:
+            _WARNED.add(name)
+            logs.say(f"warning: without {name}, {why}", logs.WARNING)
+
+
+_WARNED: set[str] = set()
 
 
 def check_headers() -> None:

@@ -43,6 +43,11 @@ def test_privileges_check_names_what_is_lacking() -> None:
     assert (check.status, check.detail) == (MISSING, "lacking CAP_SYS_ADMIN")
     assert "CAP_SYS_ADMIN" in check.fix
     assert doctor.check_privileges(ROOT_STATUS, 40).status == OK
+    # Enough to load, but some targets are out of reach: a warning naming what lacks.
+    loads = f"CapEff:\t{(1 << 39) | (1 << 38) | (1 << 21) | (1 << 2):016x}\n"
+    check = doctor.check_privileges(loads, 40)
+    assert (check.status, check.detail.rpartition("; ")[2]) == (WARN, "lacking CAP_SYS_PTRACE")
+    assert "/proc/PID/root" in check.fix and not check.required
 
 
 # --- uprobes, tracefs --------------------------------------------------------
