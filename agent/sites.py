@@ -102,6 +102,16 @@ def atomics(insns: tuple[Insn, ...], mnemonic: str, disp: int) -> tuple[Atomic, 
     return tuple(out)
 
 
+def stack_store(i: Insn) -> tuple[int, str] | None:
+    """(rsp offset, register) when ``i`` copies a register into the stack frame
+    (``mov* [rsp + d], reg``), as Go does to keep an argument across a call."""
+    if i.mnemonic.startswith("mov") and len(i.operands) == 2 and i.operands[1][0] == "reg" \
+            and i.operands[0][0] == "mem" and i.operands[0][1] == "rsp" \
+            and not i.operands[0][2]:
+        return int(i.operands[0][3]), str(i.operands[1][1])
+    return None
+
+
 def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | None:
     """(rsp offset at ``site``, address of the store) where ``reg`` was stored on every
     path to ``site``.
@@ -120,26 +130,11 @@ def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | N
             return None
         if i.operands and i.operands[0] == ("reg", "rsp"):
             return None
-        if i.mnemonic.startswith("mov") and len(i.operands) == 2 \
-                and i.operands[1] == ("reg", reg) and i.operands[0][0] == "mem" \
-                and i.operands[0][1] == "rsp" and not i.operands[0][2]:
-            return int(i.operands[0][3]), i.address
+        stored = stack_store(i)
+        if stored is not None and stored[1] == reg:
+            return stored[0], i.address
         if i.address in targets:
             return None
-    return None
-
-
-
-_STORES = ("mov", "movsd", "movss", "movq", "movd", "movaps", "movapd", "movups", "movupd")
-
-
-def stack_store(i: Insn) -> tuple[int, str] | None:
-    """(rsp offset, register) when ``i`` copies a register into the stack frame
-    (``mov* [rsp + d], reg``), as Go does to keep an argument across a call."""
-    if i.mnemonic in _STORES and len(i.operands) == 2 and i.operands[1][0] == "reg" \
-            and i.operands[0][0] == "mem" and i.operands[0][1] == "rsp" \
-            and not i.operands[0][2]:
-        return int(i.operands[0][3]), str(i.operands[1][1])
     return None
 
 
