@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_run import SPEC, Agent, get, settle
+from test_run import SPEC, Agent, get
 from test_trace import _wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,7 +106,10 @@ def test_target_killed_mid_probe_leaves_noop_running(privileged: None, example: 
     agent = _start(tmp_path, spec)
     agent_cleanup.append(agent)
     ex = _example(example)
-    settle(agent, "noop_probe_hits_total", {"probe": "order"}, 3)
+    key = ("noop_probe_hits_total", (("probe", "order"),))
+    deadline = time.monotonic() + 30
+    while agent.metrics().get(key, 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
     ex.kill()
     ex.wait()
     time.sleep(1.0)
