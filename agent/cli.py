@@ -62,7 +62,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         loaded = spec.load(args.config)
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
-        plan = resolve.resolve(loaded)
+        from agent.kfeatures import xmm_helper_available
+        plan = resolve.resolve(loaded, xmm_helper_available() is not None)
         for warning in plan.warnings:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan

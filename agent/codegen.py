@@ -7,7 +7,7 @@ at the running system here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +19,10 @@ from agent.plan import Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
 CALLS = 65536  # calls in progress kept per exit probe; the least recently used go first
+# BCC compiles calls of kernel helpers only by number, and no call of a kfunc: the C
+# calls the XMM reader through this stand-in number, which the loader rewrites into a
+# call of the kernel's own function (Program.calls) before the kernel sees it.
+XMM_CALL = 0x6E6F6F70
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,8 @@ class Program:
     unreadable: dict[tuple[int, int], dict[str, str]]
     # (probe, site) -> value name -> the formula noop derives it by (plan.FORMULAS)
     derived: dict[tuple[int, int], dict[str, str]]
+    # stand-in call number -> the kernel function it calls (helper or kfunc)
+    calls: dict[int, str] = field(default_factory=dict)
 
     def decode(self, data: bytes) -> events.Event:
         """A ring-buffer record of this program as an event; IndexError or ValueError
@@ -49,9 +55,10 @@ def helpers_text() -> str:
 
 
 def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> Program:
-    """The C program for ``plan``. ``xmm_helper`` names a kernel helper that reads XMM
-    registers from a uprobe; with None (every upstream kernel today) float values
-    passed in XMM registers are reported unreadable instead of guessed.
+    """The C program for ``plan``. ``xmm_helper`` names a kernel function that reads
+    XMM registers from a uprobe (``bpf_get_fp_reg(dst, size, regno)``): a float held
+    whole in one is read through it. With None (every upstream kernel today) such a
+    value is reported unreadable instead of guessed.
 
     ``mode`` ``trace``: every hit is an event for the terminal. ``run``: probes fold
     hits into their in-kernel aggregate, and only probes that need every hit in noop
@@ -68,6 +75,11 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
              "  /* per probe: user-memory read faults */",
              f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe: returns without their call's entry */", ""]
+    if xmm_helper is not None:
+        lines += [f"/* {xmm_helper}(dst, size, regno): the kernel's reader of the user's "
+                  "XMM registers, called through a stand-in number noop links to it */",
+                  "static long (*noop_xmm_read)(void *dst, u32 size, u32 regno) = "
+                  f"(void *){XMM_CALL:#x};", ""]
     layouts, functions = [], []
     aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
@@ -120,8 +132,9 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
             lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
                       f"{site.why} */", f"int {name}(struct pt_regs *ctx)", "{",
                       *("\t" + b if b else "" for b in body), "}", ""]
+    calls = {XMM_CALL: xmm_helper} if xmm_helper is not None else {}
     return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
-                   unreadable, derived)
+                   unreadable, derived, calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,9 +404,17 @@ def _unreadable(fetch: Fetch, xmm_helper: str | None) -> str:
     if regs and xmm_helper is None:
         return (f"in {regs[0]}: this kernel has no BPF helper to read XMM registers "
                 "in a uprobe (see noop doctor)")
-    if regs:
-        return f"in {regs[0]}: reading it through {xmm_helper} is not supported yet"
+    if regs and _xmm(fetch) is None:
+        return (f"in {', '.join(regs)}: noop reads an XMM register through {xmm_helper} "
+                "only for a value held whole in one")
     return ""
+
+
+def _xmm(fetch: Fetch) -> int | None:
+    """The XMM register number of a value held whole in one, else None."""
+    if fetch.kind == "reg" and len(fetch.regs) == 1 and is_vector(fetch.regs[0]):
+        return int(fetch.regs[0].removeprefix("xmm"))
+    return None
 
 
 _EVENT_BUILTINS = {"pid": "e->hdr.pid", "tid": "e->hdr.tid", "goid": "e->hdr.goid",
@@ -419,6 +440,11 @@ def _fetch(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[s
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',
                 f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));"]
+    xmm = _xmm(fetch)
+    if xmm is not None:  # only with the kernel's XMM reader (see _unreadable)
+        return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
+                f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
+                f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
     if fetch.kind == "reg":
         reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
         return [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]

@@ -273,7 +273,8 @@ def check_xmm_helper(facts: BtfFacts | None = None, path: Path = VMLINUX_BTF) ->
         return _bad(name, title, f"no {path}: cannot tell", XMM_FALLBACK, required=False)
     found = find_xmm_helper(facts)
     if found:
-        return _ok(name, title, f"kfunc {found}", required=False)
+        return _ok(name, title, f"{found}: float arguments are read where they are passed",
+                   required=False)
     return Check(name, title, MISSING, "no kfunc reads XMM (float) registers", XMM_FALLBACK, False)
 
 

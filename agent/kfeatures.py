@@ -12,7 +12,8 @@ import gzip
 import os
 import platform
 import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
@@ -102,6 +103,10 @@ class BtfFacts:
     kfuncs: frozenset[str]  # FUNCs tagged "bpf_kfunc" (kernel >= 6.9)
     tagged: bool  # whether the blob tags kfuncs at all
     helpers: frozenset[str]  # enumerators of enum bpf_func_id
+    # What a call instruction names: a FUNC's BTF type id (a kfunc call's imm), and
+    # each helper's number in enum bpf_func_id (a helper call's imm).
+    func_ids: Mapping[str, int] = field(default_factory=dict, compare=False)
+    helper_ids: Mapping[str, int] = field(default_factory=dict, compare=False)
 
 
 # Bytes after the 12-byte btf_type header, by kind: fixed + per member
@@ -130,7 +135,7 @@ def parse_btf(data: bytes) -> BtfFacts:
 
     funcs: dict[int, str] = {}
     tags: list[int] = []
-    helpers: set[str] = set()
+    helpers: dict[str, int] = {}
     pos, end, type_id = hdr_len + type_off, hdr_len + type_off + type_len, 1
     while pos < end:
         name_off, info, ref = struct.unpack_from(order + "III", data, pos)
@@ -141,14 +146,18 @@ def parse_btf(data: bytes) -> BtfFacts:
             tags.append(ref)
         elif kind == _ENUM and name(name_off) == "bpf_func_id":
             for i in range(vlen):
-                helpers.add(name(struct.unpack_from(order + "I", data, pos + 12 + 8 * i)[0]))
+                off, value = struct.unpack_from(order + "Ii", data, pos + 12 + 8 * i)
+                helpers[name(off)] = value
         if kind not in _KIND_EXTRA:
             raise ValueError(f"BTF kind {kind} unknown to noop")
         fixed, per_member = _KIND_EXTRA[kind]
         pos += 12 + fixed + per_member * vlen
         type_id += 1
     kfuncs = frozenset(funcs[t] for t in tags if t in funcs)
-    return BtfFacts(frozenset(funcs.values()), kfuncs, bool(tags), frozenset(helpers))
+    ids = {n: i for i, n in funcs.items()}
+    ids.update((funcs[t], t) for t in tags if t in funcs)  # a kfunc: its tagged FUNC
+    return BtfFacts(frozenset(funcs.values()), kfuncs, bool(tags), frozenset(helpers), ids,
+                    helpers)
 
 
 @functools.lru_cache(maxsize=4)
@@ -167,6 +176,21 @@ def find_xmm_helper(facts: BtfFacts) -> str | None:
             return helper
         if helper in (facts.kfuncs if facts.tagged else facts.funcs):
             return helper
+    return None
+
+
+BPF_PSEUDO_KFUNC_CALL = 2  # a call instruction's src_reg when its imm is a BTF id
+
+
+def call_of(name: str, facts: BtfFacts) -> tuple[int, int] | None:
+    """How a BPF call instruction names the kernel function ``name``: (src_reg, imm),
+    (0, its number) for a helper or (BPF_PSEUDO_KFUNC_CALL, its BTF id) for a kfunc of
+    vmlinux; None when the kernel has neither."""
+    number = facts.helper_ids.get("BPF_FUNC_" + name.removeprefix("bpf_"))
+    if number is not None:
+        return 0, number
+    if name in (facts.kfuncs if facts.tagged else facts.funcs) and name in facts.func_ids:
+        return BPF_PSEUDO_KFUNC_CALL, facts.func_ids[name]
     return None
 
 

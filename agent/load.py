@@ -5,9 +5,10 @@ detach everything on the way out. The only module that imports ``bcc``.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,9 @@ class Loaded:
             events = self._table("noop_events")
             self.ring = ringbuf.Ring(events.map_fd, RINGBUF_BYTES)
             self._overflow_rows()
+            calls = kernel_calls(program.calls)
+            for _pi, _si, fn in program.functions:
+                link_calls(bcc, self.bpf, fn, calls)
             self._attach_all()
         except BaseException:
             self.close()
@@ -250,6 +254,51 @@ class Bare:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def kernel_calls(calls: Mapping[int, str]) -> dict[int, tuple[int, int]]:
+    """For each stand-in call number of a program, how the kernel names the function
+    it stands for (``kfeatures.call_of``)."""
+    if not calls:
+        return {}
+    from agent import kfeatures
+
+    facts = kfeatures.vmlinux_btf()
+    out = {}
+    for number, name in calls.items():
+        found = kfeatures.call_of(name, facts) if facts is not None else None
+        if found is None:
+            raise LoadError(f"the kernel has no {name} to call", "run 'noop doctor'")
+        out[number] = found
+    return out
+
+
+_CALL = 0x85  # BPF_JMP | BPF_CALL
+
+
+def link_calls(bcc: Any, bpf: Any, fn: str, calls: Mapping[int, tuple[int, int]]) -> int:
+    """Rewrite, in BCC's compiled code of ``fn`` before it is loaded, each helper call
+    of a stand-in number in ``calls`` into a call of the kernel function it stands for
+    (src_reg, imm): BCC's compiler refuses kfunc declarations. The number of calls
+    rewritten."""
+    if not calls:
+        return 0
+    start = bcc.lib.bpf_function_start(bpf.module, fn.encode())
+    size = bcc.lib.bpf_function_size(bpf.module, fn.encode())
+    if not start:
+        raise LoadError(f"BCC compiled no function {fn}", "run 'noop check --emit-c'")
+    code = (ctypes.c_uint8 * size).from_address(start)
+    n = 0
+    for at in range(0, size - 7, 8):  # a lddw's second half has opcode 0: never a call
+        imm = int.from_bytes(bytes(code[at + 4:at + 8]), "little", signed=True)
+        if code[at] != _CALL or code[at + 1] >> 4 or imm not in calls:
+            continue
+        src, target = calls[imm]
+        code[at + 1] = (code[at + 1] & 0x0F) | (src << 4)
+        code[at + 2] = code[at + 3] = 0  # off 0: a kfunc of vmlinux, not of a module
+        code[at + 4:at + 8] = list(target.to_bytes(4, "little", signed=True))
+        n += 1
+    return n
 
 
 def _compile(bcc: Any, text: str, what: str, hint: str) -> Any:

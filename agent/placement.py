@@ -46,14 +46,19 @@ def is_vector_fetch(fetch: Fetch) -> bool:
 
 
 def entry_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
-                fetches: tuple[Fetch, ...], fv: FunctionVars, types: dict[str, DIE | None]
-                ) -> tuple[list[Site], Counter[str]]:
+                fetches: tuple[Fetch, ...], fv: FunctionVars, types: dict[str, DIE | None],
+                xmm_readable: bool = False) -> tuple[list[Site], Counter[str]]:
     """An entry probe's sites on one function: its own code's (``entry_site``, or
-    ``later_site`` for values in XMM registers) and its inlined copies'; and why the
-    copies left out are."""
+    for values in XMM registers, unless the kernel can read those (``xmm_readable``),
+    ``later_site`` or ``update_sites``) and its inlined copies'; and why the copies
+    left out are."""
     site = entry_site(b, function, fetches)
     vector = [v.name for v, f in zip(probe.values, fetches, strict=True)
               if is_vector_fetch(f)]
+    if vector and xmm_readable:
+        site = replace(site, why=site.why + f"; {', '.join(vector)} read from "
+                       "XMM registers through the kernel's helper")
+        vector = []
     later = later_site(b, function, probe, specs, fv, types, vector) if vector else None
     if vector and later is None:
         found = update_sites(b, function, probe, specs, fv, types)

@@ -132,7 +132,9 @@ def binary_path(spec: Spec, binary: str) -> str:
     return str(Path(spec.path).parent / p)
 
 
-def resolve(spec: Spec) -> Plan:
+def resolve(spec: Spec, xmm_readable: bool = False) -> Plan:
+    """The plan for ``spec``; ``xmm_readable``: the kernel has a helper that reads XMM
+    registers, so float arguments are read where they are passed."""
     out = _Collector([])
     binaries: dict[str, Binary] = {}
     targets: list[TargetPlan] = []
@@ -149,7 +151,7 @@ def resolve(spec: Spec) -> Plan:
         binary = binaries.get(probe.target)
         if binary is None:
             continue
-        plan = _probe(binary, probe, out)
+        plan = _probe(binary, probe, out, xmm_readable)
         if plan is not None:
             probes.append(plan)
     if out.problems:
@@ -174,7 +176,8 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
     return found
 
 
-def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
+def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
+           ) -> ProbePlan | None:
     sites: list[Site] = []
     specs: tuple[ValueSpec, ...] | None = None
     roots = 0
@@ -206,7 +209,8 @@ def _probe(b: Binary, probe: Probe, out: _Collector) -> ProbePlan | None:
                     missed[fn] = Counter({"an exit probe sees only calls of the function's "
                                           "own code": copies})
             else:
-                found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types)
+                found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types,
+                                                   xmm_readable)
                 if why:
                     missed[fn] = why
         except NoopError as exc:

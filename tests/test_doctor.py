@@ -239,7 +239,8 @@ def test_xmm_check_is_not_fatal() -> None:
     assert (check.status, check.required, check.blocks) == (MISSING, False, False)
     assert "falls back" in check.fix
     found = doctor.check_xmm_helper(kfeatures.parse_btf(kernel_btf(kfunc="bpf_get_fp_reg")))
-    assert (found.status, found.detail) == (OK, "kfunc bpf_get_fp_reg")
+    assert (found.status, found.detail) == (OK, "bpf_get_fp_reg: float arguments are read "
+                                            "where they are passed")
 
 
 def test_parse_btf_rejects_garbage() -> None:
