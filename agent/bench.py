@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError, NotFound
+from agent.placement import FLAGS_BELOW_OR_EQUAL
 from agent.plan import Plan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "bench"
@@ -37,6 +38,9 @@ FUNCTIONS = {
     "func": "main.work",
 }
 OPS = tuple(FUNCTIONS)
+# The float argument of each method that has one: what the noop-value arm reads.
+FLOAT_PARAMS = {FUNCTIONS["counter.Add"]: "v", FUNCTIONS["gauge.Add"]: "val",
+                FUNCTIONS["gauge.Set"]: "val", FUNCTIONS["histogram.Observe"]: "v"}
 BASELINES = ("empty", "bpftrace")  # the first of these present is the default baseline
 READY = "noop-bench-ready"
 
@@ -336,18 +340,25 @@ def _empty(site: Site) -> Iterator[Attached]:
         yield Attached()
 
 
-def bench_plan(site: Site, aggregate: str, first: bool = False) -> Plan:
-    """noop's plan for a counter of calls: the spec a user would write, resolved. Its
-    site is noop's own choice, unless the bench's address was asked for or ``first``
-    (the site every other arm probes: by default the first instruction)."""
+def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | None = None
+               ) -> Plan:
+    """noop's plan for a counter of calls (and with ``value``, a counter summing that
+    parameter): the spec a user would write, resolved. Its site is noop's own choice,
+    unless the bench's address was asked for or ``first`` (the site every other arm
+    probes: by default the first instruction)."""
     from agent import resolve, spec
+    from agent.kfeatures import xmm_helper_available
 
-    text = json.dumps({
-        "version": 1, "targets": {"bench": {"binary": site.binary}},
-        "probes": [{"name": "bench", "function": site.function, "metrics": [
-            {"name": "bench_calls_total", "type": "counter", "aggregate": aggregate,
-             "help": "calls seen at the bench's site"}]}]})
-    plan = resolve.resolve(spec.parse(text, "<bench>"))
+    probe_spec: dict[str, Any] = {"name": "bench", "function": site.function, "metrics": [
+        {"name": "bench_calls_total", "type": "counter", "aggregate": aggregate,
+         "help": "calls seen at the bench's site"}]}
+    if value is not None:
+        probe_spec["values"] = {"v": value}
+        probe_spec["metrics"].append({"name": "bench_value_total", "type": "counter",
+                                      "value": "v", "help": f"the sum of {value}"})
+    text = json.dumps({"version": 1, "targets": {"bench": {"binary": site.binary}},
+                       "probes": [probe_spec]})
+    plan = resolve.resolve(spec.parse(text, "<bench>"), xmm_helper_available() is not None)
     (probe,) = plan.probes
     chosen = probe.sites[0]
     if chosen.address == site.address or not (first or site.fixed):
@@ -355,6 +366,16 @@ def bench_plan(site: Site, aggregate: str, first: bool = False) -> Plan:
     moved = replace(chosen, address=site.address, file_offset=site.file_offset,
                     why="the bench's site", skip_flags=0, handling="")
     return replace(plan, probes=(replace(probe, sites=(moved,)),))
+
+
+def _where(site: Site, plan: Plan) -> str:
+    """Where noop's arm probed, when that is not the bench's site."""
+    chosen = plan.probes[0].sites
+    if [s.address for s in chosen] == [site.address]:
+        return ""
+    how = "stack-check jbe" if chosen[0].skip_flags == FLAGS_BELOW_OR_EQUAL else "instruction"
+    more = f" and {len(chosen) - 1} more" if len(chosen) > 1 else ""
+    return f"{chosen[0].address:#x} ({chosen[0].handling} {how}){more}"
 
 
 @contextmanager
@@ -365,10 +386,7 @@ def _noop(site: Site, aggregate: str, first: bool = False) -> Iterator[Attached]
 
     plan = bench_plan(site, aggregate, first)
     program = codegen.generate(plan, xmm_helper_available(), mode="run")
-    chosen = plan.probes[0].sites[0]
-    attached = Attached(where="" if chosen.address == site.address else
-                        f"{chosen.address:#x} ({chosen.handling} "
-                        f"{'stack-check jbe' if chosen.skip_flags else 'instruction'})")
+    attached = Attached(where=_where(site, plan))
     with load.Loaded(plan, program) as loaded:
         if aggregate == "kernel":
             yield attached
@@ -414,12 +432,16 @@ class _Reader:
             self.loaded.wait(DRAIN_EVERY)
         self._read()
 
-    def counted(self) -> float:
-        """The counter's value as noop would export it."""
-        (family,) = self.session.users.families({})
-        return float(sum(s.value for s in family.samples if s.name.endswith("_total")))
+    def counted(self, name: str = "bench_calls") -> float:
+        """The counter ``name``'s value as noop would export it."""
+        return float(sum(s.value for family in self.session.users.families({})
+                         if family.name == name for s in family.samples
+                         if s.name.endswith("_total")))
 
     def __enter__(self) -> _Reader:
+        from agent.daemon import settled
+
+        settled()  # as noop run does once attached
         self._thread.start()
         return self
 
@@ -428,17 +450,44 @@ class _Reader:
         self._thread.join()
 
 
+@contextmanager
+def _noop_value(site: Site) -> Iterator[Attached]:
+    """noop's counter of calls in the kernel, beside the sum of the method's float
+    argument, read where noop reads it (its fallback sites without an XMM helper)."""
+    from agent import aggregate as agg
+    from agent import codegen, load
+    from agent.kfeatures import xmm_helper_available
+
+    param = FLOAT_PARAMS.get(site.function)
+    if param is None:
+        raise NoopError(f"noop-value: {site.function} has no float argument",
+                        "use --op counter.Add, gauge.Add, gauge.Set or histogram.Observe")
+    plan = bench_plan(site, "kernel", value=param)
+    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    attached = Attached(where=_where(site, plan))
+    with load.Loaded(plan, program) as loaded:
+        with _Reader(plan, program, loaded) as reader:
+            yield attached
+        lay = program.aggregates[0]
+        attached.hits = sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
+        attached.notes.update({"value": reader.counted("bench_value"),
+                               "read": reader.session.seen.get(0, 0),
+                               "lost": loaded.lost_by_probe()[0], "cpu_s": reader.cpu})
+
+
 NONE = Arm("none", _nothing, "nothing attached")
 EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
 NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
                   "noop's counter of calls, aggregated in the kernel")
 NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
                    "noop's counter of calls, every hit a ring-buffer record read by noop")
+NOOP_VALUE = Arm("noop-value", _noop_value,
+                 "noop-kernel's counter, and the sum of the float argument (in noop)")
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
-                                            NOOP_RINGBUF, BPFTRACE)}
+                                            NOOP_RINGBUF, NOOP_VALUE, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
@@ -527,4 +576,7 @@ def render(result: Result) -> str:
             rate = f"{read / cpu / 1e6:.2f} M/s" if cpu > 0 else "-"
             tail.append(f"{a.name}: {read:.0f} records read, {lost:.0f} lost; "
                         f"decoded at {rate} per core")
+        if any("value" in r.notes for r in a.runs):
+            tail.append(f"{a.name}: argument summed {sum(r.notes['value'] for r in a.runs):g}"
+                        f"; the workload's final values {sum(r.final for r in a.runs):g}")
     return "\n".join(line[:80] for line in (*head, *rows, *tail))

@@ -6,6 +6,7 @@ watchdog from its main loop (``sdnotify``)."""
 
 from __future__ import annotations
 
+import gc
 import signal
 import time
 from collections.abc import Callable
@@ -41,6 +42,15 @@ class Options:
     listen: str
     web: WebConfig | None
     xmm_helper: str | None
+
+
+def settled() -> None:
+    """Once the plan is resolved and loaded: leave what is alive now (the DWARF
+    index, the plan, BCC's objects: long-lived) out of the garbage collector's full
+    passes, which would otherwise walk all of it and stall the reader past what the
+    ring buffer holds at high rates."""
+    gc.collect()
+    gc.freeze()
 
 
 def log(message: str, priority: int = logs.INFO) -> None:
@@ -102,6 +112,7 @@ class Daemon:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         session, self.loaded = self._load(plan)
         self.exporter.use(session)
+        settled()
 
     def reload(self) -> None:
         self.notify.reloading()
@@ -121,6 +132,8 @@ class Daemon:
         self.loaded = loaded
         if old is not None:
             old.close()
+        gc.unfreeze()  # the old session's objects may go now
+        settled()
         self.health.reloads_ok += 1
         self.health.last_reload_ok = True
         self.health.last_reload_time = time.time()

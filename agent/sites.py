@@ -13,6 +13,7 @@ ones it refuses to probe (``arch/x86/kernel/uprobes.c``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import capstone
 from capstone import x86
 
+from agent.arch.amd64 import full_register
 from agent.binary.elf import ElfFile
 
 
@@ -100,6 +102,32 @@ def atomics(insns: tuple[Insn, ...], mnemonic: str, disp: int) -> tuple[Atomic, 
             continue
         out.append(Atomic(i, mem[1], mem[3], reg[1]))
     return tuple(out)
+
+
+ZF = 0x40  # the zero flag in eflags
+
+
+def past_swap_flag(insns: tuple[Insn, ...], n: int, keep: Iterable[str]) -> Insn | None:
+    """After the ``lock cmpxchg`` at ``insns[n]``, Go's ``sete R; test R, R; jcc``: the
+    jcc, which the kernel emulates where the ``sete`` right after the cmpxchg is
+    single-stepped; there ZF is clear exactly when the swap won. None when the code is
+    otherwise, when R is part of a register in ``keep``, or when anything jumps in
+    between (then other paths would reach the jcc)."""
+    if n + 3 >= len(insns):
+        return None
+    sete, test, jcc = insns[n + 1:n + 4]
+    if sete.mnemonic != "sete" or len(sete.operands) != 1 or sete.operands[0][0] != "reg":
+        return None
+    r = sete.operands[0][1]
+    if test.mnemonic != "test" or test.operands != (("reg", r), ("reg", r)):
+        return None
+    if not jcc.mnemonic.startswith("j") or jcc.mnemonic == "jmp":
+        return None
+    if full_register(r) in {full_register(k) for k in keep}:
+        return None
+    if any(i.target in (sete.address, test.address, jcc.address) for i in insns):
+        return None
+    return jcc
 
 
 def stack_store(i: Insn) -> tuple[int, str] | None:

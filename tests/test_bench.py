@@ -224,3 +224,28 @@ def test_cli(workloads: dict[str, Path], tracefs: None) -> None:
         assert done.returncode != 0 and said in done.stderr, (argv, done.stderr)
         assert "Traceback" not in done.stderr
     assert main(["bench", "--arms", "nonesuch"]) == 1
+
+
+@pytest.mark.parametrize("op", ["gauge.Add", "counter.Add"])
+def test_value_arm_sums_the_float_argument(workloads: dict[str, Path], tracefs: None,
+                                           op: str) -> None:
+    """noop-value reads Add's float argument without an XMM helper, at the emulated
+    conditional jump after each update's sete and test: it sees every call and its
+    sum equals the metric the workload itself reads (2.5 per call). (10 000 calls: a
+    value derived at its site is decoded record by record, slower than the workload
+    makes them, so the ring holds the burst.)"""
+    fn = bench.workload_function("go", op)
+    result = bench.run(workloads["go"], op, fn, [bench.NONE, bench.NOOP_VALUE], 1, 10_000,
+                       repeats=1)
+    _none, value = result.arms
+    (run,) = value.runs
+    assert run.hits == run.calls == run.notes["read"] == 10_000 and run.notes["lost"] == 0
+    assert run.notes["value"] == run.final == bench.expected_final(op, run.calls)
+    assert "(emulated instruction)" in run.where
+    assert f"noop-value: argument summed {run.final:g}" in bench.render(result)
+
+
+def test_value_arm_needs_a_float_argument(workloads: dict[str, Path]) -> None:
+    fn = bench.workload_function("go", "counter.Inc")
+    with pytest.raises(NoopError, match="has no float argument"):
+        bench.run(workloads["go"], "counter.Inc", fn, [bench.NOOP_VALUE], 1, 10, repeats=1)

@@ -208,9 +208,11 @@ def _disassembly(binary: Path, start: int, stop: int) -> dict[int, str]:
 def test_float_argument_sites_agree_with_objdump(noop_json: Any, example: Path,
                                                  tmp_path: Path) -> None:
     """Where noop reads a float argument that arrives in xmm0, checked against objdump:
-    Gauge.Add's val right after each lock cmpxchg on the gauge (its own and those of
-    its copies in Inc, Dec and Sub), from rax (old) and the cmpxchg's source (new);
-    Observe's v in the stack slot a movsd stored xmm0 to, before the site."""
+    Gauge.Add's val after each lock cmpxchg on the gauge (its own and those of its
+    copies in Inc, Dec and Sub), at the conditional jump after the swap's sete and
+    test, keeping the hits with ZF clear (the swap won), from rax (old) and the
+    cmpxchg's source (new), neither of which the sete writes; Observe's v in the stack
+    slot a movsd stored xmm0 to, before the site."""
     spec = tmp_path / "floats.yaml"
     spec.write_text(FLOAT_SPEC.format(binary=example, pkg="github.com/prometheus/"
                                       "client_golang/prometheus"))
@@ -219,11 +221,15 @@ def test_float_argument_sites_agree_with_objdump(noop_json: Any, example: Path,
     callers = set()
     for site in add["sites"]:
         at = int(site["address"], 16)
-        code = _disassembly(example, at - 16, at + 1)
-        cas = code[max(a for a in code if a < at)]
+        code = _disassembly(example, at - 24, at + 8)
+        cas, sete, test = (code[a] for a in sorted(a for a in code if a < at)[-3:])
         new = re.fullmatch(r"lock cmpxchg %(\w+),\(%(\w+)\)", cas)
-        assert new, cas
-        assert site["when"] == "zero flag set"
+        flag = re.fullmatch(r"sete\s+%(\w+)", sete)
+        assert new and flag, (cas, sete)
+        assert re.fullmatch(rf"test\s+%{flag.group(1)},%{flag.group(1)}", test), test
+        assert re.fullmatch(r"j(e|ne)\s+.*", code[at]), code[at]
+        assert flag.group(1)[0] not in ("a", new.group(1)[1]), "sete kept rax and new"
+        assert "when" not in site and site["skip"] == "flags & 0x40"
         assert site["values"]["delta"]["formula"] == "new-old"
         assert site["values"]["delta"]["regs"] == ["rax", new.group(1)]
         assert site["values"]["m"]["ops"][0] == {"op": "reg", "reg": new.group(2)}

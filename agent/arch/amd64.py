@@ -6,6 +6,8 @@ Mapping"; the Go order is from Go's internal ABI specification (abi-internal.md)
 
 from __future__ import annotations
 
+import re
+
 # DWARF register number -> register name (psABI §3.6.2).
 DWARF_REGS: dict[int, str] = {
     0: "rax", 1: "rdx", 2: "rcx", 3: "rbx", 4: "rsi", 5: "rdi", 6: "rbp", 7: "rsp",
@@ -39,3 +41,16 @@ SYSV_SSE_RETURN = ("xmm0", "xmm1")
 def is_vector(reg: str) -> bool:
     """XMM registers: a uprobe's pt_regs does not hold them."""
     return reg.startswith("xmm")
+
+
+def full_register(name: str) -> str:
+    """The 64-bit general register ``name`` is part of (``cl`` and ``ecx``: ``rcx``;
+    ``r8b``: ``r8``); any other name as it is."""
+    numbered = re.fullmatch(r"(r\d+)[dwb]?", name)
+    if numbered:
+        return numbered.group(1)
+    legacy = re.fullmatch(r"[re]?([abcd])[xlh]", name)
+    if legacy:
+        return f"r{legacy.group(1)}x"
+    index = re.fullmatch(r"[re]?(si|di|sp|bp)l?", name)
+    return f"r{index.group(1)}" if index else name

@@ -171,6 +171,12 @@ def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
         insns = sites.disassemble(b.elf, sym.address, sym.size)
         for a in sites.atomics(insns, rule.mnemonic, offset):
             address = a.insn.end if rule.after else a.insn.address
+            zf, skip, past = rule.zf, 0, ""
+            jcc = sites.past_swap_flag(insns, insns.index(a.insn), ("rax", a.src, a.base)) \
+                if rule.zf else None
+            if jcc is not None:  # emulated where the sete after the cmpxchg is not
+                address, zf, skip = jcc.address, False, sites.ZF
+                past = f", at the {jcc.mnemonic} after its sete and test (ZF clear)"
             pairs = _common(b, recv, a.base) + _specific(b, rule, recv, a, fn, insns, address)
             values = tuple(v for v, _ in pairs)
             if layout is not None and values != layout:
@@ -178,9 +184,9 @@ def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
             layout = values
             how = ("after the " if rule.after else "at the ") + \
                 f"{'lock ' * a.insn.lock}{rule.mnemonic} on {rule.kind}.{rule.field} " \
-                f"at {a.insn.address:#x}"
+                f"at {a.insn.address:#x}{past}"
             out.append(Site(fn, address, b.elf.file_offset(address), how,
-                            tuple(f for _, f in pairs), when_zf=rule.zf,
+                            tuple(f for _, f in pairs), when_zf=zf, skip_flags=skip,
                             tag=f"{rule.kind}.{_op(method)}"))
     if not out or layout is None:
         return None
@@ -291,6 +297,10 @@ def _argument_at(b: Binary, a: Argument, where: str, insns: tuple[sites.Insn, ..
             site, zf, skip = insns[n + 1] if n + 1 < len(insns) else None, True, 0
             fetch = Fetch("derived", regs=("rax", at.src), formula=a.formula)
             why = f"after the {what}: a successful update"
+            jcc = sites.past_swap_flag(insns, n, ("rax", at.src, at.base))
+            if jcc is not None:
+                site, zf, skip = jcc, False, sites.ZF
+                why += f" (at the {jcc.mnemonic} after its sete and test: ZF clear)"
         elif a.mnemonic == "xchg":  # the argument's bits, stored as they are
             site, zf, skip = at.insn, False, 0
             fetch = Fetch("reg", size=8, regs=(at.src,))
