@@ -174,7 +174,7 @@ def derive(formula: str, words: tuple[int, ...]) -> float:
 _SCALAR = {("int", 1): "b", ("int", 2): "h", ("int", 4): "i", ("int", 8): "q",
            ("float", 4): "f", ("float", 8): "d"}
 _UNSIGNED = {1: "B", 2: "H", 4: "I", 8: "Q"}
-TS, PID, FAULTS, ABSENT = 1, 3, 7, 8  # fields of every record in a Records tuple
+TS, PID, SITE, FAULTS, ABSENT = 1, 3, 6, 7, 8  # fields of every record in a Records tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +188,23 @@ class Records:
     struct: struct.Struct
     fields: dict[str, int]
     slots: dict[str, Slot]
+    # values of two words: (tuple field, words, value, formula by site); ``finish``
+    # turns the words into the value, derived at a site with a formula, else the first
+    derived: tuple[tuple[int, int, ValueSpec, dict[int, str]], ...] = ()
+
+    def finish(self, records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The unpacked ``records`` with each value of two words made one value, in
+        the field ``fields`` names."""
+        if not self.derived:
+            return records
+        out = []
+        for rec in records:
+            r = list(rec)
+            for i, words, v, formulas in self.derived:
+                formula = formulas.get(rec[SITE])
+                r[i] = derive(formula, rec[i:i + words]) if formula else scalar(v, rec[i])
+            out.append(tuple(r))
+        return out
 
     def width(self, name: str) -> int:
         """Tuple fields of a value: a string's length word and bytes, or one."""
@@ -206,10 +223,13 @@ def _text(v: ValueSpec, length: int, raw: bytes) -> str | bytes:
     return raw.decode("utf-8", "replace") if v.decode == "string" else raw
 
 
-def records(lay: Layout, stride: int) -> Records:
-    """The ``Records`` of ``lay`` in the ring, where each takes ``stride`` bytes."""
+def records(lay: Layout, stride: int, derived: dict[int, dict[str, str]] | None = None
+            ) -> Records:
+    """The ``Records`` of ``lay`` in the ring, where each takes ``stride`` bytes;
+    ``derived``: by site, the values derived there and their formulas."""
     fmt = "<I4x" + HEADER.format.lstrip("<")
     fields: dict[str, int] = {}
+    wide = []
     n = 1 + len(HEADER_FIELDS) + 1
     for s in lay.slots:
         fields[s.value.name] = n
@@ -217,13 +237,19 @@ def records(lay: Layout, stride: int) -> Records:
             fmt += f"I4x{s.cap}s"
             n += 2
             continue
+        if s.words > 1:
+            formulas = {site: d[s.value.name] for site, d in (derived or {}).items()
+                        if s.value.name in d}
+            wide.append((n, s.words, s.value, formulas))
+            fmt += "Q" * s.words
+            n += s.words
+            continue
         size = s.value.size if s.value.size in (1, 2, 4, 8) else 8
         code = _SCALAR.get((s.value.decode, size)) or _UNSIGNED[size]
         fmt += code + (f"{8 - struct.calcsize(code)}x" if struct.calcsize(code) < 8 else "")
-        fmt += f"{8 * (s.words - 1)}x" if s.words > 1 else ""
         n += 1
     used = struct.calcsize(fmt)
     if used > stride:
         raise ValueError(f"records of {lay.struct_name} take {used} bytes, not {stride}")
     return Records(lay, struct.Struct(fmt + (f"{stride - used}x" if stride > used else "")),
-                   fields, {sl.value.name: sl for sl in lay.slots})
+                   fields, {sl.value.name: sl for sl in lay.slots}, tuple(wide))

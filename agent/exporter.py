@@ -65,21 +65,20 @@ class Session:
             skip = set(bad)
             records = [r for i, r in enumerate(records) if i not in skip]
         self.seen[probe] = self.seen.get(probe, 0) + len(records)
-        self.users.on_records(self.plan.probes[probe], spec, records)
+        self.users.on_records(self.plan.probes[probe], spec, spec.finish(records))
         for i in bad:
             self.on_record(ringbuf.record(run, i))
 
     def _records(self, probe: int, stride: int) -> events.Records | None:
         """How to unpack runs of ``probe`` at once; None: one by one (the preset learns
-        names from its events, a value unreadable at a site decodes as None, and one
-        derived at a site is computed from its words there)."""
+        names from its events, and a value unreadable at a site decodes as None)."""
         key = (probe, stride)
         if key not in self._formats:
             ok = self.meta is None and not any(
-                why for (p, _site), why in [*self.program.unreadable.items(),
-                                            *self.program.derived.items()] if p == probe)
-            self._formats[key] = events.records(self.program.layouts[probe], stride) \
-                if ok else None
+                why for (p, _site), why in self.program.unreadable.items() if p == probe)
+            derived = {s: d for (p, s), d in self.program.derived.items() if p == probe}
+            self._formats[key] = events.records(self.program.layouts[probe], stride,
+                                                derived) if ok else None
         return self._formats[key]
 
     def on_record(self, data: bytes) -> None:

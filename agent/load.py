@@ -140,10 +140,11 @@ class Loaded:
             site = probe.sites[si]
             target = self.plan.target(probe.target)
             pid = target.pid if target.pid is not None else -1
-            # Every process of the binary; a --pid filter is in the program.
-            _attach(self.bpf, target.binary, site.address, fn,
-                    f"{probe.name} at {site.function} ({site.address:#x})")
-            self.attachments.append(Attachment(pi, si, target.binary, site.address, pid))
+            # Every process of each file; a --pid filter is in the program.
+            for path in target.files:
+                _attach(self.bpf, path, site.address, fn,
+                        f"{probe.name} at {site.function} ({site.address:#x})")
+                self.attachments.append(Attachment(pi, si, path, site.address, pid))
 
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` seconds, or until a record that wakes readers."""

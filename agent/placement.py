@@ -191,7 +191,10 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
                ) -> Site | None:
     """For values in XMM registers at entry: the first instruction that every call
     runs once (after the stack check, straight on, over calls) where every value is in
-    memory or a general register; None when there is none.
+    memory or a general register, or when that one is single-stepped, a later one the
+    kernel emulates where they still are, up to the next call (the call itself
+    included: the probe fires before it runs, so no call is missed); None when there
+    is none.
 
     A value is where DWARF places it there, or, where DWARF still names the XMM
     register, in the stack slot the function copied that register to on the way
@@ -205,7 +208,11 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
     start = next((n + 1 for n, i in enumerate(insns) if check and i == check.jbe), 0)
     sizes = {p.name: p.size for p in fv.params}
     spills: dict[str, tuple[int, int, int]] = {}  # register -> (rsp offset, store, cfa)
+    first: Site | None = None
     for insn in sites.once_per_call(insns, start):
+        if first is not None and (first.handling == sites.EMULATED or
+                                  _calls_between(insns, first.address, insn.address)):
+            break
         how = sites.handling(insn.raw)
         cfa = b.dwarf.cfa_at(insn.address)
         if how != sites.REFUSED and cfa is not None and insn.address != sym.address:
@@ -218,11 +225,15 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
                     where = (f"{', '.join(sorted(copied))} is in the stack slot its XMM "
                              "register was copied to (DWARF agrees at the copy) and DWARF "
                              "places every other value in memory or general registers")
-                return Site(function, insn.address, b.elf.file_offset(insn.address),
-                            f"{', '.join(unreadable)} in XMM registers at entry, which a "
-                            f"uprobe cannot read: at +{insn.address - sym.address:#x} "
-                            f"({insn.mnemonic}, {how}), the first instruction every call "
-                            f"runs once where {where}", got, handling=how)
+                which = "the first instruction every call runs once" if first is None \
+                    else ("the first emulated instruction after the single-stepped "
+                          f"+{first.address - sym.address:#x}, with no call between,")
+                if first is None or how == sites.EMULATED:
+                    first = Site(function, insn.address, b.elf.file_offset(insn.address),
+                                 f"{', '.join(unreadable)} in XMM registers at entry, which "
+                                 f"a uprobe cannot read: at +{insn.address - sym.address:#x}"
+                                 f" ({insn.mnemonic}, {how}), {which} where {where}", got,
+                                 handling=how)
         if "rsp" in insn.writes and insn.mnemonic != "call":
             spills.clear()
         for reg, (offset, _store, _cfa) in list(spills.items()):
@@ -231,7 +242,12 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
         stored = sites.stack_store(insn)
         if stored is not None and is_vector(stored[1]) and cfa is not None:
             spills[stored[1]] = (stored[0], insn.address, cfa)
-    return None
+    return first
+
+
+def _calls_between(insns: tuple[sites.Insn, ...], start: int, end: int) -> bool:
+    """Whether a call runs from ``start`` up to (not including) ``end``."""
+    return any(i.mnemonic == "call" for i in insns if start <= i.address < end)
 
 
 def _spilled_location(b: Binary, die: DIE, pc: int, cfa: int,

@@ -308,11 +308,19 @@ class TargetPlan:
     pid: int | None
     goid_offset: int | None  # runtime.g.goid, for Go programs with g in r14
     stack_hi_offset: int | None = None  # runtime.g.stack.hi: pairs a Go call's exits
+    # other files of the same build that processes run (in other containers)
+    also: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file to attach the target's probes to."""
+        return (self.binary, *self.also)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "binary": self.binary, "build_id": self.build_id,
                 "language": self.language, "pid": self.pid,
-                "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset}
+                "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset,
+                **({"also": list(self.also)} if self.also else {})}
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,7 @@ def plan(data: dict[str, Any]) -> str:
         pid = f", pid {t['pid']}" if t["pid"] else ", every process"
         lines.append(f"target {t['name']}: {t['binary']} ({t['language']}, "
                      f"build-id {t['build_id']}{pid})")
+        lines += [f"  and the same build at {path}" for path in t.get("also", ())]
     for p in data["probes"]:
         lines.append("")
         lines.append(f"probe {p['name']} ({len(p['sites'])} site"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import os
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
-from agent import aggregate, placement, sites
+from agent import aggregate, discover, placement, sites
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.locations import Location
@@ -36,7 +37,7 @@ from agent.plan import (
     ValueSpec,
 )
 from agent.selectors import SelectError, Walker
-from agent.spec import Probe, Spec, Step, Value, parse_selector
+from agent.spec import Probe, Spec, Step, Target, Value, parse_selector
 from agent.specread import Mark, Problem, SpecError
 
 
@@ -111,9 +112,13 @@ class Binary:
         sym = self.functions.symbols.get(function or "")
         return sym.address if sym is not None else 0
 
-    def plan(self, name: str, pid: int | None) -> TargetPlan:
-        return TargetPlan(name, str(Path(self.path).resolve()), self.elf.build_id,
-                          self.dwarf.language, pid, self.goid_offset, self.stack_hi_offset)
+    def plan(self, name: str, pid: int | None, also: tuple[str, ...] = ()) -> TargetPlan:
+        # A path through /proc/PID/root reaches another mount namespace's file: resolving
+        # its links would name a path of that namespace instead.
+        path = self.path if self.path.startswith(str(discover.PROC) + "/") \
+            else str(Path(self.path).resolve())
+        return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
+                          self.goid_offset, self.stack_hi_offset, also)
 
 
 @dataclass
@@ -132,20 +137,48 @@ def binary_path(spec: Spec, binary: str) -> str:
     return str(Path(spec.path).parent / p)
 
 
+def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[str, ...]]:
+    """The file a target's program is read from, and the other files (in other
+    containers) that processes run with the same build: a path on this host as it
+    is; else, or when the target names an executable or a build-id, what the running
+    processes run, reached through /proc."""
+    if t.binary is not None:
+        path = binary_path(spec, t.binary)
+        if not Path(t.binary).is_absolute() or os.path.lexists(path):
+            return path, ()
+        selector = discover.Selector(path=t.binary)
+    else:
+        selector = discover.Selector(exe=t.exe, build_id=t.build_id)
+    found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
+    if not found:
+        runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"
+        raise NoopError(("no such file here, and " if t.binary is not None else "") +
+                        f"{runs} {selector.describe()}",
+                        "start the program first, or check the name (noop looks in every "
+                        "process, containers included, through /proc)")
+    builds = sorted({ids.of(p) or "?" for p in found})
+    if len(builds) > 1:
+        raise NoopError(f"processes run {len(builds)} builds of {selector.describe()} "
+                        f"({', '.join(builds)})", "name one of them by build_id")
+    return found[0].path, tuple(p.path for p in found[1:])
+
+
 def resolve(spec: Spec, xmm_readable: bool = False) -> Plan:
     """The plan for ``spec``; ``xmm_readable``: the kernel has a helper that reads XMM
     registers, so float arguments are read where they are passed."""
     out = _Collector([])
     binaries: dict[str, Binary] = {}
     targets: list[TargetPlan] = []
+    ids = discover.BuildIds()
     for t in spec.targets:
         try:
-            b = Binary(binary_path(spec, t.binary))
+            path, also = locate(spec, t, ids)
+            b = Binary(path)
         except NoopError as exc:
             out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
             continue
         binaries[t.name] = b
-        targets.append(b.plan(t.name, t.pid))
+        targets.append(b.plan(t.name, t.pid, also))
     probes: list[ProbePlan] = []
     for probe in spec.probes:
         binary = binaries.get(probe.target)

@@ -38,10 +38,15 @@ MAX_MAX = 256
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """A program to probe, named by exactly one of: its path (``binary``), its
+    executable's name (``exe``) or its build-id."""
+
     name: str
-    binary: str  # absolute, or relative to the spec file's directory when given so
+    binary: str | None  # absolute, or relative to the spec file's directory when given so
     pid: int | None
     mark: Mark
+    exe: str | None = None
+    build_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +103,12 @@ TOP_KEYS = (
 )
 TARGET_KEYS = (
     Key("binary", "str", "path of the ELF file (relative paths start at this file's "
-        "directory)", required=True),
+        "directory); an absolute path not found here is looked up in each process's own "
+        "root, as a container sees it"),
+    Key("exe", "str", "instead of binary: the executable's file name, in every process "
+        "and container"),
+    Key("build_id", "str", "instead of binary: the executable's build-id (as noop check "
+        "prints it), in every process and container"),
     Key("pid", "int", "only this process (default: every process running the binary)"),
 )
 PROBE_KEYS = (
@@ -159,8 +169,11 @@ def json_schema() -> dict[str, Any]:
                    "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
         "metrics": {"type": "array", "items": metric}})
     probe["oneOf"] = [{"required": ["function"]}, {"required": ["match"]}]
-    target = obj(TARGET_KEYS, {"binary": {"type": "string"},
+    target = obj(TARGET_KEYS, {"binary": {"type": "string", "minLength": 1},
+                               "exe": {"type": "string", "minLength": 1},
+                               "build_id": {"type": "string", "minLength": 1},
                                "pid": {"type": "integer", "minimum": 1}})
+    target["oneOf"] = [{"required": [k]} for k in _NAMED_BY]
     top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
                          "targets": {"type": "object", "minProperties": 1,
                                      "propertyNames": ident,
@@ -247,16 +260,28 @@ def _targets(r: Reader, node: yaml.Node) -> Iterator[Target]:
         if not _IDENT.match(name):
             r.error(knode, f"target name {name!r} must be letters, digits and _")
         fields = r.mapping(vnode, f"target {name!r}", TARGET_KEYS)
-        if fields is None or "binary" not in fields:
+        if fields is None:
             continue
-        binary = r.typed(fields["binary"][1], str, "binary")
+        named = [k for k in _NAMED_BY if k in fields]
+        if len(named) != 1:
+            r.error(vnode, f"target {name!r}: " + ("names its program twice: " + " and "
+                    .join(named) if named else "missing binary"),
+                    "give one of binary (a path), exe (a file name) or build_id")
+            continue
+        (key,) = named
+        how = r.typed(fields[key][1], str, key)
         pid = r.typed(fields["pid"][1], int, "pid") if "pid" in fields else None
         if pid is not None and pid < 1:
             r.error(fields["pid"][1], "pid must be a positive process id")
-        if binary == "":
-            r.error(fields["binary"][1], "binary is empty", "give the path of the executable")
-        elif binary:
-            yield Target(name, binary, pid, r.mark(knode))
+        if how == "":
+            r.error(fields[key][1], f"{key} is empty", "give the path of the executable"
+                    if key == "binary" else f"give the executable's {key.replace('_', '-')}")
+        elif how and key == "exe" and "/" in how:
+            r.error(fields[key][1], "exe is a file name, without /",
+                    "give a path as binary instead")
+        elif how:
+            yield Target(name, how if key == "binary" else None, pid, r.mark(knode),
+                         **({key: how} if key != "binary" else {}))
 
 
 def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:
@@ -376,9 +401,13 @@ def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
         raise NoopError("--binary and --pid need a spec with exactly one target",
                         "set binary and pid in the spec's targets instead")
     t = s.targets[0]
-    t = replace(t, binary=str(Path(binary).resolve()) if binary else t.binary,
-                pid=pid if pid is not None else t.pid)
+    if binary:  # the command line's path replaces however the spec named the program
+        t = replace(t, binary=str(Path(binary).resolve()), exe=None, build_id=None)
+    t = replace(t, pid=pid if pid is not None else t.pid)
     return replace(s, targets=(t,))
+
+
+_NAMED_BY = ("binary", "exe", "build_id")  # how a target names its program: exactly one
 
 
 # A selector, split into steps: ("name", "c"), ("field", "desc"), ("index", 0).

@@ -565,3 +565,27 @@ def test_derived_values(formula: str, words: tuple[int, int], want: float) -> No
     whole = events.decode(lay, body).values["val"]
     assert whole == struct.unpack("<d", struct.pack("<Q", words[0]))[0] or \
         math.isnan(whole)
+
+
+def test_derived_values_unpack_at_once_as_decode() -> None:
+    """A run of records of a probe with a value derived at one site (site 1) and read
+    whole at the other (site 0): ``Records.finish`` gives every value as ``decode`` does
+    with the site's own formulas, so such probes keep the batch path."""
+    lay = events.layout(0, DERIVED)
+    stride = ringbuf.stride(lay.size)
+    derived = {0: {}, 1: {"val": "new-old"}}
+    spec = events.records(lay, stride, derived)
+    assert spec.struct.size == stride
+    bodies = []
+    for i, (site, words) in enumerate([(1, (_bits(10.0), _bits(15.0))), (0, (_bits(2.5), 9)),
+                                       (1, (_bits(-406.0), _bits(-413.0)))]):
+        body = HEADER.pack(100 + i, 0, 7, 7, 0, site, 0, 0, 0) + \
+            struct.pack("<I4x8s", 2, b"ab") + struct.pack("<QQ", *words)
+        bodies.append(body + bytes(stride - 8 - len(body)))
+    raw = b"".join(struct.pack("<I4x", len(b)) + b for b in bodies)
+    got = spec.finish(list(spec.struct.iter_unpack(raw)))
+    for t, body in zip(got, bodies, strict=True):
+        ev = events.decode(lay, body, derived=derived[t[events.SITE]])
+        assert spec.value("val", t) == ev.values["val"]
+        assert spec.value("name", t) == ev.values["name"] == "ab"
+    assert [spec.value("val", t) for t in got] == [5.0, 2.5, -7.0]

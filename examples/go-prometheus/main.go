@@ -132,6 +132,7 @@ func main() {
 	period := flag.Duration("period", time.Second, "time between ticks")
 	ticks := flag.Int("ticks", 0, "stop after this many ticks (0: run until signalled)")
 	linger := flag.Duration("linger", 0, "keep serving /metrics this long after the last tick")
+	hold := flag.Bool("hold", false, "wait for SIGUSR1 before the first tick (a tracer attaches first)")
 	flag.Parse()
 	if *period <= 0 {
 		fmt.Fprintln(os.Stderr, "go-prometheus: -period must be positive")
@@ -159,6 +160,16 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *hold {
+		start := make(chan os.Signal, 1)
+		signal.Notify(start, syscall.SIGUSR1)
+		log.Printf("go-prometheus: holding until SIGUSR1")
+		select {
+		case <-ctx.Done():
+		case <-start:
+		}
+		signal.Stop(start)
+	}
 	t := time.NewTicker(*period)
 	defer t.Stop()
 loop:
