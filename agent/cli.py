@@ -63,7 +63,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
         from agent.kfeatures import xmm_helper_available
-        plan = resolve.resolve(loaded, xmm_helper_available() is not None)
+        # noop run waits for targets no process runs yet; the other commands say so.
+        plan = resolve.resolve(loaded, xmm_helper_available() is not None, wait=aggregate)
         for warning in plan.warnings:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
@@ -118,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     web = webconfig.load(args.web_config) if args.web_config else None
     plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
-    if not any(p.metrics or p.aggregate for p in plan.probes):
+    if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting:
         err = NoopError("nothing to export: no probe of the spec has metrics",
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2

@@ -25,6 +25,7 @@ from agent.presets.meta import GoMeta
 from agent.sdnotify import Notifier
 from agent.serve import Server
 from agent.usermetrics import UserMetrics
+from agent.watch import SCAN_EVERY, Watch
 from agent.webconfig import WebConfig
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class Daemon:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.exporter)
         self.loaded: Loaded | None = None
+        self.plan = opts.first  # the plan in use: its probes are on, its targets watched
+        self.started = False
+        self.watch = Watch()
         self.signals: list[int] = []
         self.beat = time.monotonic()
         self.notify = Notifier()
@@ -76,15 +80,16 @@ class Daemon:
         return (late < 10, "ok" if late < 10 else f"main loop stalled for {late:.0f}s")
 
     def ready(self) -> tuple[bool, str]:
-        s = self.exporter.session
-        if s is None:
+        if not self.started:
             return False, "attaching"
-        return True, f"{len(s.maps.attachments)} uprobes attached"
+        return True, self._status()  # also with no target on this node: nothing to do
 
-    def _load(self, plan: Plan) -> tuple[Session, Loaded]:
+    def _load(self, plan: Plan) -> tuple[Session | None, Loaded | None]:
         from agent import load
 
         program = codegen.generate(plan, self.opts.xmm_helper, mode="run")
+        if not program.functions and plan.waiting:
+            return None, None  # every target still to start: nothing to load yet
         if not program.functions:
             raise NoopError("nothing to export: no probe of the spec has metrics",
                             "add metrics: to a probe (see probes.yaml)")
@@ -112,37 +117,77 @@ class Daemon:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         session, self.loaded = self._load(plan)
         self.exporter.use(session)
+        self.started = True
+        for name, selector in plan.waiting:
+            log(f"target {name}: waiting for a process running {selector.describe()}")
         settled()
 
-    def reload(self) -> None:
+    def reload(self, reason: str = "") -> None:
+        """Make the plan again and swap the probes: on SIGHUP (the spec may have
+        changed), or for ``reason`` (what runs changed: ``watch``). On failure the
+        running probes stay."""
         self.notify.reloading()
         self.notify.extending()
+        if reason:
+            log(f"re-resolving: {reason}")
         try:
             plan = self._plan()
             session, loaded = self._load(plan)
         except NoopError as exc:
-            self.health.reloads_failed += 1
-            self.health.last_reload_ok = False
-            log(f"reload failed, the running probes stay: {str(exc).splitlines()[0]}",
-                logs.ERROR)
+            if reason:
+                self.watch.refuse()  # not again until what runs changes
+            else:
+                self.health.reloads_failed += 1
+                self.health.last_reload_ok = False
+            log(f"{'re-resolving' if reason else 'reload'} failed, the running probes "
+                f"stay: {str(exc).splitlines()[0]}", logs.ERROR)
             self.notify.ready(self._status())
             return
         old = self.loaded
         self.exporter.use(session)
-        self.loaded = loaded
+        self.loaded, self.plan = loaded, plan
         if old is not None:
             old.close()
         gc.unfreeze()  # the old session's objects may go now
         settled()
-        self.health.reloads_ok += 1
-        self.health.last_reload_ok = True
-        self.health.last_reload_time = time.time()
-        log(f"reloaded: {len(session.maps.attachments)} uprobes attached")
+        if reason:
+            self.health.replans += 1
+        else:
+            self.health.reloads_ok += 1
+            self.health.last_reload_ok = True
+            self.health.last_reload_time = time.time()
+        log(f"{'re-resolved' if reason else 'reloaded'}: {self._status()}")
         self.notify.ready(self._status())
+
+    def rescan(self) -> None:
+        """One pass of ``watch``: probes onto files that started running, off those no
+        process runs any more; the plan made again when the builds changed."""
+        loaded = self.loaded
+        step = self.watch.step(self.plan, loaded.files if loaded is not None
+                               else lambda _t: set())
+        self.health.processes = step.processes
+        if step.replan:
+            self.reload(step.replan)
+            return
+        if loaded is None:
+            return
+        for path in step.detach:
+            n = loaded.detach_file(path)
+            self.watch.forget(path)
+            log(f"detached {n} uprobes from {path}: no process runs it")
+        for target, path in step.attach:
+            try:
+                n = loaded.attach_file(target, path)
+            except NoopError as exc:  # its process exited meanwhile: the next pass sees
+                loaded.detach_file(path)
+                log(f"target {target}: cannot attach to {path}: {exc.message}", logs.WARNING)
+                continue
+            log(f"target {target}: attached {n} uprobes to {path}")
 
     def _status(self) -> str:
         n = len(self.loaded.attachments) if self.loaded is not None else 0
-        return f"{n} uprobes attached"
+        waiting = ", ".join(name for name, _ in self.plan.waiting)
+        return f"{n} uprobes attached" + (f"; waiting for {waiting}" if waiting else "")
 
     def drain(self) -> int:
         """Fold the records in the ring buffer into the session; how many there were."""
@@ -185,10 +230,10 @@ class Daemon:
             log(f"serving {server.scheme}://{server.address}/metrics; attaching")
             self.notify.extending()  # resolving and compiling take seconds
             self.start()
-            assert self.loaded is not None
             log(f"ready: {self._status()}")
             self.notify.ready(self._status())
             next_prune = time.monotonic() + PRUNE_EVERY
+            next_scan = time.monotonic() + SCAN_EVERY
             while True:
                 self.beat = time.monotonic()
                 self.notify.beat()
@@ -202,7 +247,13 @@ class Daemon:
                         return 0
                 self.drain()
                 # Events wake noop only now and then (codegen.wake_every): and a timer.
-                self.loaded.wait(DRAIN_EVERY)
+                if self.loaded is not None:
+                    self.loaded.wait(DRAIN_EVERY)
+                else:
+                    time.sleep(DRAIN_EVERY)
+                if time.monotonic() >= next_scan:
+                    self.rescan()
+                    next_scan = time.monotonic() + SCAN_EVERY
                 if time.monotonic() >= next_prune:
                     self.prune()
                     next_prune = time.monotonic() + PRUNE_EVERY

@@ -124,6 +124,15 @@ def _build_id(path: str) -> str | None:
         return None
 
 
+def stamp(path: str) -> tuple[int, int, int, int] | None:
+    """A file's version: (device, inode, mtime, size); None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def _host_file(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -133,12 +142,16 @@ def _host_file(path: str) -> tuple[int, int] | None:
 
 
 def find(selector: Selector, pid: int | None = None, proc: Path = PROC,
-         ids: BuildIds | None = None) -> list[Process]:
-    """The processes (only ``pid``, when given) that run what ``selector`` names."""
+         ids: BuildIds | None = None, among: list[Process] | None = None) -> list[Process]:
+    """The processes (only ``pid``, when given) that run what ``selector`` names, among
+    ``among`` when given (one scan of /proc for many targets)."""
     ids = ids or BuildIds()
     host = _host_file(selector.path) if selector.path is not None else None
-    candidates = ([p] if (p := process(pid, proc)) else []) if pid is not None \
-        else list(processes(proc))
+    if among is not None:
+        candidates = [p for p in among if pid is None or p.pid == pid]
+    else:
+        candidates = ([p] if (p := process(pid, proc)) else []) if pid is not None \
+            else list(processes(proc))
     out = []
     for p in candidates:
         if selector.path is not None:

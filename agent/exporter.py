@@ -112,6 +112,8 @@ class Health:
     attach_errors: int = 0
     xmm_helper: bool = False
     bcc: str = "unknown"  # the version of the distribution's BCC in use
+    processes: dict[str, int] = field(default_factory=dict)  # per target: running it
+    replans: int = 0  # plans made again for what runs (new build, target started)
 
 
 class Exporter(Collector):
@@ -120,7 +122,7 @@ class Exporter(Collector):
         self.session: Session | None = None
         self._lock = threading.Lock()
 
-    def use(self, session: Session) -> None:
+    def use(self, session: Session | None) -> None:
         with self._lock:
             self.session = session
 
@@ -168,6 +170,18 @@ class Exporter(Collector):
                                   "against their binaries", value=h.resolve_errors)
         yield CounterMetricFamily("noop_attach_errors", "Loads the kernel refused "
                                   "(compile, load or attach)", value=h.attach_errors)
+        up = GaugeMetricFamily("noop_target_up", "1 while a process runs the target's "
+                               "build with noop's probes on it, 0 when none does",
+                               labels=["target"])
+        procs = GaugeMetricFamily("noop_target_processes", "Processes running the target's "
+                                  "probed build", labels=["target"])
+        for name, n in sorted(h.processes.items()):
+            up.add_metric([name], int(n > 0))
+            procs.add_metric([name], n)
+        yield from (up, procs)
+        yield CounterMetricFamily("noop_replans", "Plans made again for what runs: a target "
+                                  "that started, a new build, a file changed on disk",
+                                  value=h.replans)
         attached = GaugeMetricFamily("noop_probes_attached", "uprobes attached, per target",
                                      labels=["target"])
         if s is not None:

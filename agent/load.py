@@ -30,6 +30,7 @@ class Attachment:
     binary: str
     address: int
     pid: int  # -1: every process running the binary
+    event: str = ""  # BCC's name for the uprobe: what detaches it
 
 
 def alive(pid: int) -> bool:
@@ -135,16 +136,41 @@ class Loaded:
             raise
 
     def _attach_all(self) -> None:
+        for target in self.plan.targets:
+            for path in target.files:
+                self.attach_file(target.name, path)
+
+    def attach_file(self, target: str, path: str) -> int:
+        """Put every probe of ``target`` on the file at ``path`` too (one of the same
+        build, run by other processes); the number of uprobes. Every process running
+        the file is probed: a --pid filter is in the program."""
+        n = 0
         for pi, si, fn in self.program.functions:
             probe = self.plan.probes[pi]
+            if probe.target != target:
+                continue
             site = probe.sites[si]
-            target = self.plan.target(probe.target)
-            pid = target.pid if target.pid is not None else -1
-            # Every process of each file; a --pid filter is in the program.
-            for path in target.files:
-                _attach(self.bpf, path, site.address, fn,
-                        f"{probe.name} at {site.function} ({site.address:#x})")
-                self.attachments.append(Attachment(pi, si, path, site.address, pid))
+            pid = self.plan.target(target).pid
+            event = _attach(self.bpf, path, site.address, fn,
+                            f"{probe.name} at {site.function} ({site.address:#x})")
+            self.attachments.append(Attachment(pi, si, path, site.address,
+                                               pid if pid is not None else -1, event))
+            n += 1
+        return n
+
+    def detach_file(self, path: str) -> int:
+        """Take every uprobe off the file at ``path``; how many there were."""
+        gone = [a for a in self.attachments if a.binary == path]
+        self.attachments = [a for a in self.attachments if a.binary != path]
+        for a in gone:
+            with contextlib.suppress(Exception):  # already gone with its file: fine
+                self.bpf.detach_uprobe_event(a.event.encode())
+        return len(gone)
+
+    def files(self, target: str) -> set[str]:
+        """The files ``target``'s probes are on."""
+        return {a.binary for a in self.attachments
+                if self.plan.probes[a.probe].target == target}
 
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` seconds, or until a record that wakes readers."""
@@ -312,8 +338,10 @@ def _compile(bcc: Any, text: str, what: str, hint: str) -> Any:
                             hint) from None
 
 
-def _attach(bpf: Any, binary: str, address: int, fn: str, what: str) -> None:
-    """A uprobe running ``fn`` at ``address`` of every process of ``binary``."""
+def _attach(bpf: Any, binary: str, address: int, fn: str, what: str) -> str:
+    """A uprobe running ``fn`` at ``address`` of every process of ``binary``; BCC's
+    name for it."""
+    before = set(bpf.uprobe_fds)
     with _quiet_stderr() as err:
         try:
             bpf.attach_uprobe(name=binary.encode(), addr=address, fn_name=fn.encode(), pid=-1)
@@ -323,6 +351,8 @@ def _attach(bpf: Any, binary: str, address: int, fn: str, what: str) -> None:
                     "LOCK-prefixed ones); probe another function" if "error 524" in said
                     else "run 'noop doctor' to check uprobe support")
             raise LoadError(f"cannot attach {what}: {exc}", hint) from None
+    new = set(bpf.uprobe_fds) - before
+    return new.pop().decode() if len(new) == 1 else ""
 
 
 def _compiler_message(path: Path) -> str:

