@@ -102,6 +102,8 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
         base = {"target": example.name, "pid": str(ex.pid)}
         got = settle(agent, "noop_go_metric_updates_total",
                      {**base, "metric": "fake_counter", "labels": "", "op": "Inc"}, TICKS)
+        up = settle(agent, "noop_target_up", {"target": "main"}, 1)  # a pass over /proc
+        assert up[("noop_target_up", (("target", "main"),))] == 1
     finally:
         ex.terminate()
         ex.wait(timeout=10)
@@ -139,6 +141,12 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
             break
         time.sleep(0.2)
     assert not left
+    for _ in range(50):  # exited: up within a pass over /proc (the file keeps its probes)
+        up = agent.metrics()[("noop_target_up", (("target", "main"),))]
+        if up == 0:
+            break
+        time.sleep(0.1)
+    assert up == 0
     code, err = agent.stop()
     assert code == 0, err
     assert "SIGTERM: detaching" in err
