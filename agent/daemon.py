@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from agent import aggregate, codegen, logs
 from agent.errors import NoopError
 from agent.exporter import Exporter, Health, Session
+from agent.filewatch import FileWatch
 from agent.plan import Plan
 from agent.presets.meta import GoMeta
 from agent.sdnotify import Notifier
@@ -71,6 +73,11 @@ class Daemon:
         self.plan = opts.first  # the plan in use: its probes are on, its targets watched
         self.started = False
         self.watch = Watch()
+        # Probes come off a file being written from another thread (filewatch): the
+        # lock keeps that and the main loop's attach and detach apart.
+        self.lock = threading.Lock()
+        self.written: set[str] = set()  # probed files written since the plan was made
+        self.files: FileWatch | None = None
         self.signals: list[int] = []
         self.beat = time.monotonic()
         self.notify = Notifier()
@@ -117,6 +124,7 @@ class Daemon:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         session, self.loaded = self._load(plan)
         self.exporter.use(session)
+        self._files_changed()
         self.started = True
         for name, selector in plan.waiting:
             log(f"target {name}: waiting for a process running {selector.describe()}")
@@ -130,6 +138,8 @@ class Daemon:
         self.notify.extending()
         if reason:
             log(f"re-resolving: {reason}")
+        with self.lock:
+            self.written.clear()  # what is written from now on, the new plan may not know
         try:
             plan = self._plan()
             session, loaded = self._load(plan)
@@ -143,9 +153,14 @@ class Daemon:
                 f"stay: {str(exc).splitlines()[0]}", logs.ERROR)
             self.notify.ready(self._status())
             return
-        old = self.loaded
-        self.exporter.use(session)
-        self.loaded, self.plan = loaded, plan
+        with self.lock:
+            old = self.loaded
+            self.exporter.use(session)
+            self.loaded, self.plan = loaded, plan
+            if loaded is not None:
+                for path in self.written:  # written while the new plan was being made
+                    loaded.detach_file(path)
+        self._files_changed()
         if old is not None:
             old.close()
         gc.unfreeze()  # the old session's objects may go now
@@ -163,26 +178,47 @@ class Daemon:
         """One pass of ``watch``: probes onto files that started running, off those no
         process runs any more; the plan made again when the builds changed."""
         loaded = self.loaded
-        step = self.watch.step(self.plan, loaded.files if loaded is not None
-                               else lambda _t: set())
+        with self.lock:
+            step = self.watch.step(self.plan, loaded.files if loaded is not None
+                                   else lambda _t: set())
         self.health.processes = step.processes
         if step.replan:
             self.reload(step.replan)
             return
         if loaded is None:
             return
-        for path in step.detach:
-            n = loaded.detach_file(path)
+        with self.lock:
+            for path in step.detach:
+                n = loaded.detach_file(path)
+                self.watch.forget(path)
+                log(f"detached {n} uprobes from {path}: no process runs it")
+            for target, path in step.attach:
+                try:
+                    n = loaded.attach_file(target, path)
+                except NoopError as exc:  # its process exited meanwhile: the next pass
+                    loaded.detach_file(path)
+                    log(f"target {target}: cannot attach to {path}: {exc.message}",
+                        logs.WARNING)
+                    continue
+                log(f"target {target}: attached {n} uprobes to {path}")
+        self._files_changed()
+
+    def _files_changed(self) -> None:
+        """Watch for writes exactly the files probes are on now."""
+        if self.files is not None:
+            with self.lock:
+                paths = {a.binary for a in self.loaded.attachments} if self.loaded else set()
+            self.files.sync(paths)
+
+    def _written(self, path: str) -> None:
+        """From filewatch's thread: ``path`` is being written. Its probes come off now;
+        the next pass over /proc sees the file changed and resolves it again."""
+        with self.lock:
+            self.written.add(path)
+            n = self.loaded.detach_file(path) if self.loaded is not None else 0
             self.watch.forget(path)
-            log(f"detached {n} uprobes from {path}: no process runs it")
-        for target, path in step.attach:
-            try:
-                n = loaded.attach_file(target, path)
-            except NoopError as exc:  # its process exited meanwhile: the next pass sees
-                loaded.detach_file(path)
-                log(f"target {target}: cannot attach to {path}: {exc.message}", logs.WARNING)
-                continue
-            log(f"target {target}: attached {n} uprobes to {path}")
+        if n:
+            log(f"{path} is being written: detached {n} uprobes", logs.WARNING)
 
     def _status(self) -> str:
         n = len(self.loaded.attachments) if self.loaded is not None else 0
@@ -227,6 +263,7 @@ class Daemon:
         server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
                         self.opts.web)
         try:
+            self.files = FileWatch(self._written)
             log(f"serving {server.scheme}://{server.address}/metrics; attaching")
             self.notify.extending()  # resolving and compiling take seconds
             self.start()
@@ -260,6 +297,8 @@ class Daemon:
         finally:
             self.notify.stop_extending()
             server.close()
+            if self.files is not None:
+                self.files.close()
             if self.loaded is not None:
                 self.loaded.close()
             for s, handler in old.items():

@@ -9,6 +9,7 @@ report what the example's own /metrics says. Privileged where it loads BPF.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -339,3 +340,53 @@ def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
     assert step.attach == (("shop", str(a2)),) and step.processes == {"shop": 2}
     on.add(str(a2))
     assert w.step(plan, lambda _t: on, [pa]).detach == (str(a2),)
+
+
+def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
+        privileged: None, two_builds: tuple[Path, Path], tmp_path: Path,
+        agent_cleanup: list[Agent]) -> None:
+    """A target named by its path on this host stays probed with no process running.
+    ``cp`` of another build over it (the same inode, truncated and rewritten): noop
+    takes the probes off as the write begins (it says so), and with the program
+    started right away, none of the old build's probe offsets holds a breakpoint in
+    the new process; noop resolves the new build and counts its calls exactly. (This
+    kernel also declines, by itself, to install a uprobe where the file's bytes no
+    longer match the instruction it saved; a rewrite with the same bytes there gets
+    the breakpoint. The log line is what fails without noop's own watch.)"""
+    from test_faults import _byte
+
+    old, new = two_builds
+    shop = tmp_path / "shop"
+    shutil.copy(old, shop)
+    spec_file = tmp_path / "incs.yaml"
+    spec_file.write_text(INCS.format(name="x").replace("{exe: x}", f"{{binary: {shop}}}"))
+    agent = start(tmp_path, "--config", spec_file)
+    agent_cleanup.append(agent)
+    plan = json.loads(subprocess.run(
+        [sys.executable, "-m", "agent", "check", "--run", "--config", str(spec_file),
+         "--json"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+        text=True, timeout=300, check=True, env={**os.environ, "NOOP_CACHE_DIR":
+                                                  str(tmp_path / "cache")}).stdout)
+    offsets = [int(s["file_offset"], 16) for s in plan["probes"][0]["sites"]]
+    inode = shop.stat().st_ino
+    shutil.copyfile(new, shop)  # open(O_TRUNC) and write: the same inode
+    assert shop.stat().st_ino == inode
+    ex, url = _shop(shop)
+    with ElfFile(shop) as elf:  # a uprobe sits at a file offset: where is it mapped now
+        mapped = [(seg.vaddr + off - seg.offset, elf.read(off, 1)[0]) for off in offsets
+                  for seg in elf.segments if seg.offset <= off < seg.offset + seg.filesz]
+    assert mapped
+    for address, want in mapped:
+        assert _byte(ex.pid, address) == want, f"a breakpoint left at {address:#x}"
+    _until_metric(agent, "noop_replans_total", lambda n: n >= 1, "the new build's plan")
+    _until_metric(agent, "noop_target_up", lambda n: n == 1, "the new build's attach",
+                  target="shop")
+    own = _ticks(ex, url)
+    assert ex.poll() is None, "the rewritten program died"
+    _until(lambda: {m: _metric(agent, "incs_total", metric=m) for m in own} == own,
+           f"noop's counts to reach {own}")
+    _stop(ex)
+    code, err = agent.stop()
+    assert code == 0, err
+    assert f"{shop} is being written: detached" in err
+    _no_probe_left(agent.proc.pid)
