@@ -158,8 +158,8 @@ class Daemon:
             self.exporter.use(session)
             self.loaded, self.plan = loaded, plan
             if loaded is not None:
-                for path in self.written:  # written while the new plan was being made
-                    loaded.detach_file(path)
+                for path in self.written:  # written while the new plan was being made:
+                    loaded.detach_file(path)  # off now, and made again at the next pass
         self._files_changed()
         if old is not None:
             old.close()
@@ -178,6 +178,11 @@ class Daemon:
         """One pass of ``watch``: probes onto files that started running, off those no
         process runs any more; the plan made again when the builds changed."""
         loaded = self.loaded
+        with self.lock:
+            written = sorted(self.written)
+        if written:  # its probes are off already (filewatch): read what it holds now
+            self.reload(f"{written[0]} was written")
+            return
         with self.lock:
             step = self.watch.step(self.plan, loaded.files if loaded is not None
                                    else lambda _t: set())
