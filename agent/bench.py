@@ -379,26 +379,41 @@ def _where(site: Site, plan: Plan) -> str:
 
 
 @contextmanager
-def _noop(site: Site, aggregate: str, first: bool = False) -> Iterator[Attached]:
+def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False
+          ) -> Iterator[Attached]:
+    """noop's counter of calls, aggregated as ``aggregate`` says; with ``value``, beside
+    a counter summing the method's float argument (in noop, from every hit's record),
+    read where noop reads it (its fallback sites without an XMM helper)."""
     from agent import aggregate as agg
     from agent import codegen, load
     from agent.kfeatures import xmm_helper_available
 
-    plan = bench_plan(site, aggregate, first)
+    param = FLOAT_PARAMS.get(site.function) if value else None
+    if value and param is None:
+        raise NoopError(f"noop-value: {site.function} has no float argument",
+                        "use --op counter.Add, gauge.Add, gauge.Set or histogram.Observe")
+    plan = bench_plan(site, aggregate, first, param)
     program = codegen.generate(plan, xmm_helper_available(), mode="run")
     attached = Attached(where=_where(site, plan))
     with load.Loaded(plan, program) as loaded:
-        if aggregate == "kernel":
-            yield attached
+        def kernel_hits() -> int:
             lay = program.aggregates[0]
-            attached.hits = sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
+            return sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
+
+        if aggregate == "kernel" and param is None:
+            yield attached
+            attached.hits = kernel_hits()
             return
         with _Reader(plan, program, loaded) as reader:
             yield attached
-        attached.hits = loaded.produced()[0]
         read, lost = reader.session.seen.get(0, 0), loaded.lost_by_probe()[0]
-        attached.notes.update({"read": read, "lost": lost, "cpu_s": reader.cpu,
-                               "counted": reader.counted()})
+        attached.notes.update({"read": read, "lost": lost, "cpu_s": reader.cpu})
+        if param is not None:  # the calls are counted in the kernel, the sum in noop
+            attached.hits = kernel_hits()
+            attached.notes["value"] = reader.counted("bench_value")
+            return
+        attached.hits = loaded.produced()[0]
+        attached.notes["counted"] = reader.counted()
         if read + lost != attached.hits:
             raise NoopError(f"ring buffer: {read} read + {lost} lost != {attached.hits} made")
 
@@ -450,38 +465,13 @@ class _Reader:
         self._thread.join()
 
 
-@contextmanager
-def _noop_value(site: Site) -> Iterator[Attached]:
-    """noop's counter of calls in the kernel, beside the sum of the method's float
-    argument, read where noop reads it (its fallback sites without an XMM helper)."""
-    from agent import aggregate as agg
-    from agent import codegen, load
-    from agent.kfeatures import xmm_helper_available
-
-    param = FLOAT_PARAMS.get(site.function)
-    if param is None:
-        raise NoopError(f"noop-value: {site.function} has no float argument",
-                        "use --op counter.Add, gauge.Add, gauge.Set or histogram.Observe")
-    plan = bench_plan(site, "kernel", value=param)
-    program = codegen.generate(plan, xmm_helper_available(), mode="run")
-    attached = Attached(where=_where(site, plan))
-    with load.Loaded(plan, program) as loaded:
-        with _Reader(plan, program, loaded) as reader:
-            yield attached
-        lay = program.aggregates[0]
-        attached.hits = sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
-        attached.notes.update({"value": reader.counted("bench_value"),
-                               "read": reader.session.seen.get(0, 0),
-                               "lost": loaded.lost_by_probe()[0], "cpu_s": reader.cpu})
-
-
 NONE = Arm("none", _nothing, "nothing attached")
 EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
 NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
                   "noop's counter of calls, aggregated in the kernel")
 NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
                    "noop's counter of calls, every hit a ring-buffer record read by noop")
-NOOP_VALUE = Arm("noop-value", _noop_value,
+NOOP_VALUE = Arm("noop-value", partial(_noop, aggregate="kernel", value=True),
                  "noop-kernel's counter, and the sum of the float argument (in noop)")
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")

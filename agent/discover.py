@@ -133,20 +133,13 @@ def stamp(path: str) -> tuple[int, int, int, int] | None:
     return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def _host_file(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def find(selector: Selector, pid: int | None = None, proc: Path = PROC,
          ids: BuildIds | None = None, among: list[Process] | None = None) -> list[Process]:
     """The processes (only ``pid``, when given) that run what ``selector`` names, among
     ``among`` when given (one scan of /proc for many targets)."""
     ids = ids or BuildIds()
-    host = _host_file(selector.path) if selector.path is not None else None
+    version = stamp(selector.path) if selector.path is not None else None
+    host = version[:2] if version is not None else None  # the host's file of that path
     if among is not None:
         candidates = [p for p in among if pid is None or p.pid == pid]
     else:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
-from test_run import FLOATS, Agent, _one, get, samples, settle, start
+from test_calls import _stopped
+from test_run import FLOATS, Agent, get, mirrors_equal, samples, start
 from test_trace import TICKS, _no_probe_left, _wait_for
 
 from agent import discover, spec
@@ -165,17 +166,8 @@ def test_a_container_is_found_and_measured(container: tuple[subprocess.Popen[str
     os.kill(pid, signal.SIGUSR1)
     assert proc.stderr is not None
     _wait_for(proc.stderr, rf"tick {TICKS}$", 60)
-    own = samples(get(url))
-    got = settle(agent, "mirror_observed_count", {}, TICKS)
-    for name in ("fake_float_counter", "fake_int_counter"):
-        assert _one(got, "mirror_added_total", metric=name) == _one(own, name + "_total") > 0
-    for name in ("fake_gauge", "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge"):
-        assert _one(got, "mirror_changes_sum", metric=name) == _one(own, name) != 0
-    assert _one(got, "mirror_set", metric="fake_set_gauge") == _one(own, "fake_set_gauge")
-    assert _one(got, "mirror_observed_sum") == _one(own, "fake_histogram_sum")
-    code, err = agent.stop()
-    assert code == 0, err
-    _no_probe_left(agent.proc.pid)
+    mirrors_equal(agent, samples(get(url)))
+    _stopped(agent)
 
 
 # -- noop run following a target ---------------------------------------------------------

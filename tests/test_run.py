@@ -276,6 +276,21 @@ probes:
 """
 
 
+def mirrors_equal(agent: Agent, own: Samples) -> None:
+    """What noop run with ``FLOATS`` exports equals the example's own ``/metrics``."""
+    got = settle(agent, "mirror_observed_count", {}, TICKS)
+    for name in ("fake_float_counter", "fake_int_counter"):
+        assert _one(got, "mirror_added_total", metric=name) == _one(own, name + "_total") > 0
+    for name in ("fake_gauge", "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge"):
+        assert _one(got, "mirror_changes_sum", metric=name) == _one(own, name) != 0
+        assert _one(got, "mirror_changes_count", metric=name) == TICKS
+    assert _one(got, "mirror_set", metric="fake_set_gauge") == _one(own, "fake_set_gauge")
+    for le in ("1", "2.5", "5", "7.5", "+Inf"):
+        assert _one(got, "mirror_observed_bucket", le=le) == \
+            _one(own, "fake_histogram_bucket", le=le)
+    assert _one(got, "mirror_observed_sum") == _one(own, "fake_histogram_sum")
+
+
 def test_float_arguments_mirror_the_programs_own_metrics(
         privileged: None, example: Path, tmp_path: Path, agent_cleanup: list[Agent]) -> None:
     """Counter.Add(v), Gauge.Add/Sub/Inc/Dec/Set(val) and Histogram.Observe(v) get
@@ -292,17 +307,7 @@ def test_float_arguments_mirror_the_programs_own_metrics(
     finally:
         ex.terminate()
         ex.wait(timeout=10)
-    got = settle(agent, "mirror_observed_count", {}, TICKS)
-    for name in ("fake_float_counter", "fake_int_counter"):
-        assert _one(got, "mirror_added_total", metric=name) == _one(own, name + "_total") > 0
-    for name in ("fake_gauge", "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge"):
-        assert _one(got, "mirror_changes_sum", metric=name) == _one(own, name) != 0
-        assert _one(got, "mirror_changes_count", metric=name) == TICKS
-    assert _one(got, "mirror_set", metric="fake_set_gauge") == _one(own, "fake_set_gauge")
-    for le in ("1", "2.5", "5", "7.5", "+Inf"):
-        assert _one(got, "mirror_observed_bucket", le=le) == \
-            _one(own, "fake_histogram_bucket", le=le)
-    assert _one(got, "mirror_observed_sum") == _one(own, "fake_histogram_sum")
+    mirrors_equal(agent, own)
     code, err = agent.stop()
     assert code == 0, err
     _no_probe_left(agent.proc.pid)
