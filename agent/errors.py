@@ -39,7 +39,8 @@ class NotFound(NoopError):
 
 def nearest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     """Names closest to ``name``: first those it is a path-less suffix of (the user often
-    omits the package path), then the closest by spelling."""
+    omits the package path), then the compiler's renamed copies of it (``tally.isra.0``),
+    then the closest by spelling."""
     import difflib  # only on the error path: keeps the warm path's start-up short
 
     pool = list(dict.fromkeys(candidates))
@@ -48,5 +49,6 @@ def nearest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:
     wanted = name.strip()
     suffix = sorted((c for c in pool if c != wanted and c.endswith(wanted)
                      and c[-len(wanted) - 1] in "/.:"), key=len)
+    clones = sorted(c for c in pool if c.startswith(wanted + "."))
     close = difflib.get_close_matches(wanted, pool, n=limit, cutoff=0.6)
-    return list(dict.fromkeys([*suffix, *close]))[:limit]
+    return list(dict.fromkeys([*suffix, *clones, *close]))[:limit]

@@ -52,7 +52,7 @@ def struct(layout: dict[str, Any]) -> str:
 
 def location(loc: list[dict[str, Any]] | None) -> str:
     if not loc:
-        return "<unknown>"
+        return "<not available>"
     parts = []
     for p in loc:
         if "reg" in p:

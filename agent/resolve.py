@@ -16,7 +16,7 @@ from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
-from agent import aggregate, discover, placement, sites
+from agent import aggregate, discover, elsewhere, placement, sites
 from agent.binary.elf import ElfFile
 from agent.dwarf.functions import Functions, FunctionVars
 from agent.dwarf.locations import Location
@@ -279,6 +279,8 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
             sites += found
     if not sites or specs is None:
         return None
+    for v, message, hint in elsewhere.never_read(b, probe, sites):
+        out.add(v.mark, message, hint, probe.name)
     wants_goid = any(v.builtin == "goid" for v in probe.values)
     if wants_goid and b.goid_offset is None:
         out.add(next(v.mark for v in probe.values if v.builtin == "goid"),

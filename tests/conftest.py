@@ -105,10 +105,11 @@ def rust_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str) -> Path:
-    gcc = _tool("gcc")
-    out = tmp_path_factory.mktemp("c" + level) / "layouts"
-    _build([str(gcc), "-g", level, "-o", str(out), str(PROGRAMS / "c" / "layouts.c")],
+def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str, program: str = "layouts",
+             compiler: str = "gcc") -> Path:
+    cc = _tool(compiler)
+    out = tmp_path_factory.mktemp(f"{program}-{compiler}{level}") / program
+    _build([str(cc), "-g", level, "-o", str(out), str(PROGRAMS / "c" / f"{program}.c")],
            cwd=out.parent)
     return out
 
@@ -123,6 +124,28 @@ def c_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def c_layouts_o2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The C test program at -O2: parameters have location lists."""
     return _c_build(tmp_path_factory, "-O2")
+
+
+@pytest.fixture(scope="session")
+def c_dropped_gcc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/c/dropped.c by GCC at -O2: clones with new signatures."""
+    return _c_build(tmp_path_factory, "-O2", "dropped", "gcc")
+
+
+@pytest.fixture(scope="session")
+def c_dropped_clang(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/c/dropped.c by clang at -O2: arguments dropped in place."""
+    return _c_build(tmp_path_factory, "-O2", "dropped", "clang")
+
+
+@pytest.fixture(scope="session")
+def rust_dropped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/dropped as a release build with debug information."""
+    rustc = _tool("rustc")
+    out = tmp_path_factory.mktemp("rust-dropped") / "dropped"
+    _build([str(rustc), "-C", "opt-level=3", "-C", "debuginfo=2", "--crate-name", "dropped",
+            "-o", str(out), str(PROGRAMS / "rust" / "dropped" / "main.rs")], cwd=out.parent)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from agent.abi import goabi, sysv
 from agent.abi.shape import Shape
 from agent.binary.demangle import demangle_rust_legacy
 from agent.binary.elf import Symbol
+from agent.dwarf import convention
 from agent.dwarf.locations import Location, LocationReader, Unavailable
 from agent.dwarf.reader import Dwarf, attr, die_name
 from agent.dwarf.shapes import shape_of
@@ -79,8 +80,8 @@ class Functions:
         out: dict[str, Symbol] = {}
         for sym in self.dwarf.elf.function_symbols():
             out.setdefault(sym.name, sym)
-            plain = demangle_rust_legacy(sym.name)
-            if plain is not None:
+            plain = self.display_name(sym.name)
+            if plain != sym.name:
                 out.setdefault(plain, sym)
         return out
 
@@ -148,6 +149,16 @@ class Functions:
         says nothing noop can read."""
         return self._param_location(die, param, size, pc, _frame_base(die), cfa)
 
+    def location_starts(self, die: DIE, param: str) -> list[int]:
+        """The addresses where parameter ``param``'s location list changes, in order."""
+        var = next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
+                    and die_name(_origin(c)) == param), None)
+        return sorted(lo for lo, _hi, _e in self.locations.ranges(var)) if var else []
+
+    def display_name(self, symbol: str) -> str:
+        """A symbol as a user writes it (Rust's legacy names demangled)."""
+        return demangle_rust_legacy(symbol) or symbol
+
     def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
         """Where parameter ``param`` of an inlined copy is at its entry: registers only
         (a stack slot there is relative to the caller's frame, which noop does not
@@ -200,22 +211,63 @@ class Functions:
             # A concrete copy that lists no parameters: take the declaration's.
             params = [(c, c) for c in origin.iter_children()
                       if c.tag == "DW_TAG_formal_parameter"]
-        shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in params]
+        types = [self.dwarf.ref(d) for _, d in params]
+        shapes = [shape_of(self.namer, t) for t in types]
         result_shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in results]
         abi_name, abi_args, abi_results = self._abi(lang, die, origin, shapes, result_shapes)
+        dwarf = [self._at_entry(c, d, sym.address, fb) for c, d in params]
+        unplaced, ret_unplaced = self._unplaced(lang, sym.name, die, origin, params, shapes,
+                                                types, dwarf, abi_args)
         # Only the Go ABIs are fixed by the compiler at every call: trust them over DWARF.
         abi_binding = lang == "go"
-        out_params = tuple(self._variable(c, d, sym.address, fb, abi_args[i], i, abi_binding)
-                           for i, (c, d) in enumerate(params))
+        out_params = tuple(self._variable(d, dwarf[i], None if unplaced[i] else abi_args[i],
+                                          unplaced[i], i, abi_binding)
+                           for i, (_c, d) in enumerate(params))
         out_results = tuple(self._result(d, abi_results[i] if i < len(abi_results) else None, i)
                             for i, (_c, d) in enumerate(results))
-        if lang != "go":
-            ret = self.dwarf.ref(origin)
-            if ret is not None and abi_results:
-                out_results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0,
-                                        abi_results[0], "abi"),)
+        ret = self.dwarf.ref(origin) if lang != "go" else None
+        if ret is not None and abi_results:
+            where: Location | None = None if ret_unplaced else abi_results[0]
+            out_results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0,
+                                    where, "none" if where is None else "abi",
+                                    ret_unplaced or "at each RET"),)
         return FunctionVars(name, sym.address, self.dwarf.elf.file_offset(sym.address), lang,
                             abi_name, out_params, out_results)
+
+    def _unplaced(self, lang: str, symbol: str, die: DIE, origin: DIE,
+                  params: list[tuple[DIE, DIE]], shapes: list[Shape],
+                  types: list[DIE | None], dwarf: list[Location | str],
+                  abi: list[Location]) -> tuple[list[str], str]:
+        """Per parameter, and for a C or Rust result, why the ABI may not say where it is
+        ('' where it may): see agent.dwarf.convention. Go keeps its ABI everywhere."""
+        if lang == "go":
+            return [""] * len(params), ""
+        ret = self.dwarf.ref(origin)
+        result = shape_of(self.namer, ret) if ret is not None else None
+        changed = convention.changed(symbol, die, origin)
+        if changed:
+            unplaced, ret_unplaced = [changed] * len(params), changed
+        elif lang == "rust":
+            unplaced = convention.rust_unplaced(shapes, [self.namer.name(t) for t in types])
+            ret_unplaced = convention.rust_result_unplaced(result, self.namer.name(ret))
+        else:
+            unplaced, ret_unplaced = [""] * len(params), ""
+        moved = next(((die_name(d) or "?", loc, abi[i]) for i, ((_c, d), loc)
+                      in enumerate(zip(params, dwarf, strict=True))
+                      if not unplaced[i] and not isinstance(loc, str)
+                      and _disagree(loc, abi[i])), None)
+        if moved is not None:
+            # A compiler that moved one argument (clang before DW_CC_nocall existed for
+            # it) may have removed any other.
+            name, loc, where = moved
+            changed = (f"DWARF places {name} in {' '.join(map(str, loc))} at entry, where the "
+                       f"convention passes it in {' '.join(map(str, where))}: the compiler "
+                       "changed how the function is called")
+            unplaced, ret_unplaced = [changed] * len(params), changed
+        if not ret_unplaced and result is not None and convention.in_memory(lang, result):
+            ret_unplaced = "returned in memory: rax holds its address, which noop does not follow"
+        return ([why or convention.unused_by_llvm(c)
+                 for why, (c, _d) in zip(unplaced, params, strict=True)], ret_unplaced)
 
     def _abi(self, lang: str, die: DIE, origin: DIE, args: list[Shape],
              results: list[Shape]) -> tuple[str, list[Location], list[Location]]:
@@ -240,32 +292,42 @@ class Functions:
         name = "rust (sysv-based, approximate)" if lang == "rust" else "sysv"
         return name, list(s.args), list(s.results)
 
-    def _variable(self, concrete: DIE, decl: DIE, pc: int, frame_base: list[int] | None,
-                  abi_loc: Location | None, index: int, abi_binding: bool) -> Variable:
+    def _at_entry(self, concrete: DIE, decl: DIE, pc: int, frame_base: list[int] | None
+                  ) -> Location | str:
+        """Where DWARF places a parameter at the function's entry, or why it does not."""
+        expr = self.locations.expression_at(concrete, pc)
+        if not expr:
+            return "dwarf: no location at entry" if "DW_AT_location" in concrete.attributes \
+                else "dwarf: no location"
+        size = self.namer.size(self.dwarf.ref(decl)) or 0
+        try:
+            return self.locations.pieces(expr, size, frame_base, at_entry=True)
+        except Unavailable as why:
+            return f"dwarf: {why}"
+
+    def _variable(self, decl: DIE, dwarf: Location | str, abi_loc: Location | None,
+                  unplaced: str, index: int, abi_binding: bool) -> Variable:
+        """A parameter at entry: where DWARF places it (``dwarf``, or why it does not),
+        else (or, for Go, over it) where the ABI does; ``abi_loc`` is None where the ABI
+        may not say (``unplaced``: why)."""
         tdie = self.dwarf.ref(decl)
         tname, size = self.namer.name(tdie), self.namer.size(tdie) or 0
-        name = die_name(decl) or die_name(concrete) or f"~p{index}"
-        expr = self.locations.expression_at(concrete, pc)
-        note = ""
-        if expr:
-            try:
-                loc = self.locations.pieces(expr, size, frame_base, at_entry=True)
-            except Unavailable as why:
-                note = f"dwarf: {why}"
-            else:
-                if abi_loc is None or not _disagree(loc, abi_loc):
-                    return Variable(name, tname, size, loc, "dwarf")
-                if not abi_binding:
-                    return Variable(name, tname, size, loc, "dwarf",
-                                    "abi says " + " ".join(map(str, abi_loc)))
-                # At entry a Go function's arguments are where its ABI puts them; Go's
-                # DWARF sometimes describes only the part the body uses (len(s) of a
-                # string) or a spill slot (generic dictionaries), so the ABI wins.
-                note = "dwarf says " + " ".join(map(str, loc)) + ", not the ABI's entry state"
+        name = die_name(decl) or f"~p{index}"
+        if isinstance(dwarf, str):
+            note = dwarf
+        elif abi_loc is None or not _disagree(dwarf, abi_loc):
+            return Variable(name, tname, size, dwarf, "dwarf")
+        elif not abi_binding:
+            return Variable(name, tname, size, dwarf, "dwarf",
+                            "abi says " + " ".join(map(str, abi_loc)))
         else:
-            note = "dwarf: no location at entry"
+            # At entry a Go function's arguments are where its ABI puts them; Go's DWARF
+            # sometimes describes only the part the body uses (len(s) of a string) or a
+            # spill slot (generic dictionaries), so the ABI wins.
+            note = "dwarf says " + " ".join(map(str, dwarf)) + ", not the ABI's entry state"
         if abi_loc is None:
-            return Variable(name, tname, size, None, "none", note)
+            return Variable(name, tname, size, None, "none",
+                            f"{unplaced}; {note}" if unplaced else note)
         return Variable(name, tname, size, abi_loc, "abi", note)
 
     def moved_params(self, die: DIE, entry: int, pc: int) -> list[str]:
@@ -297,7 +359,7 @@ class Functions:
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
         return tuple(FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
                      for s in syms
-                     for shown in [demangle_rust_legacy(s.name) or s.name])
+                     for shown in [self.display_name(s.name)])
 
     def _function_name(self, decl: DIE) -> str:
         """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""

@@ -63,12 +63,20 @@ class LocationReader:
             return None
         if a.form == "DW_FORM_exprloc" or (a.form.startswith("DW_FORM_block")):
             return list(a.value)
-        if self._lists is None:
-            return None
+        return next((expr for lo, hi, expr in self.ranges(var) if lo <= pc < hi), None)
+
+    def ranges(self, var: DIE) -> list[tuple[int, int, list[int]]]:
+        """The [low, high) address ranges of ``var``'s location list, each with its
+        expression; empty for a single expression (valid everywhere) or none."""
+        a = var.attributes.get("DW_AT_location")
+        if a is None or self._lists is None or a.form == "DW_FORM_exprloc" or \
+                a.form.startswith("DW_FORM_block"):
+            return []
         offset = a.value
         if a.form == "DW_FORM_loclistx":
             offset = _loclistx_offset(self.dwarf, var, offset)
         base = attr(var.cu.get_top_DIE(), "DW_AT_low_pc", 0) or 0
+        out = []
         for entry in self._lists.get_location_list_at_offset(offset, die=var):
             if isinstance(entry, BaseAddressEntry):
                 base = entry.base_address
@@ -76,9 +84,8 @@ class LocationReader:
                 lo, hi = entry.begin_offset, entry.end_offset
                 if not entry.is_absolute:
                     lo, hi = lo + base, hi + base
-                if lo <= pc < hi:
-                    return list(entry.loc_expr)
-        return None
+                out.append((lo, hi, list(entry.loc_expr)))
+        return out
 
     def pieces(self, expr: list[int], size: int, frame_base: list[int] | None,
                at_entry: bool, cfa: int | None = None) -> Location:

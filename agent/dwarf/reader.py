@@ -220,6 +220,27 @@ class Dwarf:
                 return die
         return None
 
+    def line_at(self, address: int) -> str | None:
+        """``file:line`` of the instruction at ``address``, from its unit's line table."""
+        cu = self.unit_at(address)
+        program = self.info.line_program_for_CU(cu) if cu is not None else None
+        if program is None:
+            return None
+        best: tuple[int, int, int] | None = None  # (address, file, line) of the last row
+        for entry in program.get_entries():
+            st = entry.state
+            if st is None:
+                continue
+            if st.address <= address and not st.end_sequence and \
+                    (best is None or st.address >= best[0]):
+                best = (st.address, st.file, st.line)
+        if best is None:
+            return None
+        files = program.header.file_entry
+        index = best[1] if program.header.version >= 5 else best[1] - 1
+        name = files[index].name.decode(errors="replace") if 0 <= index < len(files) else "?"
+        return f"{Path(name).name}:{best[2]}"
+
     def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
         """Every DIE of every unit: the slow full walk, for whole-binary listings only."""
         for cu in self.units:

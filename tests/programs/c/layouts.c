@@ -127,7 +127,8 @@ int main(int argc, char **argv)
 			 .state = STATE_RUNNING, .run = handle, .done = finish, .name = "job" };
 	struct flags f = { .ready = 1, .mode = 5, .level = 100, .wide = 4000, .tail = 9,
 			   .big = 123456789012ULL, .small = -3, .sign = 1 };
-	union value v = { .i = 77 };
+	/* Every byte set: a caller passes both eightbytes of v only when both are defined. */
+	union value v = { .bytes = "lmnopqrstuv" };
 	struct packet pk = { .kind = 2, .addr4 = 0x7f000001, .ttl = 64, .seq = 9,
 			     .val = v, .label = "pk" };
 	pk.jobs[0] = &j;
