@@ -93,6 +93,14 @@ def test_clang_o2(c_dropped_clang: Path, noop_json: Callable[..., Any]) -> None:
     address = dwarfdump.symbol_address(c_dropped_clang, "kept")
     assert not machine.caller_sets_before_call(c_dropped_clang, address, "rsi")
     assert not machine.reads_register_first(c_dropped_clang, address, "rsi")
+    # settle's o and rounds are in DWARF 5 indexed location lists; seed is a constant.
+    assert "DW_FORM_loclistx" in subprocess.run(
+        ["llvm-dwarfdump", "--name=settle", "--show-children", "--show-form",
+         str(c_dropped_clang)], capture_output=True, text=True, check=True, timeout=60).stdout
+    settle = _vars(noop_json, c_dropped_clang, "settle")
+    _placed(settle["o"], reg("rdi"))
+    _placed(settle["rounds"], reg("rsi", 4))
+    _unavailable(settle["seed"], "always 7")
     used = _vars(noop_json, c_dropped_clang, "kept_used")
     _placed(used["spare"], reg("rsi"))
     _placed(used["~r0"], reg("rax"))
@@ -108,6 +116,8 @@ def test_gcc_o2_clones(c_dropped_gcc: Path, noop: NoopRun,
     quantity = _vars(noop_json, c_dropped_gcc, _clone(c_dropped_gcc, "quantity"))
     _unavailable(quantity["o"], "compiler clone")
     _placed(quantity["scale"], reg("rsi", 4))
+    settle = _vars(noop_json, c_dropped_gcc, _clone(c_dropped_gcc, "settle"))
+    _unavailable(settle["seed"], "always 7")
     # GCC passes every argument of a function it keeps, read or not.
     kept = _vars(noop_json, c_dropped_gcc, "kept")
     _placed(kept["spare"], reg("rsi"))
@@ -183,25 +193,30 @@ READABLE: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], dict[s
   - {name: kept, function: kept, values: {a: a, qty: o.qty}}
   - {name: kept_done, function: kept, at: exit, values: {r: '~r0'}}
   - {name: kept_used, function: kept_used, values: {a: a, spare: spare}}
+  - {name: settle, function: settle, values: {id: o.id, rounds: rounds}}
 """, [("tally", lambda c: {"id": c["id"], "qty": c["tally_qty"]}),
       ("quantity", lambda c: {"qty": c["qty"], "scale": c["scale"]}),
       ("kept", lambda c: {"a": c["kept_a"], "qty": c["qty"]}),
       ("kept_done", lambda c: {"r": c["kept_a"] + c["qty"]}),
-      ("kept_used", lambda c: {"a": c["used_a"], "spare": c["spare"]})]),
+      ("kept_used", lambda c: {"a": c["used_a"], "spare": c["spare"]}),
+      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]})]),
     "c_dropped_gcc": ("""
   - {name: tally, function: TALLY, values: {qty: qty}}
   - {name: quantity, function: QUANTITY, values: {scale: scale}}
   - {name: kept, function: kept, values: {a: a, spare: spare, qty: o.qty}}
+  - {name: settle, function: SETTLE, values: {id: o.id, rounds: rounds}}
 """, [("tally", lambda c: {"qty": c["tally_qty"]}),
       ("quantity", lambda c: {"scale": c["scale"]}),
-      ("kept", lambda c: {"a": c["kept_a"], "spare": c["unused"], "qty": c["qty"]})]),
+      ("kept", lambda c: {"a": c["kept_a"], "spare": c["unused"], "qty": c["qty"]}),
+      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]})]),
 }
 
 
 def _calls(binary: Path) -> list[dict[str, Any]]:
     done = subprocess.run([str(binary), str(CALLS)], capture_output=True, text=True,
                           timeout=120, check=True)
-    return [json.loads(line) for line in done.stdout.splitlines()][:-1]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    return [x for x in lines if "sum" not in x and "settled" not in x]
 
 
 @pytest.mark.parametrize("program", list(READABLE))
@@ -210,8 +225,8 @@ def test_trace_reads_what_is_still_passed(privileged: None, request: pytest.Fixt
     binary: Path = request.getfixturevalue(program)
     probes, expected = READABLE[program]
     if program == "c_dropped_gcc":
-        probes = probes.replace("TALLY", _clone(binary, "tally")) \
-            .replace("QUANTITY", _clone(binary, "quantity"))
+        for name in ("tally", "quantity", "settle"):
+            probes = probes.replace(name.upper(), _clone(binary, name))
     with tracing(tmp_path, "--config", _spec(tmp_path, binary, probes)) as noop:
         calls = _calls(binary)
     assert noop.exit == 0, noop.stderr

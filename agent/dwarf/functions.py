@@ -296,6 +296,9 @@ class Functions:
                   ) -> Location | str:
         """Where DWARF places a parameter at the function's entry, or why it does not."""
         expr = self.locations.expression_at(concrete, pc)
+        if not expr and "DW_AT_const_value" in concrete.attributes:
+            value = attr(concrete, "DW_AT_const_value")
+            return f"dwarf: always {value!r}, a constant noop does not read yet"
         if not expr:
             return "dwarf: no location at entry" if "DW_AT_location" in concrete.attributes \
                 else "dwarf: no location"

@@ -74,7 +74,9 @@ class LocationReader:
             return []
         offset = a.value
         if a.form == "DW_FORM_loclistx":
-            offset = _loclistx_offset(self.dwarf, var, offset)
+            # The index is the raw value (pyelftools may already have turned the value
+            # into an offset, or may not).
+            offset = _loclistx_offset(self.dwarf, var, a.raw_value)
         base = attr(var.cu.get_top_DIE(), "DW_AT_low_pc", 0) or 0
         out = []
         for entry in self._lists.get_location_list_at_offset(offset, die=var):

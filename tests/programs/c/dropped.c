@@ -8,7 +8,7 @@
  * kept_used keep the convention: they are visible outside this file.
  *
  * "dropped N" makes N rounds of calls and prints, for each round, one JSON line
- * with every value it passed.
+ * with every value it passed (after settle's own line).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,17 @@ static __attribute__((noinline)) long tally(struct order *o, long unused, int qt
 static __attribute__((noinline)) long quantity(const struct order *o, int scale)
 {
 	return (long)o->qty * scale;
+}
+
+/* Always called with seed 7: both compilers describe seed as that constant, and
+ * clang's location lists for o and rounds are DWARF 5 indexed lists (loclistx). */
+static __attribute__((noinline)) long settle(const struct order *o, long seed, int rounds)
+{
+	long acc = seed;
+	for (int i = 0; i < rounds; i++)
+		acc = acc * 31 + o->id + i;
+	printf("{\"settled\": %ld}\n", acc);
+	return acc + o->qty;
 }
 
 __attribute__((noinline)) long kept(long a, long spare, const struct order *o)
@@ -51,9 +62,11 @@ int main(int argc, char **argv)
 		sum += quantity(&o, i + 3);
 		sum += kept(i * 11, u, &o);
 		sum += kept_used(i * 13, u + 5, &o);
+		sum += settle(&o, 7, i % 4);
 		printf("{\"id\": %ld, \"qty\": %d, \"unused\": %ld, \"tally_qty\": %d, "
-		       "\"scale\": %d, \"kept_a\": %d, \"used_a\": %d, \"spare\": %ld}\n",
-		       o.id, o.qty, u, i + 2, i + 3, i * 11, i * 13, u + 5);
+		       "\"scale\": %d, \"kept_a\": %d, \"used_a\": %d, \"spare\": %ld, "
+		       "\"rounds\": %d}\n",
+		       o.id, o.qty, u, i + 2, i + 3, i * 11, i * 13, u + 5, i % 4);
 	}
 	printf("{\"sum\": %ld}\n", sum);
 	return 0;
