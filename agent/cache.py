@@ -20,11 +20,9 @@ def _code_stamp() -> str:
     """Changes whenever the code that computes cached answers changes (even unreleased)."""
     root = Path(__file__).resolve().parent
     h = hashlib.sha256(__version__.encode())
-    for sub in ("binary", "dwarf", "abi", "arch"):
-        for f in sorted((root / sub).glob("*.py")):
-            st = f.stat()
-            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    h.update(str((root / "inspect.py").stat().st_mtime_ns).encode())
+    for f in [*sorted((root / "target").rglob("*.py")), root / "tools" / "inspect.py"]:
+        st = f.stat()
+        h.update(f"{f.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
 
 

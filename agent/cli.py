@@ -26,7 +26,7 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> i
 
 
 def cmd_funcs(args: argparse.Namespace) -> int:
-    from agent import inspect, render
+    from agent.tools import inspect, render
     rows = inspect.function_list(args.binary, args.glob)
     if not rows and args.glob:
         raise NoopError(f"no function matches {args.glob!r}",
@@ -35,22 +35,22 @@ def cmd_funcs(args: argparse.Namespace) -> int:
 
 
 def cmd_struct(args: argparse.Namespace) -> int:
-    from agent import inspect, render
+    from agent.tools import inspect, render
     return _emit(args, inspect.struct_layout(args.binary, args.type), render.struct)
 
 
 def cmd_vars(args: argparse.Namespace) -> int:
-    from agent import inspect, render
+    from agent.tools import inspect, render
     return _emit(args, inspect.function_vars(args.binary, args.function), render.vars_table)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from agent import doctor
+    from agent.tools import doctor
     return doctor.main(["--json"] if args.json else [])
 
 
 def cmd_headers(args: argparse.Namespace) -> int:
-    from agent import kheaders
+    from agent.kernel import kheaders
     return kheaders.main_prepare([])
 
 
@@ -58,18 +58,19 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     """The plan named on the command line: a spec (--config) or the preset (--binary);
     ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
     if args.config:
-        from agent import resolve, spec
+        from agent.plan import resolve
+        from agent.spec import probes as spec
         loaded = spec.load(args.config)
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
-        from agent.kfeatures import xmm_helper_available
+        from agent.kernel.kfeatures import xmm_helper_available
         # noop run waits for targets no process runs yet; the other commands say so.
         plan = resolve.resolve(loaded, xmm_helper_available() is not None, wait=aggregate)
         for warning in plan.warnings:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
     if args.binary:
-        from agent.presets import client_golang
+        from agent.plan import client_golang
         try:
             return client_golang.plan(args.binary, args.pid, aggregate)
         except NoopError as exc:
@@ -81,12 +82,13 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     if args.schema:
-        from agent import spec
+        from agent.spec import probes as spec
         print(json.dumps(spec.json_schema(), indent=2))
         return 0
     plan = _plan(args, args.run)
-    from agent import codegen, render
-    from agent.kfeatures import xmm_helper_available
+    from agent.kernel import codegen
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.tools import render
     if args.emit_c:
         mode = "run" if args.run else "trace"
         sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode).text)
@@ -96,8 +98,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     plan = _plan(args)
-    from agent import codegen, printer, trace
-    from agent.kfeatures import xmm_helper_available
+    from agent.kernel import codegen
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.output import printer, trace
     program = codegen.generate(plan, xmm_helper_available())
     make = printer.spec_printer if args.config else printer.preset_printer
     stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration)
@@ -106,12 +109,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from agent import daemon, webconfig
-    from agent.kfeatures import xmm_helper_available
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.output import webconfig
+    from agent.service import daemon
     if not (args.binary or args.config):
         raise NoopError("noop run: nothing to probe", "give --config probes.yaml, or "
                         "--binary BIN for the client_golang preset's meta-metrics")
-    from agent.serve import parse_listen
+    from agent.output.serve import parse_listen
     try:
         parse_listen(args.listen)
     except NoopError as exc:
@@ -124,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
-    from agent.load import check_privileges
+    from agent.kernel.load import check_privileges
     check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available())
@@ -134,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_install_service(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent.install import install
+    from agent.service.install import install
 
     for line in install(Path(args.root)):
         print(line)
@@ -144,7 +148,8 @@ def cmd_install_service(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent import bench, cache
+    from agent import cache
+    from agent.tools import bench, workloads
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
     arms = [bench.arm(n) for n in names]
     if args.binary:
@@ -153,9 +158,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise NoopError(f"no such workload: {binary}", "build one of examples/bench, "
                             "or leave out --binary to let noop build it")
     else:
-        binary = bench.build_workload(args.workload, cache.cache_dir() / "bench")
+        binary = workloads.build_workload(args.workload, cache.cache_dir() / "bench")
     op = args.op or ("func" if args.workload == "c" else "counter.Inc")
-    function = args.function or bench.workload_function(args.workload, op)
+    function = args.function or workloads.workload_function(args.workload, op)
     result = bench.run(binary, op, function, arms, args.rounds, args.calls,
                        repeats=args.repeats, baseline=args.baseline, address=args.address)
     return _emit(args, result.to_json(), lambda _data: bench.render(result))
@@ -225,13 +230,14 @@ def parser() -> argparse.ArgumentParser:
              "program's client_golang meta-metrics) on /metrics until SIGTERM; SIGHUP "
              "reloads the spec", json_flag=False)
     _target_flags(sp)
-    from agent.serve import DEFAULT_LISTEN
+    from agent.output.serve import DEFAULT_LISTEN
     sp.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
                     help=f"where to serve /metrics, /healthz, /readyz (default "
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
-    from agent.bench import ARMS, KINDS, OPS
+    from agent.tools.bench import ARMS
+    from agent.tools.workloads import KINDS, OPS
     sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "
              "an empty BPF program, noop's probes and bpftrace at the same site")
     sp.add_argument("--workload", choices=KINDS, default="go",

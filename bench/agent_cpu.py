@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent import bench  # noqa: E402
+from agent.tools import workloads  # noqa: E402
 
 SPEC = """version: 1
 targets:
@@ -84,7 +84,7 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="noop-cpu-") as tmp:
         out = Path(tmp)
-        binary = bench.build_workload("go", out)
+        binary = workloads.build_workload("go", out)
         spec = out / "probes.yaml"
         spec.write_text(SPEC.format(binary=binary))
         noop, url = start_noop(spec, out / "cache")

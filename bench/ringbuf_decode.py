@@ -33,12 +33,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent import codegen, ringbuf
-from agent.codegen import Program
-from agent.decoders import LabelRule, go_float
-from agent.events import HEADER, Layout
-from agent.exporter import Session
-from agent.plan import (
+from agent.kernel import codegen, ringbuf
+from agent.kernel.codegen import Program
+from agent.kernel.events import HEADER, Layout
+from agent.output.exporter import Session
+from agent.output.usermetrics import UserMetrics
+from agent.plan.model import (
     Fetch,
     MetricPlan,
     Op,
@@ -48,7 +48,7 @@ from agent.plan import (
     TargetPlan,
     ValueSpec,
 )
-from agent.usermetrics import UserMetrics
+from agent.spec.decoders import LabelRule, go_float
 
 RING = codegen.RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611

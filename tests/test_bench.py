@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import bench
 from agent.errors import NoopError, NotFound
+from agent.tools import bench
+from agent.tools import workloads as wl
 
 CALLS = 100_000
 ROUNDS = 2
@@ -31,7 +32,7 @@ TRACEFS = Path("/sys/kernel/tracing")
 def workloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bench")
     try:
-        return {kind: bench.build_workload(kind, out) for kind in bench.KINDS}
+        return {kind: wl.build_workload(kind, out) for kind in wl.KINDS}
     except NoopError as exc:
         pytest.fail(f"{exc}: run ./setup.sh to install the test toolchains", pytrace=False)
 
@@ -52,13 +53,13 @@ def _check_runs(result: bench.Result, op: str) -> None:
             assert r.calls == CALLS * ROUNDS, f"{a.name}: the workload made {r.calls} calls"
             assert len(r.ns_per_call) == ROUNDS
             assert all(x > 0 for x in r.ns_per_call)
-            assert r.final == bench.expected_final(op, r.calls)
+            assert r.final == wl.expected_final(op, r.calls)
 
 
 @pytest.mark.parametrize("kind, op", [("go", "counter.Inc"), ("c", "func")])
 def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
                                     kind: str, op: str) -> None:
-    result = bench.run(workloads[kind], op, bench.workload_function(kind, op),
+    result = bench.run(workloads[kind], op, wl.workload_function(kind, op),
                        [bench.NONE, bench.BPFTRACE], ROUNDS, CALLS, repeats=REPEATS)
     _check_runs(result, op)
     none, traced = result.arms
@@ -72,14 +73,14 @@ def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
     assert "hits differ" not in table
 
 
-@pytest.mark.parametrize("op", bench.OPS)
+@pytest.mark.parametrize("op", wl.OPS)
 def test_go_final_values(workloads: dict[str, Path], op: str) -> None:
     """Every op ends at the value its calls imply, as the program reads its own metric."""
-    result = bench.run(workloads["go"], op, bench.workload_function("go", op), [bench.NONE],
+    result = bench.run(workloads["go"], op, wl.workload_function("go", op), [bench.NONE],
                        3, 1000, repeats=1)
     (run,) = result.arms[0].runs
     assert run.calls == 3000
-    assert run.final == bench.expected_final(op, 3000)
+    assert run.final == wl.expected_final(op, 3000)
     assert result.arms[0].added_ns == 0 and result.baseline is None
 
 
@@ -89,7 +90,7 @@ def test_arms_rotate_and_report_hits(workloads: dict[str, Path]) -> None:
 
     def recording(name: str) -> bench.Arm:
         @contextmanager
-        def attach(site: bench.Site) -> Iterator[bench.Attached]:
+        def attach(site: wl.Site) -> Iterator[bench.Attached]:
             assert site.entry and site.function == "work"
             order.append(name)
             attached = bench.Attached()
@@ -103,24 +104,24 @@ def test_arms_rotate_and_report_hits(workloads: dict[str, Path]) -> None:
     assert order == ["a", "empty", "a", "empty", "empty", "a"]  # none ran first, third, second
     assert [a.hits for a in result.arms] == [None, 21, 21]
     assert result.baseline == "empty"
-    assert result.site.address == bench.site_address(workloads["c"], "work")
+    assert result.site.address == wl.site_address(workloads["c"], "work")
     assert "hits differ from calls: a, empty" in bench.render(result)
 
 
 def test_site_is_noops_own(workloads: dict[str, Path]) -> None:
-    fn = bench.workload_function("go", "func")
-    site = bench.make_site(workloads["go"], fn)
-    assert site.address == bench.site_address(workloads["go"], fn)
+    fn = wl.workload_function("go", "func")
+    site = wl.make_site(workloads["go"], fn)
+    assert site.address == wl.site_address(workloads["go"], fn)
     assert site.binary == str(workloads["go"].resolve()) and os.path.isabs(site.binary)
     with pytest.raises(NoopError, match="outside"):
-        bench.make_site(workloads["go"], fn, site.address - 1)
+        wl.make_site(workloads["go"], fn, site.address - 1)
 
 
 def test_mistakes_are_errors(tmp_path: Path, workloads: dict[str, Path]) -> None:
     with pytest.raises(NotFound):
-        bench.build_workload("rust", tmp_path)
+        wl.build_workload("rust", tmp_path)
     with pytest.raises(NotFound):
-        bench.workload_function("c", "counter.Inc")
+        wl.workload_function("c", "counter.Inc")
     with pytest.raises(NotFound):
         bench.arm("nonesuch")
     with pytest.raises(NotFound):
@@ -137,7 +138,7 @@ def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, ki
     empty program counts nothing."""
     calls = CALLS if kind == "go" else CALLS // 10  # a C hit is single-stepped: slow
     arms = [bench.NONE, bench.EMPTY, bench.NOOP_KERNEL, bench.NOOP_RINGBUF]
-    result = bench.run(workloads[kind], op, bench.workload_function(kind, op), arms,
+    result = bench.run(workloads[kind], op, wl.workload_function(kind, op), arms,
                        ROUNDS, calls, repeats=2)
     none, empty, kernel, ringbuf = result.arms
     assert result.baseline == "empty" and empty.ratio == pytest.approx(1.0)
@@ -145,7 +146,7 @@ def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, ki
     for r in (*kernel.runs, *ringbuf.runs):
         assert r.calls == calls * ROUNDS
         assert r.hits == r.calls, f"{r.arm} saw {r.hits} hits of {r.calls} calls"
-        assert r.final == bench.expected_final(op, r.calls)
+        assert r.final == wl.expected_final(op, r.calls)
     for r in ringbuf.runs:
         assert r.notes["lost"] == 0, "the reader fell behind"
         assert r.notes["read"] == r.notes["counted"] == r.calls
@@ -158,13 +159,13 @@ def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, ki
 
 
 def test_bench_plan_is_a_counter_at_the_site(workloads: dict[str, Path]) -> None:
-    site = bench.make_site(workloads["c"], "work")
+    site = wl.make_site(workloads["c"], "work")
     for aggregate in ("kernel", "events"):
         plan = bench.bench_plan(site, aggregate)
         (probe,) = plan.probes
         ((metric,), (s,)) = probe.metrics, probe.sites
         assert (metric.kind, metric.where, s.address) == ("counter", aggregate, site.address)
-    inside = bench.make_site(workloads["c"], "work", site.address + 4)
+    inside = wl.make_site(workloads["c"], "work", site.address + 4)
     (s,) = bench.bench_plan(inside, "kernel").probes[0].sites
     assert (s.address, s.file_offset) == (inside.address, inside.file_offset)
 
@@ -174,8 +175,8 @@ def test_noop_arms_probe_noops_own_site(workloads: dict[str, Path], tracefs: Non
     every call; noop-first probes the first instruction like the other arms; objdump
     agrees that the site is the jbe right after the compare with g's stack guard."""
     op = "histogram.Observe"
-    fn = bench.workload_function("go", op)
-    site = bench.make_site(workloads["go"], fn)
+    fn = wl.workload_function("go", op)
+    site = wl.make_site(workloads["go"], fn)
     (chosen,) = bench.bench_plan(site, "kernel").probes[0].sites
     (first,) = bench.bench_plan(site, "kernel", first=True).probes[0].sites
     assert first.address == site.address and not first.skip_flags
@@ -234,18 +235,18 @@ def test_value_arm_sums_the_float_argument(workloads: dict[str, Path], tracefs: 
     sum equals the metric the workload itself reads (2.5 per call). (10 000 calls: a
     value derived at its site is decoded record by record, slower than the workload
     makes them, so the ring holds the burst.)"""
-    fn = bench.workload_function("go", op)
+    fn = wl.workload_function("go", op)
     result = bench.run(workloads["go"], op, fn, [bench.NONE, bench.NOOP_VALUE], 1, 10_000,
                        repeats=1)
     _none, value = result.arms
     (run,) = value.runs
     assert run.hits == run.calls == run.notes["read"] == 10_000 and run.notes["lost"] == 0
-    assert run.notes["value"] == run.final == bench.expected_final(op, run.calls)
+    assert run.notes["value"] == run.final == wl.expected_final(op, run.calls)
     assert "(emulated instruction)" in run.where
     assert f"noop-value: argument summed {run.final:g}" in bench.render(result)
 
 
 def test_value_arm_needs_a_float_argument(workloads: dict[str, Path]) -> None:
-    fn = bench.workload_function("go", "counter.Inc")
+    fn = wl.workload_function("go", "counter.Inc")
     with pytest.raises(NoopError, match="has no float argument"):
         bench.run(workloads["go"], "counter.Inc", fn, [bench.NOOP_VALUE], 1, 10, repeats=1)

@@ -58,7 +58,9 @@ def _run(binary: Path, *args: str) -> dict[str, Any]:
 def _first_instruction_counter(binary: Path, function: str) -> Any:
     """A counter of calls of ``function`` probed the naive way, at its first instruction,
     loaded beside noop run in this process: what noop's choice of site avoids."""
-    from agent import codegen, load, resolve, spec
+    from agent.kernel import codegen, load
+    from agent.plan import resolve
+    from agent.spec import probes as spec
     text = json.dumps({"targets": {"t": {"binary": str(binary)}}, "probes": [
         {"name": "naive", "function": f"main.{function}",
          "metrics": [{"name": "naive_total", "type": "counter"}]}]})
@@ -78,7 +80,7 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
     for each stack-check form, while stacks grow and move; the sum of the results read
     at the RETs equals the program's own sum; and a probe on the first instruction,
     in the same run, counts more calls than there were."""
-    from agent import aggregate
+    from agent.kernel import aggregate
     spec = tmp_path / "probes.yaml"
     spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
     agent = start(tmp_path, "--config", spec)
@@ -239,8 +241,8 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
 
 def test_c_exit_probe_pairs_by_thread_and_stack(privileged: None, tmp_path: Path) -> None:
     """C's work(x) returns x + 1: each return pairs with its own call's entry."""
-    from agent import bench
-    loop = bench.build_workload("c", tmp_path / "loop")
+    from agent.tools import workloads
+    loop = workloads.build_workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(f"targets: {{c: {{binary: {loop}}}}}\nprobes:\n  - name: work_exit\n"
                     "    function: work\n    at: exit\n"

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from agent.decoders import (
+from agent.spec.decoders import (
     UNREAD,
     LabelRule,
     compile_rule,

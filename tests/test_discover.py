@@ -26,10 +26,11 @@ from test_calls import _stopped
 from test_run import FLOATS, Agent, get, mirrors_equal, samples, start
 from test_trace import TICKS, _no_probe_left, _wait_for
 
-from agent import discover, spec
-from agent.binary.elf import ElfFile
 from agent.errors import NoopError
-from agent.spec import SpecError
+from agent.spec import probes as spec
+from agent.spec.probes import SpecError
+from agent.target import discover
+from agent.target.elf import ElfFile
 
 
 def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
@@ -102,7 +103,7 @@ def test_target_naming_mistakes(text: str, message: str) -> None:
 
 
 def test_a_target_no_process_runs_is_one_clear_error(tmp_path: Path) -> None:
-    from agent import resolve
+    from agent.plan import resolve
     for target, said in [("{exe: no-such-program-x}", "no process runs an executable named "
                           "no-such-program-x"),
                          ("{exe: no-such-program-x, pid: 1}", "process 1 does not run an "
@@ -304,8 +305,8 @@ def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
     """Two builds of one target at once: noop asks for a new plan; when making it fails
     (two builds), not again while the same builds run; once the old build's process
     is gone, again. Files: the new one gets the probes, the gone one loses them."""
-    from agent import watch
-    from agent.plan import Plan, TargetPlan
+    from agent.plan.model import Plan, TargetPlan
+    from agent.service import watch
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"a")
     b.write_bytes(b"bb")

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import doctor, kfeatures, kheaders
-from agent.doctor import MISSING, OK, WARN, Check
-from agent.kheaders import HeaderSource
+from agent.kernel import kfeatures, kheaders
+from agent.kernel.kheaders import HeaderSource
+from agent.tools import doctor
+from agent.tools.doctor import MISSING, OK, WARN, Check
 
 # --- privileges ------------------------------------------------------------
 
@@ -315,7 +316,7 @@ def test_real_doctor_passes_once_headers_are_prepared(tmp_path: Path) -> None:
         kheaders.prepare_headers(tmp_path)
     repo = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "-m", "agent.doctor", "--json"],
+        [sys.executable, "-m", "agent.tools.doctor", "--json"],
         capture_output=True, text=True, cwd=repo, env=env, timeout=120, check=False,
     )  # fmt: skip
     doc = json.loads(done.stdout)

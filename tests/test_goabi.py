@@ -1,8 +1,8 @@
 """Go internal ABI assignment, worked by hand from abi-internal.md's rules."""
 
-from agent.abi import goabi
-from agent.abi.shape import Shape, struct, word
-from agent.dwarf.locations import Piece
+from agent.target.abi import goabi
+from agent.target.abi.shape import Shape, struct, word
+from agent.target.dwarf.locations import Piece
 
 INT = word("int")
 F64 = word("float")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import kheaders
-from agent.kheaders import MARKER, find_headers, prepare_headers
+from agent.kernel import kheaders
+from agent.kernel.kheaders import MARKER, find_headers, prepare_headers
 
 VERSION = "6.1.0-56"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from agent.binary.demangle import demangle_rust_legacy
 from agent.errors import NotFound, nearest
+from agent.target.demangle import demangle_rust_legacy
 
 
 @pytest.mark.parametrize(("symbol", "plain"), [

@@ -413,8 +413,8 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
     """work(x) called with x = 0 .. 999999: every metric keeps its first 1000 label sets
     (the default cap), folds the rest into the overflow series and counts each of them;
     the kernel map and noop's memory stay bounded."""
-    from agent import bench
-    loop = bench.build_workload("c", tmp_path / "loop")
+    from agent.tools import workloads
+    loop = workloads.build_workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(MILLION_SPEC.format(binary=loop))
     agent = start(tmp_path, "--config", spec)

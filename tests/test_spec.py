@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import events, spec
 from agent.errors import NoopError
-from agent.plan import Fetch, ProbePlan, Site, ValueSpec
+from agent.kernel import events
+from agent.plan.model import Fetch, ProbePlan, Site, ValueSpec
+from agent.spec import probes as spec
 
 REPO = Path(__file__).resolve().parent.parent
 F = "p.yaml"  # the path every parsed text is reported under

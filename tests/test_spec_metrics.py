@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from agent import aggregate, resolve, spec, spec_metrics
-from agent.decoders import LabelRule
-from agent.plan import Column, MetricPlan
-from agent.spec_metrics import Label, Metric
+from agent.plan import keys, resolve
+from agent.plan.model import Column, MetricPlan
+from agent.spec import metrics as spec_metrics
+from agent.spec import probes as spec
+from agent.spec.decoders import LabelRule
+from agent.spec.metrics import Label, Metric
 
 F = "p.yaml"  # the path every parsed text is reported under
 M = spec.Mark
@@ -562,8 +564,8 @@ def test_int_histogram_is_aggregated_in_the_kernel(example: Path) -> None:
     # Integer bounds: 2.5 holds the integers up to 2, one more than 1 does.
     low, high = column.bounds
     assert high - low == 1
-    assert column == Column("m0", "hist", "id", (aggregate.bound(probe.values[0], 1.0),
-                                                 aggregate.bound(probe.values[0], 2.5)))
+    assert column == Column("m0", "hist", "id", (keys.bound(probe.values[0], 1.0),
+                                                 keys.bound(probe.values[0], 2.5)))
 
 
 def test_key_too_large_is_rejected(example: Path) -> None:
@@ -580,7 +582,7 @@ def test_key_too_large_is_rejected(example: Path) -> None:
         # 8 bytes of flags, then 8 + 256 per string and 8 for the integer
         "m.yaml:11:9: probe order: the labels of this probe's metrics take 544 bytes in the "
         "kernel's key; at most 256 (lower max: of the string values used as labels)"]
-    assert aggregate.KEY_LIMIT == 256
+    assert keys.KEY_LIMIT == 256
 
 
 def test_string_labels_of_the_default_size_fit(example: Path) -> None:

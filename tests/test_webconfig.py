@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from agent import webconfig
-from agent.webconfig import TLSServerConfig, WebConfig, WebConfigError
+from agent.output import webconfig
+from agent.output.webconfig import TLSServerConfig, WebConfig, WebConfigError
 
 ECDSA_128 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
 ECDSA_256 = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import codegen, kfeatures, resolve, ringbuf, spec
+from agent.kernel import codegen, kfeatures, ringbuf
+from agent.plan import resolve
+from agent.spec import probes as spec
 
 MIX = """
 targets: {c: {binary: BINARY}}
@@ -79,7 +81,7 @@ def test_a_linked_kfunc_call_loads_and_runs(privileged: None, c_layouts_o2: Path
     their BTF ids): the verifier takes the program and it counts every call of mix."""
     import bcc
 
-    from agent import load
+    from agent.kernel import load
     facts = kfeatures.vmlinux_btf()
     assert facts is not None, "this test needs the kernel's BTF"
     lock, unlock = (kfeatures.call_of(n, facts) for n in ("bpf_rcu_read_lock",
@@ -125,7 +127,7 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
     shape (bpf_probe_read_user(dst, size, ptr), which fails on the small number the
     helper takes as register): the kernel loads and runs it, every call of mix is an
     event, n is read, and x and y are reported as faulted reads, never as a number."""
-    from agent import load
+    from agent.kernel import load
     plan = _plan(c_layouts_o2, True)
     program = codegen.generate(plan, "bpf_get_fp_reg")
     program = replace(program, calls={codegen.XMM_CALL: "bpf_probe_read_user"})
@@ -140,6 +142,6 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
 
 
 def test_a_kernel_without_the_named_function_is_one_clear_error() -> None:
-    from agent import load
+    from agent.kernel import load
     with pytest.raises(load.LoadError, match="the kernel has no bpf_no_such_thing to call"):
         load.kernel_calls({codegen.XMM_CALL: "bpf_no_such_thing"})

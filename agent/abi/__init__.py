@@ -1,1 +1,0 @@
-"""Calling conventions: where arguments and results live when DWARF does not say."""

@@ -1,1 +1,0 @@
-"""Per-architecture facts: register numbering and names."""

@@ -1,1 +1,0 @@
-"""DWARF reading: types and their layouts, functions, parameter locations."""

@@ -1,0 +1,4 @@
+"""Plan -> C -> loaded programs: codegen, layouts, loading, ring buffer, features.
+
+Imports plan and below only: no output, service or tools. Only load imports bcc.
+"""

@@ -1,0 +1,86 @@
+"""The C that reads one value at a probe site: from a register, through pointer hops and
+slice headers, from the kernel's XMM reader, or from what a call's entry kept; and why
+a value can never be read at its site with this kernel."""
+
+from __future__ import annotations
+
+from agent.plan.model import Fetch, Op
+from agent.target.amd64 import PT_REGS, is_vector
+
+
+def unreadable(fetch: Fetch, xmm_helper: str | None) -> str:
+    """Why ``fetch`` can never be read at its site with this kernel ('' when it can)."""
+    if fetch.kind == "unavailable":
+        return fetch.why
+    regs = [r for r in fetch.regs if is_vector(r)]
+    if regs and xmm_helper is None:
+        return (f"in {regs[0]}: this kernel has no BPF helper to read XMM registers "
+                "in a uprobe (see noop doctor)")
+    if regs and xmm_register(fetch) is None:
+        return (f"in {', '.join(regs)}: noop reads an XMM register through {xmm_helper} "
+                "only for a value held whole in one")
+    return ""
+
+
+def xmm_register(fetch: Fetch) -> int | None:
+    """The XMM register number of a value held whole in one, else None."""
+    if fetch.kind == "reg" and len(fetch.regs) == 1 and is_vector(fetch.regs[0]):
+        return int(fetch.regs[0].removeprefix("xmm"))
+    return None
+
+
+def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:
+    """C that reads ``fetch`` into ``dst``, setting ``bit`` in ``faults`` when a read
+    faults and in ``absent`` when the value is not there (an index past a length)."""
+    fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
+    if fetch.kind == "builtin":
+        return [f"{dst} = {builtins[fetch.builtin]};"]
+    if fetch.kind == "saved":  # in a return's program: from its call's record
+        src = f"c->e.v{fetch.slot}"
+        return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',
+                f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));"]
+    xmm = xmm_register(fetch)
+    if xmm is not None:  # only with the kernel's XMM reader (see unreadable)
+        return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
+                f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
+                f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
+    if fetch.kind == "reg":
+        reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
+        return [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
+    if fetch.kind == "reg_slice":
+        ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
+        return [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
+    out = ["do {", "\tu64 a = 0;"]
+    out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
+    at = f"a + ({fetch.offset})" if fetch.offset else "a"
+    if fetch.kind == "root":
+        out.append(f"\t{dst} = a;")
+    elif fetch.kind == "mem":
+        out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
+    elif fetch.kind == "mem_slice":
+        out += ["\tu64 h[2];", f"\tif (noop_read(h, 16, {at})) {fault}",
+                f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]
+    elif fetch.kind == "mem_array":
+        out.append(f"\tif (noop_copy(&{dst}, {at}, sizeof({dst}.s))) {fault}")
+    else:
+        raise ValueError(f"unknown fetch kind {fetch.kind}")
+    return [*out, "} while (0);"]
+
+
+def _op(op: Op, fault: str, gone: str) -> list[str]:
+    if op.op == "reg":
+        return [f"a = ctx->{PT_REGS[op.reg]};"]
+    if op.op == "sp":
+        return [f"a = ctx->{PT_REGS['rsp']} + ({op.offset});"]
+    if op.op == "root":  # in a return's program: a pointer its call's entry kept
+        return [f"a = c->root[{op.index}];"]
+    if op.op == "deref":
+        return [f"if (noop_read(&a, 8, a + ({op.offset}))) {fault}"]
+    if op.op == "bound":
+        return [f"if (ctx->{PT_REGS[op.reg]} <= {op.index}) {gone}"]
+    if op.op == "index":
+        return ["{", "\tu64 s[2];  /* slice header: ptr, len */",
+                f"\tif (noop_read(s, 16, a + ({op.offset}))) {fault}",
+                f"\tif (s[1] <= {op.index}) {gone}",
+                f"\ta = s[0] + {op.index * op.size};", "}"]
+    raise ValueError(f"unknown op {op.op}")

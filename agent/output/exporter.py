@@ -1,0 +1,228 @@
+"""The Prometheus collector of ``noop run``: on every scrape it reads the in-kernel
+aggregates of the running session and yields the user metrics, the client_golang
+meta-metrics and noop's own health. Reads BPF maps only through the session's loader."""
+
+from __future__ import annotations
+
+import platform
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from agent import __version__
+from agent.kernel import aggregate, events, ringbuf
+from agent.kernel.aggregate import Row
+from agent.kernel.codegen import Program
+from agent.output.meta import GoMeta
+from agent.output.usermetrics import UserMetrics, faulty
+from agent.plan.model import Plan
+
+
+class Maps(Protocol):
+    """What the collector needs of a loaded program (``load.Loaded`` is one)."""
+
+    attachments: list[Any]
+
+    def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]: ...
+    def produced(self) -> dict[int, int]: ...
+    def lost_by_probe(self) -> dict[int, int]: ...
+    def faults(self) -> dict[int, int]: ...
+    def unpaired(self) -> dict[int, int]: ...
+
+
+@dataclass
+class Session:
+    """One loaded plan: its program, maps, and what noop aggregates from its events."""
+
+    plan: Plan
+    program: Program
+    maps: Maps
+    users: UserMetrics
+    meta: GoMeta | None
+    seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
+    decode_errors: int = 0
+    _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
+
+    def on_run(self, run: ringbuf.Run) -> None:
+        """A run of ring records of one probe: folded all at once when the probe only
+        feeds user metrics and every value was read; else record by record."""
+        probe = run.probe
+        if probe is None or not 0 <= probe < len(self.program.layouts) \
+                or run.length < self.program.layouts[probe].size:
+            self.decode_errors += run.count
+            return
+        spec = self._records(probe, run.stride)
+        if spec is None:
+            for record in ringbuf.records(run):
+                self.on_record(record)
+            return
+        records = list(spec.struct.iter_unpack(run.data))
+        bad = faulty(records)  # values read as None: one by one, as events
+        if bad:
+            skip = set(bad)
+            records = [r for i, r in enumerate(records) if i not in skip]
+        self.seen[probe] = self.seen.get(probe, 0) + len(records)
+        self.users.on_records(self.plan.probes[probe], spec, spec.finish(records))
+        for i in bad:
+            self.on_record(ringbuf.record(run, i))
+
+    def _records(self, probe: int, stride: int) -> events.Records | None:
+        """How to unpack runs of ``probe`` at once; None: one by one (the preset learns
+        names from its events, and a value unreadable at a site decodes as None)."""
+        key = (probe, stride)
+        if key not in self._formats:
+            ok = self.meta is None and not any(
+                why for (p, _site), why in self.program.unreadable.items() if p == probe)
+            derived = {s: d for (p, s), d in self.program.derived.items() if p == probe}
+            self._formats[key] = events.records(self.program.layouts[probe], stride,
+                                                derived) if ok else None
+        return self._formats[key]
+
+    def on_record(self, data: bytes) -> None:
+        try:
+            event = self.program.decode(data)
+        except (IndexError, ValueError):
+            self.decode_errors += 1
+            return
+        self.seen[event.probe] = self.seen.get(event.probe, 0) + 1
+        if self.meta is not None:
+            self.meta.on_event(event.probe, event)
+        else:
+            self.users.on_event(self.plan.probes[event.probe], event)
+
+    def rows(self) -> dict[int, list[Row]]:
+        out = {}
+        for pi, lay in self.program.aggregates.items():
+            out[pi] = [aggregate.merge(lay, k, vs) for k, vs in self.maps.rows(pi)]
+        return out
+
+
+@dataclass
+class Health:
+    """What the daemon tells the collector outside any one session."""
+
+    reloads_ok: int = 0
+    reloads_failed: int = 0
+    last_reload_ok: bool = True
+    last_reload_time: float = 0.0
+    resolve_errors: int = 0
+    attach_errors: int = 0
+    xmm_helper: bool = False
+    bcc: str = "unknown"  # the version of the distribution's BCC in use
+    processes: dict[str, int] = field(default_factory=dict)  # per target: running it
+    replans: int = 0  # plans made again for what runs (new build, target started)
+
+
+class Exporter(Collector):
+    def __init__(self, health: Health) -> None:
+        self.health = health
+        self.session: Session | None = None
+        self._lock = threading.Lock()
+
+    def use(self, session: Session | None) -> None:
+        with self._lock:
+            self.session = session
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            s = self.session
+        produced = s.maps.produced() if s is not None else {}
+        yield from self._self(s, produced)
+        if s is None:
+            return
+        rows = s.rows()
+        yield from _hits(s, rows, produced)
+        if s.meta is not None:
+            yield from s.meta.families(rows)
+        yield from s.users.families(rows)
+        over = CounterMetricFamily(
+            "noop_overflow_updates", "Updates of label sets beyond a metric's max_series, "
+            "folded into its overflow series", labels=["metric"])
+        series = GaugeMetricFamily("noop_series", "Label sets a metric keeps",
+                                   labels=["metric"])
+        for name, n in sorted(s.users.overflow_updates().items()):
+            over.add_metric([name], n)
+        for name, n in sorted(s.users.series().items()):
+            series.add_metric([name], n)
+        yield from (over, series)
+
+    def _self(self, s: Session | None, produced: dict[int, int]) -> Iterator[Metric]:
+        h = self.health
+        info = GaugeMetricFamily("noop_build_info", "noop's version; always 1",
+                                 labels=["version", "python", "bcc"])
+        info.add_metric([__version__, platform.python_version(), h.bcc], 1)
+        yield info
+        yield GaugeMetricFamily("noop_xmm_helper_available", "1 if the kernel has a BPF "
+                                "helper that reads XMM registers in a uprobe",
+                                value=int(h.xmm_helper))
+        reloads = CounterMetricFamily("noop_reloads", "Spec reloads (SIGHUP), by result",
+                                      labels=["result"])
+        reloads.add_metric(["success"], h.reloads_ok)
+        reloads.add_metric(["failure"], h.reloads_failed)
+        yield reloads
+        yield GaugeMetricFamily("noop_config_last_reload_successful", "1 if the last "
+                                "reload worked (a failed one keeps the probes running)",
+                                value=int(h.last_reload_ok))
+        yield CounterMetricFamily("noop_resolve_errors", "Specs noop could not resolve "
+                                  "against their binaries", value=h.resolve_errors)
+        yield CounterMetricFamily("noop_attach_errors", "Loads the kernel refused "
+                                  "(compile, load or attach)", value=h.attach_errors)
+        up = GaugeMetricFamily("noop_target_up", "1 while a process runs the target's "
+                               "build with noop's probes on it, 0 when none does",
+                               labels=["target"])
+        procs = GaugeMetricFamily("noop_target_processes", "Processes running the target's "
+                                  "probed build", labels=["target"])
+        for name, n in sorted(h.processes.items()):
+            up.add_metric([name], int(n > 0))
+            procs.add_metric([name], n)
+        yield from (up, procs)
+        yield CounterMetricFamily("noop_replans", "Plans made again for what runs: a target "
+                                  "that started, a new build, a file changed on disk",
+                                  value=h.replans)
+        attached = GaugeMetricFamily("noop_probes_attached", "uprobes attached, per target",
+                                     labels=["target"])
+        if s is not None:
+            per: dict[str, int] = {t.name: 0 for t in s.plan.targets}
+            for a in s.maps.attachments:
+                name = s.plan.probes[a.probe].target
+                per[name] = per.get(name, 0) + 1
+            for name, n in sorted(per.items()):
+                attached.add_metric([name], n)
+        yield attached
+        if s is None:
+            return
+        for metric, doc, values in (
+            ("noop_events", "Ring-buffer records noop read, per probe", s.seen),
+            ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
+             "kernel)", s.maps.lost_by_probe()),
+            ("noop_events_produced", "Records the BPF programs made: read + lost + not yet "
+             "read (counted in the kernel)", produced),
+            ("noop_read_faults", "Hits where reading user memory faulted",
+             s.maps.faults()),
+            ("noop_exits_unpaired", "Returns an exit probe saw without their call's entry "
+             "(calls in progress when noop attached, or more than it keeps at once)",
+             s.maps.unpaired()),
+        ):
+            fam = CounterMetricFamily(metric, doc, labels=["probe"])
+            for pi, probe in enumerate(s.plan.probes):
+                if metric != "noop_exits_unpaired" or probe.at == "exit":
+                    fam.add_metric([probe.name], values.get(pi, 0))
+            yield fam
+        yield CounterMetricFamily("noop_decode_errors", "Records noop could not decode",
+                                  value=s.decode_errors)
+
+
+def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]
+          ) -> Iterator[Metric]:
+    fam = CounterMetricFamily("noop_probe_hits", "Hits of a probe: folded into its "
+                              "in-kernel aggregate, or else records it made", labels=["probe"])
+    for pi, probe in enumerate(s.plan.probes):
+        if pi in rows:
+            fam.add_metric([probe.name], sum(r.hits for r in rows[pi]))
+        elif probe.events:
+            fam.add_metric([probe.name], produced.get(pi, 0))
+    yield fam

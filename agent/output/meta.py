@@ -1,0 +1,137 @@
+"""Meta-metrics of a Go program's own client_golang metrics, for ``noop run --binary``:
+how often each series is updated (by operation), its value as seen in the process's
+memory, and the sum of the increments noop saw. Built at scrape time from the preset's
+in-kernel rows; each metric object's name and labels come from the one event the BPF
+program sends the first time it sees the object. Imports no BPF."""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent.kernel.aggregate import Row
+from agent.kernel.events import Event
+from agent.output import golang
+from agent.plan.client_golang import COUNT_MASK
+from agent.plan.model import Plan
+
+LABELS = ("target", "pid", "metric", "labels")
+
+
+def _float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+@dataclass
+class _Object:
+    """What noop knows of one metric object of one process, merged over its rows."""
+
+    kind: str = ""
+    int_part: int | None = None  # counter: largest valInt seen
+    bits_part: float | None = None  # counter: largest valBits seen
+    last: tuple[int, float] | None = None  # gauge: (time, value) of the latest update
+    count: int | None = None  # histogram: observations, from countAndHotIdx
+    first: tuple[int, float] | None = None  # (time, value before the first update seen)
+    updates: dict[str, int] = field(default_factory=dict)
+
+    def value(self) -> float | None:
+        if self.kind == "counter" and self.int_part is not None:
+            return (self.bits_part or 0.0) + self.int_part
+        if self.kind == "gauge" and self.last is not None:
+            return self.last[1]
+        return float(self.count) if self.count is not None else None
+
+    def earlier(self, ts: int, before: float) -> None:
+        if ts and (self.first is None or ts < self.first[0]):
+            self.first = (ts, before)
+
+
+class GoMeta:
+    """``on_event`` learns each object's name and labels; ``families`` reads the rows."""
+
+    def __init__(self, plan: Plan, target: str) -> None:
+        self.plan = plan
+        self.target = target
+        self._lock = threading.Lock()
+        self._names: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, object) -> ...
+
+    def on_event(self, probe_index: int, event: Event) -> None:
+        probe = self.plan.probes[probe_index]
+        u = golang.update(event, probe.sites[event.site].tag)
+        if u.metric == "?":  # the name could not be read; try again on the next one
+            return
+        labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
+        with self._lock:
+            self._names[(event.pid, u.object)] = (u.metric, labels)
+
+    def forget(self, pids: set[int]) -> None:
+        with self._lock:
+            for key in [k for k in self._names if k[0] in pids]:
+                del self._names[key]
+
+    def objects(self, rows: dict[int, list[Row]]) -> dict[tuple[int, int], _Object]:
+        objs: dict[tuple[int, int], _Object] = {}
+        for pi, probe in enumerate(self.plan.probes):
+            for row in rows.get(pi, []):
+                if row.key is None:
+                    continue
+                key = (int(row.key["$pid"]), int(row.key["object"] or 0))
+                kind, op = probe.sites[int(row.key["$site"])].tag.split(".", 1)
+                o = objs.setdefault(key, _Object(kind))
+                o.updates[op] = o.updates.get(op, 0) + row.hits
+                _fold(probe.name, o, row.columns)
+        return objs
+
+    def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
+        updates = CounterMetricFamily(
+            "noop_go_metric_updates", "Updates of a client_golang metric series seen by "
+            "noop, by operation", labels=[*LABELS, "op"])
+        value = GaugeMetricFamily(
+            "noop_go_metric_value", "The series' value in the process's memory at its "
+            "latest update (a histogram: its observation count)", labels=list(LABELS))
+        incs = GaugeMetricFamily(
+            "noop_go_metric_increments", "Sum of the increments noop saw: the value now "
+            "minus the value before the first update it saw", labels=list(LABELS))
+        with self._lock:
+            names = dict(self._names)
+        for (pid, obj), o in sorted(self.objects(rows).items()):
+            name = names.get((pid, obj))
+            if name is None:
+                continue  # its description is still in the ring buffer
+            labels = [self.target, str(pid), *name]
+            for op, n in sorted(o.updates.items()):
+                updates.add_metric([*labels, op], n)
+            now = o.value()
+            if now is not None:
+                value.add_metric(labels, now)
+                if o.first is not None:
+                    incs.add_metric(labels, now - o.first[1])
+        yield from (updates, value, incs)
+
+
+def _fold(rule: str, o: _Object, cols: dict[str, Any]) -> None:
+    if rule in ("counter_int", "counter_float"):
+        if cols.get("int") is not None:
+            o.int_part = max(o.int_part or 0, cols["int"])
+        if cols.get("bits") is not None:
+            o.bits_part = max(o.bits_part or 0.0, _float(cols["bits"]))
+        fi, fb = cols.get("first_int"), cols.get("first_bits")
+        if fi is not None and fb is not None:
+            o.earlier(min(fi[1], fb[1]), fi[0] + _float(fb[0]))
+    elif rule in ("gauge_add", "gauge_set"):
+        last, first = cols.get("last"), cols.get("first")
+        if last is not None and (o.last is None or last[1] > o.last[0]):
+            o.last = (last[1], _float(last[0]))
+        if first is not None:
+            o.earlier(first[1], _float(first[0]))
+    else:
+        if cols.get("count") is not None:
+            o.count = max(o.count or 0, cols["count"])
+        first = cols.get("first")
+        if first is not None:
+            o.earlier(first[1], float(first[0] & COUNT_MASK))

@@ -1,0 +1,119 @@
+"""Terminal output of a trace: one line per event, as text (under 80 columns where the
+values allow) or as one JSON object per line."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from agent.kernel.events import Event
+from agent.output import golang
+from agent.plan.model import Plan
+
+# CLOCK_MONOTONIC (bpf_ktime_get_ns) -> wall clock, fixed once at start.
+_EPOCH_OFFSET = time.time_ns() - time.monotonic_ns()
+
+
+def wall_ns(ts: int) -> int:
+    return ts + _EPOCH_OFFSET
+
+
+def _clock(ts: int) -> str:
+    ns = wall_ns(ts)
+    return time.strftime("%H:%M:%S", time.localtime(ns // 10**9)) + f".{ns % 10**9 // 1000:06d}"
+
+
+def _iso(ts: int) -> str:
+    ns = wall_ns(ts)
+    return datetime.fromtimestamp(ns // 10**9, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S") + f".{ns % 10**9:09d}Z"
+
+
+def _text_value(event: Event, name: str, value: Any) -> str:
+    if name in event.unreadable:
+        return "<unreadable>"
+    if name in event.faults:
+        return "<fault>"
+    if name in event.absent:
+        return "<absent>"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False) + ("..." if name in event.truncated
+                                                        else "")
+    if isinstance(value, bytes):
+        return value.hex() + ("..." if name in event.truncated else "")
+    if isinstance(value, float):
+        return golang.number(value)
+    return str(value)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    return value
+
+
+Sink = Callable[[Event], None]
+
+
+def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
+    """Lines for probes of a spec: time, probe, pid/tid, then name=value pairs."""
+    told: set[tuple[int, int]] = set()
+
+    def emit(e: Event) -> None:
+        probe = plan.probes[e.probe]
+        site = probe.sites[e.site]
+        if as_json:
+            obj = {"time": _iso(e.ts), "probe": probe.name, "function": site.function,
+                   "pid": e.pid, "tid": e.tid,
+                   "values": {k: _json_value(v) for k, v in e.values.items()}}
+            for key in ("faults", "absent", "truncated"):
+                if getattr(e, key):
+                    obj[key] = list(getattr(e, key))
+            if e.unreadable:
+                obj["unreadable"] = e.unreadable
+            out.write(json.dumps(obj) + "\n")
+        else:
+            pairs = " ".join(f"{k}={_text_value(e, k, v)}" for k, v in e.values.items())
+            out.write(f"{_clock(e.ts)} {probe.name} {e.pid}/{e.tid} {pairs}\n")
+            if e.unreadable and (e.probe, e.site) not in told:
+                told.add((e.probe, e.site))
+                for k, why in e.unreadable.items():
+                    out.write(f"  note: {probe.name}.{k} is <unreadable>: {why}\n")
+        out.flush()
+
+    return emit
+
+
+def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
+    """prometheusnoop's lines: one per metric update."""
+    header = [] if as_json else [
+        f"{'TIME':<15} {'PID':>7} {'OBJECT':<14} {'OP':<9} METRIC VALUE (INC)\n"]
+
+    def emit(e: Event) -> None:
+        if header:
+            out.write(header.pop())
+        site = plan.probes[e.probe].sites[e.site]
+        u = golang.update(e, site.tag)
+        if as_json:
+            obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
+                   "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
+                   "labels": u.labels, "op": u.op, "value": u.value, "inc": u.inc}
+            if u.note:
+                obj["note"] = u.note
+            out.write(json.dumps(obj) + "\n")
+        else:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(u.labels.items()))
+            name = u.metric + (f"{{{labels}}}" if labels else "")
+            inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}" \
+                f"{golang.number(u.inc)})"
+            note = f"  [{u.note}]" if u.note else ""
+            out.write(f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
+                      f"{name} {golang.number(u.value)}{inc}{note}\n")
+        out.flush()
+
+    return emit

@@ -1,0 +1,100 @@
+"""The HTTP side of ``noop run``: /metrics (prometheus-client's exposition of a
+registry), /healthz and /readyz, over plain HTTP or TLS from a web config file.
+Serves in threads of its own; knows nothing of BPF."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from agent.errors import NoopError
+from agent.output.webconfig import WebConfig
+
+DEFAULT_LISTEN = "127.0.0.1:9559"
+Check = Callable[[], tuple[bool, str]]  # (ok, one line saying why)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise NoopError(f"--listen {text!r}: expected HOST:PORT",
+                        f"for example {DEFAULT_LISTEN}, or :9559 for every address")
+    return host.strip("[]") or "::", int(port)
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        if self.tls is not None:  # the handshake happens in the connection's own thread
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up or failed the TLS handshake is not noop's problem
+
+
+class _V6Server(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class Server:
+    """Serves until ``close``. ``ready`` and ``healthy`` are asked on every request."""
+
+    def __init__(self, listen: str, registry: CollectorRegistry, healthy: Check,
+                 ready: Check, web: WebConfig | None = None) -> None:
+        host, port = parse_listen(listen)
+        metrics = make_wsgi_app(registry)
+        headers = list(web.headers) if web else []
+
+        def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+            path = environ.get("PATH_INFO", "")
+            if path in ("/healthz", "/readyz"):
+                ok, why = (healthy if path == "/healthz" else ready)()
+                start("200 OK" if ok else "503 Service Unavailable",
+                      [("Content-Type", "text/plain; charset=utf-8"), *headers])
+                return [(why + "\n").encode()]
+            if path == "/metrics":
+                def with_headers(status: str, hdrs: list[tuple[str, str]],
+                                 *rest: Any) -> Any:
+                    return start(status, [*hdrs, *headers], *rest)
+                return metrics(environ, with_headers)  # type: ignore[no-any-return]
+            start("404 Not Found", [("Content-Type", "text/plain"), *headers])
+            return [b"noop: /metrics, /healthz, /readyz\n"]
+
+        cls = _V6Server if ":" in host else _Server
+        try:
+            self._httpd = make_server(host, port, app, server_class=cls, handler_class=_Quiet)
+        except OSError as exc:
+            raise NoopError(f"cannot listen on {listen}: {exc.strerror or exc}",
+                            "pick a free port with --listen HOST:PORT") from None
+        self._httpd.tls = web.ssl_context() if web else None
+        self.scheme = "https" if self._httpd.tls else "http"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="noop-http",
+                                        kwargs={"poll_interval": 0.2}, daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,98 @@
+"""Trace in the terminal: load a plan, print every event until Ctrl-C, SIGTERM, the
+duration, or the one target process exiting; then detach everything and say what
+was seen, lost and not read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from types import FrameType
+
+from agent.kernel import ringbuf
+from agent.kernel.codegen import Program
+from agent.output.printer import Sink
+from agent.plan.model import Plan
+
+
+@dataclass
+class Stats:
+    events: int = 0
+    decode_errors: int = 0
+    lost: int = 0
+    faults: int = 0
+    reason: str = ""
+
+
+def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None) -> Stats:
+    from agent.kernel.load import Loaded, alive
+
+    stats = Stats()
+    stop: list[str] = []
+    failures: list[Exception] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.append(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with Loaded(plan, program) as loaded:
+            def on_record(data: bytes) -> None:
+                try:
+                    event = program.decode(data)
+                except (IndexError, ValueError):
+                    stats.decode_errors += 1
+                    return
+                stats.events += 1
+                if failures or "output closed" in stop:
+                    return  # after a signal, what the ring already holds is still printed
+                try:
+                    sink(event)
+                except BrokenPipeError:  # the reader went away (| head): stop quietly
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                    stop.append("output closed")
+                except Exception as exc:  # never let it escape into BCC's C callback
+                    failures.append(exc)
+                    stop.append("error")
+
+            def on_run(run: ringbuf.Run) -> None:
+                for record in ringbuf.records(run):
+                    on_record(record)
+
+            sites = len(loaded.attachments)
+            targets = ", ".join(f"{t.binary}" + (f" pid {t.pid}" if t.pid else "")
+                                for t in plan.targets)
+            print(f"noop: {sites} uprobe{'s' * (sites != 1)} on {targets}; "
+                  + (f"for {duration:g}s" if duration else "Ctrl-C to stop"),
+                  file=sys.stderr, flush=True)
+            deadline = time.monotonic() + duration if duration else None
+            pids = [t.pid for t in plan.targets if t.pid is not None]
+            while not stop:
+                loaded.wait(0.1)
+                loaded.read(on_run)
+                if deadline is not None and time.monotonic() >= deadline:
+                    stop.append("duration")
+                gone = [p for p in pids if not alive(p)]
+                if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
+                    stop.append(f"process {gone[0]} exited")
+            loaded.read(on_run)
+            stats.lost = loaded.lost()
+            stats.faults = sum(loaded.faults().values())
+            stats.reason = stop[0]
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if failures:
+        raise failures[0]
+    return stats
+
+
+def summary(stats: Stats) -> str:
+    parts = [f"{stats.events} events", f"{stats.lost} lost"]
+    if stats.faults:
+        parts.append(f"{stats.faults} with values not read (user-memory faults)")
+    if stats.decode_errors:
+        parts.append(f"{stats.decode_errors} undecodable")
+    return f"noop: {stats.reason}: detached; " + ", ".join(parts)

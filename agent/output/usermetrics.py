@@ -1,0 +1,248 @@
+"""User metrics of a spec as Prometheus metric families: from in-kernel aggregate rows
+(read at scrape time) or from events aggregated here, labels through the spec's
+decoders, each metric held to its series cap. Imports no BPF; rows come in as data."""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from agent.kernel import events
+from agent.kernel.aggregate import Row
+from agent.kernel.events import ABSENT, FAULTS, TS, Event, Records
+from agent.plan.model import MetricPlan, Plan, ProbePlan, ValueSpec
+from agent.spec import decoders
+from agent.spec.decoders import go_float
+
+OVERFLOW = "__overflow__"  # every label's value in a metric's overflow series
+Labels = tuple[str, ...]
+
+
+@dataclass
+class _Series:
+    """The label sets a metric keeps, in the order first seen; beyond ``cap``, new ones
+    fold into the overflow series. Bounded by ``cap`` whatever the target does."""
+
+    cap: int
+    kept: dict[Labels, None] = field(default_factory=dict)
+    overflow_updates: int = 0
+
+    def admit(self, labels: Labels, updates: int) -> Labels:
+        if labels in self.kept:
+            return labels
+        if len(self.kept) < self.cap:
+            self.kept[labels] = None
+            return labels
+        self.overflow_updates += updates
+        return tuple(OVERFLOW for _ in labels)
+
+
+@dataclass
+class _Acc:
+    """One series being built: count or sum, last value and its time, histogram."""
+
+    count: float = 0.0
+    last: tuple[int, float] | None = None  # (time, value)
+    buckets: list[int] = field(default_factory=list)
+    sum: float = 0.0
+
+
+class UserMetrics:
+    """Every user metric of a plan. ``on_event`` takes events of probes aggregated in
+    noop; ``families`` builds the metrics of a scrape from the kernel's rows."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+        self._events: dict[str, dict[Labels, _Acc]] = {}
+        self._kernel_overflow: dict[str, int] = {}
+        for probe in plan.probes:
+            for m in probe.metrics:
+                self._series[m.name] = _Series(m.max_series)
+                self._events[m.name] = {}
+        self._decoders = {m.name: tuple(decoders.compile_rule(r) for r in m.labels)
+                          for p in plan.probes for m in p.metrics}
+
+    def overflow_updates(self) -> dict[str, int]:
+        """Per metric: updates folded into its overflow series (by noop or the kernel)."""
+        with self._lock:
+            return {name: s.overflow_updates + self._kernel_overflow.get(name, 0)
+                    for name, s in self._series.items()}
+
+    def series(self) -> dict[str, int]:
+        with self._lock:
+            return {name: len(s.kept) for name, s in self._series.items()}
+
+    def _labels(self, m: MetricPlan, values: dict[str, Any]) -> Labels:
+        return tuple(d(values.get(r.value)) for d, r in zip(self._decoders[m.name], m.labels,
+                                                             strict=True))
+
+    def on_event(self, probe: ProbePlan, event: Event) -> None:
+        with self._lock:
+            for m in probe.metrics:
+                if m.where != "events":
+                    continue
+                labels = self._series[m.name].admit(self._labels(m, event.values), 1)
+                acc = self._events[m.name].setdefault(labels, _Acc())
+                x = event.values.get(m.value) if m.value else None
+                _fold(m, acc, 1, x, event.ts)
+
+    def on_records(self, probe: ProbePlan, spec: Records, records: list[tuple[Any, ...]]
+                   ) -> None:
+        """Fold many records of ``probe`` at once, unpacked by ``spec``, none with a
+        fault or an absent value (``on_event`` takes those): each metric groups them by
+        their raw label fields first, so labels are decoded once per distinct set."""
+        with self._lock:
+            for m in probe.metrics:
+                if m.where == "events":
+                    self._fold_records(m, spec, records)
+
+    def _fold_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]]
+                      ) -> None:
+        at = [spec.fields[r.value] + k for r in m.labels for k in range(spec.width(r.value))]
+        keys = list(map(itemgetter(*at), records)) if at else [()] * len(records)
+        counts = Counter(keys)
+        sample = dict(zip(keys, records, strict=True))
+        accs = self._events[m.name]
+        series = self._series[m.name]
+        by_key: dict[Any, _Acc] = {}
+        for key, n in counts.items():
+            own = self._labels(m, {r.value: spec.value(r.value, sample[key])
+                                   for r in m.labels})
+            acc = by_key[key] = accs.setdefault(series.admit(own, n), _Acc())
+            if m.value is None and m.kind == "counter":
+                acc.count += n
+        if m.value is None:
+            return
+        values = list(map(itemgetter(spec.fields[m.value]), records))
+        if m.kind == "gauge":  # the latest hit (the later record of equal times) wins
+            best: dict[Any, tuple[int, int, Any]] = {}
+            for i, (key, ts, x) in enumerate(zip(keys, map(itemgetter(TS), records), values,
+                                                 strict=True)):
+                b = best.get(key)
+                if b is None or ts >= b[0]:
+                    best[key] = (ts, i, x)
+            for key, (ts, _i, x) in sorted(best.items(), key=lambda kv: kv[1][1]):
+                acc = by_key[key]
+                if acc.last is None or ts >= acc.last[0]:
+                    acc.last = (ts, float(x))
+        elif m.kind == "counter":
+            for key, x in zip(keys, values, strict=True):
+                by_key[key].count += x
+        else:
+            bounds, top = list(m.buckets), len(m.buckets)
+            for key, x in zip(keys, values, strict=True):
+                acc = by_key[key]
+                if not acc.buckets:
+                    acc.buckets = [0] * (top + 1)
+                acc.buckets[bisect_left(bounds, x) if x == x else top] += 1  # NaN: +Inf
+                acc.sum += x
+
+    def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
+        """``rows``: the merged in-kernel rows of each probe (by index) that has them."""
+        with self._lock:
+            for pi, probe in enumerate(self.plan.probes):
+                values = {v.name: v for v in probe.values}
+                for m in probe.metrics:
+                    if m.where == "kernel":
+                        accs = self._from_rows(m, rows.get(pi, []), values)
+                    else:
+                        accs = self._events[m.name]
+                    yield _family(m, accs)
+
+    def _from_rows(self, m: MetricPlan, rows: list[Row], values: dict[str, ValueSpec]
+                   ) -> dict[Labels, _Acc]:
+        accs: dict[Labels, _Acc] = {}
+        self._kernel_overflow[m.name] = 0
+        series = self._series[m.name]
+        for row in sorted(rows, key=lambda r: r.born):  # label sets kept as first hit
+            if row.key is None and not row.hits:
+                continue  # the overflow row noop made at load; nothing folded yet
+            if row.key is None:  # the kernel's own overflow row: its map was full
+                labels = tuple(OVERFLOW for _ in m.labels)
+                self._kernel_overflow[m.name] += row.hits
+            else:
+                own = self._labels(m, row.key)
+                labels = series.admit(own, 0)
+                if row.hits and labels != own:
+                    self._kernel_overflow[m.name] += row.hits  # folded here, this scrape
+            acc = accs.setdefault(labels, _Acc())
+            if m.value is None:
+                acc.count += row.hits
+                continue
+            v, got = values[m.value], row.columns.get(m.column)
+            if m.kind == "counter":
+                acc.count += _signed(v, got or 0)
+            elif m.kind == "gauge" and got is not None:
+                if acc.last is None or got[1] > acc.last[0]:
+                    acc.last = (got[1], events.scalar(v, got[0]))
+            elif m.kind == "histogram" and got is not None:
+                n = len(m.buckets) + 1
+                acc.buckets = [a + b for a, b in zip(acc.buckets or [0] * n, got[:n],
+                                                     strict=True)]
+                acc.sum += _signed(v, got[n])
+        return accs
+
+
+def faulty(records: list[tuple[Any, ...]]) -> list[int]:
+    """Where the records are that have a value whose read faulted or was absent."""
+    if not any(map(itemgetter(FAULTS), records)) and not any(map(itemgetter(ABSENT), records)):
+        return []
+    return [i for i, r in enumerate(records) if r[FAULTS] or r[ABSENT]]
+
+
+def _signed(v: ValueSpec, raw: int) -> int:
+    return raw - (1 << 64) if v.decode == "int" and raw >> 63 else raw
+
+
+def _fold(m: MetricPlan, acc: _Acc, hits: int, x: Any, ts: int) -> None:
+    if m.kind == "counter":
+        acc.count += hits if m.value is None else (float(x) if x is not None else 0.0)
+    elif m.kind == "gauge":
+        if x is not None and (acc.last is None or ts >= acc.last[0]):
+            acc.last = (ts, float(x))
+    elif x is not None:
+        if not acc.buckets:
+            acc.buckets = [0] * (len(m.buckets) + 1)
+        value = float(x)
+        acc.buckets[next((i for i, b in enumerate(m.buckets) if value <= b),
+                         len(m.buckets))] += 1
+        acc.sum += value
+
+
+def _family(m: MetricPlan, accs: dict[Labels, _Acc]) -> Metric:
+    names = [r.name for r in m.labels]
+    doc = m.help or f"noop: {m.kind} of probe value {m.value or 'calls'}"
+    if m.kind == "counter":
+        c = CounterMetricFamily(m.name, doc, labels=names)
+        for labels, acc in sorted(accs.items()):
+            c.add_metric(labels, acc.count)
+        return c
+    if m.kind == "gauge":
+        g = GaugeMetricFamily(m.name, doc, labels=names)
+        for labels, acc in sorted(accs.items()):
+            if acc.last is not None:
+                g.add_metric(labels, acc.last[1])
+        return g
+    h = HistogramMetricFamily(m.name, doc, labels=names)
+    for labels, acc in sorted(accs.items()):
+        counts = acc.buckets or [0] * (len(m.buckets) + 1)
+        running, out = 0, []
+        for bound, n in zip([*map(go_float, m.buckets), "+Inf"], counts, strict=True):
+            running += n
+            out.append((bound, float(running)))
+        h.add_metric(labels, out, acc.sum)
+    return h

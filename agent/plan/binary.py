@@ -1,0 +1,100 @@
+"""One target binary opened for resolving: its ELF, DWARF, functions and type walker,
+with the facts placement needs (the goroutine register's offsets, runtime.morestack,
+each function's instructions)."""
+
+from __future__ import annotations
+
+import bisect
+from functools import cached_property
+from pathlib import Path
+
+from agent.errors import NoDebugInfo, NoopError
+from agent.plan.model import TargetPlan
+from agent.plan.selectors import Walker
+from agent.target import discover, sites
+from agent.target.dwarf.functions import Functions
+from agent.target.dwarf.lookup import find_type
+from agent.target.dwarf.reader import Dwarf
+from agent.target.dwarf.types import TypeNamer
+from agent.target.elf import ElfFile
+
+
+class Binary:
+    """One target binary opened for resolving: ELF, DWARF, functions, type walker."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.elf = ElfFile(path)
+        if not self.elf.has_dwarf:
+            raise NoDebugInfo(f"{path}: no DWARF debug info (stripped?)",
+                              "build without -ldflags=-s/-w, or point noop at the unstripped "
+                              "binary")
+        self.dwarf = Dwarf(self.elf)
+        self.namer = TypeNamer(self.dwarf)
+        self.functions = Functions(self.dwarf, self.namer)
+        self.walker = Walker(self.dwarf, self.namer)
+        self._insns: dict[str, tuple[sites.Insn, ...]] = {}
+
+    @cached_property
+    def goid_offset(self) -> int | None:
+        """Offset of runtime.g.goid when the program keeps g in r14 (Go register ABI)."""
+        if self.dwarf.language != "go":
+            return None
+        try:
+            g = find_type(self.dwarf, "runtime.g")
+        except NoopError:
+            return None
+        goid = self.walker.members(g).get("goid")
+        return goid[0] if goid is not None else None
+
+    @cached_property
+    def morestack(self) -> frozenset[int]:
+        """Addresses of the Go runtime's stack-growth entry points."""
+        return frozenset(s.address for n, s in self.functions.symbols.items()
+                         if n.startswith("runtime.morestack"))
+
+    def instructions(self, function: str) -> tuple[sites.Insn, ...]:
+        got = self._insns.get(function)
+        if got is None:
+            sym, _die = self.functions.find(function)
+            got = self._insns[function] = sites.disassemble(self.elf, sym.address,
+                                                            max(sym.size, 1))
+        return got
+
+    @cached_property
+    def stack_hi_offset(self) -> int | None:
+        """Offset of runtime.g.stack.hi: the top of the goroutine's stack, from which a
+        frame's depth stays the same when Go moves the stack."""
+        if self.goid_offset is None:
+            return None
+        g = find_type(self.dwarf, "runtime.g")
+        stack = self.walker.members(g).get("stack")
+        hi = self.walker.members(stack[1]).get("hi") if stack and stack[1] else None
+        return stack[0] + hi[0] if stack is not None and hi is not None else None
+
+    @cached_property
+    def _by_address(self) -> list[tuple[int, int, str]]:
+        return sorted((s.address, s.address + s.size, s.name)
+                      for s in self.elf.function_symbols() if s.size)
+
+    def function_at(self, address: int) -> str | None:
+        """The function whose code holds ``address``."""
+        table = self._by_address
+        i = bisect.bisect_right(table, (address, 2**64)) - 1
+        return table[i][2] if i >= 0 and table[i][0] <= address < table[i][1] else None
+
+    def symbol_name(self, address: int) -> str:
+        return self.function_at(address) or f"{address:#x}"
+
+    def start_of(self, function: str | None) -> int:
+        sym = self.functions.symbols.get(function or "")
+        return sym.address if sym is not None else 0
+
+    def plan(self, name: str, pid: int | None, also: tuple[str, ...] = (),
+             selector: discover.Selector | None = None, pinned: bool = True) -> TargetPlan:
+        # A path through /proc/PID/root reaches another mount namespace's file: resolving
+        # its links would name a path of that namespace instead.
+        path = self.path if self.path.startswith(str(discover.PROC) + "/") \
+            else str(Path(self.path).resolve())
+        return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
+                          self.goid_offset, self.stack_hi_offset, also, selector, pinned)

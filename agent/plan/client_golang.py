@@ -1,0 +1,215 @@
+"""The built-in client_golang preset: every update of a counter, gauge or histogram of
+``github.com/prometheus/client_golang``, with its name, labels and value.
+
+Where it probes, and why: an update of a metric is one atomic instruction on the
+metric's own struct (``lock xadd`` on ``counter.valInt`` and ``histogram.countAndHotIdx``,
+``lock cmpxchg`` on ``valBits``, ``xchg`` for ``Gauge.Set``). noop finds those
+instructions in the methods' machine code and probes them, not the methods' entries:
+
+- one user-level update is one hit, whatever was inlined into what (``Dec`` calling
+  ``Add(-1)`` runs one successful compare-and-swap);
+- the new and old float64 values sit in general registers there (``Add(v)`` passes
+  ``v`` in xmm0, which a uprobe cannot read), so values are exact, not reconstructed;
+- x86 uprobes refuse instructions with a LOCK prefix, so the probe sits on the
+  instruction after the ``lock`` one; there ``xadd`` has left the field's old value in
+  its register, and a compare-and-swap that lost a race (and will be retried) has
+  cleared the zero flag, so only hits with ZF set count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agent.errors import NoopError
+from agent.plan.binary import Binary
+from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.updates import PKG, field_offset
+from agent.spec.probes import parse_selector
+from agent.target import discover, sites
+from agent.target.dwarf.locations import Location, Piece, Unavailable
+from agent.target.dwarf.reader import die_name
+
+TARGET = "main"  # the preset's one target
+MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
+MAX_ROWS = 4096  # in-kernel rows per update kind: (process, metric object, site)
+COUNT_MASK = 2**63 - 1  # histogram.countAndHotIdx: the count below the hot-index bit
+
+# noop run: what each update kind keeps per (process, metric object, site) in the kernel.
+# Counters keep the largest valInt and valBits seen (both only grow, so the largest is
+# the latest even when CPUs race), gauges the latest new value, and every kind the
+# value before the first update noop saw, for the increments since.
+COLUMNS = {
+    "counter_int": (Column("int", "max", "valInt"), Column("bits", "max", "valBits"),
+                    Column("first_int", "first", "before"),
+                    Column("first_bits", "first", "valBits")),
+    "counter_float": (Column("int", "max", "valInt"), Column("bits", "max", "new"),
+                      Column("first_int", "first", "valInt"),
+                      Column("first_bits", "first", "old")),
+    "gauge_add": (Column("last", "last", "new"), Column("first", "first", "old")),
+    "gauge_set": (Column("last", "last", "new"), Column("first", "first", "valBits")),
+    "histogram": (Column("count", "max", "before", mask=COUNT_MASK, add=1),
+                  Column("first", "first", "before")),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Which atomic instruction on which field is an update, and what it reads."""
+
+    probe: str
+    kind: str  # counter, gauge, histogram
+    methods: tuple[str, ...]
+    mnemonic: str
+    field: str
+    after: bool  # probe the next instruction (the kernel will not probe a LOCK one)
+    zf: bool = False  # keep only hits with ZF set: the compare-and-swap succeeded
+
+
+RULES = (
+    Rule("counter_int", "counter", ("Inc", "Add"), "xadd", "valInt", True),
+    Rule("counter_float", "counter", ("Add",), "cmpxchg", "valBits", True, zf=True),
+    Rule("gauge_add", "gauge", ("Inc", "Dec", "Add", "Sub"), "cmpxchg", "valBits", True,
+         zf=True),
+    Rule("gauge_set", "gauge", ("Set", "SetToCurrentTime"), "xchg", "valBits", False),
+    Rule("histogram", "histogram", ("Observe", "observe"), "xadd", "countAndHotIdx", True),
+)
+
+
+def _common(b: Binary, recv_type: Any, base: str) -> list[tuple[ValueSpec, Fetch]]:
+    """Name, labels and address of the metric whose field ``base`` points into."""
+    start: Location = (Piece(8, reg=base),)
+    out = []
+    wanted = [("metric", "m.desc.fqName", "string", 128)]
+    for i in range(MAX_LABELS):
+        wanted += [(f"l{i}_name", f"m.labelPairs[{i}].Name", "string", 32),
+                   (f"l{i}_value", f"m.labelPairs[{i}].Value", "string", 64)]
+    for name, sel, decode, cap in wanted:
+        got = b.walker.select(parse_selector(sel), start, recv_type, decode, cap)
+        out.append((ValueSpec(name, got.decode, got.size, got.cap, got.type, sel), got.fetch))
+    out.append((ValueSpec("object", "addr", 8, 0, "pointer", "m"),
+                Fetch("reg", size=8, regs=(base,))))
+    return out
+
+
+def _field(b: Binary, recv_type: Any, base: str, name: str, decode: str
+           ) -> tuple[ValueSpec, Fetch]:
+    got = b.walker.select(parse_selector(f"m.{name}"), (Piece(8, reg=base),), recv_type,
+                          decode, 8)
+    return ValueSpec(name, got.decode, got.size, 0, got.type, f"m.{name}"), got.fetch
+
+
+def _reg(name: str, reg: str, decode: str, what: str) -> tuple[ValueSpec, Fetch]:
+    # The register differs from site to site; the value's description must not, since
+    # all sites of a probe share one event layout.
+    return (ValueSpec(name, decode, 8, 0, what, f"register ({name})"),
+            Fetch("reg", size=8, regs=(reg,)))
+
+
+def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
+              ) -> tuple[ValueSpec, Fetch]:
+    """Histogram.Observe's v: passed in xmm0, which a uprobe cannot read; found where the
+    function stored xmm0 on the stack before the site, if DWARF agrees it held v."""
+    spec = ValueSpec("observed", "float", 8, 0, "float64", "v")
+    reason = "v is passed in xmm0, and this kernel cannot read XMM registers in a uprobe"
+    found = sites.spilled(insns, site, "xmm0")
+    if found is None:
+        return spec, Fetch("unavailable", why=reason)
+    offset, store = found
+    _sym, die = b.functions.find(function)
+    for child in die.iter_children():
+        if child.tag == "DW_TAG_formal_parameter" and die_name(child) == "v":
+            expr = b.functions.locations.expression_at(child, store)
+            try:
+                loc = b.functions.locations.pieces(expr or [], 8, None, at_entry=True)
+            except Unavailable:
+                break
+            if loc == (Piece(8, reg="xmm0"),):
+                return spec, Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
+    return spec, Fetch("unavailable", why=reason)
+
+
+def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
+    """The preset's plan for the binary at ``path``; with ``aggregate``, each probe also
+    folds its hits into an in-kernel aggregate by (process, metric object, site) and
+    describes each metric object once (for ``noop run``)."""
+    b = Binary(path)
+    if b.dwarf.language != "go":
+        raise NoopError(f"{path} is not a Go program",
+                        "the built-in preset is for client_golang; write a probes.yaml "
+                        "and use --config")
+    probes = []
+    for rule in RULES:
+        probe = _rule(b, rule)
+        if probe is not None and aggregate:
+            probe = replace(probe, aggregate=Aggregate(("$pid", "object", "$site"),
+                                                       COLUMNS[rule.probe], MAX_ROWS, True))
+        if probe is not None:
+            probes.append(probe)
+    if not probes:
+        raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
+                        "gauge or histogram methods found)",
+                        "write a probes.yaml for it and use --config")
+    # Watched like a spec's target named by this path (noop run: up, a new build).
+    here = discover.Selector(path=str(Path(path).resolve()))
+    return Plan("client_golang preset", (b.plan(TARGET, pid, selector=here),), tuple(probes))
+
+
+def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
+    layout: tuple[ValueSpec, ...] | None = None
+    out: list[Site] = []
+    for method in rule.methods:
+        fn = f"{PKG}.(*{rule.kind}).{method}"
+        sym = b.functions.symbols.get(fn)
+        if sym is None or not sym.size:
+            continue
+        recv = next(iter(b.functions.param_types(fn).values()), None)
+        offset = field_offset(b, rule.kind, rule.field)
+        if recv is None or offset is None:
+            continue
+        insns = sites.disassemble(b.elf, sym.address, sym.size)
+        for a in sites.atomics(insns, rule.mnemonic, offset):
+            address = a.insn.end if rule.after else a.insn.address
+            zf, skip, past = rule.zf, 0, ""
+            jcc = sites.past_swap_flag(insns, insns.index(a.insn), ("rax", a.src, a.base)) \
+                if rule.zf else None
+            if jcc is not None:  # emulated where the sete after the cmpxchg is not
+                address, zf, skip = jcc.address, False, sites.ZF
+                past = f", at the {jcc.mnemonic} after its sete and test (ZF clear)"
+            pairs = _common(b, recv, a.base) + _specific(b, rule, recv, a, fn, insns, address)
+            values = tuple(v for v, _ in pairs)
+            if layout is not None and values != layout:
+                continue  # same rule, other types: not a client_golang we know
+            layout = values
+            how = ("after the " if rule.after else "at the ") + \
+                f"{'lock ' * a.insn.lock}{rule.mnemonic} on {rule.kind}.{rule.field} " \
+                f"at {a.insn.address:#x}{past}"
+            out.append(Site(fn, address, b.elf.file_offset(address), how,
+                            tuple(f for _, f in pairs), when_zf=zf, skip_flags=skip,
+                            tag=f"{rule.kind}.{_op(method)}"))
+    if not out or layout is None:
+        return None
+    return ProbePlan(rule.probe, "main", layout, tuple(out))
+
+
+def _specific(b: Binary, rule: Rule, recv: Any, a: sites.Atomic, fn: str,
+              insns: tuple[sites.Insn, ...], address: int) -> list[tuple[ValueSpec, Fetch]]:
+    if rule.probe == "counter_int":  # after xadd: src holds valInt's old value
+        return [_reg("before", a.src, "uint", "uint64"),
+                _field(b, recv, a.base, "valInt", "uint"),
+                _field(b, recv, a.base, "valBits", "float")]
+    if rule.probe == "counter_float":
+        return [_reg("old", "rax", "float", "float64"), _reg("new", a.src, "float", "float64"),
+                _field(b, recv, a.base, "valInt", "uint")]
+    if rule.probe == "gauge_add":
+        return [_reg("old", "rax", "float", "float64"), _reg("new", a.src, "float", "float64")]
+    if rule.probe == "gauge_set":
+        return [_reg("new", a.src, "float", "float64"),
+                _field(b, recv, a.base, "valBits", "float")]
+    return [_reg("before", a.src, "uint", "uint64"),  # countAndHotIdx's old value
+            _observed(b, fn, insns, address)]
+
+
+def _op(method: str) -> str:
+    return {"observe": "Observe"}.get(method, method)

@@ -1,0 +1,349 @@
+"""The resolved plan: where each probe attaches and how each value is fetched there.
+
+A plan depends only on the spec and the binary's bytes (no PIDs, no kernel facts), so it
+can be shown (``noop check``), diffed as JSON and handed to codegen. Plain frozen data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.spec.decoders import LabelRule
+from agent.target.discover import Selector
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One step computing an address in the BPF program (``acc`` is a u64).
+
+    - ``reg``:   acc = the register ``reg`` (a pointer held in a register)
+    - ``sp``:    acc = rsp + offset (a stack slot at the probed instruction)
+    - ``deref``: acc = *(u64 *)(acc + offset) (follow a pointer)
+    - ``index``: read the slice header {ptr, len} at acc + offset; if index >= len the
+      value is absent; else acc = ptr + index * size
+    - ``bound``: if index >= the register ``reg`` (a slice length) the value is absent
+    - ``root``: acc = pointer ``index`` saved by the call's entry (exit probes)
+    """
+
+    op: str
+    reg: str = ""
+    offset: int = 0
+    index: int = 0
+    size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
+                "index": ("offset", "index", "size"), "bound": ("reg", "index"),
+                "root": ("index",)}[self.op]
+        return {"op": self.op, **{k: getattr(self, k) for k in keep}}
+
+    def __str__(self) -> str:
+        if self.op == "reg":
+            return self.reg
+        if self.op == "sp":
+            return f"rsp{self.offset:+d}"
+        if self.op == "deref":
+            return f"*(+{self.offset})" if self.offset >= 0 else f"*({self.offset})"
+        if self.op == "index":
+            return f"[{self.index}] of slice at +{self.offset} (elem {self.size})"
+        if self.op == "root":
+            return f"pointer {self.index} saved at entry"
+        return f"check {self.index} < {self.reg}"
+
+
+# Derived values (Fetch kind ``derived``): how noop computes the float from the words
+# read, with the text ``noop check`` shows for them.
+FORMULAS = {
+    "new-old": "{1} - {0} as float64s (new value - old value)",
+    "old-new": "{0} - {1} as float64s (old value - new value)",
+    "uint": "{0} as an unsigned integer, converted to float64",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """How one value is read at one site.
+
+    ``kind`` is where the final bytes are:
+    - ``mem``: ``size`` bytes at acc + ``offset``
+    - ``mem_slice``: a {ptr, len} header at acc + ``offset``, then up to ``cap`` bytes
+      (Go string, []byte)
+    - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
+    - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
+    - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
+    - ``builtin``: ``builtin`` (pid, tid, goid, timestamp, duration)
+    - ``derived``: a float computed in noop from the registers ``regs`` (one or two
+      words), as ``formula`` says (``FORMULAS``): for a float argument that never
+      leaves its XMM register, from the values the function computes with it
+    - ``unavailable``: cannot be read here; ``why`` says so
+
+    The two halves of an exit probe add:
+    - ``root`` (at the call's entry): keep acc, after ``ops``, as pointer ``slot``
+    - ``later`` (at the call's entry): nothing; the value is read at the return
+    - ``saved`` (at a return): value ``slot`` as the call's entry read it
+    """
+
+    kind: str
+    ops: tuple[Op, ...] = ()
+    offset: int = 0
+    size: int = 8
+    regs: tuple[str, ...] = ()
+    builtin: str = ""
+    why: str = ""
+    slot: int = 0
+    formula: str = ""
+
+    @property
+    def words(self) -> int:
+        """u64 words the value takes in an event: two for a value derived from two."""
+        return len(self.regs) if self.kind == "derived" else 1
+
+    def describe(self) -> str:
+        path = " -> ".join(map(str, self.ops))
+        at = f"{path} +{self.offset}" if path else ""
+        if self.kind == "mem":
+            return f"{at}: {self.size} bytes"
+        if self.kind == "mem_slice":
+            return f"{at}: {{ptr,len}} header, then the bytes"
+        if self.kind == "mem_array":
+            return f"{at}: byte array"
+        if self.kind == "reg":
+            extra = f" {self.offset:+d}" if self.offset else ""
+            return f"{self.regs[0]}{extra}" + (f" (low {self.size} bytes)" if self.size < 8
+                                               else "")
+        if self.kind == "reg_slice":
+            return f"bytes at {self.regs[0]}, length {self.regs[1]}"
+        if self.kind == "builtin":
+            return f"${self.builtin}"
+        if self.kind == "derived":
+            return FORMULAS[self.formula].format(*self.regs)
+        if self.kind == "root":
+            return f"{path}: kept as pointer {self.slot}"
+        if self.kind == "later":
+            return "read at the return"
+        if self.kind == "saved":
+            return "as read at the call's entry"
+        return f"unavailable: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.ops:
+            out["ops"] = [o.to_json() for o in self.ops]
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg"):
+            out["offset"] = self.offset
+        if self.kind in ("mem", "reg"):
+            out["size"] = self.size
+        if self.regs:
+            out["regs"] = list(self.regs)
+        if self.builtin:
+            out["builtin"] = self.builtin
+        if self.why:
+            out["why"] = self.why
+        if self.kind in ("root", "saved"):
+            out["slot"] = self.slot
+        if self.formula:
+            out["formula"] = self.formula
+        out["steps"] = self.describe()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSpec:
+    """A value of a probe's event: its name, how it decodes, and the type it came from."""
+
+    name: str
+    decode: str  # int, uint, float, bool, string, bytes, addr
+    size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
+    cap: int
+    type: str
+    selector: str
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """An instruction to put a uprobe on, the values fetched there, and why it was chosen.
+
+    ``when_zf`` keeps only hits where the zero flag is set (the instruction just before
+    was a compare-and-swap that succeeded). ``skip_flags`` drops hits where any of
+    these flags is set (at a Go stack check's ``jbe``: CF|ZF, the branch to morestack
+    that restarts the call). ``handling`` is how the kernel runs the probed instruction
+    (``sites.handling``). ``tag`` is free for the plan's maker.
+
+    ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
+    has a ``call`` site, its function's entry, that keeps what the call starts with,
+    and a ``return`` site at each RET (or tail jump), where the hits are.
+    """
+
+    function: str
+    address: int
+    file_offset: int
+    why: str
+    fetches: tuple[Fetch, ...]
+    when_zf: bool = False
+    tag: str = ""
+    skip_flags: int = 0
+    handling: str = ""
+    role: str = ""
+
+    def to_json(self, values: tuple[ValueSpec, ...]) -> dict[str, Any]:
+        return {"function": self.function, "address": f"{self.address:#x}",
+                "file_offset": f"{self.file_offset:#x}", "why": self.why,
+                **({"role": self.role} if self.role else {}),
+                **({"handling": self.handling} if self.handling else {}),
+                **({"when": "zero flag set"} if self.when_zf else {}),
+                **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
+                **({"tag": self.tag} if self.tag else {}),
+                "values": {v.name: f.to_json() for v, f in zip(values, self.fetches,
+                                                               strict=True)}}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of an in-kernel aggregate row (every row also counts its hits).
+
+    - ``sum``: adds the integer ``value``
+    - ``last``/``first``: the ``value`` of the latest/earliest hit, with its time
+    - ``max``: the largest ``(value & mask) + add`` (``mask`` 0: the whole value)
+    - ``hist``: counts per bucket, ``value`` <= bound; ``bounds`` are the bucket bounds
+      in the value's order-preserving u64 form (see ``keys.sortable``); plus the sum
+    """
+
+    name: str
+    op: str
+    value: str
+    bounds: tuple[int, ...] = ()
+    mask: int = 0
+    add: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "op": self.op, "value": self.value}
+        if self.op == "hist":
+            out["buckets"] = len(self.bounds)
+        if self.mask:
+            out["mask"] = f"{self.mask:#x}"
+        if self.add:
+            out["add"] = self.add
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """An in-kernel aggregate of a probe: a per-CPU BPF hash whose key is made of some of
+    the probe's values (or ``$pid``, ``$site``), read at scrape time. Beyond
+    ``max_series`` keys, hits fold into one overflow row. With ``describe``, the first hit
+    of a key also sends the probe's whole event through the ring buffer."""
+
+    keys: tuple[str, ...]
+    columns: tuple[Column, ...]
+    max_series: int
+    describe: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"keys": list(self.keys), "columns": [c.to_json() for c in self.columns],
+                "max_series": self.max_series, "describe": self.describe}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPlan:
+    """A user metric: what it is made of and where it is aggregated (``kernel``: from
+    ``column`` of the probe's aggregate; ``events``: in noop, from ring-buffer events)."""
+
+    name: str
+    kind: str  # counter, gauge, histogram
+    help: str
+    value: str | None
+    buckets: tuple[float, ...]
+    labels: tuple[LabelRule, ...]
+    max_series: int
+    where: str  # kernel, events
+    column: str = ""
+    why: str = ""  # why it is aggregated where it is, when not as asked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.kind, "value": self.value,
+                "labels": {r.name: r.value for r in self.labels},
+                **({"buckets": list(self.buckets)} if self.buckets else {}),
+                "max_series": self.max_series, "aggregated": self.where,
+                **({"column": self.column} if self.column else {}),
+                **({"why": self.why} if self.why else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class ProbePlan:
+    name: str
+    target: str
+    values: tuple[ValueSpec, ...]
+    sites: tuple[Site, ...]
+    wants_goid: bool = False
+    metrics: tuple[MetricPlan, ...] = ()
+    aggregate: Aggregate | None = None
+    at: str = "entry"
+    roots: int = 0  # exit probes: pointers the call's entry keeps for the return
+    unseen: tuple[str, ...] = ()  # call sites the probe cannot see (inlined copies), why
+
+    @property
+    def events(self) -> bool:
+        """Whether ``noop run`` needs this probe's every hit as an event."""
+        return any(m.where == "events" for m in self.metrics)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target,
+                **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
+                **({"unseen": list(self.unseen)} if self.unseen else {}),
+                **({"metrics": [m.to_json() for m in self.metrics]} if self.metrics else {}),
+                **({"aggregate": self.aggregate.to_json()} if self.aggregate else {}),
+                "values": [{"name": v.name, "decode": v.decode, "type": v.type,
+                            "selector": v.selector,
+                            **({"max": v.cap} if v.decode in ("string", "bytes") else {})}
+                           for v in self.values],
+                "sites": [s.to_json(self.values) for s in self.sites]}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetPlan:
+    name: str
+    binary: str  # absolute path
+    build_id: str
+    language: str
+    pid: int | None
+    goid_offset: int | None  # runtime.g.goid, for Go programs with g in r14
+    stack_hi_offset: int | None = None  # runtime.g.stack.hi: pairs a Go call's exits
+    # other files of the same build that processes run (in other containers)
+    also: tuple[str, ...] = ()
+    # how the spec names the program (None: the preset's path); ``pinned``: a file on
+    # this host, probed whether or not a process runs it
+    selector: Selector | None = None
+    pinned: bool = True
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file to attach the target's probes to."""
+        return (self.binary, *self.also)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "binary": self.binary, "build_id": self.build_id,
+                "language": self.language, "pid": self.pid,
+                "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset,
+                **({"also": list(self.also)} if self.also else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    source: str  # the spec file, or the preset's name
+    targets: tuple[TargetPlan, ...]
+    probes: tuple[ProbePlan, ...]
+    # targets no process runs yet (noop run waits for them), and how each is named
+    waiting: tuple[tuple[str, Selector], ...] = ()
+
+    def target(self, name: str) -> TargetPlan:
+        return next(t for t in self.targets if t.name == name)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(f"probe {p.name}: {u}" for p in self.probes for u in p.unseen)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "targets": [t.to_json() for t in self.targets],
+                "probes": [p.to_json() for p in self.probes],
+                **({"waiting": [n for n, _ in self.waiting]} if self.waiting else {})}

@@ -1,0 +1,379 @@
+"""Resolve a spec against its binaries: functions to attach sites, selectors to fetches.
+
+Depends only on the spec and the binaries' bytes. Every problem of the spec is
+collected and raised at once as a SpecError carrying file:line:col and the probe.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from elftools.dwarf.die import DIE
+
+from agent.errors import NoopError, nearest
+from agent.plan import elsewhere, placement
+from agent.plan.binary import Binary
+from agent.plan.keys import KEY_LIMIT, bound, key_size
+from agent.plan.model import (
+    Aggregate,
+    Column,
+    Fetch,
+    MetricPlan,
+    Op,
+    Plan,
+    ProbePlan,
+    Site,
+    TargetPlan,
+    ValueSpec,
+)
+from agent.plan.selectors import SelectError
+from agent.spec.probes import Probe, Spec, Step, Target, Value, parse_selector
+from agent.spec.reader import Mark, Problem, SpecError
+from agent.target import discover
+from agent.target.dwarf.functions import FunctionVars
+from agent.target.dwarf.locations import Location
+
+
+@dataclass
+class _Collector:
+    problems: list[Problem]
+
+    def add(self, mark: Mark, message: str, hint: str = "", probe: str = "") -> None:
+        self.problems.append(Problem(mark, message, hint, probe))
+
+
+def binary_path(spec: Spec, binary: str) -> str:
+    """A target's binary: absolute as given, else relative to the spec file's directory."""
+    p = Path(binary)
+    if p.is_absolute() or spec.path.startswith("<"):
+        return str(p)
+    return str(Path(spec.path).parent / p)
+
+
+class NotRunning(NoopError):
+    """No process runs what a target names (and no file on this host has it)."""
+
+    def __init__(self, message: str, hint: str, selector: discover.Selector) -> None:
+        super().__init__(message, hint)
+        self.selector = selector
+
+
+def selector_of(spec: Spec, t: Target) -> discover.Selector:
+    """How ``t`` names its program, its path made absolute."""
+    if t.binary is not None:
+        return discover.Selector(path=binary_path(spec, t.binary))
+    return discover.Selector(exe=t.exe, build_id=t.build_id)
+
+
+def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[str, ...]]:
+    """The file a target's program is read from, and the other files (in other
+    containers) that processes run with the same build: a path on this host as it
+    is; else, or when the target names an executable or a build-id, what the running
+    processes run, reached through /proc."""
+    if t.binary is not None:
+        path = binary_path(spec, t.binary)
+        if not Path(t.binary).is_absolute() or os.path.lexists(path):
+            return path, ()
+        selector = discover.Selector(path=t.binary)
+    else:
+        selector = discover.Selector(exe=t.exe, build_id=t.build_id)
+    found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
+    if not found:
+        runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"
+        raise NotRunning(("no such file here, and " if t.binary is not None else "") +
+                         f"{runs} {selector.describe()}",
+                         "start the program first, or check the name (noop looks in every "
+                         "process, containers included, through /proc)", selector)
+    builds = sorted({ids.of(p) or "?" for p in found})
+    if len(builds) > 1:
+        raise NoopError(f"processes run {len(builds)} builds of {selector.describe()} "
+                        f"({', '.join(builds)})", "name one of them by build_id")
+    return found[0].path, tuple(p.path for p in found[1:])
+
+
+def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
+    """The plan for ``spec``; ``xmm_readable``: the kernel has a helper that reads XMM
+    registers, so float arguments are read where they are passed; ``wait``: a target
+    no process runs is left out, in ``Plan.waiting``, rather than an error."""
+    out = _Collector([])
+    binaries: dict[str, Binary] = {}
+    targets: list[TargetPlan] = []
+    ids = discover.BuildIds()
+    waiting: list[tuple[str, discover.Selector]] = []
+    for t in spec.targets:
+        try:
+            path, also = locate(spec, t, ids)
+            b = Binary(path)
+        except NotRunning as exc:
+            if wait:
+                waiting.append((t.name, exc.selector))
+                continue
+            out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
+            continue
+        except NoopError as exc:
+            out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
+            continue
+        binaries[t.name] = b
+        pinned = t.binary is not None and not path.startswith(str(discover.PROC) + "/")
+        targets.append(b.plan(t.name, t.pid, also, selector_of(spec, t), pinned))
+    probes: list[ProbePlan] = []
+    for probe in spec.probes:
+        binary = binaries.get(probe.target)
+        if binary is None:
+            continue
+        plan = _probe(binary, probe, out, xmm_readable)
+        if plan is not None:
+            probes.append(plan)
+    if out.problems:
+        raise SpecError(out.problems)
+    return Plan(spec.path, tuple(targets), tuple(probes), tuple(waiting))
+
+
+def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
+    if probe.function is not None:
+        try:
+            b.functions.find(probe.function)
+        except NoopError as exc:  # not found, or found without DWARF
+            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
+            return []
+        return [probe.function]
+    pattern = probe.match or ""
+    found = sorted(n for n in b.functions.symbols if fnmatch.fnmatchcase(n, pattern))
+    if not found:
+        out.add(probe.function_mark, f"no function matches {pattern!r}",
+                "patterns match whole names; '(' '*' '[' need [(] [*] [[] to be literal",
+                probe.name)
+    return found
+
+
+def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
+           ) -> ProbePlan | None:
+    sites: list[Site] = []
+    specs: tuple[ValueSpec, ...] | None = None
+    roots = 0
+    missed: dict[str, Counter[str]] = {}
+    for fn in _functions(b, probe, out):
+        try:
+            fv = b.functions.vars(fn)
+            types = b.functions.param_types(fn)
+        except NoopError as exc:
+            out.add(probe.function_mark, f"{fn}: {exc.message}", exc.hint, probe.name)
+            continue
+        pairs = [_value(b, fv, types, v, out, probe) for v in probe.values]
+        if any(p is None for p in pairs):
+            continue
+        got = [p for p in pairs if p is not None]
+        these = tuple(p[0] for p in got)
+        if specs is not None and these != specs:
+            out.add(probe.function_mark, f"{fn}: the values have other types here than in "
+                    f"{sites[0].function}", "narrow the pattern so the values agree",
+                    probe.name)
+            continue
+        fetches = tuple(p[1] for p in got)
+        try:
+            if probe.at == "exit":
+                found, n = _exit(b, fn, fv, probe, fetches, out)
+                roots = max(roots, n)
+                copies = len(b.functions.inlined(fn))
+                if copies:
+                    missed[fn] = Counter({"an exit probe sees only calls of the function's "
+                                          "own code": copies})
+            else:
+                found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types,
+                                                   xmm_readable)
+                if why:
+                    missed[fn] = why
+        except NoopError as exc:
+            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
+            continue
+        if found:
+            specs = these
+            sites += found
+    if not sites or specs is None:
+        return None
+    for v, message, hint in elsewhere.never_read(b, probe, sites):
+        out.add(v.mark, message, hint, probe.name)
+    wants_goid = any(v.builtin == "goid" for v in probe.values)
+    if wants_goid and b.goid_offset is None:
+        out.add(next(v.mark for v in probe.values if v.builtin == "goid"),
+                "$goid needs a Go program built with the register ABI (Go >= 1.17)",
+                "drop $goid for this target", probe.name)
+    if probe.at == "exit" and b.dwarf.language == "go" and b.stack_hi_offset is None:
+        out.add(probe.mark, "exit probes on Go need the register ABI (Go >= 1.17): noop "
+                "pairs a call's entry and return by the goroutine in r14",
+                "probe the entry instead", probe.name)
+    metrics, agg = _metrics(probe, specs, out)
+    unseen = tuple(f"{sum(why.values())} inlined call site{'s' * (sum(why.values()) != 1)} "
+                   f"of {fn} not probed: " + "; ".join(f"{r} ({n})" for r, n in why.items())
+                   for fn, why in missed.items())
+    return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
+                     probe.at, roots, unseen)
+
+
+_MEMORY = ("mem", "mem_slice", "mem_array")
+
+
+def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:
+    """Split a fetch reaching memory through a parameter's pointer into the ops that
+    find the pointer (at entry) and the rest (at the return); None when the value is
+    the parameter's own (in its registers or its stack slot), which a call cannot
+    change for its caller."""
+    if fetch.kind not in _MEMORY or not fetch.ops:
+        return None
+    ops = fetch.ops
+    if ops[0].op == "reg":
+        cut = 1
+    elif ops[0].op == "sp":
+        cut = next((n + 1 for n, o in enumerate(ops) if o.op == "deref"), 0)
+        if not cut:
+            return None
+    else:
+        return None
+    if any(o.op in ("reg", "bound", "sp") for o in ops[cut:]):
+        return None
+    return ops[:cut], ops[cut:]
+
+
+def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fetch, ...],
+          out: _Collector) -> tuple[list[Site], int]:
+    """An exit probe's call site (what the entry keeps) and its return sites."""
+    call: list[Fetch] = []
+    ret: list[Fetch] = []
+    tail: list[Fetch] = []
+    roots: dict[tuple[Op, ...], int] = {}
+    params = {p.name for p in fv.params}
+    for i, (v, f) in enumerate(zip(probe.values, fetches, strict=True)):
+        result = v.builtin is None and str(parse_selector(v.selector)[0][1]) not in params
+        if result or (v.builtin is not None and v.at != "entry"):
+            call.append(Fetch("later"))
+            ret.append(f)
+            tail.append(f if not result else Fetch(
+                "unavailable", why="the call leaves by a tail jump: its results are the "
+                "callee's"))
+            continue
+        split = _root(f) if v.builtin is None and v.at != "entry" else None
+        if split is None:
+            call.append(f)
+            ret.append(Fetch("saved", slot=i))
+            tail.append(ret[-1])
+            continue
+        find, rest = split
+        k = roots.setdefault(find, len(roots))
+        call.append(Fetch("root", find, slot=k))
+        ret.append(replace(f, ops=(Op("root", index=k), *rest)))
+        tail.append(ret[-1])
+    entry = placement.entry_site(b, fn, tuple(call))
+    exits = placement.exit_sites(b, fn, tuple(ret), tuple(tail))
+    if not exits:
+        raise NoopError(f"{fn} has no RET and no jump out of it: it never returns",
+                        "probe its entry instead")
+    return [replace(entry, role="call", why="the call's entry, kept for its returns: "
+                    + entry.why), *exits], len(roots)
+
+
+_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr")
+_NUMBERS = ("int", "uint", "float", "bool", "addr")
+
+
+def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
+             ) -> tuple[tuple[MetricPlan, ...], Aggregate | None]:
+    """Each metric's plan, and the probe's in-kernel aggregate for those kept there: one
+    per-CPU hash keyed by every label those metrics use."""
+    by_name = {v.name: v for v in specs}
+    plans: list[MetricPlan] = []
+    for n, m in enumerate(probe.metrics):
+        bad = False
+        for lab in m.labels:
+            v = by_name[lab.rule.value]
+            if v.decode not in _LABEL_DECODINGS:
+                out.add(lab.mark, f"label {lab.rule.name}: {v.name} is a {v.decode}; labels "
+                        "come from strings, integers and booleans", "use it as a value",
+                        probe.name)
+                bad = True
+        value = by_name[m.value] if m.value else None
+        if value is not None and value.decode not in _NUMBERS:
+            out.add(m.value_mark, f"metric {m.name}: {value.name} is a {value.decode}, not a "
+                    "number", "a label can hold it", probe.name)
+            bad = True
+        if bad:
+            continue
+        where, why = m.aggregate, ""
+        if where == "kernel" and value is not None and value.decode == "float" \
+                and m.kind != "gauge":
+            where, why = "events", "a BPF program has no floating point to add floats"
+        column = f"m{n}" if where == "kernel" and value is not None else ""
+        plans.append(MetricPlan(m.name, m.kind, m.help, m.value, m.buckets,
+                                tuple(lab.rule for lab in m.labels), m.max_series, where,
+                                column, why))
+    kernel = [p for p in plans if p.where == "kernel"]
+    if not kernel:
+        return tuple(plans), None
+    used = {r.value for p in kernel for r in p.labels}
+    keys = tuple(v.name for v in specs if v.name in used)
+    columns = []
+    for p in kernel:
+        if not p.column or p.value is None:
+            continue
+        v = by_name[p.value]
+        op = {"counter": "sum", "gauge": "last"}.get(p.kind, "hist")
+        bounds = tuple(bound(v, b) for b in p.buckets) if op == "hist" else ()
+        columns.append(Column(p.column, op, p.value, bounds))
+    agg = Aggregate(keys, tuple(columns), max(p.max_series for p in kernel))
+    size = key_size(keys, by_name)
+    if size > KEY_LIMIT:
+        first = next(m for m in probe.metrics if m.labels and m.aggregate == "kernel")
+        out.add(first.mark, f"the labels of this probe's metrics take {size} bytes in the "
+                f"kernel's key; at most {KEY_LIMIT}",
+                "lower max: of the string values used as labels", probe.name)
+    return tuple(plans), agg
+
+
+def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
+           out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
+    if v.builtin is not None:
+        return (ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector),
+                Fetch("builtin", builtin=v.builtin))
+    steps = parse_selector(v.selector)
+    root = str(steps[0][1])
+    var = next((p for p in fv.params if p.name == root), None)
+    tdie = types.get(root)
+    if var is None:
+        var = next((r for r in fv.results if r.name == root), None)
+        tdie = b.functions.result_types(fv.function).get(root)
+        if var is not None and (probe.at != "exit" or v.at == "entry"):
+            out.add(v.mark, f"{v.name}: {root} is a result, known only when the call "
+                    "returns", "read it in a probe with at: exit" if probe.at != "exit"
+                    else "drop at: entry", probe.name)
+            return None
+    if var is None:
+        names = [p.name for p in fv.params]
+        results = [r.name for r in fv.results] if probe.at == "exit" else []
+        near = nearest(root, names + results, 1)
+        out.add(v.mark, f"{fv.function} has no parameter {'or result ' * bool(results)}"
+                f"{root!r}", (f"did you mean {near[0]!r}? " if near else "")
+                + "parameters: " + (", ".join(names) or "none")
+                + (f"; results: {', '.join(results)}" if results else ""), probe.name)
+        return None
+    got = _select(b, steps, var.location, tdie, v, var.note, out, probe.name)
+    if got is not None and v.at == "exit" and var in fv.params and _root(got[1]) is None:
+        out.add(v.mark, f"{v.name}: {v.selector} is the parameter's own value, not reached "
+                "through a pointer; the call cannot change it for its caller",
+                "drop at: exit; it is read at entry", probe.name)
+        return None
+    return got
+
+
+def _select(b: Binary, steps: tuple[Step, ...], start: Location | None, tdie: DIE | None,
+            v: Value, note: str, out: _Collector, probe: str
+            ) -> tuple[ValueSpec, Fetch] | None:
+    try:
+        sel = b.walker.select(steps, start, tdie, v.decode, v.max, note)
+    except SelectError as exc:
+        out.add(v.mark, f"{v.name}: {exc.message}", exc.hint, probe)
+        return None
+    return (ValueSpec(v.name, sel.decode, sel.size, sel.cap, sel.type, v.selector),
+            sel.fetch)

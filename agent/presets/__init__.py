@@ -1,1 +1,0 @@
-"""Built-in plans that need no spec."""

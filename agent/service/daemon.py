@@ -1,0 +1,311 @@
+"""``noop run``: resolve, load and attach in the foreground, serve /metrics, reload the
+spec on SIGHUP (a bad new spec keeps the old probes running), and detach everything on
+SIGTERM or SIGINT before exiting 0. Under systemd (``Type=notify``) it says when it is
+ready, reloading and stopping, asks for time while it compiles, and feeds the
+watchdog from its main loop (``sdnotify``)."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+
+from agent import logs
+from agent.errors import NoopError
+from agent.kernel import aggregate, codegen
+from agent.output.exporter import Exporter, Health, Session
+from agent.output.meta import GoMeta
+from agent.output.serve import Server
+from agent.output.usermetrics import UserMetrics
+from agent.output.webconfig import WebConfig
+from agent.plan.model import Plan
+from agent.service.filewatch import FileWatch
+from agent.service.sdnotify import Notifier
+from agent.service.watch import SCAN_EVERY, Watch
+
+if TYPE_CHECKING:
+    from agent.kernel.load import Loaded
+
+DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
+PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited
+
+
+@dataclass
+class Options:
+    plan: Callable[[], Plan]  # resolves the spec (again on SIGHUP) or the preset
+    first: Plan  # what it gave at start, already checked by the command line
+    preset: bool
+    listen: str
+    web: WebConfig | None
+    xmm_helper: str | None
+
+
+def settled() -> None:
+    """Once the plan is resolved and loaded: leave what is alive now (the DWARF
+    index, the plan, BCC's objects: long-lived) out of the garbage collector's full
+    passes, which would otherwise walk all of it and stall the reader past what the
+    ring buffer holds at high rates."""
+    gc.collect()
+    gc.freeze()
+
+
+def log(message: str, priority: int = logs.INFO) -> None:
+    logs.say(message, priority)
+
+
+class Daemon:
+    def __init__(self, opts: Options) -> None:
+        from agent.kernel import load
+
+        self.opts = opts
+        self.health = Health(xmm_helper=opts.xmm_helper is not None, bcc=load.bcc_version())
+        self.exporter = Exporter(self.health)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.exporter)
+        self.loaded: Loaded | None = None
+        self.plan = opts.first  # the plan in use: its probes are on, its targets watched
+        self.started = False
+        self.watch = Watch()
+        # Probes come off a file being written from another thread (filewatch): the
+        # lock keeps that and the main loop's attach and detach apart.
+        self.lock = threading.Lock()
+        self.written: set[str] = set()  # probed files written since the plan was made
+        self.files: FileWatch | None = None
+        self.signals: list[int] = []
+        self.beat = time.monotonic()
+        self.notify = Notifier()
+
+    def healthy(self) -> tuple[bool, str]:
+        late = time.monotonic() - self.beat
+        return (late < 10, "ok" if late < 10 else f"main loop stalled for {late:.0f}s")
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.started:
+            return False, "attaching"
+        return True, self._status()  # also with no target on this node: nothing to do
+
+    def _load(self, plan: Plan) -> tuple[Session | None, Loaded | None]:
+        from agent.kernel import load
+
+        program = codegen.generate(plan, self.opts.xmm_helper, mode="run")
+        if not program.functions and plan.waiting:
+            return None, None  # every target still to start: nothing to load yet
+        if not program.functions:
+            raise NoopError("nothing to export: no probe of the spec has metrics",
+                            "add metrics: to a probe (see probes.yaml)")
+        try:
+            loaded = load.Loaded(plan, program)
+        except NoopError:
+            self.health.attach_errors += 1
+            raise
+        target = Path(plan.targets[0].binary).name if self.opts.preset else ""
+        session = Session(plan, program, loaded, UserMetrics(plan),
+                          GoMeta(plan, target) if self.opts.preset else None)
+        return session, loaded
+
+    def _plan(self) -> Plan:
+        try:
+            return self.opts.plan()
+        except NoopError:
+            self.health.resolve_errors += 1
+            raise
+
+    def start(self) -> None:
+        plan = self.opts.first
+        for p in plan.probes:
+            if not p.metrics and p.aggregate is None:
+                log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
+        session, self.loaded = self._load(plan)
+        self.exporter.use(session)
+        self._files_changed()
+        self.started = True
+        for name, selector in plan.waiting:
+            log(f"target {name}: waiting for a process running {selector.describe()}")
+        settled()
+
+    def reload(self, reason: str = "") -> None:
+        """Make the plan again and swap the probes: on SIGHUP (the spec may have
+        changed), or for ``reason`` (what runs changed: ``watch``). On failure the
+        running probes stay."""
+        self.notify.reloading()
+        self.notify.extending()
+        if reason:
+            log(f"re-resolving: {reason}")
+        with self.lock:
+            self.written.clear()  # what is written from now on, the new plan may not know
+        try:
+            plan = self._plan()
+            session, loaded = self._load(plan)
+        except NoopError as exc:
+            if reason:
+                self.watch.refuse()  # not again until what runs changes
+            else:
+                self.health.reloads_failed += 1
+                self.health.last_reload_ok = False
+            log(f"{'re-resolving' if reason else 'reload'} failed, the running probes "
+                f"stay: {str(exc).splitlines()[0]}", logs.ERROR)
+            self.notify.ready(self._status())
+            return
+        with self.lock:
+            old = self.loaded
+            self.exporter.use(session)
+            self.loaded, self.plan = loaded, plan
+            if loaded is not None:
+                for path in self.written:  # written while the new plan was being made:
+                    loaded.detach_file(path)  # off now, and made again at the next pass
+        self._files_changed()
+        if old is not None:
+            old.close()
+        gc.unfreeze()  # the old session's objects may go now
+        settled()
+        if reason:
+            self.health.replans += 1
+        else:
+            self.health.reloads_ok += 1
+            self.health.last_reload_ok = True
+            self.health.last_reload_time = time.time()
+        log(f"{'re-resolved' if reason else 'reloaded'}: {self._status()}")
+        self.notify.ready(self._status())
+
+    def rescan(self) -> None:
+        """One pass of ``watch``: probes onto files that started running, off those no
+        process runs any more; the plan made again when the builds changed."""
+        loaded = self.loaded
+        with self.lock:
+            written = sorted(self.written)
+        if written:  # its probes are off already (filewatch): read what it holds now
+            self.reload(f"{written[0]} was written")
+            return
+        with self.lock:
+            step = self.watch.step(self.plan, loaded.files if loaded is not None
+                                   else lambda _t: set())
+        self.health.processes = step.processes
+        if step.replan:
+            self.reload(step.replan)
+            return
+        if loaded is None:
+            return
+        with self.lock:
+            for path in step.detach:
+                n = loaded.detach_file(path)
+                self.watch.forget(path)
+                log(f"detached {n} uprobes from {path}: no process runs it")
+            for target, path in step.attach:
+                try:
+                    n = loaded.attach_file(target, path)
+                except NoopError as exc:  # its process exited meanwhile: the next pass
+                    loaded.detach_file(path)
+                    log(f"target {target}: cannot attach to {path}: {exc.message}",
+                        logs.WARNING)
+                    continue
+                log(f"target {target}: attached {n} uprobes to {path}")
+        self._files_changed()
+
+    def _files_changed(self) -> None:
+        """Watch for writes exactly the files probes are on now."""
+        if self.files is not None:
+            with self.lock:
+                paths = {a.binary for a in self.loaded.attachments} if self.loaded else set()
+            self.files.sync(paths)
+
+    def _written(self, path: str) -> None:
+        """From filewatch's thread: ``path`` is being written. Its probes come off now;
+        the next pass over /proc sees the file changed and resolves it again."""
+        with self.lock:
+            self.written.add(path)
+            n = self.loaded.detach_file(path) if self.loaded is not None else 0
+            self.watch.forget(path)
+        if n:
+            log(f"{path} is being written: detached {n} uprobes", logs.WARNING)
+
+    def _status(self) -> str:
+        n = len(self.loaded.attachments) if self.loaded is not None else 0
+        waiting = ", ".join(name for name, _ in self.plan.waiting)
+        return f"{n} uprobes attached" + (f"; waiting for {waiting}" if waiting else "")
+
+    def drain(self) -> int:
+        """Fold the records in the ring buffer into the session; how many there were."""
+        s, loaded = self.exporter.session, self.loaded
+        return loaded.read(s.on_run) if s is not None and loaded is not None else 0
+
+    def prune(self) -> None:
+        """Forget the rows and names of processes that exited: memory stays bounded."""
+        from agent.kernel.load import alive
+
+        s, loaded = self.exporter.session, self.loaded
+        if s is None or loaded is None or s.meta is None:
+            return
+        running: dict[int, bool] = {}
+        for pi, lay in s.program.aggregates.items():
+            gone = []
+            for key, _ in loaded.rows(pi):
+                values, _bad = aggregate.decode_key(lay, key)
+                if values is None:  # the overflow row stays
+                    continue
+                pid = int(values["$pid"])
+                if pid not in running:
+                    running[pid] = alive(pid)
+                if not running[pid]:
+                    gone.append(key)
+            loaded.forget(pi, gone)
+        dead = {pid for pid, up in running.items() if not up}
+        if dead:
+            s.meta.forget(dead)
+
+    def run(self) -> int:
+        def on_signal(signum: int, _frame: FrameType | None) -> None:
+            self.signals.append(signum)
+
+        old = {s: signal.signal(s, on_signal)
+               for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
+                        self.opts.web)
+        try:
+            self.files = FileWatch(self._written)
+            log(f"serving {server.scheme}://{server.address}/metrics; attaching")
+            self.notify.extending()  # resolving and compiling take seconds
+            self.start()
+            log(f"ready: {self._status()}")
+            self.notify.ready(self._status())
+            next_prune = time.monotonic() + PRUNE_EVERY
+            next_scan = time.monotonic() + SCAN_EVERY
+            while True:
+                self.beat = time.monotonic()
+                self.notify.beat()
+                while self.signals:
+                    signum = self.signals.pop(0)
+                    if signum == signal.SIGHUP:
+                        self.reload()
+                    else:
+                        log(f"{signal.Signals(signum).name}: detaching")
+                        self.notify.stopping()
+                        return 0
+                self.drain()
+                # Events wake noop only now and then (codegen.wake_every): and a timer.
+                if self.loaded is not None:
+                    self.loaded.wait(DRAIN_EVERY)
+                else:
+                    time.sleep(DRAIN_EVERY)
+                if time.monotonic() >= next_scan:
+                    self.rescan()
+                    next_scan = time.monotonic() + SCAN_EVERY
+                if time.monotonic() >= next_prune:
+                    self.prune()
+                    next_prune = time.monotonic() + PRUNE_EVERY
+        finally:
+            self.notify.stop_extending()
+            server.close()
+            if self.files is not None:
+                self.files.close()
+            if self.loaded is not None:
+                self.loaded.close()
+            for s, handler in old.items():
+                signal.signal(s, handler)

@@ -1,0 +1,115 @@
+"""``noop run`` following its targets: processes that start, exit and restart, files
+that appear in new containers or change on disk.
+
+Every ``SCAN_EVERY`` seconds one pass over /proc says, for each target, which files of
+its build processes run now. A file no process ran before gets the probes (a restarted
+target's file too: its probes went when its last process exited); a file no process
+runs any more loses them, unless the spec names it by a path on this host (then it
+stays probed, so that even a short-lived process is seen from its first instruction).
+A process running another build, a waiting target that starts, or a probed file that
+changed on disk means the plan is made again: offsets found in one build are never
+used on another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.plan.model import Plan
+from agent.target import discover
+
+SCAN_EVERY = 1.0  # seconds between passes over /proc
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one pass found to do."""
+
+    replan: str = ""  # why the plan must be made again; "" when it need not
+    attach: tuple[tuple[str, str], ...] = ()  # (target, path) to probe as well
+    detach: tuple[str, ...] = ()  # paths to take the probes off
+    processes: dict[str, int] = field(default_factory=dict)  # per target: running it
+
+
+class Watch:
+    """Compares what runs with what a plan's probes are on, pass after pass."""
+
+    def __init__(self) -> None:
+        self.ids = discover.BuildIds()
+        self._plan: Plan | None = None
+        self._pinned: dict[str, tuple[int, int, int, int] | None] = {}
+        self._files: dict[str, tuple[int, int, int, int]] = {}  # probed path -> its stamp
+        self._state: object = None  # what ran at the last pass: builds per target
+        self._refused: object = None  # what ran when making the plan again failed
+
+    def step(self, plan: Plan, attached: Callable[[str], set[str]],
+             procs: list[discover.Process] | None = None) -> Step:
+        """One pass, for ``plan`` with its probes on ``attached(target)``."""
+        if plan is not self._plan:  # a new plan: what its files are now
+            self._plan = plan
+            self._pinned = {t.binary: discover.stamp(t.binary)
+                            for t in plan.targets if t.pinned}
+            self._files = {}
+            self._refused = None
+        procs = list(discover.processes()) if procs is None else procs
+        counts: dict[str, int] = {}
+        attach: list[tuple[str, str]] = []
+        detach: list[str] = []
+        why = ""
+        state: list[tuple[str, frozenset[str | None]]] = []
+        for name, selector in plan.waiting:
+            counts[name] = len(discover.find(selector, ids=self.ids, among=procs))
+            state.append((name, frozenset([None]) if counts[name] else frozenset()))
+            if counts[name] and not why:
+                why = f"target {name} started ({selector.describe()})"
+        for t in plan.targets:
+            if t.selector is None:
+                continue
+            found = discover.find(t.selector, t.pid, ids=self.ids, among=procs)
+            every = frozenset(self.ids.of(p) for p in found)
+            state.append((t.name, every))
+            builds = every - {t.build_id}
+            mine = [p for p in found if self.ids.of(p) == t.build_id]
+            counts[t.name] = len(mine)
+            if builds and not why:
+                why = (f"target {t.name}: a process runs another build "
+                       f"({', '.join(sorted(b or '?' for b in builds))})")
+            if t.pinned:
+                now_stamp = discover.stamp(t.binary)
+                state.append((t.binary, frozenset([str(now_stamp)])))
+                if now_stamp != self._pinned.get(t.binary) and not why:
+                    why = f"target {t.name}: {t.binary} changed on disk"
+            running = {p.file: p for p in mine}
+            on = attached(t.name)
+            for path in on:
+                if path not in self._files:
+                    got = discover.stamp(path)  # the file, while a process still runs it
+                    if got is not None:
+                        self._files[path] = got
+            have = {self._files[p][:2] for p in on if p in self._files}
+            for f, p in running.items():
+                if f not in have:
+                    attach.append((t.name, p.path))
+            for path in on:
+                if t.pinned and path == t.binary:
+                    continue  # named on this host: probed whether or not it runs
+                was = self._files.get(path)
+                now = running.get(was[:2]) if was is not None else None
+                if was is None or now is None:
+                    detach.append(path)  # no process runs it any more
+                elif (now.mtime_ns, now.size) != was[2:] and not why:
+                    why = f"target {t.name}: {now.exe} of process {now.pid} was rewritten"
+        self._state = tuple(state)
+        if why and self._state == self._refused:
+            why = ""  # it failed with these builds running: wait until that changes
+        return Step(why, tuple(attach), tuple(detach), counts)
+
+    def refuse(self) -> None:
+        """Making the plan again failed for what the last pass saw: do not ask again
+        until something else runs."""
+        self._refused = self._state
+
+    def forget(self, path: str) -> None:
+        """``path`` lost its probes."""
+        self._files.pop(path, None)

@@ -1,0 +1,4 @@
+"""Calling conventions: where arguments and results live when DWARF is silent.
+
+Part of target: imports target and the shared modules only.
+"""

@@ -1,0 +1,117 @@
+"""Whether a C or Rust function is still called by its platform's convention, and so
+whether the ABI may say where a value is when DWARF does not (Go's is always kept).
+
+Compilers rewrite the convention of functions internal to a program: LLVM removes
+unused arguments and passes fields instead of pointers (dead-argument elimination,
+argument promotion) and marks the function DW_CC_nocall; GCC makes clones with new
+signatures (``foo.isra.0``, ``foo.constprop.0``, ``foo.part.0``). LLVM also leaves
+the register of an argument its callee never uses as it was, even where the signature
+stays. The ABI's answer is then whatever the register holds, so noop gives none.
+
+Pure DWARF facts: this module reads DIEs and shapes, never memory or the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from elftools.dwarf.die import DIE
+
+from agent.target.abi import sysv
+from agent.target.abi.shape import Shape
+from agent.target.dwarf.reader import attr
+
+DW_CC_NOCALL = 0x3
+# Suffixes of the copies GCC (isra, constprop, part, cold) and LLVM (llvm: a local
+# function made global by link-time optimisation, free to be rewritten) give new names.
+CLONE_SUFFIXES = (".isra", ".constprop", ".part", ".cold", ".llvm.")
+
+
+def changed(symbol: str, die: DIE, origin: DIE) -> str:
+    """Why the function at ``symbol`` (its concrete DIE ``die``, its declaration
+    ``origin``) may not be called by the platform's convention; '' when nothing says so."""
+    if DW_CC_NOCALL in (attr(die, "DW_AT_calling_convention"),
+                        attr(origin, "DW_AT_calling_convention")):
+        return "DW_CC_nocall: the compiler changed how it is called"
+    suffix = next((s for s in CLONE_SUFFIXES if s in symbol), None)
+    if suffix is not None:
+        return (f"{symbol} is a compiler clone ({suffix.strip('.')}): its arguments may be "
+                "removed or replaced")
+    if origin is not die:
+        declared = [c.offset for c in origin.iter_children()
+                    if c.tag == "DW_TAG_formal_parameter"]
+        carried = [_origin_offset(c) for c in die.iter_children()
+                   if c.tag == "DW_TAG_formal_parameter"]
+        if carried != declared:
+            return "a copy that does not carry its declaration's parameters in order"
+    return ""
+
+
+def _origin_offset(die: DIE) -> int:
+    if "DW_AT_abstract_origin" in die.attributes:
+        return die.get_DIE_from_attribute("DW_AT_abstract_origin").offset
+    return die.offset
+
+
+def built_by_llvm(die: DIE) -> bool:
+    """Whether the unit of ``die`` was compiled by LLVM (clang, rustc, ...)."""
+    producer = attr(die.cu.get_top_DIE(), "DW_AT_producer", b"") or b""
+    return b"clang" in producer or b"LLVM" in producer or b"rustc" in producer
+
+
+def unused_by_llvm(param: DIE) -> str:
+    """Why an LLVM-built parameter with no location anywhere cannot be read from its
+    register: the function never uses it, and LLVM's dead-argument elimination lets
+    callers in the same module leave that register as it was; '' otherwise."""
+    if "DW_AT_location" in param.attributes or "DW_AT_const_value" in param.attributes:
+        return ""
+    if not built_by_llvm(param):
+        return ""
+    return "the function never uses it, and callers compiled by LLVM need not pass it"
+
+
+def rust_unplaced(args: Sequence[Shape], names: Sequence[str]) -> list[str]:
+    """Per argument, why the System V placement may not be where rustc passes it ('' when
+    it is): rustc's own ABI passes scalars and pointers as System V does, but a tuple of
+    two u32 in two registers, a struct of two f32 in two XMM registers and any other
+    aggregate over eight bytes by reference. Only scalars, thin pointers, fat pointers
+    (``&str``, ``&[T]``, ``&dyn T``: two words) and zero-sized values are placed; every
+    argument after one that is not is left unplaced too, since it may have taken
+    registers the others would have used."""
+    out: list[str] = []
+    after = ""
+    for shape, name in zip(args, names, strict=True):
+        if after:
+            out.append(after)
+            continue
+        if shape.size == 0 or _scalar(shape) or _fat_pointer(shape, name):
+            out.append("")
+            continue
+        out.append(f"rustc's ABI for {name} is not System V's, and noop does not model it")
+        after = f"it comes after {name}, whose registers noop does not model"
+    return out
+
+
+def rust_result_unplaced(result: Shape | None, name: str) -> str:
+    """Why noop cannot say where rustc returns ``result`` ('' when it can: a scalar or a
+    thin pointer, in rax or xmm0; or nothing)."""
+    if result is None or result.size == 0 or _scalar(result):
+        return ""
+    return f"rustc returns {name} its own way, which noop does not model"
+
+
+def _scalar(s: Shape) -> bool:
+    return s.kind in ("int", "float") and 0 < s.size <= 8
+
+
+def _fat_pointer(s: Shape, name: str) -> bool:
+    words = [(off, leaf.size) for off, leaf in s.leaves()]
+    return name.startswith(("&", "*const ", "*mut ")) and words == [(0, 8), (8, 8)]
+
+
+def in_memory(lang: str, result: Shape) -> bool:
+    """Whether a C or Rust result comes back in memory, its address in rax (System V's
+    MEMORY class; rustc: anything over 16 bytes)."""
+    if lang == "rust":
+        return result.size > 16
+    return sysv.classify(result) == (sysv.MEMORY,)

@@ -1,0 +1,409 @@
+"""Functions: find one by the name the binary gives it, list all, and say where each
+parameter and result lives at the function's first instruction.
+
+DWARF locations come first; where DWARF is silent or only valid after the prologue
+(Go results, C/Rust at -O0, optimized-out values), the platform ABI answers, and each
+value says which source was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from elftools.dwarf.die import DIE
+
+from agent import cache
+from agent.errors import NoopError, NotFound
+from agent.target.abi import goabi, sysv
+from agent.target.abi.shape import Shape
+from agent.target.demangle import demangle_rust_legacy
+from agent.target.dwarf import convention
+from agent.target.dwarf.locations import Location, LocationReader, Unavailable
+from agent.target.dwarf.reader import Dwarf, attr, die_name
+from agent.target.dwarf.shapes import shape_of
+from agent.target.dwarf.types import TypeNamer
+from agent.target.elf import Symbol
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A parameter or result: its type, and its location at the function's entry."""
+
+    name: str
+    type: str
+    size: int
+    location: Location | None
+    source: str  # "dwarf" or "abi"; "none" when neither can say
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionVars:
+    function: str
+    address: int
+    file_offset: int
+    language: str
+    abi: str
+    params: tuple[Variable, ...]
+    results: tuple[Variable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Inlined:
+    """A copy of a function compiled into another one (DW_TAG_inlined_subroutine)."""
+
+    entry: int  # DW_AT_entry_pc, else the lowest address of the copy
+    die: DIE
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSummary:
+    name: str
+    address: int
+    size: int
+    inlined: int  # DW_TAG_inlined_subroutine instances of this function
+
+
+class Functions:
+    """Function lookups over one binary."""
+
+    def __init__(self, dwarf: Dwarf, namer: TypeNamer) -> None:
+        self.dwarf = dwarf
+        self.namer = namer
+        self.locations = LocationReader(dwarf)
+        self._index: dict[str, list[int]] | None = None
+
+    @cached_property
+    def symbols(self) -> dict[str, Symbol]:
+        """Function symbols by the name a user writes (Rust's legacy names demangled)."""
+        out: dict[str, Symbol] = {}
+        for sym in self.dwarf.elf.function_symbols():
+            out.setdefault(sym.name, sym)
+            plain = self.display_name(sym.name)
+            if plain != sym.name:
+                out.setdefault(plain, sym)
+        return out
+
+    def find(self, name: str) -> tuple[Symbol, DIE]:
+        sym = self.symbols.get(name)
+        if sym is None and name.startswith(("struct ", "fn ")):
+            sym = self.symbols.get(name.split(" ", 1)[1])
+        if sym is None:
+            raise NotFound("function", name, self.symbols)
+        die = self.dwarf.subprogram_at(sym.address)
+        if die is None:
+            raise NoopError(f"function {name!r} has a symbol but no DWARF entry",
+                            "it may come from assembly or a library built without -g")
+        return sym, die
+
+    def param_types(self, name: str) -> dict[str, DIE | None]:
+        """Each named parameter's type DIE (what selectors walk from)."""
+        _sym, die = self.find(name)
+        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        if not decls:
+            decls = [c for c in _origin(die).iter_children()
+                     if c.tag == "DW_TAG_formal_parameter"]
+        return {n: self.dwarf.ref(d) for d in decls
+                if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
+
+    def _inlined_index(self) -> dict[str, list[int]]:
+        """Offsets of every inlined copy, by the offset of the function's abstract DIE:
+        one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
+        if self._index is not None:
+            return self._index
+        build_id = self.dwarf.elf.build_id
+        index = cache.get(build_id, "inlined", "v1") if build_id else None
+        if not isinstance(index, dict):
+            index = {}
+            for _cu, die in self.dwarf.iter_all_dies():
+                if die.tag == "DW_TAG_inlined_subroutine":
+                    index.setdefault(str(_origin(die).offset), []).append(die.offset)
+            if build_id:
+                cache.put(build_id, "inlined", "v1", index)
+        self._index = index
+        return index
+
+    def inlined(self, name: str) -> tuple[Inlined, ...]:
+        """The function's inlined copies with code, by entry address."""
+        _sym, die = self.find(name)
+        out = []
+        for offset in self._inlined_index().get(str(_origin(die).offset), []):
+            copy = self.dwarf.die_at(offset)
+            entry = attr(copy, "DW_AT_entry_pc")
+            ranges = self.dwarf.ranges(copy)
+            if isinstance(entry, int) and ranges and \
+                    copy.attributes["DW_AT_entry_pc"].form.startswith("DW_FORM_data"):
+                entry += ranges[0][0]  # DWARF 5: an offset from the copy's first address
+            if not isinstance(entry, int) or not entry:
+                entry = min((lo for lo, _hi in ranges), default=0)
+            if entry:
+                out.append(Inlined(entry, copy))
+        return tuple(sorted(out, key=lambda c: c.entry))
+
+    def location_at(self, die: DIE, pc: int, cfa: int, param: str, size: int
+                    ) -> Location | None:
+        """Where DWARF places parameter ``param`` of the function ``die`` when the
+        instruction at ``pc`` is about to run, with stack slots relative to rsp there
+        (``cfa``: the canonical frame address's offset from rsp at ``pc``); None when it
+        says nothing noop can read."""
+        return self._param_location(die, param, size, pc, _frame_base(die), cfa)
+
+    def location_starts(self, die: DIE, param: str) -> list[int]:
+        """The addresses where parameter ``param``'s location list changes, in order."""
+        var = next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
+                    and die_name(_origin(c)) == param), None)
+        return sorted(lo for lo, _hi, _e in self.locations.ranges(var)) if var else []
+
+    def display_name(self, symbol: str) -> str:
+        """A symbol as a user writes it (Rust's legacy names demangled)."""
+        return demangle_rust_legacy(symbol) or symbol
+
+    def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
+        """Where parameter ``param`` of an inlined copy is at its entry: registers only
+        (a stack slot there is relative to the caller's frame, which noop does not
+        track); None when DWARF gives no such location."""
+        loc = self._param_location(copy.die, param, size, copy.entry, None, None)
+        return loc if loc is not None and all(p.reg is not None for p in loc) else None
+
+    def _param_location(self, die: DIE, param: str, size: int, pc: int,
+                        frame_base: list[int] | None, cfa: int | None) -> Location | None:
+        for child in die.iter_children():
+            if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
+                continue
+            expr = self.locations.expression_at(child, pc)
+            if not expr:
+                return None
+            try:
+                loc = self.locations.pieces(expr, size, frame_base, at_entry=False, cfa=cfa)
+            except Unavailable:
+                return None
+            return loc if all(p.reg is not None or p.stack is not None for p in loc) else None
+        return None
+
+    def result_types(self, name: str) -> dict[str, DIE | None]:
+        """Each result's type DIE, by the name ``vars`` gives it (``~r0`` when unnamed;
+        a C or Rust function's one result is ``~r0``)."""
+        _sym, die = self.find(name)
+        origin = _origin(die)
+        if self.dwarf.unit_language(die.cu) != "go":
+            ret = self.dwarf.ref(origin)
+            return {"~r0": ret} if ret is not None else {}
+        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        if not decls:
+            decls = [c for c in origin.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        results = [d for d in decls if attr(d, "DW_AT_variable_parameter")]
+        return {die_name(d) or f"~r{i}": self.dwarf.ref(d) for i, d in enumerate(results)}
+
+    def vars(self, name: str) -> FunctionVars:
+        sym, die = self.find(name)
+        origin = _origin(die)
+        lang = self.dwarf.unit_language(die.cu)
+        fb = _frame_base(die)
+        params: list[tuple[DIE, DIE]] = []  # (concrete, declaration with name and type)
+        results: list[tuple[DIE, DIE]] = []
+        for child in die.iter_children():
+            if child.tag != "DW_TAG_formal_parameter":
+                continue
+            decl = _origin(child)
+            (results if attr(decl, "DW_AT_variable_parameter") else params).append((child, decl))
+        if not params and not results and origin is not die:
+            # A concrete copy that lists no parameters: take the declaration's.
+            params = [(c, c) for c in origin.iter_children()
+                      if c.tag == "DW_TAG_formal_parameter"]
+        types = [self.dwarf.ref(d) for _, d in params]
+        shapes = [shape_of(self.namer, t) for t in types]
+        result_shapes = [shape_of(self.namer, self.dwarf.ref(d)) for _, d in results]
+        abi_name, abi_args, abi_results = self._abi(lang, die, origin, shapes, result_shapes)
+        dwarf = [self._at_entry(c, d, sym.address, fb) for c, d in params]
+        unplaced, ret_unplaced = self._unplaced(lang, sym.name, die, origin, params, shapes,
+                                                types, dwarf, abi_args)
+        # Only the Go ABIs are fixed by the compiler at every call: trust them over DWARF.
+        abi_binding = lang == "go"
+        out_params = tuple(self._variable(d, dwarf[i], None if unplaced[i] else abi_args[i],
+                                          unplaced[i], i, abi_binding)
+                           for i, (_c, d) in enumerate(params))
+        out_results = tuple(self._result(d, abi_results[i] if i < len(abi_results) else None, i)
+                            for i, (_c, d) in enumerate(results))
+        ret = self.dwarf.ref(origin) if lang != "go" else None
+        if ret is not None and abi_results:
+            where: Location | None = None if ret_unplaced else abi_results[0]
+            out_results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0,
+                                    where, "none" if where is None else "abi",
+                                    ret_unplaced or "at each RET"),)
+        return FunctionVars(name, sym.address, self.dwarf.elf.file_offset(sym.address), lang,
+                            abi_name, out_params, out_results)
+
+    def _unplaced(self, lang: str, symbol: str, die: DIE, origin: DIE,
+                  params: list[tuple[DIE, DIE]], shapes: list[Shape],
+                  types: list[DIE | None], dwarf: list[Location | str],
+                  abi: list[Location]) -> tuple[list[str], str]:
+        """Per parameter, and for a C or Rust result, why the ABI may not say where it is
+        ('' where it may): see agent.dwarf.convention. Go keeps its ABI everywhere."""
+        if lang == "go":
+            return [""] * len(params), ""
+        ret = self.dwarf.ref(origin)
+        result = shape_of(self.namer, ret) if ret is not None else None
+        changed = convention.changed(symbol, die, origin)
+        if changed:
+            unplaced, ret_unplaced = [changed] * len(params), changed
+        elif lang == "rust":
+            unplaced = convention.rust_unplaced(shapes, [self.namer.name(t) for t in types])
+            ret_unplaced = convention.rust_result_unplaced(result, self.namer.name(ret))
+        else:
+            unplaced, ret_unplaced = [""] * len(params), ""
+        moved = next(((die_name(d) or "?", loc, abi[i]) for i, ((_c, d), loc)
+                      in enumerate(zip(params, dwarf, strict=True))
+                      if not unplaced[i] and not isinstance(loc, str)
+                      and _disagree(loc, abi[i])), None)
+        if moved is not None:
+            # A compiler that moved one argument (clang before DW_CC_nocall existed for
+            # it) may have removed any other.
+            name, loc, where = moved
+            changed = (f"DWARF places {name} in {' '.join(map(str, loc))} at entry, where the "
+                       f"convention passes it in {' '.join(map(str, where))}: the compiler "
+                       "changed how the function is called")
+            unplaced, ret_unplaced = [changed] * len(params), changed
+        if not ret_unplaced and result is not None and convention.in_memory(lang, result):
+            ret_unplaced = "returned in memory: rax holds its address, which noop does not follow"
+        return ([why or convention.unused_by_llvm(c)
+                 for why, (c, _d) in zip(unplaced, params, strict=True)], ret_unplaced)
+
+    def _abi(self, lang: str, die: DIE, origin: DIE, args: list[Shape],
+             results: list[Shape]) -> tuple[str, list[Location], list[Location]]:
+        if lang == "go":
+            producer = attr(die.cu.get_top_DIE(), "DW_AT_producer", b"") or b""
+            name = die_name(origin) or ""
+            hidden = 0
+            if "[go.shape." in name and not any(
+                    die_name(c) == ".dict" for c in origin.iter_children()):
+                # A shape instance takes its generic dictionary first, in rax; Go 1.19's
+                # DWARF does not list it, so it is assigned here and not shown.
+                args = [Shape("int", 8, 8), *args]
+                hidden = 1
+            if b"regabi" in producer:
+                a = goabi.assign(args, results)
+                return "go-internal (register)", list(a.args)[hidden:], list(a.results)
+            a = goabi.assign(args, results, registers=False)
+            return "go ABI0 (stack)", list(a.args)[hidden:], list(a.results)
+        ret = self.dwarf.ref(origin)
+        result = shape_of(self.namer, ret) if ret is not None else None
+        s = sysv.assign(args, result, rust=lang == "rust")
+        name = "rust (sysv-based, approximate)" if lang == "rust" else "sysv"
+        return name, list(s.args), list(s.results)
+
+    def _at_entry(self, concrete: DIE, decl: DIE, pc: int, frame_base: list[int] | None
+                  ) -> Location | str:
+        """Where DWARF places a parameter at the function's entry, or why it does not."""
+        expr = self.locations.expression_at(concrete, pc)
+        if not expr and "DW_AT_const_value" in concrete.attributes:
+            value = attr(concrete, "DW_AT_const_value")
+            return f"dwarf: always {value!r}, a constant noop does not read yet"
+        if not expr:
+            return "dwarf: no location at entry" if "DW_AT_location" in concrete.attributes \
+                else "dwarf: no location"
+        size = self.namer.size(self.dwarf.ref(decl)) or 0
+        try:
+            return self.locations.pieces(expr, size, frame_base, at_entry=True)
+        except Unavailable as why:
+            return f"dwarf: {why}"
+
+    def _variable(self, decl: DIE, dwarf: Location | str, abi_loc: Location | None,
+                  unplaced: str, index: int, abi_binding: bool) -> Variable:
+        """A parameter at entry: where DWARF places it (``dwarf``, or why it does not),
+        else (or, for Go, over it) where the ABI does; ``abi_loc`` is None where the ABI
+        may not say (``unplaced``: why)."""
+        tdie = self.dwarf.ref(decl)
+        tname, size = self.namer.name(tdie), self.namer.size(tdie) or 0
+        name = die_name(decl) or f"~p{index}"
+        if isinstance(dwarf, str):
+            note = dwarf
+        elif abi_loc is None or not _disagree(dwarf, abi_loc):
+            return Variable(name, tname, size, dwarf, "dwarf")
+        elif not abi_binding:
+            return Variable(name, tname, size, dwarf, "dwarf",
+                            "abi says " + " ".join(map(str, abi_loc)))
+        else:
+            # At entry a Go function's arguments are where its ABI puts them; Go's DWARF
+            # sometimes describes only the part the body uses (len(s) of a string) or a
+            # spill slot (generic dictionaries), so the ABI wins.
+            note = "dwarf says " + " ".join(map(str, dwarf)) + ", not the ABI's entry state"
+        if abi_loc is None:
+            return Variable(name, tname, size, None, "none",
+                            f"{unplaced}; {note}" if unplaced else note)
+        return Variable(name, tname, size, abi_loc, "abi", note)
+
+    def moved_params(self, die: DIE, entry: int, pc: int) -> list[str]:
+        """Parameters whose DWARF location expression at ``pc`` is not the one at the
+        function's entry."""
+        out = []
+        for child in die.iter_children():
+            if child.tag == "DW_TAG_formal_parameter" and \
+                    not attr(_origin(child), "DW_AT_variable_parameter") and \
+                    self.locations.expression_at(child, entry) != \
+                    self.locations.expression_at(child, pc):
+                out.append(die_name(_origin(child)) or die_name(child) or "?")
+        return out
+
+    def _result(self, decl: DIE, abi_loc: Location | None, index: int) -> Variable:
+        tdie = self.dwarf.ref(decl)
+        name = die_name(decl) or f"~r{index}"
+        return Variable(name, self.namer.name(tdie), self.namer.size(tdie) or 0, abi_loc,
+                        "abi" if abi_loc is not None else "none",
+                        "at each RET" if abi_loc is not None else "")
+
+    def summaries(self) -> tuple[FunctionSummary, ...]:
+        """Every function symbol with its inlined-instance count (walks all DWARF once)."""
+        inlined: dict[str, int] = {}
+        for _cu, die in self.dwarf.iter_all_dies():
+            if die.tag == "DW_TAG_inlined_subroutine":
+                name = self._function_name(_origin(die))
+                inlined[name] = inlined.get(name, 0) + 1
+        syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
+        return tuple(FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
+                     for s in syms
+                     for shown in [self.display_name(s.name)])
+
+    def _function_name(self, decl: DIE) -> str:
+        """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""
+        if self.dwarf.unit_language(decl.cu) == "go":
+            return die_name(decl) or ""
+        return self.namer.qualified(decl)
+
+
+def _frame_base(die: DIE) -> list[int] | None:
+    """A subprogram's DW_AT_frame_base expression, when it is one."""
+    a = die.attributes.get("DW_AT_frame_base")
+    return list(a.value) if a is not None and a.form in ("DW_FORM_exprloc",
+                                                         "DW_FORM_block1") else None
+
+
+def _origin(die: DIE) -> DIE:
+    """The DIE holding name and type: follow abstract_origin / specification."""
+    for _ in range(4):
+        if "DW_AT_abstract_origin" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
+        elif "DW_AT_specification" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_specification")
+        else:
+            break
+    return die
+
+
+def _disagree(a: Location, b: Location) -> bool:
+    """Whether two locations name different places (pieces split differently still agree)."""
+    return _places(a) != _places(b)
+
+
+def _places(loc: Location) -> list[tuple[str, int, int]]:
+    """(register or "stack", start, size), with adjacent stack pieces merged."""
+    out: list[tuple[str, int, int]] = []
+    for p in loc:
+        if p.stack is not None and out and out[-1][0] == "stack" \
+                and out[-1][1] + out[-1][2] == p.stack:
+            out[-1] = ("stack", out[-1][1], out[-1][2] + p.size)
+        elif p.stack is not None:
+            out.append(("stack", p.stack, p.size))
+        else:
+            out.append((p.reg or "", 0, p.size))
+    return out

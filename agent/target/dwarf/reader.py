@@ -1,0 +1,270 @@
+"""Lazy access to a binary's DWARF: compile units, named types and functions by name.
+
+Go binaries hold ~10,000 functions and hundreds of thousands of DIEs; this module
+parses only the compile units a query needs (Go puts every type in one unit, and a
+function's unit is found from its address), never the whole tree unless asked.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.dwarf.callframe import FDE
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+from elftools.dwarf.dwarfinfo import DWARFInfo
+from elftools.dwarf.ranges import BaseAddressEntry
+from elftools.dwarf.typeunit import TypeUnit
+from elftools.elf.elffile import ELFFile
+
+from agent.errors import BinaryError, NoDebugInfo
+from agent.target.amd64 import SP
+from agent.target.elf import ElfFile
+
+# Go's own DWARF attributes (cmd/internal/dwarf): the reflect kind of a type.
+DW_AT_GO_KIND = 0x2900
+
+# DW_AT_language codes noop distinguishes.
+_LANGUAGES = {0x16: "go", 0x1C: "rust", 0x01: "c", 0x02: "c", 0x0C: "c", 0x1D: "c",
+              0x2C: "c", 0x04: "c++", 0x1A: "c++", 0x21: "c++", 0x2B: "c++"}
+
+TYPE_TAGS = frozenset({
+    "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type", "DW_TAG_typedef",
+    "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
+    "DW_TAG_array_type", "DW_TAG_subroutine_type",
+})
+_SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
+                         "DW_TAG_union_type", "DW_TAG_enumeration_type"})
+
+
+def tag(die: DIE) -> str:
+    """The DIE's tag name (pyelftools gives an int for tags it does not know)."""
+    return die.tag if isinstance(die.tag, str) else f"DW_TAG_{die.tag:#x}"
+
+
+def attr(die: DIE, name: str | int, default: Any = None) -> Any:
+    a = die.attributes.get(name)  # type: ignore[arg-type]  # Go's own codes are ints
+    return default if a is None else a.value
+
+
+def die_name(die: DIE) -> str | None:
+    v = attr(die, "DW_AT_name")
+    return v.decode(errors="replace") if isinstance(v, bytes) else None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRange:
+    """Address range [low, high) covered by the compile unit at ``cu_offset``."""
+
+    low: int
+    high: int
+    cu_offset: int
+
+
+class Dwarf:
+    """A binary's DWARF, opened once; every lookup parses as little as it can."""
+
+    def __init__(self, elf: ElfFile) -> None:
+        self.elf = elf
+        if not elf.has_dwarf:
+            raise NoDebugInfo(
+                f"{elf.path}: no DWARF debug information (the binary is stripped)",
+                "rebuild it without -ldflags='-s -w' (Go), with -g (C) or with debuginfo "
+                "(Rust), or point noop at the unstripped copy")
+        self._file = open(elf.path, "rb")  # noqa: SIM115 - pyelftools reads lazily
+        try:
+            self.info: DWARFInfo = ELFFile(self._file).get_dwarf_info()
+        except (ELFError, ValueError, KeyError) as exc:
+            raise BinaryError(f"{elf.path}: cannot read DWARF: {exc}") from None
+
+    def close(self) -> None:
+        self._file.close()
+
+    @cached_property
+    def units(self) -> tuple[CompileUnit, ...]:
+        return tuple(self.info.iter_CUs())
+
+    @cached_property
+    def language(self) -> str:
+        """The main language: that of the unit holding ``main``, else the most common."""
+        counts: dict[str, int] = {}
+        for cu in self.units:
+            lang = self.unit_language(cu)
+            counts[lang] = counts.get(lang, 0) + 1
+        if counts.get("go"):
+            return "go"
+        if counts.get("rust"):
+            return "rust"
+        return max(counts, key=lambda k: counts[k]) if counts else "c"
+
+    @staticmethod
+    def unit_language(cu: CompileUnit | TypeUnit) -> str:
+        return _LANGUAGES.get(attr(cu.get_top_DIE(), "DW_AT_language", 0), "c")
+
+    def die_at(self, offset: int) -> DIE:
+        return self.info.get_DIE_from_refaddr(offset)
+
+    def ref(self, die: DIE, name: str = "DW_AT_type") -> DIE | None:
+        """The DIE an attribute refers to (None for ``void``)."""
+        if name not in die.attributes:
+            return None
+        return die.get_DIE_from_attribute(name)
+
+    # -- types -----------------------------------------------------------------
+
+    def type_units(self) -> Iterator[CompileUnit]:
+        """Units in the order types are most likely found: Go keeps them all in ``runtime``."""
+        if self.language == "go":
+            # The linker emits every type DIE into the last of the "runtime" units.
+            first = [cu for cu in self.units if die_name(cu.get_top_DIE()) == "runtime"][-1:]
+            yield from first
+            yield from (cu for cu in self.units if cu not in first)
+        else:
+            yield from self.units
+
+    def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
+        """(qualified name, DIE) for every named type at top level or inside namespaces."""
+        lang = self.unit_language(cu)
+        sep = "::" if lang in ("rust", "c++") else "."
+
+        def walk(parent: DIE, prefix: str) -> Iterator[tuple[str, DIE]]:
+            for die in parent.iter_children():
+                name = die_name(die)
+                if die.tag in TYPE_TAGS and name:
+                    yield (prefix + name if lang != "go" else name), die
+                if die.tag in _SCOPE_TAGS and name and lang != "go" and die.has_children:
+                    yield from walk(die, prefix + name + sep)
+
+        yield from walk(cu.get_top_DIE(), "")
+
+    # -- functions ---------------------------------------------------------------
+
+    def ranges(self, die: DIE) -> list[tuple[int, int]]:
+        """The [low, high) address ranges of a unit, subprogram or inlined copy; empty
+        when it has none that noop reads (DWARF 5 rnglistx)."""
+        low = attr(die, "DW_AT_low_pc")
+        if "DW_AT_ranges" in die.attributes:
+            a = die.attributes["DW_AT_ranges"]
+            rl = self.info.range_lists()
+            if rl is None or a.form == "DW_FORM_rnglistx" or not isinstance(die.cu, CompileUnit):
+                return []
+            top = die.cu.get_top_DIE()
+            base = attr(top, "DW_AT_low_pc", 0) or 0
+            out = []
+            for r in rl.get_range_list_at_offset(a.value, cu=die.cu):
+                if isinstance(r, BaseAddressEntry):
+                    base = r.base_address
+                elif getattr(r, "is_absolute", False):
+                    out.append((r.begin_offset, r.end_offset))
+                else:
+                    out.append((base + r.begin_offset, base + r.end_offset))
+            return out
+        if low is not None and "DW_AT_high_pc" in die.attributes:
+            return [(low, high_pc(die))]
+        return []
+
+    @cached_property
+    def _unit_ranges(self) -> tuple[UnitRange, ...]:
+        out = [UnitRange(lo, hi, cu.cu_offset) for cu in self.units
+               for lo, hi in self.ranges(cu.get_top_DIE())]
+        return tuple(sorted(out, key=lambda r: r.low))
+
+    @cached_property
+    def _fdes(self) -> list[tuple[int, int, FDE]]:
+        entries = (self.info.CFI_entries() if self.info.has_CFI() else
+                   self.info.EH_CFI_entries() if self.info.has_EH_CFI() else [])
+        return sorted(((e["initial_location"], e["initial_location"] + e["address_range"], e)
+                       for e in entries if isinstance(e, FDE)), key=lambda t: t[0])
+
+    @cached_property
+    def _fde_starts(self) -> list[int]:
+        return [f[0] for f in self._fdes]
+
+    def cfa_at(self, pc: int) -> int | None:
+        """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
+        function's first instruction), from the call-frame information; None when it is
+        not rsp-based or not described."""
+        fdes = self._fdes
+        i = bisect.bisect_right(self._fde_starts, pc) - 1
+        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
+            return None
+        rule = None
+        for row in fdes[i][2].get_decoded().table:
+            if row["pc"] > pc:
+                break
+            rule = row.get("cfa")
+        if rule is None or rule.reg != SP or rule.expr is not None:
+            return None
+        return int(rule.offset)
+
+    def unit_at(self, address: int) -> CompileUnit | None:
+        ranges = self._unit_ranges
+        i = bisect.bisect_right([r.low for r in ranges], address) - 1
+        if i >= 0 and ranges[i].low <= address < ranges[i].high:
+            return self.info.get_CU_at(ranges[i].cu_offset)
+        return None
+
+    def subprogram_at(self, address: int) -> DIE | None:
+        """The concrete (out-of-line) subprogram DIE whose code starts at ``address``."""
+        cu = self.unit_at(address)
+        if cu is None:
+            return None
+        for die in _walk_scopes(cu.get_top_DIE()):
+            if die.tag == "DW_TAG_subprogram" and attr(die, "DW_AT_low_pc") == address:
+                return die
+        return None
+
+    def line_at(self, address: int) -> str | None:
+        """``file:line`` of the instruction at ``address``, from its unit's line table."""
+        cu = self.unit_at(address)
+        program = self.info.line_program_for_CU(cu) if cu is not None else None
+        if program is None:
+            return None
+        best: tuple[int, int, int] | None = None  # (address, file, line) of the last row
+        for entry in program.get_entries():
+            st = entry.state
+            if st is None:
+                continue
+            if st.address <= address and not st.end_sequence and \
+                    (best is None or st.address >= best[0]):
+                best = (st.address, st.file, st.line)
+        if best is None:
+            return None
+        files = program.header.file_entry
+        index = best[1] if program.header.version >= 5 else best[1] - 1
+        name = files[index].name.decode(errors="replace") if 0 <= index < len(files) else "?"
+        return f"{Path(name).name}:{best[2]}"
+
+    def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
+        """Every DIE of every unit: the slow full walk, for whole-binary listings only."""
+        for cu in self.units:
+            for die in cu.iter_DIEs():
+                yield cu, die
+
+
+def _walk_scopes(parent: DIE) -> Iterator[DIE]:
+    """Children of ``parent``, descending into namespaces and types (Rust/C++ methods)."""
+    for die in parent.iter_children():
+        yield die
+        if die.tag in _SCOPE_TAGS and die.has_children:
+            yield from _walk_scopes(die)
+
+
+def high_pc(die: DIE) -> int:
+    """DW_AT_high_pc as an address (DWARF ≥ 4 may store it as a length)."""
+    a = die.attributes["DW_AT_high_pc"]
+    low = attr(die, "DW_AT_low_pc", 0)
+    if a.form in ("DW_FORM_addr", "DW_FORM_addrx", "DW_FORM_addrx1", "DW_FORM_addrx2",
+                  "DW_FORM_addrx4"):
+        return int(a.value)
+    return int(low) + int(a.value)
+
+
+def open_dwarf(path: str | Path) -> Dwarf:
+    return Dwarf(ElfFile(path))

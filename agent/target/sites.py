@@ -1,0 +1,314 @@
+"""Instructions of a function (capstone), and what a uprobe costs on each.
+
+Plans use these to probe inside a function body: atomic updates of a struct field,
+stack spills of an argument register, a Go function's stack check (the cheapest
+exactly-once entry site) and its exits (RET instructions and tail jumps).
+
+How an x86-64 kernel handles a uprobe's instruction decides its cost: a few it
+emulates in the trap handler (relative jumps, conditional jumps and calls, ``push``
+of a register, ``nop``), about a microsecond per hit; every other one it single-steps
+out of line with a second trap, about ten times as long; LOCK- and segment-prefixed
+ones it refuses to probe (``arch/x86/kernel/uprobes.c``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import capstone
+from capstone import x86
+
+from agent.target.amd64 import full_register
+from agent.target.elf import ElfFile
+
+
+@dataclass(frozen=True, slots=True)
+class Insn:
+    address: int
+    size: int
+    mnemonic: str
+    lock: bool
+    # operands: ("reg", name) or ("mem", base, index, disp); index "" when none
+    operands: tuple[tuple[Any, ...], ...]
+    target: int | None  # immediate target of a jump or call
+    raw: bytes = b""
+    writes: tuple[str, ...] = ()  # registers it writes, flags aside
+
+    @property
+    def end(self) -> int:
+        return self.address + self.size
+
+
+@cache
+def _disassembler() -> capstone.Cs:
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    return md
+
+
+def disassemble(elf: ElfFile, address: int, size: int) -> tuple[Insn, ...]:
+    md = _disassembler()
+    out = []
+    for i in md.disasm(elf.read_vaddr(address, size), address):
+        ops: list[tuple[Any, ...]] = []
+        target = None
+        for o in i.operands:
+            if o.type == x86.X86_OP_REG:
+                ops.append(("reg", md.reg_name(o.reg)))
+            elif o.type == x86.X86_OP_MEM:
+                ops.append(("mem", md.reg_name(o.mem.base) if o.mem.base else "",
+                            md.reg_name(o.mem.index) if o.mem.index else "", o.mem.disp))
+            elif o.type == x86.X86_OP_IMM:
+                ops.append(("imm", o.imm))
+                if i.group(capstone.CS_GRP_JUMP) or i.group(capstone.CS_GRP_CALL):
+                    target = o.imm
+        mnemonic = i.mnemonic.removeprefix("lock ")  # capstone spells the prefix in
+        _read, written = i.regs_access()
+        writes = tuple(sorted({md.reg_name(r) for r in written} - {"rflags"}))
+        out.append(Insn(i.address, i.size, mnemonic, i.prefix[0] == x86.X86_PREFIX_LOCK,
+                        tuple(ops), target, bytes(i.bytes), writes))
+    return tuple(out)
+
+
+def _is_branch(i: Insn) -> bool:
+    return i.mnemonic.startswith("j") or i.mnemonic in ("call", "ret", "int3", "ud2")
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic:
+    """An atomic read-modify-write of ``[base + disp]`` with register ``src``."""
+
+    insn: Insn
+    base: str
+    disp: int
+    src: str
+
+
+def atomics(insns: tuple[Insn, ...], mnemonic: str, disp: int) -> tuple[Atomic, ...]:
+    """``lock xadd`` / ``lock cmpxchg`` / ``xchg`` (implicitly locked) on an 8-byte field
+    at ``disp`` from a base register, without an index register."""
+    out = []
+    for i in insns:
+        if i.mnemonic != mnemonic or (mnemonic != "xchg" and not i.lock):
+            continue
+        mem = next((o for o in i.operands if o[0] == "mem"), None)
+        reg = next((o for o in i.operands if o[0] == "reg"), None)
+        if mem is None or reg is None or mem[2] or not mem[1] or mem[3] != disp:
+            continue
+        if not reg[1].startswith("r"):  # 8-byte general register only
+            continue
+        out.append(Atomic(i, mem[1], mem[3], reg[1]))
+    return tuple(out)
+
+
+ZF = 0x40  # the zero flag in eflags
+
+
+def past_swap_flag(insns: tuple[Insn, ...], n: int, keep: Iterable[str]) -> Insn | None:
+    """After the ``lock cmpxchg`` at ``insns[n]``, Go's ``sete R; test R, R; jcc``: the
+    jcc, which the kernel emulates where the ``sete`` right after the cmpxchg is
+    single-stepped; there ZF is clear exactly when the swap won. None when the code is
+    otherwise, when R is part of a register in ``keep``, or when anything jumps in
+    between (then other paths would reach the jcc)."""
+    if n + 3 >= len(insns):
+        return None
+    sete, test, jcc = insns[n + 1:n + 4]
+    if sete.mnemonic != "sete" or len(sete.operands) != 1 or sete.operands[0][0] != "reg":
+        return None
+    r = sete.operands[0][1]
+    if test.mnemonic != "test" or test.operands != (("reg", r), ("reg", r)):
+        return None
+    if not jcc.mnemonic.startswith("j") or jcc.mnemonic == "jmp":
+        return None
+    if full_register(r) in {full_register(k) for k in keep}:
+        return None
+    if any(i.target in (sete.address, test.address, jcc.address) for i in insns):
+        return None
+    return jcc
+
+
+def stack_store(i: Insn) -> tuple[int, str] | None:
+    """(rsp offset, register) when ``i`` copies a register into the stack frame
+    (``mov* [rsp + d], reg``), as Go does to keep an argument across a call."""
+    if i.mnemonic.startswith("mov") and len(i.operands) == 2 and i.operands[1][0] == "reg" \
+            and i.operands[0][0] == "mem" and i.operands[0][1] == "rsp" \
+            and not i.operands[0][2]:
+        return int(i.operands[0][3]), str(i.operands[1][1])
+    return None
+
+
+def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | None:
+    """(rsp offset at ``site``, address of the store) where ``reg`` was stored on every
+    path to ``site``.
+
+    Walks back from ``site`` over straight-line code (no branch in between, no jump
+    into it) to a ``mov[sd|q|aps] [rsp + d], reg``; rsp must not change on the way.
+    The caller checks with DWARF that ``reg`` held the value at that store.
+    """
+    targets = {i.target for i in insns if i.target is not None}
+    idx = next((n for n, i in enumerate(insns) if i.address == site), None)
+    if idx is None or site in targets:
+        return None
+    for n in range(idx - 1, -1, -1):
+        i = insns[n]
+        if _is_branch(i) or i.mnemonic in ("push", "pop", "leave"):
+            return None
+        if i.operands and i.operands[0] == ("reg", "rsp"):
+            return None
+        stored = stack_store(i)
+        if stored is not None and stored[1] == reg:
+            return stored[0], i.address
+        if i.address in targets:
+            return None
+    return None
+
+
+def overwrites_frame(i: Insn, offset: int, size: int) -> bool:
+    """Whether ``i`` may write the frame's bytes ``[rsp + offset, + size)``: its
+    destination is memory through rsp within 16 bytes of them, or through rsp with an
+    index register."""
+    if not i.operands or i.operands[0][0] != "mem" or i.operands[0][1] != "rsp":
+        return False
+    disp = int(i.operands[0][3])
+    return bool(i.operands[0][2]) or (disp < offset + size and offset < disp + 16)
+
+
+# --- what a uprobe costs on an instruction ----------------------------------------------
+
+EMULATED, SINGLE_STEPPED, REFUSED = "emulated", "single-stepped", "refused"
+_LEGACY_PREFIXES = {0xF0, 0xF2, 0xF3, 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65, 0x66, 0x67}
+_BAD_PREFIXES = {0xF0, 0x2E, 0x36, 0x3E, 0x26}  # LOCK and the ES/CS/SS/DS overrides
+
+
+def handling(raw: bytes) -> str:
+    """How the kernel runs a uprobed instruction: ``emulated`` (relative jmp, jcc,
+    call; push of a register; a one-byte nop), ``single-stepped`` (anything else), or
+    ``refused`` (LOCK or segment prefix: the uprobe cannot be attached there)."""
+    n = 0
+    while n < len(raw) and raw[n] in _LEGACY_PREFIXES:
+        n += 1
+    prefixes = set(raw[:n])
+    if prefixes & _BAD_PREFIXES:
+        return REFUSED
+    rex = raw[n] if n < len(raw) and 0x40 <= raw[n] <= 0x4F else None
+    op = raw[n + (rex is not None):]
+    if not op:
+        return SINGLE_STEPPED
+    branch = op[0] in (0xEB, 0xE9, 0xE8) or 0x70 <= op[0] <= 0x7F or (
+        op[0] == 0x0F and len(op) > 1 and 0x80 <= op[1] <= 0x8F)
+    if branch:
+        return REFUSED if 0x66 in prefixes else EMULATED
+    if op[0] == 0x90 and rex is None:
+        return EMULATED
+    if 0x50 <= op[0] <= 0x57 and not prefixes and rex in (None, 0x41) and len(op) == 1:
+        return EMULATED
+    return SINGLE_STEPPED
+
+
+# --- a Go function's stack check --------------------------------------------------------
+
+_GUARDS = (0x10, 0x18)  # g.stackguard0, g.stackguard1 (runtime functions on the g0 stack)
+
+
+@dataclass(frozen=True, slots=True)
+class StackCheck:
+    """``cmp [r14+guard], rsp|r12; jbe morestack-tail``: the tail calls
+    runtime.morestack and jumps back to the function's first instruction, so a call
+    passes the ``jbe`` not taken exactly once."""
+
+    jbe: Insn
+    writes: frozenset[str]  # registers written between the entry and the jbe
+    morestack: int  # address of the tail's call to runtime.morestack*
+
+
+def stack_check(insns: tuple[Insn, ...], morestack: frozenset[int]) -> StackCheck | None:
+    """The stack check opening a Go function, as the Go compiler emits it: up to
+    ``lea/mov/sub r12`` and a ``jb`` to the same tail, then the compare and the jbe.
+    None when the function has none (a leaf, NOSPLIT, assembly) or it differs."""
+    if not insns:
+        return None
+    entry = insns[0].address
+    by_address = {i.address: n for n, i in enumerate(insns)}
+    writes: set[str] = set()
+    for n, i in enumerate(insns[:5]):
+        if i.mnemonic == "cmp" and len(i.operands) == 2 \
+                and i.operands[0] in (("reg", "rsp"), ("reg", "r12")) \
+                and i.operands[1][:3] == ("mem", "r14", "") and i.operands[1][3] in _GUARDS:
+            if n + 1 >= len(insns) or insns[n + 1].mnemonic != "jbe":
+                return None
+            jbe = insns[n + 1]
+            call = _restarts(insns, by_address.get(jbe.target or -1), entry, morestack)
+            if call is None or "rsp" in writes:
+                return None
+            return StackCheck(jbe, frozenset(writes), call)
+        if i.mnemonic not in ("lea", "mov", "sub", "jb") or (
+                i.mnemonic != "jb" and i.writes != ("r12",)):
+            return None
+        writes.update(i.writes)
+    return None
+
+
+def _restarts(insns: tuple[Insn, ...], start: int | None, entry: int,
+              morestack: frozenset[int]) -> int | None:
+    """The address of the call to runtime.morestack in the block at ``insns[start]`` if
+    that block is the stack check's tail: spills, the call, reloads, ``jmp entry``."""
+    if start is None:
+        return None
+    call = None
+    for i in insns[start:start + 64]:
+        if i.mnemonic == "call":
+            if call is not None or i.target not in morestack:
+                return None
+            call = i.address
+        elif i.mnemonic == "jmp":
+            return call if call is not None and i.target == entry else None
+        elif _is_branch(i):
+            return None
+    return None
+
+
+def once_per_call(insns: tuple[Insn, ...], start: int, limit: int = 256) -> tuple[Insn, ...]:
+    """The instructions from ``insns[start]`` on that every call runs exactly once:
+    straight on, over calls (which come back to the next instruction), up to the first
+    jump, conditional jump or return, and never past an instruction that something
+    jumps to."""
+    targets = {i.target for i in insns if i.target is not None and i.mnemonic != "call"}
+    out: list[Insn] = []
+    for i in insns[start:start + limit]:
+        if i.address in targets:
+            break
+        out.append(i)
+        if _is_branch(i) and i.mnemonic != "call":
+            break
+    return tuple(out)
+
+
+# --- exits ------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """Where a call leaves the function: a ``ret``, or a ``jmp`` to another function
+    (a tail call: the frame is gone, the callee returns to our caller)."""
+
+    insn: Insn
+    tail: bool
+
+
+def exits(insns: tuple[Insn, ...], start: int, end: int) -> tuple[Exit, ...]:
+    """Every RET of the function ``[start, end)``, and every direct jump out of it."""
+    out = []
+    for i in insns:
+        if i.mnemonic == "ret":
+            out.append(Exit(i, False))
+        elif i.mnemonic == "jmp" and i.target is not None and not start <= i.target < end:
+            out.append(Exit(i, True))
+    return tuple(out)
+
+
+def indirect_jumps(insns: tuple[Insn, ...]) -> int:
+    """Jumps through a register or memory: a switch's jump table, or a tail call that
+    noop cannot tell from one."""
+    return sum(1 for i in insns if i.mnemonic == "jmp" and i.target is None)

@@ -1,0 +1,447 @@
+"""``noop bench``: what one probe hit adds to a call, arm by arm, on a looping workload."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agent.errors import NoopError, NotFound
+from agent.plan.model import Plan
+from agent.plan.placement import FLAGS_BELOW_OR_EQUAL
+from agent.tools.workloads import FLOAT_PARAMS, Site, make_site, run_workload
+
+BASELINES = ("empty", "bpftrace")  # the first of these present is the default baseline
+READY = "noop-bench-ready"
+
+
+@dataclass(slots=True)
+class Attached:
+    """What an arm yields while it is attached. The arm sets ``hits`` as it detaches
+    (the hits it saw at the site); None: this arm does not count. Mutable on purpose:
+    the count only exists once the workload has finished."""
+
+    hits: int | None = None
+    notes: dict[str, float] = field(default_factory=dict)  # what else the arm measured
+    where: str = ""  # the arm's own site, when it is not the bench's
+
+
+Attach = Callable[[Site], AbstractContextManager[Attached]]
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One way of running the workload: ``attach(site)`` is a context manager that
+    attaches something at the site on entry (returning once it is live) and detaches on
+    exit, filling in the ``Attached`` it yielded."""
+
+    name: str
+    attach: Attach
+    about: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One start of the workload under one arm."""
+
+    arm: str
+    repeat: int
+    ns_per_call: tuple[float, ...]  # one per round
+    calls: int  # calls_total, as the workload counted them
+    final: float  # the metric's value as the workload read it at the end
+    hits: int | None
+    notes: dict[str, float] = field(default_factory=dict)
+    where: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArmResult:
+    name: str
+    ns_per_call: float  # median over every round of every repetition
+    added_ns: float | None  # ns_per_call minus that of arm "none"
+    ratio: float | None  # added_ns over the baseline arm's added_ns
+    hits: int | None  # over all repetitions
+    calls: int  # over all repetitions
+    runs: tuple[Run, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    op: str
+    site: Site
+    rounds: int
+    calls: int  # per round
+    repeats: int
+    baseline: str | None
+    arms: tuple[ArmResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        site = {"binary": self.site.binary, "function": self.site.function,
+                "address": self.site.address, "file_offset": self.site.file_offset}
+        arms = [{"name": a.name, "ns_per_call": a.ns_per_call, "added_ns": a.added_ns,
+                 "ratio": a.ratio, "hits": a.hits, "calls": a.calls,
+                 "runs": [{"repeat": r.repeat, "ns_per_call": list(r.ns_per_call),
+                           "calls": r.calls, "final": r.final, "hits": r.hits,
+                           **({"notes": r.notes} if r.notes else {}),
+                           **({"where": r.where} if r.where else {})}
+                          for r in a.runs]} for a in self.arms]
+        return {"op": self.op, "site": site, "rounds": self.rounds, "calls": self.calls,
+                "repeats": self.repeats, "baseline": self.baseline, "arms": arms}
+
+
+# -- arms ----------------------------------------------------------------------------------
+
+@contextmanager
+def _nothing(_site: Site) -> Iterator[Attached]:
+    yield Attached()
+
+
+def _bpftrace_program(site: Site) -> str:
+    if not re.fullmatch(r"[\w./+-]+", site.binary):
+        raise NoopError(f"bpftrace cannot name the path {site.binary!r}",
+                        "copy the workload to a path of letters, digits and ./_-+")
+    return (f'BEGIN {{ printf("{READY}\\n") }} '
+            f"uprobe:{site.binary}:{site.address:#x} {{ @[probe] = count(); }}")
+
+
+def _lines(data: bytes) -> list[dict[str, Any]]:
+    out = []
+    for line in data.decode(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def _why(stderr: bytes) -> str:
+    lines = [x for x in stderr.decode(errors="replace").splitlines()
+             if x.strip() and "RLIMIT_MEMLOCK" not in x]
+    return lines[-1] if lines else "no message"
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], timeout: float, hint: str) -> None:
+    """Return once bpftrace has attached its probes and run BEGIN (which it runs after)."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NoopError(f"bpftrace did not attach within {timeout:.0f} s",
+                                "is another tracer holding the machine?")
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                _, err = proc.communicate(timeout=10)
+                raise NoopError(f"bpftrace failed: {_why(err)}", hint)
+            seen += chunk
+            records = _lines(seen[:seen.rfind(b"\n") + 1])
+            attached = any(r.get("type") == "attached_probes" for r in records)
+            if attached and any(r.get("data") == READY + "\n" for r in records):
+                return
+
+
+@contextmanager
+def _bpftrace(site: Site) -> Iterator[Attached]:
+    tool = shutil.which("bpftrace")
+    if tool is None:
+        raise NoopError("bpftrace not found", "apt-get install bpftrace")
+    # Inside a function, bpftrace wants --unsafe (and a build that allows it).
+    command = [tool, "-f", "json", *(() if site.entry else ("--unsafe",)),
+               "-e", _bpftrace_program(site)]
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, bufsize=0)
+    attached = Attached()
+    try:
+        _wait_ready(proc, 60, "run as root, with tracefs mounted" if site.entry else
+                    "this bpftrace may probe only a function's first instruction")
+        yield attached
+        out, err = _interrupt(proc)
+        if proc.returncode != 0:
+            raise NoopError(f"bpftrace exited {proc.returncode}: {_why(err)}")
+        maps = [r["data"] for r in _lines(out) if r.get("type") == "map"]
+        attached.hits = sum(int(n) for m in maps for counts in m.values()
+                            for n in counts.values())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _interrupt(proc: subprocess.Popen[bytes], tries: int = 3, wait: float = 20
+               ) -> tuple[bytes, bytes]:
+    """SIGINT bpftrace and read what it prints as it exits. A SIGINT it has not acted
+    on within ``wait`` seconds is sent again (seen once: bpftrace 0.17 sat idle after
+    the first); one that never works is an error, not a hang."""
+    for _ in range(tries):
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.communicate(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue  # communicate() keeps what was read; asking again loses nothing
+    raise NoopError(f"bpftrace did not exit after {tries} SIGINTs in {tries * wait:.0f} s",
+                    "is the machine overloaded? run the bench again")
+
+
+EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
+
+
+@contextmanager
+def _empty(site: Site) -> Iterator[Attached]:
+    from agent.kernel import load
+
+    with load.Bare(EMPTY_C, site.binary, site.address, "noop_bench_empty"):
+        yield Attached()
+
+
+def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | None = None
+               ) -> Plan:
+    """noop's plan for a counter of calls (and with ``value``, a counter summing that
+    parameter): the spec a user would write, resolved. Its site is noop's own choice,
+    unless the bench's address was asked for or ``first`` (the site every other arm
+    probes: by default the first instruction)."""
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.plan import resolve
+    from agent.spec import probes as spec
+
+    probe_spec: dict[str, Any] = {"name": "bench", "function": site.function, "metrics": [
+        {"name": "bench_calls_total", "type": "counter", "aggregate": aggregate,
+         "help": "calls seen at the bench's site"}]}
+    if value is not None:
+        probe_spec["values"] = {"v": value}
+        probe_spec["metrics"].append({"name": "bench_value_total", "type": "counter",
+                                      "value": "v", "help": f"the sum of {value}"})
+    text = json.dumps({"version": 1, "targets": {"bench": {"binary": site.binary}},
+                       "probes": [probe_spec]})
+    plan = resolve.resolve(spec.parse(text, "<bench>"), xmm_helper_available() is not None)
+    (probe,) = plan.probes
+    chosen = probe.sites[0]
+    if chosen.address == site.address or not (first or site.fixed):
+        return plan
+    moved = replace(chosen, address=site.address, file_offset=site.file_offset,
+                    why="the bench's site", skip_flags=0, handling="")
+    return replace(plan, probes=(replace(probe, sites=(moved,)),))
+
+
+def _where(site: Site, plan: Plan) -> str:
+    """Where noop's arm probed, when that is not the bench's site."""
+    chosen = plan.probes[0].sites
+    if [s.address for s in chosen] == [site.address]:
+        return ""
+    how = "stack-check jbe" if chosen[0].skip_flags == FLAGS_BELOW_OR_EQUAL else "instruction"
+    more = f" and {len(chosen) - 1} more" if len(chosen) > 1 else ""
+    return f"{chosen[0].address:#x} ({chosen[0].handling} {how}){more}"
+
+
+@contextmanager
+def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False
+          ) -> Iterator[Attached]:
+    """noop's counter of calls, aggregated as ``aggregate`` says; with ``value``, beside
+    a counter summing the method's float argument (in noop, from every hit's record),
+    read where noop reads it (its fallback sites without an XMM helper)."""
+    from agent.kernel import aggregate as agg
+    from agent.kernel import codegen, load
+    from agent.kernel.kfeatures import xmm_helper_available
+
+    param = FLOAT_PARAMS.get(site.function) if value else None
+    if value and param is None:
+        raise NoopError(f"noop-value: {site.function} has no float argument",
+                        "use --op counter.Add, gauge.Add, gauge.Set or histogram.Observe")
+    plan = bench_plan(site, aggregate, first, param)
+    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    attached = Attached(where=_where(site, plan))
+    with load.Loaded(plan, program) as loaded:
+        def kernel_hits() -> int:
+            lay = program.aggregates[0]
+            return sum(agg.merge(lay, k, vs).hits for k, vs in loaded.rows(0))
+
+        if aggregate == "kernel" and param is None:
+            yield attached
+            attached.hits = kernel_hits()
+            return
+        with _Reader(plan, program, loaded) as reader:
+            yield attached
+        read, lost = reader.session.seen.get(0, 0), loaded.lost_by_probe()[0]
+        attached.notes.update({"read": read, "lost": lost, "cpu_s": reader.cpu})
+        if param is not None:  # the calls are counted in the kernel, the sum in noop
+            attached.hits = kernel_hits()
+            attached.notes["value"] = reader.counted("bench_value")
+            return
+        attached.hits = loaded.produced()[0]
+        attached.notes["counted"] = reader.counted()
+        if read + lost != attached.hits:
+            raise NoopError(f"ring buffer: {read} read + {lost} lost != {attached.hits} made")
+
+
+class _Reader:
+    """Drains the ring buffer in a thread while the workload runs, the way noop run
+    does, and keeps the CPU time that took."""
+
+    def __init__(self, plan: Plan, program: Any, loaded: Any) -> None:
+        from agent.output.exporter import Session
+        from agent.output.usermetrics import UserMetrics
+
+        self.session = Session(plan, program, loaded, UserMetrics(plan), None)
+        self.loaded = loaded
+        self.cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="noop-bench-reader",
+                                        daemon=True)
+
+    def _read(self) -> int:
+        t0 = time.thread_time()
+        n = int(self.loaded.read(self.session.on_run))
+        self.cpu += time.thread_time() - t0
+        return n
+
+    def _loop(self) -> None:
+        from agent.service.daemon import DRAIN_EVERY
+
+        while not self._stop.is_set():
+            self._read()
+            self.loaded.wait(DRAIN_EVERY)
+        self._read()
+
+    def counted(self, name: str = "bench_calls") -> float:
+        """The counter ``name``'s value as noop would export it."""
+        return float(sum(s.value for family in self.session.users.families({})
+                         if family.name == name for s in family.samples
+                         if s.name.endswith("_total")))
+
+    def __enter__(self) -> _Reader:
+        from agent.service.daemon import settled
+
+        settled()  # as noop run does once attached
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+NONE = Arm("none", _nothing, "nothing attached")
+EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
+NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
+                  "noop's counter of calls, aggregated in the kernel")
+NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
+                   "noop's counter of calls, every hit a ring-buffer record read by noop")
+NOOP_VALUE = Arm("noop-value", partial(_noop, aggregate="kernel", value=True),
+                 "noop-kernel's counter, and the sum of the float argument (in noop)")
+NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
+                 "noop-kernel's program at the bench's site (the first instruction)")
+BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
+ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
+                                            NOOP_RINGBUF, NOOP_VALUE, BPFTRACE)}
+
+
+def arm(name: str) -> Arm:
+    """The arm called ``name``."""
+    try:
+        return ARMS[name]
+    except KeyError:
+        raise NotFound("arm", name, ARMS) from None
+
+
+# -- the harness ---------------------------------------------------------------------------
+
+def _baseline(names: Sequence[str], wanted: str | None) -> str | None:
+    if wanted is not None:
+        if wanted not in names:
+            raise NotFound("baseline arm", wanted, names)
+        return wanted
+    return next((n for n in BASELINES if n in names), None)
+
+
+def run(binary: str | Path, op: str, function: str, arms: Sequence[Arm], rounds: int,
+        calls: int, *, repeats: int = 3, baseline: str | None = None,
+        address: int | None = None, timeout: float | None = None) -> Result:
+    """Start the workload ``repeats`` times under every arm (``rounds`` rounds of
+    ``calls`` calls of ``op`` each run), the arms' order rotated each repetition so that
+    drift hits every arm alike. Every arm probes ``function``'s entry (or ``address``),
+    but noop's own arms probe where noop chooses, unless ``address`` is given."""
+    names = [a.name for a in arms]
+    if not arms or len(set(names)) != len(names):
+        raise NoopError("bench needs arms with distinct names", f"got {names}")
+    if min(rounds, calls, repeats) <= 0:
+        raise NoopError("rounds, calls and repeats must be positive")
+    chosen = _baseline(names, baseline)
+    site = make_site(binary, function, address)
+    limit = timeout if timeout is not None else 60 + 1e-4 * calls * rounds
+    runs: dict[str, list[Run]] = {n: [] for n in names}
+    for repeat in range(repeats):
+        k = repeat % len(arms)
+        for a in (*arms[k:], *arms[:k]):
+            with a.attach(site) as attached:
+                per_call, total, final = run_workload(site, op, calls, rounds, limit)
+            runs[a.name].append(Run(a.name, repeat, per_call, total, final, attached.hits,
+                                    attached.notes, attached.where))
+    medians = {n: statistics.median(x for r in runs[n] for x in r.ns_per_call) for n in names}
+    added = {n: medians[n] - medians["none"] if "none" in medians else None for n in names}
+    base = added.get(chosen) if chosen is not None else None
+    out = []
+    for n in names:
+        hits = [r.hits for r in runs[n]]
+        mine = added[n]
+        out.append(ArmResult(
+            n, medians[n], mine,
+            mine / base if mine is not None and base is not None and base > 0 else None,
+            None if None in hits else sum(h for h in hits if h is not None),
+            sum(r.calls for r in runs[n]), tuple(runs[n])))
+    return Result(op, site, rounds, calls, repeats, chosen, tuple(out))
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def render(result: Result) -> str:
+    """The result as a table of at most 80 columns."""
+    s = result.site
+    name = s.function if len(s.function) <= 56 else "..." + s.function[-53:]
+    head = [f"op {result.op}: {result.repeats} repeats x {result.rounds} rounds x "
+            f"{result.calls} calls",
+            f"site {name} at {s.address:#x}",
+            ""]
+    base = result.baseline or "-"
+    rows = [f"{'arm':<12} {'ns/call':>10} {'+ns/call':>10} {'x ' + base:>12} "
+            f"{'hits':>14} {'calls':>14}"]
+    for a in result.arms:
+        rows.append(f"{a.name[:12]:<12} {a.ns_per_call:>10.2f} {_num(a.added_ns, '.2f'):>10} "
+                    f"{_num(a.ratio, '.2f'):>12} {_num(a.hits, 'd'):>14} {a.calls:>14d}")
+    missed = [a.name for a in result.arms if a.hits is not None and a.hits != a.calls]
+    tail = [f"hits differ from calls: {', '.join(missed)}"] if missed else []
+    for where in sorted({r.where for a in result.arms for r in a.runs} - {""}):
+        names = ", ".join(a.name for a in result.arms if any(r.where == where for r in a.runs))
+        tail.append(f"{names} probed {where}")
+    for a in result.arms:
+        read, lost, cpu = (sum(r.notes.get(k, 0.0) for r in a.runs)
+                           for k in ("read", "lost", "cpu_s"))
+        if any("read" in r.notes for r in a.runs):
+            rate = f"{read / cpu / 1e6:.2f} M/s" if cpu > 0 else "-"
+            tail.append(f"{a.name}: {read:.0f} records read, {lost:.0f} lost; "
+                        f"decoded at {rate} per core")
+        if any("value" in r.notes for r in a.runs):
+            tail.append(f"{a.name}: argument summed {sum(r.notes['value'] for r in a.runs):g}"
+                        f"; the workload's final values {sum(r.final for r in a.runs):g}")
+    return "\n".join(line[:80] for line in (*head, *rows, *tail))

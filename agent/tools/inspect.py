@@ -1,0 +1,104 @@
+"""The API hunt: list functions, show a struct's layout, show where parameters live.
+
+Answers are plain JSON-able data, cached by build-id, so a warm query reads one small
+file and never imports the DWARF machinery.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agent import cache
+from agent.errors import NoopError
+from agent.target.elf import ElfFile
+
+if TYPE_CHECKING:
+    from agent.target.dwarf.reader import Dwarf
+    from agent.target.dwarf.types import TypeNamer
+
+Compute = Callable[[ElfFile, "Dwarf", "TypeNamer"], Any]
+
+
+def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
+    """The cached answer for (build-id, kind, key), else computed from DWARF and cached."""
+    elf = ElfFile(binary)
+    hit = cache.get(elf.build_id, kind, key)
+    if hit is not None:
+        return hit
+    from agent.target.dwarf.reader import Dwarf
+    from agent.target.dwarf.types import TypeNamer
+
+    dwarf = Dwarf(elf)
+    value = compute(elf, dwarf, TypeNamer(dwarf))
+    cache.put(elf.build_id, kind, key, value)
+    return value
+
+
+def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
+    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.target.dwarf.lookup import find_type
+        from agent.target.dwarf.reader import tag
+        from agent.target.dwarf.types import layout_of
+
+        die = find_type(dwarf, type_name)
+        target = namer.strip(die)
+        if target is None or target.tag not in (
+                "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
+            what = "void" if target is None else tag(target).removeprefix("DW_TAG_")
+            raise NoopError(f"type {type_name!r} is not a struct or union (it is {what}: "
+                            f"{namer.name(target)}, {namer.size(target)} bytes)",
+                            "name the struct it points to or contains")
+        layout = layout_of(dwarf, namer, target, namer.name(die))
+        members = []
+        for m in layout.members:
+            entry: dict[str, Any] = {"name": m.name, "type": m.type, "offset": m.offset,
+                                     "size": m.size}
+            if m.bit_size is not None:
+                entry["bit_offset"] = m.bit_offset
+                entry["bit_size"] = m.bit_size
+            if m.discriminant:
+                entry["discriminant"] = True
+            if m.discr_value is not None:
+                entry["discr_value"] = m.discr_value
+            members.append(entry)
+        return {"name": type_name, "kind": layout.kind, "language": layout.language,
+                "size": layout.size, "members": members}
+
+    return dict(_answer(binary, "struct", type_name, compute))
+
+
+def function_vars(binary: str, function: str) -> dict[str, Any]:
+    def var(v: Any) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": v.name, "type": v.type, "size": v.size,
+            "location": [p.to_json() for p in v.location] if v.location else None,
+            "source": v.source}
+        if v.note:
+            d["note"] = v.note
+        return d
+
+    def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.target.dwarf.functions import Functions
+
+        fv = Functions(dwarf, namer).vars(function)
+        return {"function": fv.function, "address": fv.address,
+                "file_offset": fv.file_offset, "language": fv.language, "abi": fv.abi,
+                "go_version": elf.go_version, "params": [var(v) for v in fv.params],
+                "results": [var(v) for v in fv.results]}
+
+    return dict(_answer(binary, "vars", function, compute))
+
+
+def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:
+    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
+        from agent.target.dwarf.functions import Functions
+
+        return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined}
+                for f in Functions(dwarf, namer).summaries()]
+
+    rows = _answer(binary, "funcs", "all", compute)
+    if pattern:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
+    return list(rows)

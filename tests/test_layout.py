@@ -1,0 +1,116 @@
+"""The package layout is the pipeline: imports run one way, and none runs in a circle.
+
+Every import in agent/ (at the top of a module, inside a function, or for type
+checking only) is read with ``ast``. Each module belongs to a stage by its package;
+a module may import its own stage and the stages below it, never one above.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+AGENT = Path(__file__).resolve().parent.parent / "agent"
+
+# Lowest first. The shared modules at the top of agent/ are below every stage; the
+# command line is above them all.
+SHARED = ("agent", "agent.errors", "agent.logs", "agent.cache")
+STAGES = ("spec", "target", "plan", "kernel", "output", "service", "tools")
+TOP = ("agent.cli", "agent.__main__")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(AGENT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _rank(module: str) -> int:
+    if module in SHARED:
+        return 0
+    if module in TOP:
+        return len(STAGES) + 1
+    stage = module.split(".")[1]
+    assert stage in STAGES, f"{module}: agent/{stage} is not one of the stages {STAGES}"
+    return STAGES.index(stage) + 1
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The agent modules ``path`` imports (a name imported from a package counts as the
+    module of that name when there is one)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("agent")}
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith("agent") and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.add(full if full in modules else node.module)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in AGENT.rglob("*.py")}
+    modules = set(files)
+    graph = {m: _imports(p, modules) - {m} for m, p in files.items()}
+    for m, deps in graph.items():
+        unknown = deps - modules
+        assert not unknown, f"{m} imports {unknown}, which are not modules of agent/"
+    return graph
+
+
+def test_imports_run_down_the_stages() -> None:
+    wrong = sorted(f"{m} imports {d}" for m, deps in _graph().items() for d in deps
+                   if _rank(d) > _rank(m))
+    assert not wrong, "imports against the order " + " < ".join(STAGES) + ":\n" + \
+        "\n".join(wrong)
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if d == "agent":
+                continue
+            if state.get(d) == 1:
+                cycles.append(" -> ".join([*path[path.index(d):], d]))
+            elif d not in state:
+                visit(d, [*path, d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_only_the_loader_imports_bcc() -> None:
+    importers = sorted(_module(p) for p in AGENT.rglob("*.py")
+                       if any(isinstance(n, (ast.Import, ast.ImportFrom)) and (
+                           any(a.name.split(".")[0] == "bcc" for a in n.names)
+                           if isinstance(n, ast.Import) else
+                           (n.module or "").split(".")[0] == "bcc")
+                              for n in ast.walk(ast.parse(p.read_text()))))
+    assert importers == ["agent.kernel.load"]
+
+
+def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:
+    """The walk itself: an upward import and a circle in a scratch tree are found."""
+    lower = tmp_path / "lower.py"
+    lower.write_text("from agent.tools import bench\n")
+    assert _imports(lower, {"agent.tools.bench"}) == {"agent.tools.bench"}
+    assert _rank("agent.tools.bench") > _rank("agent.plan.model")
+
+
+def test_every_package_is_packaged() -> None:
+    """pyproject.toml lists every package of agent/, so an installed noop has them all."""
+    import tomllib
+
+    listed = set(tomllib.loads((AGENT.parent / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    found = {_module(p) for p in AGENT.rglob("__init__.py")}
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"
