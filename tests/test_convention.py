@@ -47,8 +47,10 @@ def test_rust_results(result: Shape | None, placed: bool) -> None:
     assert (not convention.rust_result_unplaced(result, "T")) == placed
 
 
-def test_results_in_memory() -> None:
+def test_results_noop_cannot_read_as_values() -> None:
     big = struct(U64, U64, U64)
-    assert convention.in_memory("c", big) and convention.in_memory("rust", big)
-    assert not convention.in_memory("c", struct(U64, F64))
-    assert not convention.in_memory("rust", struct(U64, U64))
+    assert "in memory" in convention.result_unreadable("c", big)
+    assert "in memory" in convention.result_unreadable("rust", big)
+    assert "st0" in convention.result_unreadable("c", Shape("x87", 16, 16))
+    assert not convention.result_unreadable("c", struct(U64, F64))  # rax and xmm0
+    assert not convention.result_unreadable("rust", struct(U64, U64))  # rax and rdx

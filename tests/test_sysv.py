@@ -57,3 +57,11 @@ def test_rust_passes_large_aggregates_by_reference() -> None:
     assert a.args[0] == (Piece(8, reg="rdi"),)
     assert a.by_reference == (True, False)
     assert a.args[1] == (Piece(8, reg="rsi"), Piece(8, reg="rdx"))
+
+
+def test_long_double_result_comes_back_in_st0_and_takes_no_register() -> None:
+    # long double half(long double x, int n): x in memory, n in edi, the result in st0
+    # (psABI: the X87 class is returned on the x87 stack, not through a hidden pointer).
+    a = sysv.assign([Shape("x87", 16, 16), INT], Shape("x87", 16, 16))
+    assert a.args == ((Piece(16, stack=8),), (Piece(4, reg="rdi"),))
+    assert a.results == ((Piece(16, reg="st0"),),)

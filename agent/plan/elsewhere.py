@@ -17,7 +17,7 @@ from agent.spec.probes import Probe, Value, parse_selector
 
 # Fetch kinds that stand for a read made at another site of the same call.
 _DEFERRED = ("later", "saved")
-_CALL_REL32 = re.compile(b"\xe8", re.DOTALL)
+_CALL_REL32 = re.compile(b"\xe8")
 
 
 def never_read(b: Binary, probe: Probe, sites: Sequence[Site]

@@ -74,8 +74,10 @@ def assign(args: Sequence[Shape], result: Shape | None, rust: bool = False) -> A
     results: tuple[Location, ...] = ()
     if result is not None and result.size:
         rclass = classify(result)
-        if rclass == (MEMORY,) or (rust and result.kind in ("struct", "array")
-                                   and result.size > 16):
+        if result.kind == "x87":  # a long double comes back in st0, not in memory
+            results = ((Piece(result.size, reg="st0"),),)
+        elif rclass == (MEMORY,) or (rust and result.kind in ("struct", "array")
+                                     and result.size > 16):
             ints = 1  # the caller passes the result buffer in rdi; rax returns it
             results = ((Piece(8, reg="rax"),),)
         else:

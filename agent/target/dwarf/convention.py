@@ -109,9 +109,12 @@ def _fat_pointer(s: Shape, name: str) -> bool:
     return name.startswith(("&", "*const ", "*mut ")) and words == [(0, 8), (8, 8)]
 
 
-def in_memory(lang: str, result: Shape) -> bool:
-    """Whether a C or Rust result comes back in memory, its address in rax (System V's
-    MEMORY class; rustc: anything over 16 bytes)."""
-    if lang == "rust":
-        return result.size > 16
-    return sysv.classify(result) == (sysv.MEMORY,)
+def result_unreadable(lang: str, result: Shape) -> str:
+    """Why a C or Rust result is nowhere a uprobe can read it as a value ('' when it is
+    in registers): in memory, its address in rax (System V's MEMORY class; rustc:
+    anything over 16 bytes), or a long double on the x87 stack."""
+    if lang != "rust" and result.kind == "x87":
+        return "returned in st0, an x87 register a uprobe cannot read"
+    if result.size > 16 if lang == "rust" else sysv.classify(result) == (sysv.MEMORY,):
+        return "returned in memory: rax holds its address, which noop does not follow"
+    return ""

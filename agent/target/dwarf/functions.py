@@ -264,8 +264,8 @@ class Functions:
                        f"convention passes it in {' '.join(map(str, where))}: the compiler "
                        "changed how the function is called")
             unplaced, ret_unplaced = [changed] * len(params), changed
-        if not ret_unplaced and result is not None and convention.in_memory(lang, result):
-            ret_unplaced = "returned in memory: rax holds its address, which noop does not follow"
+        if not ret_unplaced and result is not None:
+            ret_unplaced = convention.result_unreadable(lang, result)
         return ([why or convention.unused_by_llvm(c)
                  for why, (c, _d) in zip(unplaced, params, strict=True)], ret_unplaced)
 
