@@ -151,8 +151,7 @@ class Functions:
 
     def location_starts(self, die: DIE, param: str) -> list[int]:
         """The addresses where parameter ``param``'s location list changes, in order."""
-        var = next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
-                    and die_name(_origin(c)) == param), None)
+        var = _param_die(die, param)
         return sorted(lo for lo, _hi, _e in self.locations.ranges(var)) if var else []
 
     def display_name(self, symbol: str) -> str:
@@ -168,18 +167,15 @@ class Functions:
 
     def _param_location(self, die: DIE, param: str, size: int, pc: int,
                         frame_base: list[int] | None, cfa: int | None) -> Location | None:
-        for child in die.iter_children():
-            if child.tag != "DW_TAG_formal_parameter" or die_name(_origin(child)) != param:
-                continue
-            expr = self.locations.expression_at(child, pc)
-            if not expr:
-                return None
-            try:
-                loc = self.locations.pieces(expr, size, frame_base, at_entry=False, cfa=cfa)
-            except Unavailable:
-                return None
-            return loc if all(p.reg is not None or p.stack is not None for p in loc) else None
-        return None
+        child = _param_die(die, param)
+        expr = self.locations.expression_at(child, pc) if child is not None else None
+        if not expr:
+            return None
+        try:
+            loc = self.locations.pieces(expr, size, frame_base, at_entry=False, cfa=cfa)
+        except Unavailable:
+            return None
+        return loc if all(p.reg is not None or p.stack is not None for p in loc) else None
 
     def result_types(self, name: str) -> dict[str, DIE | None]:
         """Each result's type DIE, by the name ``vars`` gives it (``~r0`` when unnamed;
@@ -239,7 +235,7 @@ class Functions:
                   types: list[DIE | None], dwarf: list[Location | str],
                   abi: list[Location]) -> tuple[list[str], str]:
         """Per parameter, and for a C or Rust result, why the ABI may not say where it is
-        ('' where it may): see agent.dwarf.convention. Go keeps its ABI everywhere."""
+        ('' where it may): see agent.target.dwarf.convention. Go keeps its ABI everywhere."""
         if lang == "go":
             return [""] * len(params), ""
         ret = self.dwarf.ref(origin)
@@ -376,6 +372,12 @@ def _frame_base(die: DIE) -> list[int] | None:
     a = die.attributes.get("DW_AT_frame_base")
     return list(a.value) if a is not None and a.form in ("DW_FORM_exprloc",
                                                          "DW_FORM_block1") else None
+
+
+def _param_die(die: DIE, param: str) -> DIE | None:
+    """The formal parameter of subprogram or inlined copy ``die`` named ``param``."""
+    return next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
+                 and die_name(_origin(c)) == param), None)
 
 
 def _origin(die: DIE) -> DIE:
