@@ -88,14 +88,14 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_only_the_loader_imports_bcc() -> None:
+def test_only_the_compiler_child_imports_bcc() -> None:
     importers = sorted(_module(p) for p in AGENT.rglob("*.py")
                        if any(isinstance(n, (ast.Import, ast.ImportFrom)) and (
                            any(a.name.split(".")[0] == "bcc" for a in n.names)
                            if isinstance(n, ast.Import) else
                            (n.module or "").split(".")[0] == "bcc")
                               for n in ast.walk(ast.parse(p.read_text()))))
-    assert importers == ["agent.kernel.load"]
+    assert importers == ["agent.kernel.compile"]
 
 
 def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:

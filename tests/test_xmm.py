@@ -10,7 +10,6 @@ Privileged where it loads BPF.
 
 from __future__ import annotations
 
-import ctypes
 import struct
 import subprocess
 from dataclasses import replace
@@ -21,6 +20,7 @@ import pytest
 from agent.kernel import codegen, kfeatures, ringbuf
 from agent.plan import resolve
 from agent.spec import probes as spec
+from agent.target.elf import ElfFile
 
 MIX = """
 targets: {c: {binary: BINARY}}
@@ -79,9 +79,8 @@ def _run(binary: Path, times: int) -> None:
 def test_a_linked_kfunc_call_loads_and_runs(privileged: None, c_layouts_o2: Path) -> None:
     """Two stand-in calls linked to this kernel's kfuncs bpf_rcu_read_lock/unlock (by
     their BTF ids): the verifier takes the program and it counts every call of mix."""
-    import bcc
-
-    from agent.kernel import load
+    from agent.kernel import bpfsys, load
+    from agent.kernel.compile import compile_c
     facts = kfeatures.vmlinux_btf()
     assert facts is not None, "this test needs the kernel's BTF"
     lock, unlock = (kfeatures.call_of(n, facts) for n in ("bpf_rcu_read_lock",
@@ -103,22 +102,21 @@ int on_mix(struct pt_regs *ctx)
 }
 """
     sym, _ = resolve.Binary(str(c_layouts_o2)).functions.find("mix")
-    load.check_headers()
-    b = bcc.BPF(text=text.encode())
+    compiled = compile_c(text)
+    code = bytearray(compiled.functions["on_mix"].insns)
+    assert load.link_calls(code, {0x6E6F6F01: lock, 0x6E6F6F02: unlock}) == 2
+    calls = [struct.unpack_from("<BBhi", code, at) for at in range(0, len(code), 8)
+             if code[at] == 0x85]
+    assert [(c[1] >> 4, c[3]) for c in calls if c[1] >> 4] == [lock, unlock]
+    obj = load.Object(compiled, ["on_mix"], {0x6E6F6F01: lock, 0x6E6F6F02: unlock})
     try:
-        assert load.link_calls(bcc, b, "on_mix", {0x6E6F6F01: lock, 0x6E6F6F02: unlock}) == 2
-        start = bcc.lib.bpf_function_start(b.module, b"on_mix")
-        size = bcc.lib.bpf_function_size(b.module, b"on_mix")
-        code = bytes((ctypes.c_uint8 * size).from_address(start))
-        calls = [struct.unpack_from("<BBhi", code, at) for at in range(0, size, 8)
-                 if code[at] == 0x85]
-        assert [(c[1] >> 4, c[3]) for c in calls if c[1] >> 4] == [lock, unlock]
-        b.attach_uprobe(name=str(c_layouts_o2).encode(), addr=sym.address,
-                        fn_name=b"on_mix", pid=-1)
-        _run(c_layouts_o2, 3)
-        assert sum(int(v.value) for v in b[b"hits"].values()) == 3
+        offset = ElfFile(str(c_layouts_o2)).file_offset(sym.address)
+        with bpfsys.Probe(str(c_layouts_o2), offset, obj.progs["on_mix"]):
+            _run(c_layouts_o2, 3)
+        assert sum(int.from_bytes(r[:8], "little")
+                   for r in [obj.maps["hits"].lookup(bytes(4)) or b""]) == 3
     finally:
-        b.cleanup()
+        obj.close()
 
 
 def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_o2: Path

@@ -1,21 +1,22 @@
-"""Load: compile the generated C with BCC, attach every site, drain the ring buffer, and
-detach everything on the way out. The only module that imports ``bcc``.
+"""Load: the generated C compiled (``compile``: BCC in a child process, or the cache),
+its maps created and programs loaded through noop's own ``bpfsys`` calls, every site
+attached; then the ring buffer drained and the maps read, and everything detached and
+closed on the way out. BCC never runs in this process.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import os
-import sys
-from collections.abc import Callable, Iterator, Mapping
+import errno
+import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent.errors import NoopError
-from agent.kernel import aggregate, kheaders, ringbuf
+from agent.kernel import aggregate, bpfsys, ringbuf
 from agent.kernel.codegen import RINGBUF_BYTES, Program
+from agent.kernel.compile import Compiled, compile_c
+from agent.kernel.compile import bcc_version as bcc_version
 from agent.plan.model import Plan
 
 
@@ -30,7 +31,6 @@ class Attachment:
     binary: str
     address: int
     pid: int  # -1: every process running the binary
-    event: str = ""  # BCC's name for the uprobe: what detaches it
 
 
 def alive(pid: int) -> bool:
@@ -40,15 +40,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
-
-
-def bcc_version() -> str:
-    """The version of the distribution's BCC, for noop_build_info."""
-    try:
-        import bcc
-    except ImportError:
-        return "missing"
-    return str(getattr(bcc, "__version__", "unknown"))
 
 
 def check_targets(plan: Plan) -> None:
@@ -82,54 +73,73 @@ def check_privileges() -> None:
 _WARNED: set[str] = set()
 
 
-def check_headers() -> None:
-    kheaders.ensure_bcc_env()
-    source = kheaders.find_headers()
-    if not source.usable:
-        raise LoadError(f"no kernel headers for BCC: {source.detail}", kheaders.INSTALL_HINT
-                        + "; then run 'noop headers'")
+class Object:
+    """A compiled program in the kernel: its maps created, its functions loaded (the
+    stand-in calls of ``calls`` linked first). ``close`` frees all of it."""
 
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[Path]:
-    """BCC's compiler writes to fd 2; keep it for the error message instead."""
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
-        path = Path(f"/proc/self/fd/{tmp.fileno()}")
+    def __init__(self, compiled: Compiled, functions: list[str],
+                 calls: Mapping[int, tuple[int, int]] | None = None) -> None:
+        self.maps: dict[str, bpfsys.Map] = {}
+        self.progs: dict[str, int] = {}
         try:
-            yield path
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            for d in compiled.maps:
+                self.maps[d.name] = bpfsys.Map(d)
+            for name in functions:
+                fn = compiled.functions.get(name)
+                if fn is None:
+                    raise LoadError(f"BCC compiled no function {name}",
+                                    "run 'noop check --emit-c'")
+                code = bytearray(fn.insns)
+                for at, m in fn.maps:  # the map's fd into its lddw, as BCC's loader does
+                    struct.pack_into("<i", code, at * 8 + 4, self.maps[m].fd)
+                link_calls(code, calls or {})
+                self.progs[name] = bpfsys.load_program(name, bytes(code), compiled.license,
+                                                       compiled.kern_version)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for fd in self.progs.values():
+            bpfsys.close_fd(fd)
+        self.progs.clear()
+        for m in self.maps.values():
+            m.close()
+        self.maps.clear()
+
+
+def build(text: str, functions: list[str], calls: Mapping[int, str] | None = None,
+          progress: Callable[[str], None] | None = None) -> Object:
+    """Compile (or find in the cache) ``text`` and load ``functions`` of it."""
+    n = len(functions)
+    compiled = compile_c(text, f"compiling {n} BPF program{'s' * (n != 1)}", progress)
+    if progress is not None:
+        progress(f"loading {n} BPF program{'s' * (n != 1)}"
+                 + (" (compiled before)" if compiled.cached else ""))
+    return Object(compiled, functions, kernel_calls(calls or {}))
 
 
 class Loaded:
     """A compiled program with its uprobes attached. Use as a context manager: leaving
     it detaches every probe and frees the maps, whatever happened inside."""
 
-    def __init__(self, plan: Plan, program: Program) -> None:
+    def __init__(self, plan: Plan, program: Program,
+                 progress: Callable[[str], None] | None = None) -> None:
         check_privileges()
-        check_headers()
         check_targets(plan)
-        import bcc  # the distribution's BCC; never the PyPI project of that name
-
         self.plan = plan
         self.program = program
         self.attachments: list[Attachment] = []
-        self._bcc = bcc
-        self.bpf = _compile(bcc, program.text, "the generated program",
-                            "run 'noop doctor'; 'noop check --emit-c' shows the C")
+        self._probes: list[bpfsys.Probe] = []
+        self.obj: Object | None = None
+        self.ring: ringbuf.Ring | None = None
+        self.obj = build(program.text, [fn for _pi, _si, fn in program.functions],
+                         program.calls, progress)
         try:
-            events = self._table("noop_events")
-            self.ring = ringbuf.Ring(events.map_fd, RINGBUF_BYTES)
+            self.ring = ringbuf.Ring(self.obj.maps["noop_events"].fd, RINGBUF_BYTES)
             self._overflow_rows()
-            calls = kernel_calls(program.calls)
-            for _pi, _si, fn in program.functions:
-                link_calls(bcc, self.bpf, fn, calls)
+            if progress is not None:
+                progress(f"attaching {len(program.functions)} uprobes")
             self._attach_all()
         except BaseException:
             self.close()
@@ -144,6 +154,7 @@ class Loaded:
         """Put every probe of ``target`` on the file at ``path`` too (one of the same
         build, run by other processes); the number of uprobes. Every process running
         the file is probed: a --pid filter is in the program."""
+        assert self.obj is not None
         n = 0
         for pi, si, fn in self.program.functions:
             probe = self.plan.probes[pi]
@@ -151,21 +162,26 @@ class Loaded:
                 continue
             site = probe.sites[si]
             pid = self.plan.target(target).pid
-            event = _attach(self.bpf, path, site.address, fn,
-                            f"{probe.name} at {site.function} ({site.address:#x})")
+            self._probes.append(_attach(path, site.file_offset, self.obj.progs[fn],
+                                        f"{probe.name} at {site.function} "
+                                        f"({site.address:#x})"))
             self.attachments.append(Attachment(pi, si, path, site.address,
-                                               pid if pid is not None else -1, event))
+                                               pid if pid is not None else -1))
             n += 1
         return n
 
     def detach_file(self, path: str) -> int:
         """Take every uprobe off the file at ``path``; how many there were."""
-        gone = [a for a in self.attachments if a.binary == path]
-        self.attachments = [a for a in self.attachments if a.binary != path]
-        for a in gone:
-            with contextlib.suppress(Exception):  # already gone with its file: fine
-                self.bpf.detach_uprobe_event(a.event.encode())
-        return len(gone)
+        keep, gone = [], 0
+        for a, probe in zip(self.attachments, self._probes, strict=True):
+            if a.binary == path:
+                probe.close()
+                gone += 1
+            else:
+                keep.append((a, probe))
+        self.attachments = [a for a, _ in keep]
+        self._probes = [p for _, p in keep]
+        return gone
 
     def files(self, target: str) -> set[str]:
         """The files ``target``'s probes are on."""
@@ -174,23 +190,30 @@ class Loaded:
 
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` seconds, or until a record that wakes readers."""
+        assert self.ring is not None
         self.ring.wait(timeout)
 
     def read(self, on_run: Callable[[ringbuf.Run], None]) -> int:
         """Hand every record committed so far to ``on_run``, in runs of one probe; the
         number of records."""
+        assert self.ring is not None
         n = 0
         for run in self.ring.batch():
             on_run(run)
             n += run.count
         return n
 
-    def _table(self, name: str) -> Any:
-        return self.bpf[name.encode()]  # BCC names its tables in bytes
+    def _map(self, name: str) -> bpfsys.Map:
+        assert self.obj is not None
+        return self.obj.maps[name]
 
     def _per_probe(self, name: str) -> dict[int, int]:
-        table = self._table(name)
-        return {pi: sum(int(v) for v in table[pi]) for pi in range(len(self.plan.probes))}
+        table = self._map(name)
+        out = {}
+        for pi in range(len(self.plan.probes)):
+            out[pi] = sum(int.from_bytes(row[:8], "little")
+                          for row in table.rows(pi.to_bytes(4, "little")))
+        return out
 
     def lost(self) -> int:
         return sum(self.lost_by_probe().values())
@@ -213,38 +236,44 @@ class Loaded:
     def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
         """A probe's in-kernel aggregate: every key with its per-CPU rows, as raw bytes
         (``aggregate.merge`` reads them)."""
-        table = self._table(f"noop_agg_{probe}")
+        table = self._map(f"noop_agg_{probe}")
         lay = self.program.aggregates[probe]
-        # A label-less aggregate is an array of one row: its key is the one a hash would have.
-        return [(bytes(lay.key_size) if lay.keyless else bytes(k), [bytes(v) for v in vs])
-                for k, vs in table.items()]
+        if lay.keyless:  # an array of one row: its key is the one a hash would have
+            return [(bytes(lay.key_size), table.rows(bytes(4)))]
+        out = []
+        for k in table.listed():
+            got = table.rows(k)
+            if got:  # deleted since the keys were listed: gone
+                out.append((k, got))
+        return out
 
     def forget(self, probe: int, keys: list[bytes]) -> None:
         """Delete rows (of processes that exited) from a probe's aggregate."""
         if self.program.aggregates[probe].keyless:
             return  # no key, no process: nothing to forget
-        table = self._table(f"noop_agg_{probe}")
+        table = self._map(f"noop_agg_{probe}")
         for raw in keys:
-            with contextlib.suppress(KeyError):
-                del table[table.Key.from_buffer_copy(raw)]
+            table.delete(raw)
 
     def _overflow_rows(self) -> None:
         """Create each aggregate's overflow row now, so that a full map still has it."""
         for pi, lay in self.program.aggregates.items():
             if lay.keyless:
                 continue
-            table = self._table(f"noop_agg_{pi}")
-            key = table.Key.from_buffer_copy(bytes([aggregate.OVERFLOW]) * lay.key_size)
-            table[key] = table.Leaf()  # zeroes on every CPU
+            table = self._map(f"noop_agg_{pi}")
+            table.update(bytes([aggregate.OVERFLOW]) * lay.key_size,
+                         bytes(table.d.value_size))  # zeroes on every CPU
 
     def close(self) -> None:
-        ring = getattr(self, "ring", None)
-        if ring is not None:
-            ring.close()
-        bpf = getattr(self, "bpf", None)
-        if bpf is not None:
-            bpf.cleanup()
-            self.bpf = None
+        for probe in self._probes:
+            probe.close()
+        self._probes.clear()
+        if self.ring is not None:
+            self.ring.close()
+            self.ring = None
+        if self.obj is not None:
+            self.obj.close()
+            self.obj = None
         self.attachments.clear()
 
     def __enter__(self) -> Loaded:
@@ -255,32 +284,35 @@ class Loaded:
 
 
 class Bare:
-    """A hand-written BPF program attached at one instruction of every process running
-    ``binary``: what ``noop bench`` measures noop's generated programs against. Use as
-    a context manager; leaving it detaches."""
+    """A hand-written BPF program attached at one instruction (``offset`` in the file)
+    of every process running ``binary``: what ``noop bench`` measures noop's generated
+    programs against. Use as a context manager; leaving it detaches."""
 
-    def __init__(self, text: str, binary: str, address: int, function: str) -> None:
+    def __init__(self, text: str, binary: str, offset: int, function: str) -> None:
         check_privileges()
-        check_headers()
-        import bcc
-
-        self.bpf = _compile(bcc, text, "the program", "run 'noop doctor'")
+        self.obj: Object | None = build(text, [function])
+        self.probe: bpfsys.Probe | None = None
         try:
-            _attach(self.bpf, binary, address, function, f"at {address:#x} in {binary}")
+            self.probe = _attach(binary, offset, self.obj.progs[function],
+                                 f"at file offset {offset:#x} of {binary}")
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        if getattr(self, "bpf", None) is not None:
-            self.bpf.cleanup()
-            self.bpf = None
+        if self.probe is not None:
+            self.probe.close()
+            self.probe = None
+        if self.obj is not None:
+            self.obj.close()
+            self.obj = None
 
     def __enter__(self) -> Bare:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
 
 
 def kernel_calls(calls: Mapping[int, str]) -> dict[int, tuple[int, int]]:
@@ -303,62 +335,31 @@ def kernel_calls(calls: Mapping[int, str]) -> dict[int, tuple[int, int]]:
 _CALL = 0x85  # BPF_JMP | BPF_CALL
 
 
-def link_calls(bcc: Any, bpf: Any, fn: str, calls: Mapping[int, tuple[int, int]]) -> int:
-    """Rewrite, in BCC's compiled code of ``fn`` before it is loaded, each helper call
-    of a stand-in number in ``calls`` into a call of the kernel function it stands for
-    (src_reg, imm): BCC's compiler refuses kfunc declarations. The number of calls
-    rewritten."""
-    if not calls:
-        return 0
-    start = bcc.lib.bpf_function_start(bpf.module, fn.encode())
-    size = bcc.lib.bpf_function_size(bpf.module, fn.encode())
-    if not start:
-        raise LoadError(f"BCC compiled no function {fn}", "run 'noop check --emit-c'")
-    code = (ctypes.c_uint8 * size).from_address(start)
+def link_calls(code: bytearray, calls: Mapping[int, tuple[int, int]]) -> int:
+    """Rewrite, in compiled code before it is loaded, each helper call of a stand-in
+    number in ``calls`` into a call of the kernel function it stands for (src_reg,
+    imm): BCC's compiler refuses kfunc declarations. The number of calls rewritten."""
     n = 0
-    for at in range(0, size - 7, 8):  # a lddw's second half has opcode 0: never a call
+    for at in range(0, len(code) - 7, 8):  # a lddw's second half has opcode 0: never a call
         imm = int.from_bytes(bytes(code[at + 4:at + 8]), "little", signed=True)
         if code[at] != _CALL or code[at + 1] >> 4 or imm not in calls:
             continue
         src, target = calls[imm]
         code[at + 1] = (code[at + 1] & 0x0F) | (src << 4)
         code[at + 2] = code[at + 3] = 0  # off 0: a kfunc of vmlinux, not of a module
-        code[at + 4:at + 8] = list(target.to_bytes(4, "little", signed=True))
+        code[at + 4:at + 8] = target.to_bytes(4, "little", signed=True)
         n += 1
     return n
 
 
-def _compile(bcc: Any, text: str, what: str, hint: str) -> Any:
-    """BCC's BPF object for ``text``; its compiler's first error in one line if not."""
-    with _quiet_stderr() as err:
-        try:
-            return bcc.BPF(text=text.encode(), cflags=["-Wno-unused-variable"])
-        except Exception as exc:
-            raise LoadError(f"BCC could not compile {what}: {_compiler_message(err) or exc}",
-                            hint) from None
-
-
-def _attach(bpf: Any, binary: str, address: int, fn: str, what: str) -> str:
-    """A uprobe running ``fn`` at ``address`` of every process of ``binary``; BCC's
-    name for it."""
-    before = set(bpf.uprobe_fds)
-    with _quiet_stderr() as err:
-        try:
-            bpf.attach_uprobe(name=binary.encode(), addr=address, fn_name=fn.encode(), pid=-1)
-        except Exception as exc:
-            said = err.read_text(errors="replace")
-            hint = ("the kernel will not probe the instruction there (x86 refuses "
-                    "LOCK-prefixed ones); probe another function" if "error 524" in said
-                    else "run 'noop doctor' to check uprobe support")
-            raise LoadError(f"cannot attach {what}: {exc}", hint) from None
-    new = set(bpf.uprobe_fds) - before
-    return new.pop().decode() if len(new) == 1 else ""
-
-
-def _compiler_message(path: Path) -> str:
+def _attach(binary: str, offset: int, prog: int, what: str) -> bpfsys.Probe:
+    """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process."""
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    errors = [line for line in text.splitlines() if "error:" in line]
-    return (errors[0].split("error:", 1)[1].strip() if errors else "").strip()
+        return bpfsys.Probe(binary, offset, prog)
+    except OSError as exc:
+        hint = ("the kernel will not probe the instruction there (x86 refuses "
+                "LOCK-prefixed ones); probe another function" if exc.errno == 524
+                else "the file is gone; is the target still installed?"
+                if exc.errno == errno.ENOENT
+                else "run 'noop doctor' to check uprobe support")
+        raise LoadError(f"cannot attach {what}: {exc.strerror or exc}", hint) from None

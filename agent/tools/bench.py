@@ -210,7 +210,7 @@ EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
 def _empty(site: Site) -> Iterator[Attached]:
     from agent.kernel import load
 
-    with load.Bare(EMPTY_C, site.binary, site.address, "noop_bench_empty"):
+    with load.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty"):
         yield Attached()
 
 

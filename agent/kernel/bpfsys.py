@@ -1,0 +1,253 @@
+"""The few ``bpf()`` and ``perf_event_open()`` calls noop needs to run programs BCC has
+compiled: create maps, load programs, put them on uprobes, and read and write map
+entries. Through these the agent runs without BCC (and the LLVM it maps) in its own
+process: BCC compiles, in a short-lived child (``compile``), and this loads.
+
+The attribute layouts are the kernel's UAPI (``include/uapi/linux/bpf.h`` and
+``perf_event.h``) for x86-64; each call takes a zeroed buffer as large as the kernel
+reads, so fields added later stay zero.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import struct
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from agent.errors import NoopError
+
+_SYS_BPF = 321
+_SYS_PERF_EVENT_OPEN = 298
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+MAP_CREATE, MAP_LOOKUP, MAP_UPDATE, MAP_DELETE, MAP_NEXT_KEY, PROG_LOAD = 0, 1, 2, 3, 4, 5
+LINK_CREATE = 28
+PROG_TYPE_KPROBE = 2
+ATTACH_PERF_EVENT = 41
+# Map types whose values the kernel keeps one per possible CPU.
+PERCPU = {5, 6, 10}  # percpu hash, percpu array, lru percpu hash
+RINGBUF = 27
+
+_PERF_FLAG_FD_CLOEXEC = 8
+_IOC_ENABLE = 0x2400
+_IOC_SET_BPF = 0x40042408
+_ATTR_DISABLED = 1  # perf_event_attr's first flag bit
+LOG_BYTES = 1 << 20
+
+
+class BpfError(NoopError):
+    """A bpf() or perf_event_open() call the kernel refused."""
+
+
+def _call(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:
+    ret = _libc.syscall(_SYS_BPF, cmd, attr, len(attr))
+    if ret < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return int(ret)
+
+
+def _attr(size: int = 128) -> ctypes.Array[ctypes.c_char]:
+    return ctypes.create_string_buffer(size)
+
+
+@cache
+def possible_cpus() -> int:
+    """The CPUs the kernel keeps per-CPU values for (``/sys/devices/system/cpu/possible``)."""
+    text = Path("/sys/devices/system/cpu/possible").read_text().strip()
+    n = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        n = max(n, int(hi or lo) + 1)
+    return n
+
+
+@dataclass(frozen=True, slots=True)
+class MapDef:
+    name: str
+    type: int
+    key_size: int
+    value_size: int
+    max_entries: int
+    flags: int
+
+
+class Map:
+    """A map this process created; its file descriptor closes with ``close``."""
+
+    def __init__(self, d: MapDef) -> None:
+        self.d = d
+        attr = _attr()
+        struct.pack_into("<IIIII", attr, 0, d.type, d.key_size, d.value_size,
+                         d.max_entries, d.flags)
+        struct.pack_into("15s", attr, 28, d.name.encode()[:15])
+        try:
+            self.fd = _call(MAP_CREATE, attr)
+        except OSError as exc:
+            raise BpfError(f"the kernel refused map {d.name}: {exc.strerror}",
+                           "run 'noop doctor'; a locked-memory or map limit may be too "
+                           "low") from None
+        self.percpu = d.type in PERCPU
+        self.slot = (d.value_size + 7) & ~7  # one CPU's value in a per-CPU lookup
+
+    @property
+    def value_bytes(self) -> int:
+        return self.slot * possible_cpus() if self.percpu else self.d.value_size
+
+    def _kv(self, cmd: int, key: bytes, value: ctypes.Array[ctypes.c_char] | None,
+            flags: int = 0) -> int:
+        k = ctypes.create_string_buffer(key, len(key))
+        attr = _attr(32)
+        struct.pack_into("<IIQQQ", attr, 0, self.fd, 0, ctypes.addressof(k),
+                         ctypes.addressof(value) if value is not None else 0, flags)
+        return _call(cmd, attr)
+
+    def lookup(self, key: bytes) -> bytes | None:
+        """The value (every CPU's, one after another, for a per-CPU map), or None."""
+        out = ctypes.create_string_buffer(self.value_bytes)
+        try:
+            self._kv(MAP_LOOKUP, key, out)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None
+            raise
+        return out.raw
+
+    def rows(self, key: bytes) -> list[bytes]:
+        """A per-CPU map's value for ``key``, one CPU a row ([] when absent)."""
+        raw = self.lookup(key)
+        if raw is None:
+            return []
+        return [raw[i * self.slot:i * self.slot + self.d.value_size]
+                for i in range(len(raw) // self.slot)]
+
+    def update(self, key: bytes, value: bytes) -> None:
+        """Set ``key``; ``value`` is one CPU's, copied to every CPU of a per-CPU map."""
+        if self.percpu:
+            value = value.ljust(self.slot, b"\0") * possible_cpus()
+        self._kv(MAP_UPDATE, key, ctypes.create_string_buffer(value, len(value)))
+
+    def delete(self, key: bytes) -> bool:
+        try:
+            self._kv(MAP_DELETE, key, None)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return False
+            raise
+        return True
+
+    def listed(self) -> list[bytes]:
+        """Every key, as the kernel iterates them (a snapshot of a changing map)."""
+        out: list[bytes] = []
+        size = self.d.key_size
+        nxt = ctypes.create_string_buffer(size)
+        attr = _attr(32)
+        key: ctypes.Array[ctypes.c_char] | None = None
+        while True:
+            struct.pack_into("<IIQQ", attr, 0, self.fd, 0,
+                             ctypes.addressof(key) if key is not None else 0,
+                             ctypes.addressof(nxt))
+            try:
+                _call(MAP_NEXT_KEY, attr)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    return out
+                raise
+            out.append(nxt.raw)
+            key = ctypes.create_string_buffer(nxt.raw, size)
+            if len(out) > self.d.max_entries + 1:  # a map changing under us: enough
+                return out
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def load_program(name: str, insns: bytes, license: str, kern_version: int) -> int:
+    """Load a kprobe-type program (a uprobe's); its fd. On refusal the verifier's last
+    lines say why."""
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(license.encode())
+    attr = _attr()
+
+    def once(log: ctypes.Array[ctypes.c_char] | None) -> int:
+        struct.pack_into("<IIQQIIQI", attr, 0, PROG_TYPE_KPROBE, len(insns) // 8,
+                         ctypes.addressof(code), ctypes.addressof(lic), 1 if log else 0,
+                         len(log) if log else 0, ctypes.addressof(log) if log else 0,
+                         kern_version)
+        struct.pack_into("15s", attr, 48, name.encode()[:15])
+        return _call(PROG_LOAD, attr)
+
+    try:
+        return once(None)
+    except OSError as first:
+        log = ctypes.create_string_buffer(LOG_BYTES)
+        try:
+            return once(log)  # the same program again, to hear the verifier say why
+        except OSError:
+            pass
+        said = [ln for ln in log.value.decode(errors="replace").splitlines() if ln.strip()]
+        tail = "; ".join(said[-3:]) if said else first.strerror
+        raise BpfError(f"the kernel refused program {name}: {tail}",
+                       "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
+
+
+@cache
+def _uprobe_type() -> int:
+    try:
+        return int(Path("/sys/bus/event_source/devices/uprobe/type").read_text())
+    except (OSError, ValueError):
+        raise BpfError("this kernel has no uprobe perf events",
+                       "run 'noop doctor' to check uprobe support") from None
+
+
+class Probe:
+    """A uprobe at ``offset`` of the file at ``path`` in every process, running the
+    program ``prog_fd``, with ``cookie`` for it to read (0 without). Closing it takes
+    the uprobe off."""
+
+    def __init__(self, path: str, offset: int, prog_fd: int, cookie: int = 0) -> None:
+        cpath = ctypes.create_string_buffer(os.fsencode(path))
+        attr = _attr(112)
+        struct.pack_into("<IIQ", attr, 0, _uprobe_type(), 112, 0)
+        struct.pack_into("<Q", attr, 40, _ATTR_DISABLED)
+        struct.pack_into("<QQ", attr, 56, ctypes.addressof(cpath), offset)
+        fd = _libc.syscall(_SYS_PERF_EVENT_OPEN, attr, -1, 0, -1, _PERF_FLAG_FD_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        self.fd, self.link = int(fd), -1
+        try:
+            if cookie:
+                link = _attr(64)
+                struct.pack_into("<IIIIQ", link, 0, prog_fd, self.fd, ATTACH_PERF_EVENT, 0,
+                                 cookie)
+                self.link = _call(LINK_CREATE, link)
+            else:
+                fcntl.ioctl(self.fd, _IOC_SET_BPF, prog_fd)
+            fcntl.ioctl(self.fd, _IOC_ENABLE, 0)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for fd in (self.link, self.fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.link = -1
+
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def close_fd(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
