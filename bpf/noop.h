@@ -34,15 +34,20 @@ static __always_inline int noop_read(void *dst, u32 size, u64 addr)
 	return bpf_probe_read_user(dst, size, (const void *)addr);
 }
 
-/* Copy up to sizeof(slot->s) bytes from user address ptr; record the full length n.
- * Go strings are not NUL-terminated: their length comes from the string header. */
-#define noop_copy(slot, ptr, n) ({                                          \
-	u64 __n = (n);                                                      \
-	(slot)->len = __n > 0xffffffffULL ? 0xffffffffU : (u32)__n;         \
-	if (__n > sizeof((slot)->s))                                        \
-		__n = sizeof((slot)->s);                                    \
-	__n ? bpf_probe_read_user((slot)->s, __n, (const void *)(ptr)) : 0; \
-})
+/* Copy up to cap bytes from user address ptr into s; record the full length n in *len.
+ * Go strings are not NUL-terminated: their length comes from the string header.
+ * A function, not a statement-expression macro: BCC's front end takes many times
+ * longer over the macro's expansions than over calls of an inlined function. */
+static __always_inline int noop_copy_n(u32 *len, char *s, u32 cap, u64 ptr, u64 n)
+{
+	*len = n > 0xffffffffULL ? 0xffffffffU : (u32)n;
+	if (n > cap)
+		n = cap;
+	return n ? bpf_probe_read_user(s, n, (const void *)ptr) : 0;
+}
+
+#define noop_copy(slot, ptr, n) \
+	noop_copy_n(&(slot)->len, (slot)->s, sizeof((slot)->s), (u64)(ptr), (u64)(n))
 
 static __always_inline void noop_header(struct noop_hdr *h, u16 probe, u16 site)
 {

@@ -228,8 +228,11 @@ def _bump(counters: str, pi: int) -> list[str]:
             "\t(*n)++;"]
 
 
-def _count_faults(pi: int) -> list[str]:
-    return ["if (faults) {", *("\t" + b for b in _bump("noop_faults", pi)), "}"]
+def _count_faults(pi: int, faults: str = "faults") -> list[str]:
+    """Count the hit in noop_faults when a read faulted. ``faults`` is best read back
+    from memory: the verifier knows the local's value on each path, and a branch on
+    it would make it keep a state for every combination of faulted reads."""
+    return [f"if ({faults}) {{", *("\t" + b for b in _bump("noop_faults", pi)), "}"]
 
 
 def wake_every(size: int) -> int:
@@ -264,7 +267,7 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
         f"(made && !(*made & {every - 1})) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP"
         f"  /* noop drains the ring on a timer, and on every {every}th record of a CPU */")
     body += ["e->hdr.faults = faults;", "e->hdr.absent = absent;",
-             *(_count_faults(ctx.pi) if tail else []),
+             *(_count_faults(ctx.pi, "*(volatile u32 *)&e->hdr.faults") if tail else []),
              f"noop_events.ringbuf_submit(e, {flags});", *([ctx.leave] if tail else [])]
     return body, why
 

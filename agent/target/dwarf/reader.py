@@ -23,6 +23,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
 from elftools.elf.elffile import ELFFile
 
+from agent import cache
 from agent.errors import BinaryError, NoDebugInfo
 from agent.target.amd64 import SP
 from agent.target.elf import ElfFile
@@ -189,7 +190,20 @@ class Dwarf:
     def cfa_at(self, pc: int) -> int | None:
         """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
         function's first instruction), from the call-frame information; None when it is
-        not rsp-based or not described."""
+        not rsp-based or not described. Kept in the build-id cache: pyelftools parses
+        every entry of the binary to find one (seconds for a large Go program)."""
+        bid = self.elf.build_id
+        key = f"{pc:#x}"
+        if bid:
+            hit = cache.get(bid, "cfa", key)
+            if isinstance(hit, dict):
+                return hit.get("offset")
+        got = self._cfa_at(pc)
+        if bid:
+            cache.put(bid, "cfa", key, {"offset": got})
+        return got
+
+    def _cfa_at(self, pc: int) -> int | None:
         fdes = self._fdes
         i = bisect.bisect_right(self._fde_starts, pc) - 1
         if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
