@@ -97,13 +97,20 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    plan = _plan(args)
-    from agent.kernel import codegen
-    from agent.kernel.kfeatures import xmm_helper_available
-    from agent.output import printer, trace
-    program = codegen.generate(plan, xmm_helper_available())
+    progress = logs.Progress(live=sys.stderr.isatty() and not args.json)
+    try:
+        progress.step("resolving")
+        plan = _plan(args)
+        from agent.kernel import codegen
+        from agent.kernel.kfeatures import xmm_helper_available
+        from agent.output import printer, trace
+        program = codegen.generate(plan, xmm_helper_available())
+    except BaseException:
+        progress.done()
+        raise
     make = printer.spec_printer if args.config else printer.preset_printer
-    stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration)
+    stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration,
+                      progress)
     print(trace.summary(stats), file=sys.stderr)
     return 0
 
@@ -122,7 +129,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         exc.exit_code = 2
         raise
     web = webconfig.load(args.web_config) if args.web_config else None
-    plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
+    progress = logs.Progress(live=False, log=True)
+    progress.step("resolving")
+    try:
+        plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
+    finally:
+        progress.done()
     if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting:
         err = NoopError("nothing to export: no probe of the spec has metrics",
                         "add metrics: to a probe (see probes.yaml)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from functools import cache
 
 ERROR, WARNING, INFO = 3, 4, 6
@@ -28,3 +30,57 @@ def say(message: str, priority: int = INFO) -> None:
     text = "".join(f"{prefix}noop: {line}\n" for line in message.splitlines() or [""])
     sys.stderr.write(text)
     sys.stderr.flush()
+
+
+class Progress:
+    """The steps of a start (resolving, compiling, attaching). On a terminal, once the
+    start has taken a second, one line on stderr says the current step, replaced in
+    place and cleared at the end; with ``log``, each step is said with its duration
+    when it ends (``noop run``). Silent otherwise."""
+
+    DELAY = 1.0
+
+    def __init__(self, live: bool, log: bool = False) -> None:
+        self.live, self.log = live, log
+        self.started = self.since = time.monotonic()
+        self.step_name = ""
+        self.shown = False
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        if live:
+            self._timer = threading.Timer(self.DELAY, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def step(self, what: str) -> None:
+        with self._lock:
+            self._end_step()
+            self.step_name, self.since = what, time.monotonic()
+            if self.shown:
+                self._draw()
+
+    def _end_step(self) -> None:
+        if self.log and self.step_name:
+            say(f"{self.step_name} took {time.monotonic() - self.since:.2f}s")
+
+    def _show(self) -> None:
+        with self._lock:
+            if self.step_name and not self.shown and self._timer is not None:
+                self.shown = True
+                self._draw()
+
+    def _draw(self) -> None:
+        sys.stderr.write(f"\r\033[Knoop: {self.step_name}…")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._end_step()
+            self.step_name = ""
+            if self.shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+                self.shown = False

@@ -162,11 +162,22 @@ def privileged() -> None:
         pytest.fail("privileged test: run as root (./setup.sh test)", pytrace=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One noop cache for the whole session, in the environment every noop the tests
+    start inherits: nothing cached by another noop version is ever read, and what one
+    test resolved or compiled another finds (compiled programs are keyed by their exact
+    C text, resolved answers by build-id and noop's code). Tests of the cache itself
+    name their own."""
+    path = tmp_path_factory.mktemp("noop-cache")
+    os.environ["NOOP_CACHE_DIR"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
-def noop(tmp_path_factory: pytest.TempPathFactory) -> NoopRun:
-    """Run `python -m agent ARGS...` from the repository root, with a cache of the session's
-    own (so no answer cached by another noop version is ever read)."""
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path_factory.mktemp("noop-cache"))}
+def noop(session_cache: Path) -> NoopRun:
+    """Run `python -m agent ARGS...` from the repository root, with the session's cache."""
+    env = {**os.environ, "NOOP_CACHE_DIR": str(session_cache)}
 
     def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], cwd=REPO,

@@ -31,7 +31,7 @@ def _byte(pid: int, address: int) -> int:
 def _site(example: Path, spec: Path, tmp_path: Path) -> int:
     import json
 
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
+    env = dict(os.environ)  # the session's shared noop cache (conftest)
     done = subprocess.run([sys.executable, "-m", "agent", "check", "--run", "--config",
                            str(spec), "--json"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300, check=True)
@@ -40,7 +40,7 @@ def _site(example: Path, spec: Path, tmp_path: Path) -> int:
 
 
 def _start(tmp_path: Path, spec: Path) -> Agent:
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
+    env = dict(os.environ)  # the session's shared noop cache (conftest)
     proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0",
                              "--config", str(spec)], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -53,7 +53,7 @@ class Agent:
 
 
 def start(tmp: Path, *args: str | Path, scheme: str = "http") -> Agent:
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp / "cache")}
+    env = dict(os.environ)  # the session's shared noop cache (conftest)
     proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0",
                              *map(str, args)], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -61,6 +61,17 @@ def start(tmp: Path, *args: str | Path, scheme: str = "http") -> Agent:
     log = _wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
     addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
     return Agent(proc, f"{scheme}://{addr}", log)
+
+
+def lean(pid: int) -> None:
+    """The daemon loads what BCC compiled without BCC: neither libbcc nor the LLVM and
+    clang it links are mapped into it, and it stays within 120 MB resident."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert not [line for line in maps.splitlines()
+                if re.search(r"libbcc|libLLVM|libclang", line)], "a compiler is mapped"
+    rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text()
+               .splitlines() if line.startswith("VmRSS:"))
+    assert rss < 120 * 1024, f"VmRSS {rss} KiB"
 
 
 def run_example(example: Path, ticks: int = TICKS) -> tuple[subprocess.Popen[str], str]:
@@ -96,6 +107,7 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
                                              ) -> None:
     agent = start(tmp_path, "--binary", example)
     agent_cleanup.append(agent)
+    lean(agent.proc.pid)
     ex, url = run_example(example)
     try:
         truth = scrape(url)

@@ -66,7 +66,7 @@ def tracing(tmp_path: Path, *noop_args: str | Path) -> Iterator[Session]:
     """Start noop (--json) and return once its uprobes are on; on leaving, stop it with
     SIGTERM and read what it printed."""
     out = tmp_path / "noop.out"
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
+    env = dict(os.environ)  # the session's shared noop cache (conftest)
     with open(out, "w") as sink:
         noop = subprocess.Popen([sys.executable, "-m", "agent", *map(str, noop_args), "--json"],
                                 cwd=REPO, env=env, stdout=sink, stderr=subprocess.PIPE,

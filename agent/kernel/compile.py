@@ -182,6 +182,13 @@ def compile_c(text: str, what: str = "compiling",
     if not source.usable:
         raise CompileError(f"no kernel headers for BCC: {source.detail}",
                            kheaders.INSTALL_HINT + "; then run 'noop headers'")
+    compiled = in_child(text)
+    store(text, compiled)
+    return compiled
+
+
+def in_child(text: str) -> Compiled:
+    """BCC's compile of ``text``, in a child process."""
     try:
         done = subprocess.run([sys.executable, "-m", "agent.kernel.compile"],
                               input=text.encode(), capture_output=True, timeout=600,
@@ -198,9 +205,7 @@ def compile_c(text: str, what: str = "compiling",
         raise CompileError(f"BCC's compiler stopped: {why}", "run 'noop doctor'") from None
     if "error" in answer:
         raise CompileError(answer["error"], answer.get("hint", ""))
-    compiled = Compiled.from_json(answer)
-    store(text, compiled)
-    return compiled
+    return Compiled.from_json(answer)
 
 
 # --- the child: BCC compiles, and says what it made ----------------------------------

@@ -107,6 +107,12 @@ class Object:
             m.close()
         self.maps.clear()
 
+    def __enter__(self) -> Object:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def build(text: str, functions: list[str], calls: Mapping[int, str] | None = None,
           progress: Callable[[str], None] | None = None) -> Object:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
+from agent import logs
 from agent.kernel import ringbuf
 from agent.kernel.codegen import Program
 from agent.output.printer import Sink
@@ -26,7 +27,11 @@ class Stats:
     reason: str = ""
 
 
-def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None) -> Stats:
+def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
+        progress: logs.Progress | None = None) -> Stats:
+    """Attach, hand every event to ``sink`` until a signal, ``duration`` or the
+    targets' exit, detach. ``progress`` hears the steps of attaching, and is done
+    before the line that says the probes are on."""
     from agent.kernel.load import Loaded, alive
 
     stats = Stats()
@@ -38,7 +43,12 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with Loaded(plan, program) as loaded:
+        try:
+            loaded = Loaded(plan, program, progress.step if progress else None)
+        finally:
+            if progress is not None:
+                progress.done()
+        with loaded:
             def on_record(data: bytes) -> None:
                 try:
                     event = program.decode(data)

@@ -101,11 +101,14 @@ class Daemon:
         if not program.functions:
             raise NoopError("nothing to export: no probe of the spec has metrics",
                             "add metrics: to a probe (see probes.yaml)")
+        progress = logs.Progress(live=False, log=True)
         try:
-            loaded = load.Loaded(plan, program)
+            loaded = load.Loaded(plan, program, progress.step)
         except NoopError:
             self.health.attach_errors += 1
             raise
+        finally:
+            progress.done()
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         session = Session(plan, program, loaded, UserMetrics(plan),
                           GoMeta(plan, target) if self.opts.preset else None)

@@ -1,0 +1,213 @@
+"""Compiling once, loading many times: BCC compiles in a child process, what it made is
+kept by the exact C text, and noop's own loader creates the maps, loads the programs
+and attaches the uprobes. A kept entry must give the same answers as a fresh compile,
+and a damaged one must never be trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.kernel import bpfsys, compile, load
+from agent.target import sites
+from agent.target.elf import ElfFile
+
+REPO = Path(__file__).resolve().parent.parent
+
+COUNT = """
+BPF_ARRAY(hits, u64, 1);
+int on_mix(struct pt_regs *ctx)
+{
+	int zero = 0;
+	u64 *n = hits.lookup(&zero);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	return 0;
+}
+"""
+
+
+def _calls(binary: Path, text: str, times: int) -> int:
+    """Attach ``text``'s on_mix at mix() of ``binary``, run it ``times`` times (one call
+    of mix each), and read what the program counted."""
+    from agent.plan import resolve
+    sym, _ = resolve.Binary(str(binary)).functions.find("mix")
+    with load.Object(compile.compile_c(text), ["on_mix"]) as obj, \
+            bpfsys.Probe(str(binary), ElfFile(str(binary)).file_offset(sym.address),
+                         obj.progs["on_mix"]):
+        for _ in range(times):
+            subprocess.run([str(binary), "run"], check=True, capture_output=True, timeout=30)
+        raw = obj.maps["hits"].lookup(bytes(4))
+    assert raw is not None
+    return int.from_bytes(raw[:8], "little")
+
+
+def test_a_kept_program_counts_as_a_fresh_one(privileged: None, c_layouts_o2: Path,
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    """Compiled once (BCC in a child), then found by its text with no compiler able to
+    run at all: the same program, loaded by noop's loader, counts every call."""
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    text = COUNT + f"/* {time.time_ns()} */\n"  # never compiled before
+    assert compile.cached(text) is None
+    assert _calls(c_layouts_o2, text, 2) == 2
+    kept = compile.cached(text)
+    assert kept is not None and kept.cached
+
+    def no_compiler(*_a: object, **_k: object) -> None:
+        raise AssertionError("the compiler ran for a kept program")
+
+    monkeypatch.setattr(compile, "in_child", no_compiler)
+    assert _calls(c_layouts_o2, text, 3) == 3
+    assert compile.cached(text + " ") is None  # another text is another program
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "foreign", "not json",
+                                    "map missing"])
+def test_a_damaged_entry_is_compiled_again(privileged: None, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch, damage: str
+                                           ) -> None:
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    text = COUNT + f"/* {damage} {time.time_ns()} */\n"
+    first = compile.compile_c(text)
+    (entry,) = (tmp_path / "bpf").glob("*.json")
+    raw = entry.read_bytes()
+    doc = json.loads(raw)
+    if damage == "truncated":
+        entry.write_bytes(raw[: len(raw) // 2])
+    elif damage == "flipped":  # one instruction changed, the digest not
+        insns = bytearray(first.functions["on_mix"].insns)
+        insns[0] ^= 1
+        import base64
+        doc["body"]["functions"]["on_mix"]["insns"] = base64.b64encode(insns).decode()
+        entry.write_text(json.dumps(doc))
+    elif damage == "foreign":  # a sound entry of another text under this name
+        doc["key"] = "0" * 64
+        entry.write_text(json.dumps(doc))
+    elif damage == "not json":
+        entry.write_bytes(b"\x00\x01garbage")
+    else:  # sound digest, but an instruction names a map the entry does not define
+        doc["body"]["maps"] = []
+        import hashlib
+        doc["sha256"] = hashlib.sha256(json.dumps(doc["body"], sort_keys=True).encode()
+                                       ).hexdigest()
+        entry.write_text(json.dumps(doc))
+    assert compile.cached(text) is None
+    again = compile.compile_c(text)
+    assert not again.cached and again.functions == first.functions
+    assert compile.cached(text) is not None  # and kept, sound, again
+
+
+def test_a_compile_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    with pytest.raises(compile.CompileError, match=r"could not compile .*undeclared") as e:
+        compile.compile_c("int f(struct pt_regs *ctx) { return nope; }\n")
+    assert "\n" not in str(e.value)
+    assert not list((tmp_path / "bpf").glob("*.json")) if (tmp_path / "bpf").exists() else True
+
+
+def test_a_verifier_refusal_says_why(privileged: None, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program the kernel refuses: the verifier's own last words, in one line."""
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    text = ("#include <uapi/linux/ptrace.h>\nint bad(struct pt_regs *ctx)\n{\n\tchar buf[8];\n"
+            "\tbpf_probe_read_user(buf, ctx->cx, (void *)ctx->sp);\n\treturn buf[0];\n}\n")
+    with pytest.raises(bpfsys.BpfError, match=r"refused program bad: .*R2") as e:
+        load.build(text, ["bad"]).close()
+    assert "\n" not in str(e.value)
+
+
+def test_a_locked_instruction_is_one_clear_error(privileged: None, c_layouts_o2: Path,
+                                                 example: Path) -> None:
+    """x86 will not put a uprobe on a LOCK-prefixed instruction (the kernel says so when
+    it installs it in a process running the file): noop says so, in one line."""
+    from agent.plan import resolve
+    b = resolve.Binary(str(example))
+    sym = b.functions.symbols["github.com/prometheus/client_golang/prometheus.(*counter).Inc"]
+    insns = sites.disassemble(b.elf, sym.address, sym.size)
+    locked = next(i for i in insns if i.lock)
+    running = subprocess.Popen([str(example), "-listen", "127.0.0.1:0"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        with load.build(COUNT, ["on_mix"]) as obj, pytest.raises(load.LoadError) as e:
+            load._attach(str(example), b.elf.file_offset(locked.address),
+                         obj.progs["on_mix"], "the lock xadd")
+    finally:
+        running.kill()
+        running.wait()
+    assert "LOCK-prefixed" in str(e.value) and "\n" not in str(e.value)
+
+
+def _tty_run(args: list[str], until: bytes, timeout: float = 120) -> bytes:
+    """Run noop with stderr (and stdout) on a pseudo-terminal; everything it wrote up to
+    ``until``."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: noop, on the terminal
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "agent", *args])
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until not in out and time.monotonic() < deadline:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.kill(pid, 2)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return out
+
+
+def test_the_progress_line_on_a_terminal_and_not_elsewhere(
+        privileged: None, example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold start takes over a second: a terminal sees one line, rewritten in place
+    (carriage return, erase line) with each step, erased before the probes are on. A
+    pipe sees none of it; noop run logs each step with how long it took."""
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "cold"))
+    said = _tty_run(["--binary", str(example)], b"uprobes on")
+    steps = re.findall(rb"\r\x1b\[Knoop: ([^\r\n]*?)\xe2\x80\xa6", said)
+    assert steps and steps[-1].startswith(b"attaching"), said
+    assert any(s.startswith(b"compiling") for s in steps), said
+    assert re.search(rb"\r\x1b\[Knoop: \d+ uprobes on", said), said  # erased, then said
+    piped = subprocess.run([sys.executable, "-m", "agent", "--binary", str(example),
+                            "--duration", "0.5"], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ))
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b" not in piped.stderr and "\r" not in piped.stderr
+    assert "compiling" not in piped.stderr and "took" not in piped.stderr
+
+
+def test_noop_run_logs_each_step(privileged: None, example: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--binary", str(example),
+                             "--listen", "127.0.0.1:0"], cwd=REPO, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    assert proc.stderr is not None
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "ready:" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    text = "".join(lines)
+    assert re.search(r"^noop: resolving took \d+\.\d\ds$", text, re.M), text
+    assert re.search(r"^noop: (compiling|loading) \d+ BPF programs.* took \d+\.\d\ds$", text,
+                     re.M), text
+    assert re.search(r"^noop: attaching \d+ uprobes took \d+\.\d\ds$", text, re.M), text
