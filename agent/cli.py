@@ -242,7 +242,7 @@ def parser() -> argparse.ArgumentParser:
              "program's client_golang meta-metrics) on /metrics until SIGTERM; SIGHUP "
              "reloads the spec", json_flag=False)
     _target_flags(sp)
-    from agent.output.serve import DEFAULT_LISTEN
+    from agent.output import DEFAULT_LISTEN
     sp.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_LISTEN,
                     help=f"where to serve /metrics, /healthz, /readyz (default "
                     f"{DEFAULT_LISTEN})")

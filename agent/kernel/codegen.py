@@ -384,9 +384,12 @@ def _column(f: aggregate.RowField, fetch_of: dict[str, tuple[int, ValueSpec, Fet
     x, dst = f"v{i}", f"row->{f.field}"
     if c.op == "sum":
         return [f"if ({ok})", f"\t{dst} += {x};"]
-    if c.op == "max":
+    if c.op in ("max", "min"):
         m = f"(({x}{f' & {c.mask:#x}ULL' if c.mask else ''}) + {c.add})"
-        return [f"if ({ok} && {m} > {dst})", f"\t{dst} = {m};"]
+        if c.op == "max":
+            return [f"if ({ok} && {m} > {dst})", f"\t{dst} = {m};"]
+        return [f"if ({ok} && (!{dst}[1] || {m} < {dst}[0])) {{  /* [1]: seen */",
+                f"\t{dst}[0] = {m};", f"\t{dst}[1] = 1;", "}"]
     if c.op in ("last", "first"):
         cond = ok if c.op == "last" else f"{ok} && !{dst}[1]"
         return [f"if ({cond}) {{", f"\t{dst}[0] = {x};", f"\t{dst}[1] = bpf_ktime_get_ns();",

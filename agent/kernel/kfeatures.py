@@ -195,6 +195,22 @@ def call_of(name: str, facts: BtfFacts) -> tuple[int, int] | None:
 
 
 def xmm_helper_available(path: Path = VMLINUX_BTF) -> str | None:
-    """Name of a kernel helper that reads XMM registers from a uprobe, or None."""
+    """Name of a kernel helper that reads XMM registers from a uprobe, or None. The
+    answer is kept in noop's cache per kernel (release and BTF size): parsing the
+    kernel's BTF takes a tenth of a second of every start."""
+    from agent import cache
+
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = -1
+    kernel = f"kernel-{platform.release()}-{size}"
+    key = ",".join(XMM_HELPERS)
+    hit = cache.get(kernel, "xmm", key) if path == VMLINUX_BTF else None
+    if isinstance(hit, dict):
+        return hit.get("helper")
     facts = vmlinux_btf(path)
-    return find_xmm_helper(facts) if facts else None
+    found = find_xmm_helper(facts) if facts else None
+    if path == VMLINUX_BTF:
+        cache.put(kernel, "xmm", key, {"helper": found})
+    return found

@@ -38,8 +38,27 @@ class _Object:
     count: int | None = None  # histogram: observations, from countAndHotIdx
     first: tuple[int, float] | None = None  # (time, value before the first update seen)
     updates: dict[str, int] = field(default_factory=dict)
+    # Carried forward (sites before the update): the earliest value read before one,
+    # and what the updates seen since added to it.
+    base: int | None = None
+    added: int = 0
+    carried: bool = False
+
+    def carry(self, base: int | None, added: int, carried: bool = True) -> None:
+        """Updates seen since ``base``, the value before the first of them. Only rows
+        read before their update (``carried``) make the object's value the carried
+        one: alone, the rows read after it have the value itself."""
+        self.carried |= carried
+        self.added += added
+        if base is not None and (self.base is None or base < self.base):
+            self.base = base
 
     def value(self) -> float | None:
+        if self.carried and self.base is not None:
+            whole = self.base + self.added
+            if self.kind == "counter":
+                return (self.bits_part or 0.0) + whole
+            return float(whole)
         if self.kind == "counter" and self.int_part is not None:
             return (self.bits_part or 0.0) + self.int_part
         if self.kind == "gauge" and self.last is not None:
@@ -84,7 +103,7 @@ class GoMeta:
                 kind, op = probe.sites[int(row.key["$site"])].tag.split(".", 1)
                 o = objs.setdefault(key, _Object(kind))
                 o.updates[op] = o.updates.get(op, 0) + row.hits
-                _fold(probe.name, o, row.columns)
+                _fold(probe.name, o, row.columns, row.hits)
         return objs
 
     def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
@@ -114,8 +133,13 @@ class GoMeta:
         yield from (updates, value, incs)
 
 
-def _fold(rule: str, o: _Object, cols: dict[str, Any]) -> None:
-    if rule in ("counter_int", "counter_float"):
+def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
+    if rule == "counter_int":  # Inc: valInt before it, in a register; adds one
+        first = cols.get("first_int")
+        o.carry(first[0] if first is not None else None, hits, carried=False)
+    if rule == "counter_add":  # Add's integer path, carried: valInt before, the argument
+        o.carry(cols.get("base"), cols.get("added") or 0)
+    if rule in ("counter_int", "counter_float", "counter_add"):
         if cols.get("int") is not None:
             o.int_part = max(o.int_part or 0, cols["int"])
         if cols.get("bits") is not None:
@@ -130,6 +154,8 @@ def _fold(rule: str, o: _Object, cols: dict[str, Any]) -> None:
         if first is not None:
             o.earlier(first[1], _float(first[0]))
     else:
+        if "base" in cols:  # at the call's entry, before its update: carried
+            o.carry(cols["base"], hits)
         if cols.get("count") is not None:
             o.count = max(o.count or 0, cols["count"])
         first = cols.get("first")

@@ -15,9 +15,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from agent.errors import NoopError
+from agent.output import DEFAULT_LISTEN
 from agent.output.webconfig import WebConfig
 
-DEFAULT_LISTEN = "127.0.0.1:9559"
 Check = Callable[[], tuple[bool, str]]  # (ok, one line saying why)
 
 

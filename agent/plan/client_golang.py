@@ -25,7 +25,8 @@ from typing import Any
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.updates import PKG, field_offset
+from agent.plan.placement import entry_site
+from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
 from agent.target import discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
@@ -50,6 +51,18 @@ COLUMNS = {
     "gauge_add": (Column("last", "last", "new"), Column("first", "first", "old")),
     "gauge_set": (Column("last", "last", "new"), Column("first", "first", "valBits")),
     "histogram": (Column("count", "max", "before", mask=COUNT_MASK, add=1),
+                  Column("first", "first", "before")),
+}
+# noop run, where an update has a cheaper site before it than after (an emulated jump or
+# call, not a single-stepped instruction): the value is read from memory before the
+# update on the first hit of each CPU and carried forward by the updates seen. With
+# ``min`` the earliest such read is kept: every hit counted follows it, and its update
+# comes after the hit, so none is counted twice and none after it is missed.
+CHEAP_COLUMNS = {
+    "counter_add": (Column("base", "min", "valInt"), Column("added", "sum", "delta"),
+                    Column("bits", "max", "valBits"), Column("first_int", "first", "valInt"),
+                    Column("first_bits", "first", "valBits")),
+    "histogram": (Column("base", "min", "before", mask=COUNT_MASK),
                   Column("first", "first", "before")),
 }
 
@@ -141,6 +154,12 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
                         "and use --config")
     probes = []
     for rule in RULES:
+        cheap = _cheap(b, rule) if aggregate else None
+        if cheap is not None:
+            probes.append(replace(cheap, aggregate=Aggregate(
+                ("$pid", "object", "$site"), CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
+            rule = replace(rule, methods=tuple(m for m in rule.methods
+                                               if m not in CHEAP_METHODS[rule.probe]))
         probe = _rule(b, rule)
         if probe is not None and aggregate:
             probe = replace(probe, aggregate=Aggregate(("$pid", "object", "$site"),
@@ -209,6 +228,68 @@ def _specific(b: Binary, rule: Rule, recv: Any, a: sites.Atomic, fn: str,
                 _field(b, recv, a.base, "valBits", "float")]
     return [_reg("before", a.src, "uint", "uint64"),  # countAndHotIdx's old value
             _observed(b, fn, insns, address)]
+
+
+# The methods whose updates ``_cheap`` finds a cheaper site for, by rule.
+CHEAP_METHODS = {"counter_int": ("Add",), "histogram": ("Observe", "observe")}
+
+
+def _cheap(b: Binary, rule: Rule) -> ProbePlan | None:
+    """For noop run: the rule's updates at a cheaper site than the one after them, or
+    None when there is none (or nothing to gain)."""
+    if rule.probe == "counter_int":
+        return _counter_add(b)
+    if rule.probe == "histogram":
+        return _observe_entry(b)
+    return None
+
+
+def _counter_add(b: Binary) -> ProbePlan | None:
+    """``Counter.Add``'s integer path, at the conditional jump just before its ``lock
+    xadd`` (emulated), in the method and in every copy of it inlined elsewhere: the
+    argument is there as a whole unsigned number, and valInt not yet changed."""
+    fn = f"{PKG}.(*counter).Add"
+    if fn not in b.functions.symbols:
+        return None
+    found, missed = argument_sites(b, fn)
+    found = [a for a in found if a.fetch.formula == "uint"]
+    recv = next(iter(b.functions.param_types(fn).values()), None)
+    if not found or missed or recv is None:
+        return None  # a copy noop cannot probe there: the sites after every xadd instead
+    out: list[Site] = []
+    layout: tuple[ValueSpec, ...] = ()
+    for a in found:  # name, labels and object first: read once per object, to describe it
+        pairs = [*_common(b, recv, a.receiver),
+                 _reg("delta", a.fetch.regs[0], "uint", "uint64"),
+                 _field(b, recv, a.receiver, "valInt", "uint"),
+                 _field(b, recv, a.receiver, "valBits", "float")]
+        layout = tuple(v for v, _ in pairs)
+        out.append(Site(a.function, a.address, b.elf.file_offset(a.address), a.why,
+                        tuple(f for _, f in pairs), when_zf=a.when_zf,
+                        skip_flags=a.skip_flags, handling=a.handling, tag="counter.Add"))
+    return ProbePlan("counter_add", TARGET, layout, tuple(out))
+
+
+def _observe_entry(b: Binary) -> ProbePlan | None:
+    """``histogram.observe``, the one function every observation of a histogram runs
+    (``Observe``, ``ObserveWithExemplar``), at its entry: the stack check's ``jbe``
+    (emulated) of its own code, before its ``lock xadd`` on countAndHotIdx. None when
+    it is inlined anywhere (those copies would go unseen)."""
+    fn = f"{PKG}.(*histogram).observe"
+    if fn not in b.functions.symbols or b.functions.inlined(fn):
+        return None
+    recv = next(iter(b.functions.param_types(fn).values()), None)
+    if recv is None or field_offset(b, "histogram", "countAndHotIdx") is None:
+        return None
+    receiver = "rax"  # Go's register ABI: the first integer argument
+    count = _field(b, recv, receiver, "countAndHotIdx", "uint")
+    before = (replace(count[0], name="before"), count[1])
+    pairs = [*_common(b, recv, receiver), before]
+    site = entry_site(b, fn, tuple(f for _, f in pairs))
+    if not site.skip_flags and site.handling != sites.EMULATED:
+        return None  # no cheaper than after the xadd
+    return ProbePlan("histogram", TARGET, tuple(v for v, _ in pairs),
+                     (replace(site, tag="histogram.Observe"),))
 
 
 def _op(method: str) -> str:

@@ -115,10 +115,7 @@ class Functions:
         build_id = self.dwarf.elf.build_id
         index = cache.get(build_id, "inlined", "v1") if build_id else None
         if not isinstance(index, dict):
-            index = {}
-            for _cu, die in self.dwarf.iter_all_dies():
-                if die.tag == "DW_TAG_inlined_subroutine":
-                    index.setdefault(str(_origin(die).offset), []).append(die.offset)
+            index = self.dwarf.inlined_index()
             if build_id:
                 cache.put(build_id, "inlined", "v1", index)
         self._index = index

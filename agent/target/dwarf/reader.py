@@ -8,6 +8,7 @@ function's unit is found from its address), never the whole tree unless asked.
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +27,7 @@ from elftools.elf.elffile import ELFFile
 from agent import cache
 from agent.errors import BinaryError, NoDebugInfo
 from agent.target.amd64 import SP
+from agent.target.dwarf import scan
 from agent.target.elf import ElfFile
 
 # Go's own DWARF attributes (cmd/internal/dwarf): the reflect kind of a type.
@@ -255,11 +257,41 @@ class Dwarf:
         name = files[index].name.decode(errors="replace") if 0 <= index < len(files) else "?"
         return f"{Path(name).name}:{best[2]}"
 
+    def inlined_index(self) -> dict[str, list[int]]:
+        """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
+        its function's name (``scan``: the raw bytes, not a DIE object each)."""
+        try:
+            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
+                                                 self.info.debug_abbrev_sec))
+            return scan.inlined_index(info, abbrev)
+        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
+            pass  # a form or layout the scan does not know: the slow walk knows more
+        index: dict[str, list[int]] = {}
+        for _cu, die in self.iter_all_dies():
+            if die.tag == "DW_TAG_inlined_subroutine":
+                origin = die
+                for _ in range(4):
+                    if "DW_AT_abstract_origin" in origin.attributes:
+                        origin = origin.get_DIE_from_attribute("DW_AT_abstract_origin")
+                    elif "DW_AT_specification" in origin.attributes:
+                        origin = origin.get_DIE_from_attribute("DW_AT_specification")
+                    else:
+                        break
+                index.setdefault(str(origin.offset), []).append(die.offset)
+        return index
+
     def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
         """Every DIE of every unit: the slow full walk, for whole-binary listings only."""
         for cu in self.units:
             for die in cu.iter_DIEs():
                 yield cu, die
+
+
+def _bytes(section: Any) -> bytes:
+    """A DWARF section's (decompressed) bytes, as pyelftools holds them."""
+    stream = section.stream
+    stream.seek(0)
+    return bytes(stream.read())
 
 
 def _walk_scopes(parent: DIE) -> Iterator[DIE]:

@@ -1,0 +1,46 @@
+"""The fast scan of .debug_info for inlined copies against pyelftools' full walk: the
+same copies of the same functions, on every kind of binary the tests build (Go by two
+compilers, Rust, C by GCC and by clang, whose DWARF 5 uses the indexed forms)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.target.dwarf import scan
+from agent.target.dwarf.reader import open_dwarf
+
+
+def _both(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = open_dwarf(binary).inlined_index()
+
+    def refuse(*_a: object) -> dict[str, list[int]]:
+        raise ValueError("the full walk, please")
+
+    with monkeypatch.context() as m:
+        m.setattr(scan, "inlined_index", refuse)
+        slow = open_dwarf(binary).inlined_index()
+    assert fast == slow
+
+
+def test_the_scan_on_go(example: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _both(example, monkeypatch)
+    assert sum(map(len, open_dwarf(example).inlined_index().values())) > 1000
+
+
+@pytest.mark.parametrize("which", ["rust_layouts", "rust_dropped", "c_layouts_o2",
+                                   "c_dropped_clang"])
+def test_the_scan_finds_what_the_full_walk_finds(which: str, request: pytest.FixtureRequest,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _both(request.getfixturevalue(which), monkeypatch)
+
+
+def test_an_unknown_form_is_refused_not_guessed() -> None:
+    """A unit whose abbreviation uses a form the scan does not know: ValueError (the
+    caller falls back to the full walk), never a wrong skip."""
+    abbrev = bytes([1, 0x11, 0, 0x03, 0x7F, 0, 0, 0])  # code 1: compile_unit, form 0x7f
+    unit = bytes([4, 0, 0, 0, 0, 0, 8, 1, 0xAA])  # v4, abbrev 0, 8-byte addresses, DIE 1
+    info = len(unit).to_bytes(4, "little") + unit
+    with pytest.raises(ValueError, match="form 0x7f"):
+        scan.origins(info, abbrev)
