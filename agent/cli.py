@@ -162,7 +162,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from agent import cache
     from agent.tools import bench, workloads
-    names = [n.strip() for n in args.arms.split(",") if n.strip()]
+    names = ([n.strip() for n in args.arms.split(",") if n.strip()] if args.arms else
+             [a for a in bench.ARMS if a != "preset" or args.workload == "go"])
     arms = [bench.arm(n) for n in names]
     if args.binary:
         binary = Path(args.binary)
@@ -260,8 +261,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--function", help="probe this function (default: the op's own)")
     sp.add_argument("--address", metavar="ADDR", type=_address,
                     help="probe this address inside the function (default: its entry)")
-    sp.add_argument("--arms", default=",".join(ARMS),
-                    help=f"comma-separated, of {', '.join(ARMS)} (default: all)")
+    sp.add_argument("--arms", help=f"comma-separated, of {', '.join(ARMS)} (default: "
+                    "all; preset only on the go workload)")
     sp.add_argument("--baseline", help="the arm the ratios compare with (default: empty)")
     sp.add_argument("--calls", type=_positive, default=200_000, help="calls per round")
     sp.add_argument("--rounds", type=_positive, default=3, help="rounds per run")

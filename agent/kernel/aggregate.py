@@ -55,7 +55,7 @@ class Layout:
 
 def words(column: Column) -> int:
     """u64 words a column takes in the row."""
-    return {"sum": 1, "max": 1, "min": 2, "last": 2, "first": 2}.get(column.op,
+    return {"sum": 1, "max": 1, "base": 2, "last": 2, "first": 2}.get(column.op,
                                                                     len(column.bounds) + 2)
 
 
@@ -144,8 +144,9 @@ def decode_key(lay: Layout, raw: bytes) -> tuple[dict[str, Any] | None, tuple[st
 
 def merge(lay: Layout, key: bytes, per_cpu: list[bytes]) -> Row:
     """Fold the per-CPU copies of one row: hits, sums and buckets add; ``last`` keeps the
-    latest hit's value, ``first`` the earliest; ``max`` the largest, ``min`` the
-    smallest. A ``last``/``first``/``min`` column never hit is None."""
+    latest hit's value, ``first`` the earliest; ``max`` the largest, ``base`` the
+    smallest of the CPUs' first. A ``last``/``first``/``base`` column never hit is
+    None."""
     values, bad = decode_key(lay, key)
     hits = born = 0
     acc: dict[str, Any] = {}
@@ -161,7 +162,7 @@ def merge(lay: Layout, key: bytes, per_cpu: list[bytes]) -> Row:
                 acc[c.name] = ((got or 0) + w[0]) & (2**64 - 1)
             elif c.op == "max":
                 acc[c.name] = w[0] if got is None else max(got, w[0])
-            elif c.op == "min":  # (value, seen): a CPU that never saw one has no say
+            elif c.op == "base":  # (value, seen): a CPU that never saw one has no say
                 if w[1] and (got is None or w[0] < got):
                     acc[c.name] = w[0]
             elif c.op in ("last", "first"):

@@ -324,7 +324,8 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
             body.append(f"/* key {v.name} = {v.selector}: {fetch.describe()} */")
             keymask |= 1 << i
             body += _read(ctx, fetch, v.name, f"k.{p.field}", i, why)
-    used = sorted({c.column.value for c in agg.fields} - {""})
+    # A value only first or base columns use is read on a CPU's first hit of the row.
+    used = sorted({c.column.value for c in agg.fields if c.column.op not in LAZY} - {""})
     for name in used:
         i, v, fetch = fetch_of[name]
         body += [f"u64 v{i} = 0;  /* {v.name} = {v.selector}: {fetch.describe()} */"]
@@ -332,7 +333,7 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
     if agg.keyless:
         body += ["int slot = 0;", f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&slot);",
                  "if (!row)", f"\t{ctx.leave}"]
-        return [*body, *_count(ctx, agg, fetch_of, events_too)], why
+        return [*body, *_count(ctx, agg, fetch_of, events_too, why)], why
     body += [f"k.faults = faults & {keymask:#x};", f"k.absent = absent & {keymask:#x};",
              f"struct {agg.row_struct} *row = noop_agg_{pi}.lookup(&k);", "if (!row) {",
              "\tint zero = 0;", f"\tstruct {agg.row_struct} *empty = noop_zero_{pi}.lookup(&zero);",
@@ -348,15 +349,21 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
              f"\t\t__builtin_memset(&k, {aggregate.OVERFLOW:#x}, sizeof(k));",
              f"\t\trow = noop_agg_{pi}.lookup(&k);", "\t\tif (!row)", f"\t\t\t{ctx.leave}",
              "\t}", "}"]
-    return [*body, *_count(ctx, agg, fetch_of, events_too)], why
+    return [*body, *_count(ctx, agg, fetch_of, events_too, why)], why
+
+
+LAZY = ("first", "base")  # column ops that read their value only on a row's first hit
 
 
 def _count(ctx: _Ctx, agg: aggregate.Layout, fetch_of: dict[str, tuple[int, ValueSpec, Fetch]],
-           events_too: bool) -> list[str]:
+           events_too: bool, why: dict[str, str]) -> list[str]:
     """With ``row`` found: count the hit, fold its values into the columns."""
     body = ["if (!row->born)", "\trow->born = bpf_ktime_get_ns();", "row->hits++;"]
     for f in agg.fields:
-        body += _column(f, fetch_of)
+        if f.column.op in LAZY:
+            body += _lazy(ctx, f, fetch_of, why)
+        else:
+            body += _column(f, fetch_of)
     body += _count_faults(ctx.pi)
     if events_too:
         ev, _ = _event(ctx, wakeup=False, tail=False)
@@ -376,6 +383,22 @@ def _read(ctx: _Ctx, fetch: Fetch, name: str, dst: str, index: int, why: dict[st
     return fetch_c(fetch, dst, 1 << index, _builtins(ctx))
 
 
+def _lazy(ctx: _Ctx, f: aggregate.RowField,
+          fetch_of: dict[str, tuple[int, ValueSpec, Fetch]], why: dict[str, str]
+          ) -> list[str]:
+    """A ``first`` or ``base`` column: read its value only while the row has none on
+    this CPU (``[1]``: when it was read, or 1)."""
+    c = f.column
+    i, v, fetch = fetch_of[c.value]
+    dst = f"row->{f.field}"
+    m = f"((x{f' & {c.mask:#x}ULL' if c.mask else ''}) + {c.add})" if c.op == "base" else "x"
+    seen = "bpf_ktime_get_ns()" if c.op == "first" else "1"
+    return [f"if (!{dst}[1]) {{  /* {c.op} {v.name}: {fetch.describe()} */", "\tu64 x = 0;",
+            *("\t" + b for b in _read(ctx, fetch, v.name, "x", i, why)),
+            f"\tif (!((faults | absent) & {1 << i:#x})) {{", f"\t\t{dst}[0] = {m};",
+            f"\t\t{dst}[1] = {seen};", "\t}", "}"]
+
+
 def _column(f: aggregate.RowField, fetch_of: dict[str, tuple[int, ValueSpec, Fetch]]
             ) -> list[str]:
     c = f.column
@@ -384,15 +407,11 @@ def _column(f: aggregate.RowField, fetch_of: dict[str, tuple[int, ValueSpec, Fet
     x, dst = f"v{i}", f"row->{f.field}"
     if c.op == "sum":
         return [f"if ({ok})", f"\t{dst} += {x};"]
-    if c.op in ("max", "min"):
+    if c.op == "max":
         m = f"(({x}{f' & {c.mask:#x}ULL' if c.mask else ''}) + {c.add})"
-        if c.op == "max":
-            return [f"if ({ok} && {m} > {dst})", f"\t{dst} = {m};"]
-        return [f"if ({ok} && (!{dst}[1] || {m} < {dst}[0])) {{  /* [1]: seen */",
-                f"\t{dst}[0] = {m};", f"\t{dst}[1] = 1;", "}"]
-    if c.op in ("last", "first"):
-        cond = ok if c.op == "last" else f"{ok} && !{dst}[1]"
-        return [f"if ({cond}) {{", f"\t{dst}[0] = {x};", f"\t{dst}[1] = bpf_ktime_get_ns();",
+        return [f"if ({ok} && {m} > {dst})", f"\t{dst} = {m};"]
+    if c.op == "last":
+        return [f"if ({ok}) {{", f"\t{dst}[0] = {x};", f"\t{dst}[1] = bpf_ktime_get_ns();",
                 "}"]
     n = len(c.bounds)
     out = [f"if ({ok}) {{", f"\tu64 s = {aggregate.c_sortable(v, x)};", f"\tu32 b = {n};"]

@@ -145,6 +145,8 @@ def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
         if cols.get("bits") is not None:
             o.bits_part = max(o.bits_part or 0.0, _float(cols["bits"]))
         fi, fb = cols.get("first_int"), cols.get("first_bits")
+        if fb is not None:  # valBits only grows: the float part is at least this
+            o.bits_part = max(o.bits_part or 0.0, _float(fb[0]))
         if fi is not None and fb is not None:
             o.earlier(min(fi[1], fb[1]), fi[0] + _float(fb[0]))
     elif rule in ("gauge_add", "gauge_set"):

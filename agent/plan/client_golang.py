@@ -38,11 +38,13 @@ MAX_ROWS = 4096  # in-kernel rows per update kind: (process, metric object, site
 COUNT_MASK = 2**63 - 1  # histogram.countAndHotIdx: the count below the hot-index bit
 
 # noop run: what each update kind keeps per (process, metric object, site) in the kernel.
-# Counters keep the largest valInt and valBits seen (both only grow, so the largest is
-# the latest even when CPUs race), gauges the latest new value, and every kind the
-# value before the first update noop saw, for the increments since.
+# Counters keep the largest valInt seen (it only grows, so the largest is the latest
+# even when CPUs race: Inc's is the value before it, plus one) and the float part's
+# latest (valBits as first seen, or the float path's newest), gauges the latest new
+# value, and every kind the value before the first update noop saw, for the increments
+# since. first and base columns read memory only on a CPU's first hit of a row.
 COLUMNS = {
-    "counter_int": (Column("int", "max", "valInt"), Column("bits", "max", "valBits"),
+    "counter_int": (Column("int", "max", "before", add=1),
                     Column("first_int", "first", "before"),
                     Column("first_bits", "first", "valBits")),
     "counter_float": (Column("int", "max", "valInt"), Column("bits", "max", "new"),
@@ -55,14 +57,15 @@ COLUMNS = {
 }
 # noop run, where an update has a cheaper site before it than after (an emulated jump or
 # call, not a single-stepped instruction): the value is read from memory before the
-# update on the first hit of each CPU and carried forward by the updates seen. With
-# ``min`` the earliest such read is kept: every hit counted follows it, and its update
-# comes after the hit, so none is counted twice and none after it is missed.
+# update on the first hit of each CPU and carried forward by the updates seen. The
+# ``base`` column keeps the smallest (the earliest) of those reads: every hit counted
+# follows it, and its update comes after the hit, so none is counted twice and none
+# after it is missed.
 CHEAP_COLUMNS = {
-    "counter_add": (Column("base", "min", "valInt"), Column("added", "sum", "delta"),
-                    Column("bits", "max", "valBits"), Column("first_int", "first", "valInt"),
+    "counter_add": (Column("base", "base", "valInt"), Column("added", "sum", "delta"),
+                    Column("first_int", "first", "valInt"),
                     Column("first_bits", "first", "valBits")),
-    "histogram": (Column("base", "min", "before", mask=COUNT_MASK),
+    "histogram": (Column("base", "base", "before", mask=COUNT_MASK),
                   Column("first", "first", "before")),
 }
 

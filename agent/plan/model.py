@@ -205,7 +205,9 @@ class Column:
     - ``sum``: adds the integer ``value``
     - ``last``/``first``: the ``value`` of the latest/earliest hit, with its time
     - ``max``: the largest ``(value & mask) + add`` (``mask`` 0: the whole value)
-    - ``min``: the smallest ``(value & mask) + add``
+    - ``base``: ``(value & mask) + add`` at each CPU's first hit of the row (read only
+      then); merged, the smallest of them
+    ``first`` and ``base`` read their value only on a CPU's first hit of the row.
     - ``hist``: counts per bucket, ``value`` <= bound; ``bounds`` are the bucket bounds
       in the value's order-preserving u64 form (see ``keys.sortable``); plus the sum
     """

@@ -340,6 +340,28 @@ class _Reader:
         self._thread.join()
 
 
+@contextmanager
+def _preset(site: Site) -> Iterator[Attached]:
+    """The whole client_golang preset as noop run loads it, on the workload: what a
+    client_golang update costs under ``noop run --binary``."""
+    from agent.kernel import aggregate as agg
+    from agent.kernel import codegen, load
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.plan import client_golang
+
+    plan = client_golang.plan(site.binary, aggregate=True)
+    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add
+    mine = [s for p in plan.probes for s in p.sites if s.tag == op]
+    where = ", ".join(f"{s.address:#x} ({s.handling or 'single-stepped'})" for s in mine[:2])
+    more = f" and {len(mine) - 2} more" if len(mine) > 2 else ""
+    attached = Attached(where=f"{where or 'none of its sites for this op'}{more} (preset)")
+    with load.Loaded(plan, program) as loaded:
+        yield attached
+        attached.hits = sum(agg.merge(program.aggregates[pi], k, vs).hits
+                            for pi in program.aggregates for k, vs in loaded.rows(pi))
+
+
 NONE = Arm("none", _nothing, "nothing attached")
 EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
 NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
@@ -351,8 +373,9 @@ NOOP_VALUE = Arm("noop-value", partial(_noop, aggregate="kernel", value=True),
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
+PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary loads it")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
-                                            NOOP_RINGBUF, NOOP_VALUE, BPFTRACE)}
+                                            NOOP_RINGBUF, NOOP_VALUE, PRESET, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
