@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -129,12 +130,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         exc.exit_code = 2
         raise
     web = webconfig.load(args.web_config) if args.web_config else None
-    progress = logs.Progress(live=False, log=True)
-    progress.step("resolving")
-    try:
-        plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
-    finally:
-        progress.done()
+    started = time.monotonic()
+    plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
+    resolved = time.monotonic() - started
     if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting:
         err = NoopError("nothing to export: no probe of the spec has metrics",
                         "add metrics: to a probe (see probes.yaml)")
@@ -143,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from agent.kernel.load import check_privileges
     check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
-                          web, xmm_helper_available())
+                          web, xmm_helper_available(), resolved)
     return daemon.Daemon(opts).run()
 
 

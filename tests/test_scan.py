@@ -44,3 +44,17 @@ def test_an_unknown_form_is_refused_not_guessed() -> None:
     info = len(unit).to_bytes(4, "little") + unit
     with pytest.raises(ValueError, match="form 0x7f"):
         scan.origins(info, abbrev)
+
+
+def test_the_frame_of_a_pc_as_the_full_list_has_it(example: Path) -> None:
+    """The FDE found by scanning .debug_frame's headers gives the same canonical frame
+    address as pyelftools' full list, at many points of many functions, and none
+    past the last function."""
+    d = open_dwarf(example)
+    fdes = d._fdes  # the full list: what the scan must agree with
+    pcs = [lo + (hi - lo) // 3 for lo, hi, _ in fdes[::97]] + [lo for lo, _, _ in fdes[::131]]
+    for pc in pcs:
+        fde = next(f for lo, hi, f in fdes if lo <= pc < hi)
+        assert d._fde_at(pc).offset == fde.offset, hex(pc)
+    assert d._fde_at(fdes[-1][1] + 100) is None
+    assert scan.fde_offset(b"\xff\xff\xff\xff" + bytes(20), 0) == -1  # 64-bit DWARF: not read

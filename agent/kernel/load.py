@@ -178,16 +178,14 @@ class Loaded:
 
     def detach_file(self, path: str) -> int:
         """Take every uprobe off the file at ``path``; how many there were."""
-        keep, gone = [], 0
-        for a, probe in zip(self.attachments, self._probes, strict=True):
-            if a.binary == path:
-                probe.close()
-                gone += 1
-            else:
-                keep.append((a, probe))
-        self.attachments = [a for a, _ in keep]
-        self._probes = [p for _, p in keep]
-        return gone
+        pairs = list(zip(self.attachments, self._probes, strict=True))
+        gone = [probe for a, probe in pairs if a.binary == path]
+        # Off the lists first: a scrape in between counts them gone, as they soon are.
+        self.attachments = [a for a, _ in pairs if a.binary != path]
+        self._probes = [probe for a, probe in pairs if a.binary != path]
+        for probe in gone:
+            probe.close()
+        return len(gone)
 
     def files(self, target: str) -> set[str]:
         """The files ``target``'s probes are on."""

@@ -46,6 +46,7 @@ class Options:
     listen: str
     web: WebConfig | None
     xmm_helper: str | None
+    resolved: float = 0.0  # seconds the first plan took, said once the daemon starts
 
 
 def settled() -> None:
@@ -123,6 +124,7 @@ class Daemon:
 
     def start(self) -> None:
         plan = self.opts.first
+        log(f"resolving took {self.opts.resolved:.2f}s")
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)

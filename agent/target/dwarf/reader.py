@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
-from elftools.dwarf.callframe import FDE
+from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarfinfo import DWARFInfo
@@ -178,6 +178,33 @@ class Dwarf:
                for lo, hi in self.ranges(cu.get_top_DIE())]
         return tuple(sorted(out, key=lambda r: r.low))
 
+    def _fde_at(self, pc: int) -> FDE | None:
+        """The FDE covering ``pc``: from .debug_frame, found by a scan of the entries'
+        headers and parsed alone (pyelftools parses every entry to list them: seconds
+        for a large Go binary); else from the full list."""
+        sec = self.info.debug_frame_sec if self.info.has_CFI() else None
+        if sec is not None:  # x86-64: 8-byte addresses
+            try:
+                data = _bytes(sec)
+                at = scan.fde_offset(data, pc)
+            except (ValueError, IndexError, struct.error):
+                at = -1
+            if at is not None and at >= 0:
+                cfi = CallFrameInfo(stream=sec.stream, size=sec.size, address=sec.address,
+                                    base_structs=self.info.structs)
+                entry = cfi._parse_entry_at(at)
+                if isinstance(entry, FDE) and entry.header["initial_location"] <= pc < (
+                        entry.header["initial_location"] + entry.header["address_range"]):
+                    return entry
+                at = -1  # not what the header scan took it for: the full list decides
+            if at is None:
+                return None
+        fdes = self._fdes
+        i = bisect.bisect_right(self._fde_starts, pc) - 1
+        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
+            return None
+        return fdes[i][2]
+
     @cached_property
     def _fdes(self) -> list[tuple[int, int, FDE]]:
         entries = (self.info.CFI_entries() if self.info.has_CFI() else
@@ -206,12 +233,11 @@ class Dwarf:
         return got
 
     def _cfa_at(self, pc: int) -> int | None:
-        fdes = self._fdes
-        i = bisect.bisect_right(self._fde_starts, pc) - 1
-        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
+        fde = self._fde_at(pc)
+        if fde is None:
             return None
         rule = None
-        for row in fdes[i][2].get_decoded().table:
+        for row in fde.get_decoded().table:
             if row["pc"] > pc:
                 break
             rule = row.get("cfa")

@@ -154,3 +154,24 @@ def inlined_index(info: bytes, abbrev: bytes) -> dict[str, list[int]]:
             die = refs[die]
         index.setdefault(str(die), []).append(at)
     return index
+
+
+def fde_offset(frame: bytes, pc: int) -> int | None:
+    """The offset in ``.debug_frame`` of the FDE whose range holds ``pc`` (64-bit
+    addresses), or None when none does; -1 when the section uses a layout this does not
+    read (the 64-bit DWARF format)."""
+    pos = 0
+    while pos + 4 <= len(frame):
+        (length,) = struct.unpack_from("<I", frame, pos)
+        if length == 0xFFFFFFFF:
+            return -1
+        if length == 0:
+            pos += 4
+            continue
+        (cie,) = struct.unpack_from("<I", frame, pos + 4)
+        if cie != 0xFFFFFFFF:  # an FDE: CIE pointer, initial location, address range
+            lo, size = struct.unpack_from("<QQ", frame, pos + 8)
+            if lo <= pc < lo + size:
+                return pos
+        pos += 4 + length
+    return None
