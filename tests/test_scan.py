@@ -58,3 +58,13 @@ def test_the_frame_of_a_pc_as_the_full_list_has_it(example: Path) -> None:
         assert d._fde_at(pc).offset == fde.offset, hex(pc)
     assert d._fde_at(fdes[-1][1] + 100) is None
     assert scan.fde_offset(b"\xff\xff\xff\xff" + bytes(20), 0) == -1  # 64-bit DWARF: not read
+
+
+def test_go_type_names_as_the_full_walk_has_them(example: Path) -> None:
+    """Go's types unit, read from the raw bytes: every named type definition directly
+    under it, with its tag and offset, as pyelftools' walk yields them."""
+    d = open_dwarf(example)
+    cu = next(iter(d.type_units()))
+    slow = [(name, die.tag, die.offset) for name, die in d.iter_named_types(cu)
+            if not die.attributes.get("DW_AT_declaration")]
+    assert d.top_types(cu) == slow and len(slow) > 1000

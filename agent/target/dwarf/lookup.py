@@ -32,6 +32,15 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     units = list(dwarf.type_units())
     if key == "go-types":
         units = units[:1]
+    fast = dwarf.top_types(units[0]) if key == "go-types" and units else None
+    if fast is not None:  # Go's types unit, read from the raw bytes
+        for name, tag, offset in fast:
+            offs = index.setdefault(name, [])
+            if tag in _AGGREGATES:
+                offs.insert(0, offset)
+            else:
+                offs.append(offset)
+        units = []
     for cu in units:
         for name, die in dwarf.iter_named_types(cu):
             if attr(die, "DW_AT_declaration"):

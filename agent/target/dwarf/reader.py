@@ -20,6 +20,7 @@ from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarfinfo import DWARFInfo
+from elftools.dwarf.enums import ENUM_DW_TAG
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
 from elftools.elf.elffile import ELFFile
@@ -42,6 +43,7 @@ TYPE_TAGS = frozenset({
     "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
     "DW_TAG_array_type", "DW_TAG_subroutine_type",
 })
+_TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
 _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
                          "DW_TAG_union_type", "DW_TAG_enumeration_type"})
 
@@ -130,6 +132,21 @@ class Dwarf:
             yield from (cu for cu in self.units if cu not in first)
         else:
             yield from self.units
+
+    def top_types(self, cu: CompileUnit) -> list[tuple[str, str, int]] | None:
+        """(name, tag, offset) of the named type definitions directly under ``cu`` as
+        ``scan`` reads them from the raw bytes (what ``iter_named_types`` yields for a Go
+        unit, without a DIE object each); None when the scan cannot read them."""
+        strs = self.info.debug_str_sec
+        try:
+            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
+                                                 self.info.debug_abbrev_sec))
+            got = scan.top_types(info, abbrev, cu.cu_offset,
+                                 frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
+                                 _bytes(strs) if strs is not None else b"")
+        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
+            return None
+        return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
 
     def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
         """(qualified name, DIE) for every named type at top level or inside namespaces."""

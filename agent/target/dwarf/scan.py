@@ -9,9 +9,13 @@ each attribute by its form, and keeps only the references that name an origin.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 TAG_INLINED_SUBROUTINE = 0x1D
+AT_NAME = 0x03
+AT_DECLARATION = 0x3C
 AT_ABSTRACT_ORIGIN = 0x31
 AT_SPECIFICATION = 0x47
 _REFS = (AT_ABSTRACT_ORIGIN, AT_SPECIFICATION)
@@ -60,13 +64,19 @@ def _abbrevs(data: bytes, pos: int) -> dict[int, tuple[int, bool, tuple[tuple[in
         out[code] = (tag, children, tuple(specs))
 
 
-def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
-    """(offset -> the offset its DW_AT_abstract_origin or DW_AT_specification names, for
-    every DIE with one; the offsets of every DW_TAG_inlined_subroutine). ValueError on
-    a form it does not know."""
-    refs: dict[int, int] = {}
-    inlined: list[int] = []
-    tables: dict[int, Any] = {}
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    at: int  # offset of the unit's header
+    end: int
+    first: int  # offset of its first DIE
+    version: int
+    osize: int  # 4 or 8: the DWARF format
+    asize: int  # address size
+    refaddr: int  # size of a DW_FORM_ref_addr
+
+
+def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
+    """Every unit of .debug_info, with the offset of its abbreviation table."""
     unit = 0
     while unit < len(info):
         (length,) = struct.unpack_from("<I", info, unit)
@@ -74,7 +84,6 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
         if big:
             (length,) = struct.unpack_from("<Q", info, unit + 4)
         head = unit + (12 if big else 4)
-        end = head + length
         osize = 8 if big else 4
         (version,) = struct.unpack_from("<H", info, head)
         if version >= 5:
@@ -86,11 +95,64 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
             abbrev_at = int.from_bytes(info[head + 2:head + 2 + osize], "little")
             asize = info[head + 2 + osize]
             pos = head + 3 + osize
+        yield (_Unit(unit, head + length, pos, version, osize, asize,
+                     asize if version == 2 else osize), abbrev_at)
+        unit = head + length
+
+
+def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
+    """Where the attribute value of ``form`` at ``pos`` ends."""
+    size = _FIXED.get(form)
+    if size is not None:
+        return pos + size
+    if form in _ULEB:
+        while info[pos] & 0x80:
+            pos += 1
+        return pos + 1
+    if form in _OFFSET:
+        return pos + u.osize
+    if form == 0x01:  # addr
+        return pos + u.asize
+    if form == 0x10:  # ref_addr
+        return pos + u.refaddr
+    if form == 0x08:  # string
+        return info.index(b"\0", pos) + 1
+    if form in (0x09, 0x18):  # block, exprloc
+        n, pos = _uleb(info, pos)
+        return pos + n
+    if form == 0x0A:
+        return pos + 1 + info[pos]
+    if form == 0x03:
+        return pos + 2 + int(struct.unpack_from("<H", info, pos)[0])
+    if form == 0x04:
+        return pos + 4 + int(struct.unpack_from("<I", info, pos)[0])
+    raise ValueError(f"DWARF form {form:#x} in the unit at {u.at:#x}")
+
+
+def _ref(info: bytes, pos: int, form: int, u: _Unit) -> int | None:
+    """The DIE offset a reference attribute names (None: another file's, or not one)."""
+    if form in _CU_REF:
+        return u.at + int.from_bytes(info[pos:pos + _CU_REF[form]], "little")
+    if form == 0x15:
+        return u.at + _uleb(info, pos)[0]
+    if form == 0x10:
+        return int.from_bytes(info[pos:pos + u.refaddr], "little")
+    return None
+
+
+def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
+    """(offset -> the offset its DW_AT_abstract_origin or DW_AT_specification names, for
+    every DIE with one; the offsets of every DW_TAG_inlined_subroutine). ValueError on
+    a form it does not know."""
+    refs: dict[int, int] = {}
+    inlined: list[int] = []
+    tables: dict[int, Any] = {}
+    for u, abbrev_at in _units(info):
         table = tables.get(abbrev_at)
         if table is None:
             table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
-        refaddr = asize if version == 2 else osize
-        while pos < end:
+        pos = u.first
+        while pos < u.end:
             at = pos
             code, pos = _uleb(info, pos)
             if code == 0:
@@ -101,44 +163,53 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
             for name, form in specs:
                 while form == 0x16:  # indirect: the form is in the DIE
                     form, pos = _uleb(info, pos)
-                if name in _REFS and (form in _CU_REF or form in (0x10, 0x15)) and not (
-                        name == AT_SPECIFICATION and at in refs):  # abstract_origin first
-                    if form == 0x10:
-                        refs[at] = int.from_bytes(info[pos:pos + refaddr], "little")
-                    elif form == 0x15:
-                        value, _ = _uleb(info, pos)
-                        refs[at] = unit + value
-                    else:
-                        refs[at] = unit + int.from_bytes(info[pos:pos + _CU_REF[form]],
-                                                         "little")
-                size = _FIXED.get(form)
-                if size is not None:
-                    pos += size
-                elif form in _ULEB:
-                    while info[pos] & 0x80:
-                        pos += 1
-                    pos += 1
-                elif form in _OFFSET:
-                    pos += osize
-                elif form == 0x01:  # addr
-                    pos += asize
-                elif form == 0x10:  # ref_addr
-                    pos += refaddr
-                elif form == 0x08:  # string
-                    pos = info.index(b"\0", pos) + 1
-                elif form in (0x09, 0x18):  # block, exprloc
-                    n, pos = _uleb(info, pos)
-                    pos += n
-                elif form == 0x0A:
-                    pos += 1 + info[pos]
-                elif form == 0x03:
-                    pos += 2 + struct.unpack_from("<H", info, pos)[0]
-                elif form == 0x04:
-                    pos += 4 + struct.unpack_from("<I", info, pos)[0]
-                else:
-                    raise ValueError(f"DWARF form {form:#x} in the unit at {unit:#x}")
-        unit = end
+                if name in _REFS and not (name == AT_SPECIFICATION and at in refs):
+                    target = _ref(info, pos, form, u)  # abstract_origin first
+                    if target is not None:
+                        refs[at] = target
+                pos = _skip(info, pos, form, u)
     return refs, inlined
+
+
+def top_types(info: bytes, abbrev: bytes, unit: int, tags: frozenset[int], strs: bytes
+              ) -> list[tuple[str, int, int]]:
+    """(name, tag, offset) of every named, defined (not DW_AT_declaration) DIE with a
+    tag of ``tags`` directly under the unit at ``unit``. Names inline or in .debug_str
+    (``strs``); ValueError for any other name form, or a form it does not know."""
+    out: list[tuple[str, int, int]] = []
+    for u, abbrev_at in _units(info):
+        if u.at != unit:
+            continue
+        table = _abbrevs(abbrev, abbrev_at)
+        pos, depth = u.first, 0
+        while pos < u.end:
+            at = pos
+            code, pos = _uleb(info, pos)
+            if code == 0:
+                depth -= 1
+                continue
+            tag, children, specs = table[code]
+            name, declared = None, False
+            for attr_, form in specs:
+                while form == 0x16:
+                    form, pos = _uleb(info, pos)
+                if depth == 1 and attr_ == AT_NAME:
+                    if form == 0x08:
+                        name = info[pos:info.index(b"\0", pos)].decode("utf-8", "replace")
+                    elif form == 0x0E:
+                        off = int.from_bytes(info[pos:pos + u.osize], "little")
+                        name = strs[off:strs.index(b"\0", off)].decode("utf-8", "replace")
+                    else:
+                        raise ValueError(f"a name in form {form:#x}")
+                elif depth == 1 and attr_ == AT_DECLARATION:
+                    declared = form == 0x19 or (form == 0x0C and info[pos] != 0)
+                pos = _skip(info, pos, form, u)
+            if depth == 1 and tag in tags and name and not declared:
+                out.append((name, tag, at))
+            if children:
+                depth += 1
+        return out
+    raise ValueError(f"no unit at {unit:#x}")
 
 
 def inlined_index(info: bytes, abbrev: bytes) -> dict[str, list[int]]:
