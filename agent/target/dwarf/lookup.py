@@ -25,8 +25,11 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     """
     bid = dwarf.elf.build_id
     key = "complete" if complete or dwarf.language != "go" else "go-types"
+    if key in dwarf.type_indexes:  # read once per open binary: a plan looks up dozens
+        return dwarf.type_indexes[key]
     cached = cache.get(bid, "types", key)
     if isinstance(cached, dict):
+        dwarf.type_indexes[key] = cached
         return cached
     index: dict[str, list[int]] = {}
     units = list(dwarf.type_units())
@@ -51,6 +54,7 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
             else:
                 offs.append(die.offset)
     cache.put(bid, "types", key, index)
+    dwarf.type_indexes[key] = index
     return index
 
 

@@ -77,6 +77,7 @@ class Dwarf:
 
     def __init__(self, elf: ElfFile) -> None:
         self.elf = elf
+        self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
         if not elf.has_dwarf:
             raise NoDebugInfo(
                 f"{elf.path}: no DWARF debug information (the binary is stripped)",
