@@ -88,11 +88,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     plan = _plan(args, args.run)
     from agent.kernel import codegen
-    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.tools import render
     if args.emit_c:
         mode = "run" if args.run else "trace"
-        sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode).text)
+        sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode,
+                                          attach_cookies()).text)
         return 0
     return _emit(args, plan.to_json(), render.plan)
 
@@ -103,9 +104,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         progress.step("resolving")
         plan = _plan(args)
         from agent.kernel import codegen
-        from agent.kernel.kfeatures import xmm_helper_available
+        from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
         from agent.output import printer, trace
-        program = codegen.generate(plan, xmm_helper_available())
+        program = codegen.generate(plan, xmm_helper_available(), cookies=attach_cookies())
     except BaseException:
         progress.done()
         raise

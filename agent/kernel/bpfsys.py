@@ -209,10 +209,11 @@ def _uprobe_type() -> int:
 
 class Probe:
     """A uprobe at ``offset`` of the file at ``path`` in every process, running the
-    program ``prog_fd``, with ``cookie`` for it to read (0 without). Closing it takes
-    the uprobe off."""
+    program ``prog_fd``, with ``cookie`` for it to read (through a BPF link; None: the
+    older ioctl, no cookie). Closing it takes the uprobe off."""
 
-    def __init__(self, path: str, offset: int, prog_fd: int, cookie: int = 0) -> None:
+    def __init__(self, path: str, offset: int, prog_fd: int, cookie: int | None = None
+                 ) -> None:
         cpath = ctypes.create_string_buffer(os.fsencode(path))
         attr = _attr(112)
         struct.pack_into("<IIQ", attr, 0, _uprobe_type(), 112, 0)
@@ -223,7 +224,7 @@ class Probe:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
         self.fd, self.link = int(fd), -1
         try:
-            if cookie:
+            if cookie is not None:
                 link = _attr(64)
                 struct.pack_into("<IIIIQ", link, 0, prog_fd, self.fd, ATTACH_PERF_EVENT, 0,
                                  cookie)

@@ -38,6 +38,9 @@ class Program:
     derived: dict[tuple[int, int], dict[str, str]]
     # stand-in call number -> the kernel function it calls (helper or kfunc)
     calls: dict[int, str] = field(default_factory=dict)
+    # Attach each site with its index as the attach cookie: functions are shared by
+    # the sites of one shape (one name in ``functions`` for several sites).
+    cookies: bool = False
 
     def decode(self, data: bytes) -> events.Event:
         """A ring-buffer record of this program as an event; IndexError or ValueError
@@ -55,7 +58,8 @@ def helpers_text() -> str:
         return (Path(__file__).resolve().parents[2] / "bpf" / "noop.h").read_text()
 
 
-def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> Program:
+def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
+             cookies: bool = False) -> Program:
     """The C program for ``plan``. ``xmm_helper`` names a kernel function that reads
     XMM registers from a uprobe (``bpf_get_fp_reg(dst, size, regno)``): a float held
     whole in one is read through it. With None (every upstream kernel today) such a
@@ -64,7 +68,12 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
     ``mode`` ``trace``: every hit is an event for the terminal. ``run``: probes fold
     hits into their in-kernel aggregate, and only probes that need every hit in noop
     send events (without waking it: noop drains the ring on a timer); probes with
-    neither are left out."""
+    neither are left out.
+
+    With ``cookies`` (the kernel has ``bpf_get_attach_cookie``), the sites of a probe
+    whose programs differ only in their index share one program, which reads the
+    index from the cookie its uprobe was attached with: a probe on many functions of
+    one shape compiles and verifies once."""
     lines = [helpers_text().rstrip(), "", "#include <linux/stddef.h>", "",
              *events.c_header_checks(), "",
              f"BPF_RINGBUF_OUTPUT(noop_events, {RINGBUF_PAGES});",
@@ -76,6 +85,11 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
              "  /* per probe: user-memory read faults */",
              f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe: returns without their call's entry */", ""]
+    if cookies:
+        lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
+                  "the uprobe with */",
+                  "static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;", ""]
+    shared: dict[str, str] = {}  # a program's body -> the function that has it
     if xmm_helper is not None:
         lines += [f"/* {xmm_helper}(dst, size, regno): the kernel's reader of the user's "
                   "XMM registers, called through a stand-in number noop links to it */",
@@ -109,9 +123,9 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
             lines += _call_maps(pi, lay, probe)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
-            functions.append((pi, si, name))
+            share = cookies and not site.role
             ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
-                       target.stack_hi_offset)
+                       target.stack_hi_offset, site_c="site" if share else str(si))
             if site.role == "call":
                 body, why = _call(ctx)
             elif site.role == "return":
@@ -130,12 +144,22 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace") -> 
             derived[(pi, si)] = {v.name: f.formula for v, f in
                                  zip(probe.values, site.fetches, strict=True)
                                  if f.kind == "derived"}
+            if share:
+                text = "\n".join(body)
+                if text in shared:  # another site's program, told this site by cookie
+                    functions.append((pi, si, shared[text]))
+                    continue
+                shared[text] = name
+                body = ["u16 site = noop_attach_cookie(ctx);  /* this site's index */",
+                        *body]
+            functions.append((pi, si, name))
             lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
-                      f"{site.why} */", f"int {name}(struct pt_regs *ctx)", "{",
+                      f"{site.why}{' (and every site of its shape)' if share else ''} */",
+                      f"int {name}(struct pt_regs *ctx)", "{",
                       *("\t" + b if b else "" for b in body), "}", ""]
     calls = {XMM_CALL: xmm_helper} if xmm_helper is not None else {}
     return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
-                   unreadable, derived, calls)
+                   unreadable, derived, calls, cookies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +176,7 @@ class _Ctx:
     # and start from the faults of what the call's entry read.
     leave: str = "return 0;"
     flags: str = "u32 faults = 0, absent = 0;"
+    site_c: str = ""  # C for the site's index: its number, or the cookie's variable
 
 
 # --- exit probes: the call's entry keeps a record, each return reads it ----------------
@@ -256,7 +281,7 @@ def _event(ctx: _Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
             f"struct {lay.struct_name} *e = noop_events.ringbuf_reserve(sizeof(*e));",
             "if (!e) {", f"\tu64 *lost = noop_lost.lookup(&probe_{ctx.pi});",
             "\tif (lost)", "\t\t(*lost)++;", f"\t{ctx.leave}" if tail else "\tbreak;", "}",
-            f"noop_header(&e->hdr, {ctx.pi}, {ctx.si});", ctx.flags]
+            f"noop_header(&e->hdr, {ctx.pi}, {ctx.site_c or ctx.si});", ctx.flags]
     if ctx.probe.wants_goid and ctx.goid_off is not None:
         body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {ctx.goid_off});"
                     "  /* g (r14) -> goid */")
@@ -318,7 +343,7 @@ def _aggregate(ctx: _Ctx, agg: aggregate.Layout, events_too: bool
         if p.name == "$pid":
             body.append(f"k.{p.field} = bpf_get_current_pid_tgid() >> 32;")
         elif p.name == "$site":
-            body.append(f"k.{p.field} = {ctx.si};")
+            body.append(f"k.{p.field} = {ctx.site_c or ctx.si};")
         else:
             i, v, fetch = fetch_of[p.name]
             body.append(f"/* key {v.name} = {v.selector}: {fetch.describe()} */")

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
 
@@ -195,9 +196,24 @@ def call_of(name: str, facts: BtfFacts) -> tuple[int, int] | None:
 
 
 def xmm_helper_available(path: Path = VMLINUX_BTF) -> str | None:
-    """Name of a kernel helper that reads XMM registers from a uprobe, or None. The
-    answer is kept in noop's cache per kernel (release and BTF size): parsing the
-    kernel's BTF takes a tenth of a second of every start."""
+    """Name of a kernel helper that reads XMM registers from a uprobe, or None."""
+    found = _kernel_fact(path, "xmm", ",".join(XMM_HELPERS),
+                         lambda facts: find_xmm_helper(facts) if facts else None)
+    return str(found) if found else None
+
+
+def attach_cookies(path: Path = VMLINUX_BTF) -> bool:
+    """Whether a uprobe's program can read a value set when it was attached
+    (``bpf_get_attach_cookie``, Linux 5.15): then one program serves every site of
+    one shape, each site telling it which it is."""
+    return bool(_kernel_fact(path, "cookie", "get_attach_cookie",
+                             lambda facts: facts is not None and
+                             "BPF_FUNC_get_attach_cookie" in facts.helper_ids))
+
+
+def _kernel_fact(path: Path, kind: str, key: str, compute: Any) -> Any:
+    """``compute(BTF facts)``, kept in noop's cache per kernel (release and BTF size):
+    parsing the kernel's BTF takes a tenth of a second of every start."""
     from agent import cache
 
     try:
@@ -205,12 +221,10 @@ def xmm_helper_available(path: Path = VMLINUX_BTF) -> str | None:
     except OSError:
         size = -1
     kernel = f"kernel-{platform.release()}-{size}"
-    key = ",".join(XMM_HELPERS)
-    hit = cache.get(kernel, "xmm", key) if path == VMLINUX_BTF else None
-    if isinstance(hit, dict):
-        return hit.get("helper")
-    facts = vmlinux_btf(path)
-    found = find_xmm_helper(facts) if facts else None
+    hit = cache.get(kernel, kind, key) if path == VMLINUX_BTF else None
+    if isinstance(hit, dict) and "answer" in hit:
+        return hit["answer"]
+    found = compute(vmlinux_btf(path))
     if path == VMLINUX_BTF:
-        cache.put(kernel, "xmm", key, {"helper": found})
+        cache.put(kernel, kind, key, {"answer": found})
     return found

@@ -139,8 +139,8 @@ class Loaded:
         self._probes: list[bpfsys.Probe] = []
         self.obj: Object | None = None
         self.ring: ringbuf.Ring | None = None
-        self.obj = build(program.text, [fn for _pi, _si, fn in program.functions],
-                         program.calls, progress)
+        names = list(dict.fromkeys(fn for _pi, _si, fn in program.functions))
+        self.obj = build(program.text, names, program.calls, progress)
         try:
             self.ring = ringbuf.Ring(self.obj.maps["noop_events"].fd, RINGBUF_BYTES)
             self._overflow_rows()
@@ -170,7 +170,8 @@ class Loaded:
             pid = self.plan.target(target).pid
             self._probes.append(_attach(path, site.file_offset, self.obj.progs[fn],
                                         f"{probe.name} at {site.function} "
-                                        f"({site.address:#x})"))
+                                        f"({site.address:#x})",
+                                        si if self.program.cookies else None))
             self.attachments.append(Attachment(pi, si, path, site.address,
                                                pid if pid is not None else -1))
             n += 1
@@ -356,10 +357,12 @@ def link_calls(code: bytearray, calls: Mapping[int, tuple[int, int]]) -> int:
     return n
 
 
-def _attach(binary: str, offset: int, prog: int, what: str) -> bpfsys.Probe:
-    """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process."""
+def _attach(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
+            ) -> bpfsys.Probe:
+    """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process (with
+    ``cookie`` for the program to read)."""
     try:
-        return bpfsys.Probe(binary, offset, prog)
+        return bpfsys.Probe(binary, offset, prog, cookie)
     except OSError as exc:
         hint = ("the kernel will not probe the instruction there (x86 refuses "
                 "LOCK-prefixed ones); probe another function" if exc.errno == 524

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import aggregate, codegen
+from agent.kernel.kfeatures import attach_cookies
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.meta import GoMeta
 from agent.output.serve import Server
@@ -96,7 +97,8 @@ class Daemon:
     def _load(self, plan: Plan) -> tuple[Session | None, Loaded | None]:
         from agent.kernel import load
 
-        program = codegen.generate(plan, self.opts.xmm_helper, mode="run")
+        program = codegen.generate(plan, self.opts.xmm_helper, mode="run",
+                                   cookies=attach_cookies())
         if not program.functions and plan.waiting:
             return None, None  # every target still to start: nothing to load yet
         if not program.functions:

@@ -261,14 +261,15 @@ def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False
     read where noop reads it (its fallback sites without an XMM helper)."""
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
-    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
 
     param = FLOAT_PARAMS.get(site.function) if value else None
     if value and param is None:
         raise NoopError(f"noop-value: {site.function} has no float argument",
                         "use --op counter.Add, gauge.Add, gauge.Set or histogram.Observe")
     plan = bench_plan(site, aggregate, first, param)
-    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    program = codegen.generate(plan, xmm_helper_available(), mode="run",
+                               cookies=attach_cookies())
     attached = Attached(where=_where(site, plan))
     with load.Loaded(plan, program) as loaded:
         def kernel_hits() -> int:
@@ -346,11 +347,12 @@ def _preset(site: Site) -> Iterator[Attached]:
     client_golang update costs under ``noop run --binary``."""
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
-    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.plan import client_golang
 
     plan = client_golang.plan(site.binary, aggregate=True)
-    program = codegen.generate(plan, xmm_helper_available(), mode="run")
+    program = codegen.generate(plan, xmm_helper_available(), mode="run",
+                               cookies=attach_cookies())
     op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add
     mine = [s for p in plan.probes for s in p.sites if s.tag == op]
     where = ", ".join(f"{s.address:#x} ({s.handling or 'single-stepped'})" for s in mine[:2])
