@@ -6,6 +6,8 @@ watchdog from its main loop (``sdnotify``)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import signal
 import threading
@@ -57,6 +59,10 @@ def settled() -> None:
     ring buffer holds at high rates."""
     gc.collect()
     gc.freeze()
+    # And hand the heap resolving freed (DWARF read and dropped) back to the system;
+    # without glibc's malloc_trim it stays reserved for the process's own reuse.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def log(message: str, priority: int = logs.INFO) -> None:
