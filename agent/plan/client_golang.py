@@ -207,9 +207,11 @@ def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
             how = ("after the " if rule.after else "at the ") + \
                 f"{'lock ' * a.insn.lock}{rule.mnemonic} on {rule.kind}.{rule.field} " \
                 f"at {a.insn.address:#x}{past}"
+            at = next((i for i in insns if i.address == address), None)
             out.append(Site(fn, address, b.elf.file_offset(address), how,
                             tuple(f for _, f in pairs), when_zf=zf, skip_flags=skip,
-                            tag=f"{rule.kind}.{_op(method)}"))
+                            tag=f"{rule.kind}.{_op(method)}",
+                            handling=sites.handling(at.raw) if at is not None else ""))
     if not out or layout is None:
         return None
     return ProbePlan(rule.probe, "main", layout, tuple(out))
