@@ -20,7 +20,8 @@ def _code_stamp() -> str:
     """Changes whenever the code that computes cached answers changes (even unreleased)."""
     root = Path(__file__).resolve().parent
     h = hashlib.sha256(__version__.encode())
-    for f in [*sorted((root / "target").rglob("*.py")), root / "tools" / "inspect.py"]:
+    for f in [*sorted((root / "target").rglob("*.py")), *sorted((root / "plan").glob("*.py")),
+              root / "tools" / "inspect.py"]:
         st = f.stat()
         h.update(f"{f.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]

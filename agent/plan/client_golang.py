@@ -18,11 +18,14 @@ instructions in the methods' machine code and probes them, not the methods' entr
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agent import cache
 from agent.errors import NoopError
+from agent.plan import plain
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site
@@ -31,6 +34,7 @@ from agent.spec.probes import parse_selector
 from agent.target import discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
 from agent.target.dwarf.reader import die_name
+from agent.target.elf import ElfFile
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
@@ -149,7 +153,28 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
 def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     """The preset's plan for the binary at ``path``; with ``aggregate``, each probe also
     folds its hits into an in-kernel aggregate by (process, metric object, site) and
-    describes each metric object once (for ``noop run``)."""
+    describes each metric object once (for ``noop run``).
+
+    The plan depends on the binary's bytes alone: it is kept in noop's cache by
+    build-id, and a start that finds it opens no DWARF."""
+    here = discover.Selector(path=str(Path(path).resolve()))
+    build_id = ElfFile(path).build_id
+    key = f"aggregate={aggregate}"
+    kept = cache.get(build_id, "preset", key) if build_id else None
+    made: Plan | None = None
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            made = plain.load(Plan, kept)
+    if made is None:
+        made = _plan(path, aggregate)
+        if build_id:
+            cache.put(build_id, "preset", key, plain.dump(made))
+    (target,) = made.targets
+    binary = path if path.startswith(str(discover.PROC) + "/") else here.path or path
+    return replace(made, targets=(replace(target, binary=binary, pid=pid, selector=here),))
+
+
+def _plan(path: str, aggregate: bool) -> Plan:
     b = Binary(path)
     if b.dwarf.language != "go":
         raise NoopError(f"{path} is not a Go program",
@@ -175,7 +200,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
                         "write a probes.yaml for it and use --config")
     # Watched like a spec's target named by this path (noop run: up, a new build).
     here = discover.Selector(path=str(Path(path).resolve()))
-    return Plan("client_golang preset", (b.plan(TARGET, pid, selector=here),), tuple(probes))
+    return Plan("client_golang preset", (b.plan(TARGET, None, selector=here),), tuple(probes))
 
 
 def _rule(b: Binary, rule: Rule) -> ProbePlan | None:

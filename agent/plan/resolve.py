@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 import gc
+import hashlib
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -15,8 +17,9 @@ from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
+from agent import cache
 from agent.errors import NoopError, nearest
-from agent.plan import elsewhere, placement
+from agent.plan import elsewhere, placement, plain
 from agent.plan.binary import Binary
 from agent.plan.keys import KEY_LIMIT, bound, key_size
 from agent.plan.model import (
@@ -37,6 +40,7 @@ from agent.spec.reader import Mark, Problem, SpecError
 from agent.target import discover
 from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
+from agent.target.elf import ElfFile
 
 
 @dataclass
@@ -108,7 +112,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
     for t in spec.targets:
         try:
             path, also = locate(spec, t, ids)
-            b = Binary(path)
+            build_id = ElfFile(path).build_id
         except NotRunning as exc:
             if wait:
                 waiting.append((t.name, exc.selector))
@@ -119,21 +123,60 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
             continue
         pinned = t.binary is not None and not path.startswith(str(discover.PROC) + "/")
-        targets.append(b.plan(t.name, t.pid, also, selector_of(spec, t), pinned))
-        for n, probe in enumerate(spec.probes):
-            if probe.target == t.name:
-                plan = _probe(b, probe, out, xmm_readable)
-                if plan is not None:
-                    found.append((n, plan))
-        # One binary's DWARF in memory at a time: what a plan needs of it is in the
-        # plan, and pyelftools' objects hold each other in cycles only a collection
-        # frees (20 targets held at once kept ~400 MB resident).
-        del b
-        gc.collect()
+        mine = [(n, p) for n, p in enumerate(spec.probes) if p.target == t.name]
+        key = _key(mine, xmm_readable)
+        kept = _kept(build_id, key) if build_id and key else None
+        if kept is None:
+            try:
+                b = Binary(path)
+            except NoopError as exc:
+                out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
+                continue
+            before = len(out.problems)
+            target = b.plan(t.name, None, (), None, pinned)
+            got = [(n, plan) for n, probe in mine
+                   if (plan := _probe(b, probe, out, xmm_readable)) is not None]
+            if build_id and key and len(out.problems) == before:
+                cache.put(build_id, "plan", key, plain.dump((target, got)))
+            # One binary's DWARF in memory at a time: what a plan needs of it is in
+            # the plan, and pyelftools' objects hold each other in cycles only a
+            # collection frees (20 targets held at once kept ~400 MB resident).
+            del b
+            gc.collect()
+        else:
+            target, got = kept
+        here = path if path.startswith(str(discover.PROC) + "/") else str(Path(path).resolve())
+        targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
+                               selector=selector_of(spec, t), pinned=pinned))
+        found += got
     probes = [plan for _n, plan in sorted(found, key=lambda f: f[0])]
     if out.problems:
         raise SpecError(out.problems)
     return Plan(spec.path, tuple(targets), tuple(probes), tuple(waiting))
+
+
+def _key(probes: list[tuple[int, Probe]], xmm_readable: bool) -> str | None:
+    """What a target's probe plans depend on besides its binary's bytes (its build-id)
+    and noop's own code (the cache's stamp): the probes as the spec gives them, their
+    places in it, and whether the kernel reads XMM registers. None: not keepable."""
+    try:
+        text = json.dumps([xmm_readable, plain.dump(probes)], sort_keys=True)
+    except (ValueError, TypeError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _kept(build_id: str, key: str) -> tuple[TargetPlan, list[tuple[int, ProbePlan]]] | None:
+    """A target's plan and its probes' plans as a start with the same spec and build
+    made them; None when there are none (or they do not read back)."""
+    data = cache.get(build_id, "plan", key)
+    if data is None:
+        return None
+    try:
+        target, got = plain.load(tuple[TargetPlan, tuple[tuple[int, ProbePlan], ...]], data)
+    except (ValueError, TypeError, KeyError):
+        return None
+    return target, list(got)
 
 
 def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
