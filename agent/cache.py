@@ -1,4 +1,4 @@
-"""On-disk cache of resolved answers, keyed by the binary's build-id.
+"""On-disk cache of resolved answers and plans, keyed by the binary's build-id.
 
 What is cached depends only on the binary's bytes, so an entry is never stale: a
 rebuilt binary has a new build-id. Writes are atomic; a broken entry is a miss.

@@ -123,7 +123,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
             lines += _call_maps(pi, lay, probe)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
-            share = cookies and not site.role
+            share = cookies and not site.role and len(probe.sites) > 1
             ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
                        target.stack_hi_offset, site_c="site" if share else str(si))
             if site.role == "call":

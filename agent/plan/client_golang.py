@@ -158,7 +158,9 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     The plan depends on the binary's bytes alone: it is kept in noop's cache by
     build-id, and a start that finds it opens no DWARF."""
     here = discover.Selector(path=str(Path(path).resolve()))
-    build_id = ElfFile(path).build_id
+    elf = ElfFile(path)
+    # A stripped copy keeps its build-id: it is resolved (and refused) as itself.
+    build_id = elf.build_id if elf.has_dwarf else ""
     key = f"aggregate={aggregate}"
     kept = cache.get(build_id, "preset", key) if build_id else None
     made: Plan | None = None

@@ -112,7 +112,9 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
     for t in spec.targets:
         try:
             path, also = locate(spec, t, ids)
-            build_id = ElfFile(path).build_id
+            elf = ElfFile(path)
+            # A stripped copy keeps its build-id: it is resolved (and refused) as itself.
+            build_id = elf.build_id if elf.has_dwarf else ""
         except NotRunning as exc:
             if wait:
                 waiting.append((t.name, exc.selector))
