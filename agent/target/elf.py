@@ -189,7 +189,7 @@ class ElfFile:
             return None
         if not data[15] & 2:  # pre-1.18 layout stores pointers to strings: read via symbols
             return self._go_version_from_symbol()
-        n, pos = _uvarint(data, 32)
+        n, pos = uleb128(data, 32)
         return data[pos:pos + n].decode(errors="replace")
 
     def _go_version_from_symbol(self) -> str | None:
@@ -226,7 +226,9 @@ class ElfFile:
         return self.read(self.file_offset(vaddr), size)
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+def uleb128(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned LEB128 number at ``pos`` (Go's uvarint, DWARF's ULEB128), and where
+    it ends."""
     value = shift = 0
     while True:
         b = data[pos]

@@ -20,7 +20,7 @@ from agent.target.abi.shape import Shape
 from agent.target.demangle import demangle_rust_legacy
 from agent.target.dwarf import convention
 from agent.target.dwarf.locations import Location, LocationReader, Unavailable
-from agent.target.dwarf.reader import Dwarf, attr, die_name
+from agent.target.dwarf.reader import Dwarf, attr, die_name, origin_of
 from agent.target.dwarf.shapes import shape_of
 from agent.target.dwarf.types import TypeNamer
 from agent.target.elf import Symbol
@@ -100,9 +100,9 @@ class Functions:
     def param_types(self, name: str) -> dict[str, DIE | None]:
         """Each named parameter's type DIE (what selectors walk from)."""
         _sym, die = self.find(name)
-        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        decls = [origin_of(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
         if not decls:
-            decls = [c for c in _origin(die).iter_children()
+            decls = [c for c in origin_of(die).iter_children()
                      if c.tag == "DW_TAG_formal_parameter"]
         return {n: self.dwarf.ref(d) for d in decls
                 if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
@@ -125,7 +125,7 @@ class Functions:
         """The function's inlined copies with code, by entry address."""
         _sym, die = self.find(name)
         out = []
-        for offset in self._inlined_index().get(str(_origin(die).offset), []):
+        for offset in self._inlined_index().get(str(origin_of(die).offset), []):
             copy = self.dwarf.die_at(offset)
             entry = attr(copy, "DW_AT_entry_pc")
             ranges = self.dwarf.ranges(copy)
@@ -178,11 +178,11 @@ class Functions:
         """Each result's type DIE, by the name ``vars`` gives it (``~r0`` when unnamed;
         a C or Rust function's one result is ``~r0``)."""
         _sym, die = self.find(name)
-        origin = _origin(die)
+        origin = origin_of(die)
         if self.dwarf.unit_language(die.cu) != "go":
             ret = self.dwarf.ref(origin)
             return {"~r0": ret} if ret is not None else {}
-        decls = [_origin(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        decls = [origin_of(c) for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
         if not decls:
             decls = [c for c in origin.iter_children() if c.tag == "DW_TAG_formal_parameter"]
         results = [d for d in decls if attr(d, "DW_AT_variable_parameter")]
@@ -190,7 +190,7 @@ class Functions:
 
     def vars(self, name: str) -> FunctionVars:
         sym, die = self.find(name)
-        origin = _origin(die)
+        origin = origin_of(die)
         lang = self.dwarf.unit_language(die.cu)
         fb = _frame_base(die)
         params: list[tuple[DIE, DIE]] = []  # (concrete, declaration with name and type)
@@ -198,7 +198,7 @@ class Functions:
         for child in die.iter_children():
             if child.tag != "DW_TAG_formal_parameter":
                 continue
-            decl = _origin(child)
+            decl = origin_of(child)
             (results if attr(decl, "DW_AT_variable_parameter") else params).append((child, decl))
         if not params and not results and origin is not die:
             # A concrete copy that lists no parameters: take the declaration's.
@@ -332,10 +332,10 @@ class Functions:
         out = []
         for child in die.iter_children():
             if child.tag == "DW_TAG_formal_parameter" and \
-                    not attr(_origin(child), "DW_AT_variable_parameter") and \
+                    not attr(origin_of(child), "DW_AT_variable_parameter") and \
                     self.locations.expression_at(child, entry) != \
                     self.locations.expression_at(child, pc):
-                out.append(die_name(_origin(child)) or die_name(child) or "?")
+                out.append(die_name(origin_of(child)) or die_name(child) or "?")
         return out
 
     def _result(self, decl: DIE, abi_loc: Location | None, index: int) -> Variable:
@@ -350,7 +350,7 @@ class Functions:
         inlined: dict[str, int] = {}
         for _cu, die in self.dwarf.iter_all_dies():
             if die.tag == "DW_TAG_inlined_subroutine":
-                name = self._function_name(_origin(die))
+                name = self._function_name(origin_of(die))
                 inlined[name] = inlined.get(name, 0) + 1
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
         return tuple(FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
@@ -374,19 +374,7 @@ def _frame_base(die: DIE) -> list[int] | None:
 def _param_die(die: DIE, param: str) -> DIE | None:
     """The formal parameter of subprogram or inlined copy ``die`` named ``param``."""
     return next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
-                 and die_name(_origin(c)) == param), None)
-
-
-def _origin(die: DIE) -> DIE:
-    """The DIE holding name and type: follow abstract_origin / specification."""
-    for _ in range(4):
-        if "DW_AT_abstract_origin" in die.attributes:
-            die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
-        elif "DW_AT_specification" in die.attributes:
-            die = die.get_DIE_from_attribute("DW_AT_specification")
-        else:
-            break
-    return die
+                 and die_name(origin_of(c)) == param), None)
 
 
 def _disagree(a: Location, b: Location) -> bool:

@@ -313,15 +313,7 @@ class Dwarf:
         index: dict[str, list[int]] = {}
         for _cu, die in self.iter_all_dies():
             if die.tag == "DW_TAG_inlined_subroutine":
-                origin = die
-                for _ in range(4):
-                    if "DW_AT_abstract_origin" in origin.attributes:
-                        origin = origin.get_DIE_from_attribute("DW_AT_abstract_origin")
-                    elif "DW_AT_specification" in origin.attributes:
-                        origin = origin.get_DIE_from_attribute("DW_AT_specification")
-                    else:
-                        break
-                index.setdefault(str(origin.offset), []).append(die.offset)
+                index.setdefault(str(origin_of(die).offset), []).append(die.offset)
         return index
 
     def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
@@ -329,6 +321,18 @@ class Dwarf:
         for cu in self.units:
             for die in cu.iter_DIEs():
                 yield cu, die
+
+
+def origin_of(die: DIE) -> DIE:
+    """The DIE holding name and type: follow abstract_origin / specification."""
+    for _ in range(4):
+        if "DW_AT_abstract_origin" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
+        elif "DW_AT_specification" in die.attributes:
+            die = die.get_DIE_from_attribute("DW_AT_specification")
+        else:
+            break
+    return die
 
 
 def _bytes(section: Any) -> bytes:

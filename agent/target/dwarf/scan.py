@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agent.target.elf import uleb128
+
 TAG_INLINED_SUBROUTINE = 0x1D
 AT_NAME = 0x03
 AT_DECLARATION = 0x3C
@@ -29,31 +31,20 @@ _OFFSET = {0x0E, 0x17, 0x1D, 0x1F, 0x1F20, 0x1F21}  # 4 or 8 bytes: the DWARF fo
 _CU_REF = {0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8}  # unit-relative references, by size
 
 
-def _uleb(data: bytes, pos: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if b < 0x80:
-            return out, pos
-        shift += 7
-
-
 def _abbrevs(data: bytes, pos: int) -> dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]:
     """code -> (tag, has children, ((attribute, form), ...)) of the table at ``pos``."""
     out: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]] = {}
     while True:
-        code, pos = _uleb(data, pos)
+        code, pos = uleb128(data, pos)
         if code == 0:
             return out
-        tag, pos = _uleb(data, pos)
+        tag, pos = uleb128(data, pos)
         children = data[pos] != 0
         pos += 1
         specs = []
         while True:
-            at, pos = _uleb(data, pos)
-            form, pos = _uleb(data, pos)
+            at, pos = uleb128(data, pos)
+            form, pos = uleb128(data, pos)
             if form == 0x21:  # implicit_const: its value is here, not in the DIE
                 while data[pos] & 0x80:
                     pos += 1
@@ -118,7 +109,7 @@ def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     if form == 0x08:  # string
         return info.index(b"\0", pos) + 1
     if form in (0x09, 0x18):  # block, exprloc
-        n, pos = _uleb(info, pos)
+        n, pos = uleb128(info, pos)
         return pos + n
     if form == 0x0A:
         return pos + 1 + info[pos]
@@ -134,7 +125,7 @@ def _ref(info: bytes, pos: int, form: int, u: _Unit) -> int | None:
     if form in _CU_REF:
         return u.at + int.from_bytes(info[pos:pos + _CU_REF[form]], "little")
     if form == 0x15:
-        return u.at + _uleb(info, pos)[0]
+        return u.at + uleb128(info, pos)[0]
     if form == 0x10:
         return int.from_bytes(info[pos:pos + u.refaddr], "little")
     return None
@@ -154,7 +145,7 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
         pos = u.first
         while pos < u.end:
             at = pos
-            code, pos = _uleb(info, pos)
+            code, pos = uleb128(info, pos)
             if code == 0:
                 continue
             tag, _children, specs = table[code]
@@ -162,7 +153,7 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
                 inlined.append(at)
             for name, form in specs:
                 while form == 0x16:  # indirect: the form is in the DIE
-                    form, pos = _uleb(info, pos)
+                    form, pos = uleb128(info, pos)
                 if name in _REFS and not (name == AT_SPECIFICATION and at in refs):
                     target = _ref(info, pos, form, u)  # abstract_origin first
                     if target is not None:
@@ -184,7 +175,7 @@ def top_types(info: bytes, abbrev: bytes, unit: int, tags: frozenset[int], strs:
         pos, depth = u.first, 0
         while pos < u.end:
             at = pos
-            code, pos = _uleb(info, pos)
+            code, pos = uleb128(info, pos)
             if code == 0:
                 depth -= 1
                 continue
@@ -192,7 +183,7 @@ def top_types(info: bytes, abbrev: bytes, unit: int, tags: frozenset[int], strs:
             name, declared = None, False
             for attr_, form in specs:
                 while form == 0x16:
-                    form, pos = _uleb(info, pos)
+                    form, pos = uleb128(info, pos)
                 if depth == 1 and attr_ == AT_NAME:
                     if form == 0x08:
                         name = info[pos:info.index(b"\0", pos)].decode("utf-8", "replace")
