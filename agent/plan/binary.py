@@ -8,7 +8,7 @@ import bisect
 from functools import cached_property
 from pathlib import Path
 
-from agent.errors import NoDebugInfo, NoopError
+from agent.errors import NoopError
 from agent.plan.model import TargetPlan
 from agent.plan.selectors import Walker
 from agent.target import discover, sites
@@ -25,10 +25,6 @@ class Binary:
     def __init__(self, path: str) -> None:
         self.path = path
         self.elf = ElfFile(path)
-        if not self.elf.has_dwarf:
-            raise NoDebugInfo(f"{path}: no DWARF debug info (stripped?)",
-                              "build without -ldflags=-s/-w, or point noop at the unstripped "
-                              "binary")
         self.dwarf = Dwarf(self.elf)
         self.namer = TypeNamer(self.dwarf)
         self.functions = Functions(self.dwarf, self.namer)
@@ -96,5 +92,8 @@ class Binary:
         # its links would name a path of that namespace instead.
         path = self.path if self.path.startswith(str(discover.PROC) + "/") \
             else str(Path(self.path).resolve())
+        where = self.dwarf.source.how if self.dwarf.source.kind != "separate" \
+            else f"{self.dwarf.source.path} ({self.dwarf.source.how})"
         return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
-                          self.goid_offset, self.stack_hi_offset, also, selector, pinned)
+                          self.goid_offset, self.stack_hi_offset, also, selector, pinned,
+                          where, self.elf.go_version)

@@ -318,6 +318,8 @@ class TargetPlan:
     # this host, probed whether or not a process runs it
     selector: Selector | None = None
     pinned: bool = True
+    debug: str = "in the binary"  # where its DWARF came from (agent.target.debuginfo)
+    go_version: str | None = None
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -328,6 +330,7 @@ class TargetPlan:
         return {"name": self.name, "binary": self.binary, "build_id": self.build_id,
                 "language": self.language, "pid": self.pid,
                 "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset,
+                "debug": self.debug, "go_version": self.go_version,
                 **({"also": list(self.also)} if self.also else {})}
 
 

@@ -37,7 +37,7 @@ from agent.plan.model import (
 from agent.plan.selectors import SelectError
 from agent.spec.probes import Probe, Spec, Step, Target, Value, parse_selector
 from agent.spec.reader import Mark, Problem, SpecError
-from agent.target import discover
+from agent.target import debuginfo, discover
 from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
 from agent.target.elf import ElfFile
@@ -112,6 +112,8 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
     for t in spec.targets:
         try:
             path, also = locate(spec, t, ids)
+            if t.debuginfo:
+                debuginfo.name(path, binary_path(spec, t.debuginfo))
             elf = ElfFile(path)
             # A stripped copy keeps its build-id: it is resolved (and refused) as itself.
             build_id = elf.build_id if elf.has_dwarf else ""

@@ -47,6 +47,7 @@ class Target:
     mark: Mark
     exe: str | None = None
     build_id: str | None = None
+    debuginfo: str | None = None  # its separate debug file, when it is stripped
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,9 @@ TARGET_KEYS = (
     Key("build_id", "str", "instead of binary: the executable's build-id (as noop check "
         "prints it), in every process and container"),
     Key("pid", "int", "only this process (default: every process running the binary)"),
+    Key("debuginfo", "str", "the binary's separate debug file (relative paths start at "
+        "this file's directory); by default looked for under /usr/lib/debug, by debuglink "
+        "and in a debuginfod cache"),
 )
 PROBE_KEYS = (
     Key("name", "str", "a name for the probe: letters, digits, _", required=True),
@@ -172,7 +176,8 @@ def json_schema() -> dict[str, Any]:
     target = obj(TARGET_KEYS, {"binary": {"type": "string", "minLength": 1},
                                "exe": {"type": "string", "minLength": 1},
                                "build_id": {"type": "string", "minLength": 1},
-                               "pid": {"type": "integer", "minimum": 1}})
+                               "pid": {"type": "integer", "minimum": 1},
+                               "debuginfo": {"type": "string", "minLength": 1}})
     target["oneOf"] = [{"required": [k]} for k in _NAMED_BY]
     top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
                          "targets": {"type": "object", "minProperties": 1,
@@ -280,8 +285,10 @@ def _targets(r: Reader, node: yaml.Node) -> Iterator[Target]:
             r.error(fields[key][1], "exe is a file name, without /",
                     "give a path as binary instead")
         elif how:
+            debug = r.typed(fields["debuginfo"][1], str, "debuginfo") \
+                if "debuginfo" in fields else None
             yield Target(name, how if key == "binary" else None, pid, r.mark(knode),
-                         **({key: how} if key != "binary" else {}))
+                         **({key: how} if key != "binary" else {}), debuginfo=debug or None)
 
 
 def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:

@@ -156,6 +156,34 @@ class ElfFile:
         return notes
 
     @cached_property
+    def gnu_build_id(self) -> str:
+        """The GNU build-id note, in hex ('' when there is none)."""
+        return self._notes().get((b"GNU", _NT_GNU_BUILD_ID), b"").hex()
+
+    @cached_property
+    def go_build_id(self) -> str:
+        """Go's build ID note ('' when there is none)."""
+        return self._notes().get((b"Go", _NT_GO_BUILD_ID), b"").decode(errors="replace")
+
+    @cached_property
+    def debuglink(self) -> tuple[str, int] | None:
+        """(file name, CRC32) from ``.gnu_debuglink``, if the binary has one."""
+        sec = self.section(".gnu_debuglink")
+        if sec is None:
+            return None
+        data = self.section_data(sec)
+        end = data.find(b"\0")
+        at = (end + 4) & ~3
+        if end <= 0 or at + 4 > len(data):
+            return None
+        return data[:end].decode(errors="replace"), struct.unpack_from("<I", data, at)[0]
+
+    def take_symbols(self, other: ElfFile) -> None:
+        """Function symbols from ``other`` (a debug file) when this file has none."""
+        if not any(s.type == _SHT_SYMTAB for s in self.sections):
+            self.__dict__["_symbols"] = other._symbols
+
+    @cached_property
     def build_id(self) -> str:
         """The GNU build-id, else Go's build id, else a hash of the file's bytes.
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import cache
 from agent.errors import NoopError
+from agent.target import debuginfo
 from agent.target.elf import ElfFile
 
 if TYPE_CHECKING:
@@ -24,15 +25,17 @@ Compute = Callable[[ElfFile, "Dwarf", "TypeNamer"], Any]
 def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
     """The cached answer for (build-id, kind, key), else computed from DWARF and cached."""
     elf = ElfFile(binary)
-    hit = cache.get(elf.build_id, kind, key)
+    source = debuginfo.locate(elf)
+    cache_id = elf.build_id + source.cache_tag
+    hit = cache.get(cache_id, kind, key)
     if hit is not None:
         return hit
     from agent.target.dwarf.reader import Dwarf
     from agent.target.dwarf.types import TypeNamer
 
-    dwarf = Dwarf(elf)
+    dwarf = Dwarf(elf, source)
     value = compute(elf, dwarf, TypeNamer(dwarf))
-    cache.put(elf.build_id, kind, key, value)
+    cache.put(cache_id, kind, key, value)
     return value
 
 
@@ -64,7 +67,8 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
                 entry["discr_value"] = m.discr_value
             members.append(entry)
         return {"name": type_name, "kind": layout.kind, "language": layout.language,
-                "size": layout.size, "members": members}
+                "size": layout.size, "members": members,
+                "debug": "Go type descriptors" if dwarf.from_metadata else dwarf.source.how}
 
     return dict(_answer(binary, "struct", type_name, compute))
 
@@ -82,13 +86,40 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
     def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
         from agent.target.dwarf.functions import Functions
 
-        fv = Functions(dwarf, namer).vars(function)
-        return {"function": fv.function, "address": fv.address,
-                "file_offset": fv.file_offset, "language": fv.language, "abi": fv.abi,
-                "go_version": elf.go_version, "params": [var(v) for v in fv.params],
-                "results": [var(v) for v in fv.results]}
+        functions = Functions(dwarf, namer)
+        fv = functions.vars(function)
+        out = {"function": fv.function, "address": fv.address,
+               "file_offset": fv.file_offset, "language": fv.language, "abi": fv.abi,
+               "go_version": elf.go_version, "params": [var(v) for v in fv.params],
+               "results": [var(v) for v in fv.results], "debug": dwarf.source.how}
+        if dwarf.from_metadata:
+            _from_metadata(out, functions, function)
+        return out
 
     return dict(_answer(binary, "vars", function, compute))
+
+
+METADATA_SOURCE = "abi (signature from type metadata)"
+
+
+def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
+    """A stripped Go binary's answer: each location is the ABI's, from a signature the
+    type metadata keeps for methods reachable through an interface or reflection."""
+    from agent.target.dwarf.reader import attr
+
+    _sym, die = functions.find(function)
+    signed = attr(die, "DW_AT_prototyped")
+    for v in out["params"] + out["results"]:
+        if v["source"] == "abi":
+            v["source"] = METADATA_SOURCE if signed else "abi (receiver type from the name)"
+            if v.get("note", "").startswith("dwarf: no location"):
+                del v["note"]  # there is no DWARF to have one
+    if not signed:
+        known = "its receiver only, from its name" if out["params"] else "nothing"
+        out["note"] = (f"the binary keeps no signature for this function ({known}): the "
+                       "type metadata has signatures only for methods reachable through an "
+                       "interface or reflection; its debug info (--debuginfo) would give "
+                       "the rest")
 
 
 def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:

@@ -15,6 +15,8 @@ def struct(layout: dict[str, Any]) -> str:
     width = max((len(m["type"]) for m in members), default=4)
     width = min(max(width, 8), 48)
     lines = [f"{kind} {layout['name']} {{"]
+    if layout.get("debug", "in the binary") != "in the binary":
+        lines.insert(0, f"/* from {layout['debug']} */")
     end = 0  # first byte past the previous member
     line_no = 0
     holes = []
@@ -68,6 +70,10 @@ def vars_table(v: dict[str, Any]) -> str:
     lines = [f"{v['function']}",
              f"  entry {v['address']:#x} (file offset {v['file_offset']:#x}), "
              f"{v['language']}, {v['abi']} ABI"]
+    if v.get("debug", "in the binary") != "in the binary":
+        lines.append(f"  debug info: {v['debug']}")
+    if v.get("note"):
+        lines.append(f"  note: {v['note']}")
     rows = [("param", p) for p in v["params"]] + [("result", r) for r in v["results"]]
     if not rows:
         lines.append("  no parameters or results")
@@ -94,8 +100,10 @@ def plan(data: dict[str, Any]) -> str:
     lines = [f"plan from {data['source']}"]
     for t in data["targets"]:
         pid = f", pid {t['pid']}" if t["pid"] else ", every process"
-        lines.append(f"target {t['name']}: {t['binary']} ({t['language']}, "
+        go = f" {t['go_version']}" if t.get("go_version") else ""
+        lines.append(f"target {t['name']}: {t['binary']} ({t['language']}{go}, "
                      f"build-id {t['build_id']}{pid})")
+        lines.append(f"  debug info: {t.get('debug', 'in the binary')}")
         lines += [f"  and the same build at {path}" for path in t.get("also", ())]
     for p in data["probes"]:
         lines.append("")

@@ -112,7 +112,7 @@ class Functions:
         one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
         if self._index is not None:
             return self._index
-        build_id = self.dwarf.elf.build_id
+        build_id = self.dwarf.cache_id
         index = cache.get(build_id, "inlined", "v1") if build_id else None
         if not isinstance(index, dict):
             index = self.dwarf.inlined_index()

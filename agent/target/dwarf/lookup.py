@@ -23,7 +23,7 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     others hold thousands of functions whose DIEs would take seconds to walk. A miss
     there asks for the ``complete`` index, which walks every unit once.
     """
-    bid = dwarf.elf.build_id
+    bid = dwarf.cache_id
     key = "complete" if complete or dwarf.language != "go" else "go-types"
     if key in dwarf.type_indexes:  # read once per open binary: a plan looks up dozens
         return dwarf.type_indexes[key]

@@ -26,7 +26,8 @@ from elftools.dwarf.typeunit import TypeUnit
 from elftools.elf.elffile import ELFFile
 
 from agent import cache
-from agent.errors import BinaryError, NoDebugInfo
+from agent.errors import BinaryError
+from agent.target import debuginfo
 from agent.target.amd64 import SP
 from agent.target.dwarf import scan
 from agent.target.elf import ElfFile
@@ -75,15 +76,14 @@ class UnitRange:
 class Dwarf:
     """A binary's DWARF, opened once; every lookup parses as little as it can."""
 
-    def __init__(self, elf: ElfFile) -> None:
+    def __init__(self, elf: ElfFile, source: debuginfo.Source | None = None) -> None:
         self.elf = elf
         self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
-        if not elf.has_dwarf:
-            raise NoDebugInfo(
-                f"{elf.path}: no DWARF debug information (the binary is stripped)",
-                "rebuild it without -ldflags='-s -w' (Go), with -g (C) or with debuginfo "
-                "(Rust), or point noop at the unstripped copy")
-        self._file = open(elf.path, "rb")  # noqa: SIM115 - pyelftools reads lazily
+        self.source = source or debuginfo.locate(elf)
+        if self.source.kind != debuginfo.SELF:
+            with ElfFile(self.source.path) as debug:
+                elf.take_symbols(debug)
+        self._file = open(self.source.path, "rb")  # noqa: SIM115 - pyelftools reads lazily
         try:
             self.info: DWARFInfo = ELFFile(self._file).get_dwarf_info()
         except (ELFError, ValueError, KeyError) as exc:
@@ -91,6 +91,17 @@ class Dwarf:
 
     def close(self) -> None:
         self._file.close()
+
+    @property
+    def from_metadata(self) -> bool:
+        """Whether this DWARF was made from a stripped Go binary's runtime metadata."""
+        return self.source.kind == debuginfo.GO_METADATA
+
+    @property
+    def cache_id(self) -> str:
+        """The key of this binary's answers in noop's cache: its build-id, told apart
+        from a twin with full DWARF when the answers come from metadata."""
+        return self.elf.build_id + self.source.cache_tag
 
     @cached_property
     def units(self) -> tuple[CompileUnit, ...]:
@@ -239,7 +250,7 @@ class Dwarf:
         function's first instruction), from the call-frame information; None when it is
         not rsp-based or not described. Kept in the build-id cache: pyelftools parses
         every entry of the binary to find one (seconds for a large Go program)."""
-        bid = self.elf.build_id
+        bid = self.cache_id
         key = f"{pc:#x}"
         if bid:
             hit = cache.get(bid, "cfa", key)

@@ -1,0 +1,135 @@
+"""Where a binary's DWARF comes from: the binary itself, a separate debug file that
+belongs to it, or, for a stripped Go program, DWARF noop makes from the Go runtime's
+own metadata.
+
+Separate debug files are looked for where distributions and debuggers put them, in
+order: a file named for the binary (``--debuginfo``, a target's ``debuginfo:``),
+``DIR/.build-id/xx/rest.debug`` under each debug directory (``/usr/lib/debug``, or
+``NOOP_DEBUG_DIRS``, colon-separated), the ``.gnu_debuglink`` file beside the binary,
+in its ``.debug/`` or under each debug directory, and a debuginfod client's cache
+(``$DEBUGINFOD_CACHE_PATH`` or ``~/.cache/debuginfod_client``). A debug file must
+belong to the binary: the same GNU build-id, the same Go build ID, or the CRC its
+debuglink names; any other is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent import cache
+from agent.errors import BinaryError, NoDebugInfo
+from agent.target.elf import ElfFile
+
+SELF, SEPARATE, GO_METADATA = "binary", "separate", "go-metadata"
+
+# Debug files named by the user, by the binary's resolved path.
+_named: dict[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the DWARF of a binary is read: ``path``, found as ``how`` says."""
+
+    kind: str  # SELF, SEPARATE or GO_METADATA
+    path: str
+    how: str
+
+    @property
+    def cache_tag(self) -> str:
+        """What keeps answers from different sources apart in the build-id cache."""
+        return "" if self.kind != GO_METADATA else "+gometa"
+
+
+def name(binary: str, debug_file: str) -> None:
+    """Use ``debug_file`` for ``binary`` (``--debuginfo``, a target's ``debuginfo:``)."""
+    _named[str(Path(binary).resolve())] = debug_file
+
+
+def locate(elf: ElfFile) -> Source:
+    """Where ``elf``'s DWARF is; NoDebugInfo when nowhere."""
+    named = _named.get(str(elf.path.resolve()))
+    if named is not None:
+        why = _refusal(elf, Path(named))
+        if why:
+            raise BinaryError(f"{named}: {why}",
+                              f"name the debug file made from this very build of {elf.path}")
+        return Source(SEPARATE, named, f"--debuginfo {named}")
+    if elf.has_dwarf:
+        return Source(SELF, str(elf.path), "in the binary")
+    for path, how in _candidates(elf):
+        if path.is_file() and not _refusal(elf, path):
+            return Source(SEPARATE, str(path), how)
+    if elf.go_version is not None or elf.section(".gopclntab") is not None \
+            or elf.section(".go.buildinfo") is not None:
+        return Source(GO_METADATA, str(_synthesized(elf)),
+                      "Go runtime metadata (pclntab, type descriptors)")
+    raise NoDebugInfo(
+        f"{elf.path}: no DWARF debug information (the binary is stripped), and no debug "
+        "file for it was found",
+        "rebuild it with -g (C) or with debuginfo (Rust), or name its debug file with "
+        "--debuginfo FILE (or install it under /usr/lib/debug/.build-id)")
+
+
+def _debug_dirs() -> list[Path]:
+    return [Path(d) for d in os.environ.get("NOOP_DEBUG_DIRS", "/usr/lib/debug").split(":")
+            if d]
+
+
+def _candidates(elf: ElfFile) -> list[tuple[Path, str]]:
+    out: list[tuple[Path, str]] = []
+    gnu = elf.gnu_build_id
+    if gnu and len(gnu) > 2:
+        for d in _debug_dirs():
+            out.append((d / ".build-id" / gnu[:2] / f"{gnu[2:]}.debug", f"build-id, in {d}"))
+    link = elf.debuglink
+    if link is not None:
+        here = elf.path.resolve().parent
+        out += [(here / link[0], "debuglink, beside the binary"),
+                (here / ".debug" / link[0], "debuglink, in .debug/")]
+        out += [(d / str(here).lstrip("/") / link[0], f"debuglink, in {d}")
+                for d in _debug_dirs()]
+    if gnu:
+        root = os.environ.get("DEBUGINFOD_CACHE_PATH") or \
+            str(Path.home() / ".cache" / "debuginfod_client")
+        out.append((Path(root) / gnu / "debuginfo", "debuginfod client cache"))
+    return out
+
+
+def _refusal(elf: ElfFile, path: Path) -> str:
+    """Why the debug file at ``path`` does not belong to ``elf`` ('' when it does)."""
+    try:
+        debug = ElfFile(path)
+    except BinaryError as exc:
+        return exc.message.removeprefix(f"{path}: ")
+    with debug:
+        if not debug.has_dwarf:
+            return "has no DWARF debug information"
+        for mine, theirs, what in ((elf.gnu_build_id, debug.gnu_build_id, "GNU build-id"),
+                                   (elf.go_build_id, debug.go_build_id, "Go build ID")):
+            if mine and theirs:
+                return "" if mine == theirs else \
+                    f"its {what} {theirs[:16]}… is not the binary's {mine[:16]}…"
+        link = elf.debuglink
+        if link is not None:
+            crc = zlib.crc32(path.read_bytes()) & 0xFFFFFFFF
+            return "" if crc == link[1] else \
+                f"its CRC {crc:#010x} is not the {link[1]:#010x} the binary's debuglink names"
+        return "shares no build-id with the binary, and the binary has no debuglink"
+
+
+def _synthesized(elf: ElfFile) -> Path:
+    """The DWARF file made from the Go runtime metadata of ``elf``, made once per
+    build-id and kept in noop's cache."""
+    from agent.target.gometa import synth
+    from agent.target.gometa.program import GoProgram
+
+    where = cache.cache_dir() / "gometa"
+    path = where / f"{elf.build_id}.v{synth.FORMAT}.debug"
+    if not path.is_file():
+        program = GoProgram(elf)
+        where.mkdir(parents=True, exist_ok=True)
+        synth.write(program, path)
+    return path

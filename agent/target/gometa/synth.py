@@ -1,0 +1,481 @@
+"""DWARF made from a stripped Go binary's runtime metadata, as a small ELF debug file.
+
+noop's DWARF machinery then answers for the stripped binary as it does for a binary
+with debug info, from what the metadata holds and nothing more:
+
+- one compile unit of types, shaped as Go's own DWARF shapes them (strings and slices
+  as structs, interfaces as typedefs of ``runtime.iface``, …), for every type with a
+  descriptor;
+- a compile unit per package with a subprogram per pclntab function, its inlined
+  copies (``DW_TAG_inlined_subroutine`` with the ranges pclntab's inlining tree
+  gives) and, for a method whose signature the type metadata keeps, its parameters
+  (``p0`` the receiver, ``p1``…) and results (``~r0``…) with types and no locations:
+  the Go register ABI places them at entry;
+- ``.debug_frame`` from pclntab's stack-pointer tables, and a symbol table.
+
+The producer string says where it came from; ``PRODUCER`` marks it for readers.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections import defaultdict
+from pathlib import Path
+
+from agent.target.gometa import rtypes as rt
+from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
+from agent.target.gometa.program import Function, GoProgram, Signature
+
+PRODUCER = "noop from Go runtime metadata (pclntab, type descriptors); regabi"
+FORMAT = 1  # bump when what is written changes: cached copies are then made anew
+
+# DWARF constants
+_TAG = {"compile_unit": 0x11, "base_type": 0x24, "structure_type": 0x13, "member": 0x0D,
+        "pointer_type": 0x0F, "typedef": 0x16, "array_type": 0x01, "subrange_type": 0x21,
+        "subroutine_type": 0x15, "subprogram": 0x2E, "formal_parameter": 0x05,
+        "inlined_subroutine": 0x1D}
+_AT = {"name": 0x03, "byte_size": 0x0B, "encoding": 0x3E, "type": 0x49,
+       "data_member_location": 0x38, "language": 0x13, "producer": 0x25, "low_pc": 0x11,
+       "high_pc": 0x12, "ranges": 0x55, "count": 0x37, "external": 0x3F,
+       "prototyped": 0x27, "variable_parameter": 0x4B, "abstract_origin": 0x31,
+       "inline": 0x20, "go_kind": 0x2900, "go_key": 0x2901, "go_elem": 0x2902,
+       "go_embedded": 0x2903}
+_FORM = {"addr": 0x01, "data1": 0x0B, "data2": 0x05, "data8": 0x07, "string": 0x08,
+         "udata": 0x0F, "ref_addr": 0x10, "sec_offset": 0x17, "flag_present": 0x19,
+         "flag": 0x0C}
+_ENCODING = {rt.BOOL: 0x02, rt.FLOAT32: 0x04, rt.FLOAT64: 0x04, rt.COMPLEX64: 0x03,
+             rt.COMPLEX128: 0x03, **dict.fromkeys(
+                 (rt.INT, rt.INT8, rt.INT16, rt.INT32, rt.INT64), 0x05)}
+
+# (tag, children, ((attribute, form), …)) by abbreviation code
+_ABBREVS: dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]] = {
+    "cu": ("compile_unit", True, (("name", "string"), ("language", "data2"),
+                                   ("producer", "string"), ("low_pc", "addr"))),
+    "cu_ranges": ("compile_unit", True, (("name", "string"), ("language", "data2"),
+                                         ("producer", "string"), ("low_pc", "addr"),
+                                         ("ranges", "sec_offset"))),
+    "base": ("base_type", False, (("name", "string"), ("encoding", "data1"),
+                                  ("byte_size", "udata"), ("go_kind", "data1"))),
+    "struct": ("structure_type", True, (("name", "string"), ("byte_size", "udata"),
+                                        ("go_kind", "data1"))),
+    "struct_empty": ("structure_type", False, (("name", "string"), ("byte_size", "udata"),
+                                               ("go_kind", "data1"))),
+    "slice": ("structure_type", True, (("name", "string"), ("byte_size", "udata"),
+                                       ("go_kind", "data1"), ("go_elem", "ref_addr"))),
+    "member": ("member", False, (("name", "string"), ("data_member_location", "udata"),
+                                 ("type", "ref_addr"), ("go_embedded", "flag"))),
+    "pointer": ("pointer_type", False, (("name", "string"), ("type", "ref_addr"),
+                                        ("go_kind", "data1"))),
+    "void_pointer": ("pointer_type", False, (("name", "string"), ("go_kind", "data1"))),
+    "typedef": ("typedef", False, (("name", "string"), ("type", "ref_addr"),
+                                   ("go_kind", "data1"))),
+    "array": ("array_type", True, (("name", "string"), ("type", "ref_addr"),
+                                   ("byte_size", "udata"), ("go_kind", "data1"))),
+    "subrange": ("subrange_type", False, (("count", "udata"),)),
+    "func_type": ("subroutine_type", False, (("name", "string"), ("byte_size", "udata"),
+                                             ("go_kind", "data1"))),
+    "subprogram": ("subprogram", True, (("name", "string"), ("low_pc", "addr"),
+                                        ("high_pc", "data8"), ("external", "flag_present"),
+                                        ("prototyped", "flag"))),
+    "abstract": ("subprogram", False, (("name", "string"), ("inline", "data1"))),
+    "param": ("formal_parameter", False, (("name", "string"), ("type", "ref_addr"),
+                                          ("variable_parameter", "flag"))),
+    "inlined": ("inlined_subroutine", True, (("abstract_origin", "ref_addr"),
+                                             ("ranges", "sec_offset"))),
+}
+_CODES = {name: i + 1 for i, name in enumerate(_ABBREVS)}
+_GO_LANGUAGE = 0x16
+_METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
+
+
+def _uleb(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _abbrev_section() -> bytes:
+    out = bytearray()
+    for name, (tag, children, attrs) in _ABBREVS.items():
+        out += _uleb(_CODES[name]) + _uleb(_TAG[tag]) + bytes([1 if children else 0])
+        for a, f in attrs:
+            out += _uleb(_AT[a]) + _uleb(_FORM[f])
+        out += b"\0\0"
+    return bytes(out + b"\0")
+
+
+class _Info:
+    """``.debug_info`` being written: DIEs, with references patched at the end."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.offsets: dict[object, int] = {}  # key -> DIE offset
+        self.fixups: list[tuple[int, object]] = []
+        self.ranges = bytearray()
+
+    def die(self, abbrev: str, *values: object, key: object = None) -> int:
+        at = len(self.buf)
+        if key is not None:
+            self.offsets[key] = at
+        self.buf += _uleb(_CODES[abbrev])
+        forms = [f for _a, f in _ABBREVS[abbrev][2] if f != "flag_present"]  # no value
+        for form, value in zip(forms, values, strict=True):
+            if form == "string":
+                self.buf += str(value).encode() + b"\0"
+            elif form == "udata":
+                self.buf += _uleb(int(value))  # type: ignore[call-overload]
+            elif form in ("data1", "flag"):
+                self.buf += bytes([int(value) & 0xFF])  # type: ignore[call-overload]
+            elif form == "data2":
+                self.buf += struct.pack("<H", value)
+            elif form in ("addr", "data8"):
+                self.buf += struct.pack("<Q", value)
+            elif form == "sec_offset":
+                self.buf += struct.pack("<I", value)
+            elif form == "ref_addr":
+                self.fixups.append((len(self.buf), value))
+                self.buf += b"\0\0\0\0"
+        return at
+
+    def end_children(self) -> None:
+        self.buf.append(0)
+
+    def range_list(self, ranges: list[tuple[int, int]]) -> int:
+        at = len(self.ranges)
+        for lo, hi in ranges:
+            self.ranges += struct.pack("<QQ", lo, hi)
+        self.ranges += bytes(16)
+        return at
+
+    def unit(self, start: int) -> None:
+        """Closes the unit begun at ``start`` (its header's length)."""
+        struct.pack_into("<I", self.buf, start, len(self.buf) - start - 4)
+
+    def begin_unit(self) -> int:
+        start = len(self.buf)
+        self.buf += struct.pack("<IHIB", 0, 4, 0, 8)
+        return start
+
+    def patch(self) -> None:
+        for pos, key in self.fixups:
+            target = self.offsets.get(key)
+            if target is None:
+                raise ValueError(f"a DWARF reference to {key!r} has no entry")
+            struct.pack_into("<I", self.buf, pos, target)
+
+
+def write(program: GoProgram, out: Path) -> None:
+    """Writes the DWARF debug file for ``program`` to ``out``."""
+    info = _Info()
+    types = program.types.all
+    _types_unit(info, types)
+    _functions_units(info, program)
+    info.patch()
+    frame = _frames(program)
+    symtab, strtab = _symbols(program)
+    sections = [(".debug_abbrev", _abbrev_section()), (".debug_info", bytes(info.buf)),
+                (".debug_ranges", bytes(info.ranges)), (".debug_frame", frame),
+                (".symtab", symtab), (".strtab", strtab)]
+    _write_elf(out, sections, program.module.text, program.module.etext)
+
+
+# -- types -----------------------------------------------------------------------------
+
+
+def _types_unit(info: _Info, types: tuple[rt.GoType, ...]) -> None:
+    start = info.begin_unit()
+    info.die("cu", "go.types", _GO_LANGUAGE, PRODUCER, 0)
+    aux = _Aux(info)
+    by_name = {t.name: t for t in types}
+    for t in types:
+        _type_die(info, aux, t, by_name)
+    aux.finish()
+    info.end_children()
+    info.unit(start)
+
+
+class _Aux:
+    """Types Go's DWARF has that need no descriptor: ``int``, ``*uint8``,
+    ``runtime.iface``…, written once each when something refers to them."""
+
+    def __init__(self, info: _Info) -> None:
+        self.info = info
+        self.wanted: set[str] = set()
+        self.pointers: dict[str, rt.GoType] = {}  # "*T" with no descriptor, to T's
+
+    def ref(self, name: str) -> str:
+        self.wanted.add(name)
+        return f"aux:{name}"
+
+    def finish(self) -> None:
+        done: set[str] = set()
+        while self.wanted - done:
+            name = sorted(self.wanted - done)[0]
+            done.add(name)
+            key = f"aux:{name}"
+            if key in self.info.offsets:
+                continue
+            if name in ("int", "uintptr", "uint8"):
+                kind = {"int": rt.INT, "uintptr": rt.UINTPTR, "uint8": rt.UINT8}[name]
+                self.info.die("base", name, 0x05 if name == "int" else 0x07,
+                              1 if name == "uint8" else 8, kind, key=key)
+            elif name in self.pointers:
+                self.info.die("pointer", name, self.pointers[name].address, rt.POINTER,
+                              key=key)
+            elif name.startswith("*"):
+                target = name[1:]
+                if target in ("uint8", "int"):
+                    self.info.die("pointer", name, self.ref(target), rt.POINTER, key=key)
+                else:  # runtime internals noop has no descriptor for
+                    self.info.die("void_pointer", name, rt.POINTER, key=key)
+            elif name == "unsafe.Pointer":
+                self.info.die("void_pointer", name, rt.UNSAFE_POINTER, key=key)
+            elif name in ("runtime.iface", "runtime.eface"):
+                first = ("tab", "*runtime.itab") if name == "runtime.iface" \
+                    else ("_type", "*runtime._type")
+                self.info.die("struct", name, 16, rt.STRUCT, key=key)
+                self.info.die("member", first[0], 0, self.ref(first[1]), 0)
+                self.info.die("member", "data", 8, self.ref("unsafe.Pointer"), 0)
+                self.info.end_children()
+
+
+def _type_die(info: _Info, aux: _Aux, t: rt.GoType, by_name: dict[str, rt.GoType]) -> None:
+    key, k = t.address, t.kind
+
+    def ref(x: rt.GoType | None) -> object:
+        return x.address if x is not None else aux.ref("unsafe.Pointer")
+
+    if k in (rt.BOOL, *range(rt.INT, rt.COMPLEX128 + 1)):
+        info.die("base", t.name, _ENCODING.get(k, 0x07), t.size, k, key=key)
+        info.offsets.setdefault(f"aux:{t.name}", info.offsets[key])
+    elif k == rt.UNSAFE_POINTER:
+        info.die("void_pointer", t.name, k, key=key)
+    elif k == rt.STRING:
+        info.die("struct", t.name, t.size, k, key=key)
+        info.die("member", "str", 0, aux.ref("*uint8"), 0)
+        info.die("member", "len", 8, aux.ref("int"), 0)
+        info.end_children()
+    elif k == rt.SLICE:
+        info.die("slice", t.name, t.size, k, ref(t.elem), key=key)
+        info.die("member", "array", 0, _pointer_to(aux, t.elem, by_name), 0)
+        info.die("member", "len", 8, aux.ref("int"), 0)
+        info.die("member", "cap", 16, aux.ref("int"), 0)
+        info.end_children()
+    elif k == rt.ARRAY:
+        info.die("array", t.name, ref(t.elem), t.size, k, key=key)
+        info.die("subrange", t.length)
+        info.end_children()
+    elif k == rt.POINTER:
+        info.die("pointer", t.name, ref(t.elem), k, key=key)
+    elif k == rt.STRUCT:
+        if not t.fields:
+            info.die("struct_empty", t.name, t.size, k, key=key)
+            return
+        info.die("struct", t.name, t.size, k, key=key)
+        for f in t.fields:
+            info.die("member", f.name, f.offset, f.type.address, int(f.embedded))
+        info.end_children()
+    elif k == rt.INTERFACE:
+        info.die("typedef", t.name, aux.ref("runtime.eface" if not t.imethods
+                                             else "runtime.iface"), k, key=key)
+    elif k == rt.MAP:
+        info.die("typedef", t.name, aux.ref("*runtime.hmap"), k, key=key)
+    elif k == rt.CHAN:
+        info.die("typedef", t.name, aux.ref("*runtime.hchan"), k, key=key)
+    elif k == rt.FUNC:
+        info.die("func_type", t.name, 8, k, key=key)
+
+
+def _pointer_to(aux: _Aux, elem: rt.GoType | None, by_name: dict[str, rt.GoType]) -> object:
+    """A reference to the pointer type ``*elem`` (a slice's ``array`` member)."""
+    if elem is None:
+        return aux.ref("unsafe.Pointer")
+    name = "*" + elem.name
+    if name in by_name:
+        return by_name[name].address
+    aux.pointers[name] = elem
+    return aux.ref(name)
+
+
+# -- functions ---------------------------------------------------------------------------
+
+
+def _package(name: str) -> str:
+    """The package of a function name: what comes before the first dot after the last
+    slash (``github.com/a/b.(*T).M`` → ``github.com/a/b``)."""
+    slash = name.rfind("/", 0, name.find("(") if "(" in name else len(name))
+    dot = name.find(".", slash + 1)
+    return name[:dot] if dot > 0 else name
+
+
+def _functions_units(info: _Info, program: GoProgram) -> None:
+    functions = program.functions
+    by_package: dict[str, list[Function]] = defaultdict(list)
+    for f in functions:
+        by_package[_package(f.name)].append(f)
+    named = {f.name: f for f in functions}
+    inlined_names: set[str] = set()
+    trees = {}
+    for f in functions:
+        tree = program.pclntab.inline_tree(f.func, program.module.gofunc)
+        if tree:
+            trees[f.name] = tree
+            inlined_names.update(n.name.replace("·", ".") for n in tree)
+    signatures = program.signatures
+    by_type_name = {t.name: t for t in program.types.all}
+    for pkg, funcs in sorted(by_package.items()):
+        start = info.begin_unit()
+        spans = _merge([(f.entry, f.entry + max(f.size, 1)) for f in funcs])
+        info.die("cu_ranges", pkg, _GO_LANGUAGE, PRODUCER, 0, info.range_list(spans))
+        for f in funcs:
+            sig = signatures.get(f.entry)
+            receiver = _receiver(f.name, by_type_name) if sig is None else sig.receiver
+            info.die("subprogram", f.name, f.entry, f.size, 1 if sig else 0,
+                     key=("fn", f.name))
+            _params(info, sig, receiver)
+            for node in (n for n in trees.get(f.name, []) if n.parent < 0):
+                _inlined(info, program, f, trees[f.name], node)
+            info.end_children()
+        for name in sorted(n for n in inlined_names if _package(n) == pkg and n not in named):
+            info.die("abstract", name, 1, key=("fn", name))
+        info.end_children()
+        info.unit(start)
+    for name in inlined_names:  # inlined from a package with no code of its own left
+        if ("fn", name) not in info.offsets:
+            start = info.begin_unit()
+            info.die("cu", _package(name), _GO_LANGUAGE, PRODUCER, 0)
+            info.die("abstract", name, 1, key=("fn", name))
+            info.end_children()
+            info.unit(start)
+
+
+def _receiver(name: str, types: dict[str, rt.GoType]) -> rt.GoType | None:
+    """A method's receiver type from its name alone (``pkg.(*T).M``), when the type has
+    a descriptor."""
+    m = _METHOD.match(name)
+    if m is None:
+        return None
+    return types.get(f"{m['ptr']}{m['pkg']}.{m['type']}")
+
+
+def _params(info: _Info, sig: Signature | None, receiver: rt.GoType | None) -> None:
+    if receiver is not None:
+        info.die("param", "p0", receiver.address, 0)
+    if sig is None:
+        return
+    for i, p in enumerate(sig.func.params, start=1):
+        info.die("param", f"p{i}", p.address, 0)
+    for i, r in enumerate(sig.func.results):
+        info.die("param", f"~r{i}", r.address, 1)
+
+
+def _inlined(info: _Info, program: GoProgram, f: Function, tree: list[InlinedCall],
+             node: InlinedCall) -> None:
+    """The inlined copy ``node`` of function ``f``, with the copies inlined into it."""
+    func = f.func
+    ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    parents = {n.index: n.parent for n in tree}
+    for lo, hi, index in program.pclntab.pcdata(func, PCDATA_INLTREE_INDEX):
+        seen = 0
+        while index >= 0 and seen < len(tree):
+            ranges[index].append((lo, hi))
+            index = parents.get(index, -1)
+            seen += 1
+
+    def emit(n: InlinedCall) -> None:
+        got = _merge(ranges.get(n.index, []))
+        if not got:
+            return
+        name = n.name.replace("·", ".")
+        info.die("inlined", ("fn", name), info.range_list(got))
+        for child in tree:
+            if child.parent == n.index:
+                emit(child)
+        info.end_children()
+
+    emit(node)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+# -- frames and symbols ----------------------------------------------------------------
+
+
+def _frames(program: GoProgram) -> bytes:
+    """``.debug_frame``: the canonical frame address at each pc, rsp + 8 + the frame's
+    size from pclntab's pcsp table."""
+    cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + _uleb(1) + b"\x78" + bytes([16])
+                + b"\x0c\x07\x08" + b"\x90\x01")
+    cie_body += bytes(-(len(cie_body) + 4) % 8)
+    out = bytearray(struct.pack("<I", len(cie_body)) + cie_body)
+    pcl = program.pclntab
+    for f in program.functions:
+        rec = pcl._func(f.func.offset)
+        body = bytearray(struct.pack("<IQQ", 0, f.entry, f.size))
+        pc = f.entry
+        for lo, _hi, sp in pcl.pcvalue(rec[4], f.entry) if rec[4] else []:
+            if lo > pc:
+                body += b"\x04" + struct.pack("<I", lo - pc)
+                pc = lo
+            body += b"\x0e" + _uleb(8 + max(sp, 0))
+        body += bytes(-(len(body) + 4) % 8)
+        out += struct.pack("<I", len(body)) + body
+    return bytes(out)
+
+
+def _symbols(program: GoProgram) -> tuple[bytes, bytes]:
+    strtab = bytearray(b"\0")
+    symtab = bytearray(bytes(24))
+    for f in program.functions:
+        name = len(strtab)
+        strtab += f.name.encode() + b"\0"
+        symtab += struct.pack("<IBBHQQ", name, 0x12, 0, 1, f.entry, f.size)  # GLOBAL FUNC
+    return bytes(symtab), bytes(strtab)
+
+
+def _write_elf(out: Path, sections: list[tuple[str, bytes]], text: int, etext: int) -> None:
+    names = bytearray(b"\0")
+    name_at = {}
+    for n in [".text", *(s[0] for s in sections), ".shstrtab"]:
+        name_at[n] = len(names)
+        names += n.encode() + b"\0"
+    body = bytearray()
+    headers = [bytes(64)]  # the null section
+    # .text as NOBITS: the code stays in the binary; symbols point into it.
+    headers.append(struct.pack("<IIQQQQIIQQ", name_at[".text"], 8, 6, text, 0,
+                               etext - text, 0, 0, 16, 0))
+    offset = 64
+    index = {".text": 1}
+    for n, data in [*sections, (".shstrtab", bytes(names))]:
+        index[n] = len(headers)
+        sh_type = {".symtab": 2, ".strtab": 3, ".shstrtab": 3}.get(n, 1)
+        link = len(headers) + 1 if n == ".symtab" else 0
+        info = 1 if n == ".symtab" else 0
+        entsize = 24 if n == ".symtab" else 0
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at[n], sh_type, 0, 0, offset + len(body),
+                                   len(data), link, info, 8 if n == ".symtab" else 1, entsize))
+        body += data
+    shoff = 64 + len(body)
+    shoff += -shoff % 8
+    pad = shoff - 64 - len(body)
+    elf_header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) + struct.pack(
+        "<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(headers),
+        index[".shstrtab"])
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(elf_header + bytes(body) + bytes(pad) + b"".join(headers))
+    tmp.replace(out)

@@ -1,0 +1,286 @@
+"""Stripped binaries against their unstripped twins: a Go build with -ldflags='-s -w'
+answers from its runtime metadata as the same build with DWARF does (functions at the
+same addresses, struct layouts member for member, method parameters where the ABI puts
+them), for each Go toolchain whose tables differ; and C, Rust and Go binaries whose
+debug info was split off answer from the debug file as the unstripped binary does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import GO_TOOLCHAINS, PROGRAMS, _go_build, go_toolchain
+
+from agent.target.elf import ElfFile, Symbol
+
+REPO = Path(__file__).resolve().parent.parent
+PKG = "github.com/prometheus/client_golang/prometheus"
+VARIANTS = ("plain", "trimpath", "cgo-pie")
+
+
+def noop(*args: str, cache: Path | None = None, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    e = {**os.environ, **(env or {})}
+    if cache is not None:
+        e["NOOP_CACHE_DIR"] = str(cache)
+    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=REPO, env=e,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def answer(*args: str, cache: Path | None = None, env: dict[str, str] | None = None
+           ) -> object:
+    done = noop(*args, "--json", cache=cache, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module", params=[(t, v) for t in GO_TOOLCHAINS for v in VARIANTS],
+                ids=lambda p: f"go{p[0]}-{p[1]}")
+def twins(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> tuple[Path, Path]:
+    """The Go test program by one toolchain and one way of building, with DWARF and
+    symbols, and with -ldflags='-s -w' (same source, same flags)."""
+    version, variant = request.param
+    go = go_toolchain(version)
+    out = tmp_path_factory.mktemp(f"twins-{version}-{variant}")
+    flags: tuple[str, ...] = ("-trimpath",) if variant == "trimpath" else ()
+    cgo = variant == "cgo-pie"
+    link = "-linkmode=external" if cgo else ""
+    if cgo:
+        flags = ("-buildmode=pie",)
+    full = _go_build(go, out / "full", out / "cache", PROGRAMS / "go" / "layouts",
+                     (*flags, f"-ldflags={link}"), cgo)
+    stripped = _go_build(go, out / "stripped", out / "cache", PROGRAMS / "go" / "layouts",
+                         (*flags, f"-ldflags={link} -s -w"), cgo)
+    return full, stripped
+
+
+def test_functions_equal_the_symbol_table(twins: tuple[Path, Path], tmp_path: Path) -> None:
+    full, stripped = twins
+    with ElfFile(stripped) as elf:
+        assert not elf.has_dwarf and not elf.function_symbols()  # truly stripped
+    rows = answer("funcs", str(stripped), cache=tmp_path)
+    assert isinstance(rows, list)
+    symbols = _all_function_symbols(full)
+    listed = {r["address"]: r for r in rows}
+    # every function pclntab lists is one of the symbol table's, at its address
+    for r in rows:
+        sym = symbols.get(r["address"])
+        assert sym is not None, r
+        assert _short(r["name"]) == _short(sym.name), (r, sym)
+        assert 0 < r["size"] <= sym.size or sym.size == 0 or r["size"] == sym.size, (r, sym)
+    # and every Go function of the symbol table is listed (C code of a cgo build is not
+    # in pclntab)
+    go_symbols = [s for s in symbols.values() if "." in s.name and s.size and not
+                  s.name.startswith(("_cgo_", "x_cgo_", "crosscall", "__"))]
+    missing = [s.name for s in go_symbols if s.address not in listed]
+    assert not missing, missing[:10]
+    assert any(r["name"] == "main.main" for r in rows)
+
+
+def _all_function_symbols(path: Path) -> dict[int, Symbol]:
+    """Every function symbol by address, repeated names included (pyelftools: an
+    independent reader of the symbol table)."""
+    from elftools.elf.elffile import ELFFile
+
+    out: dict[int, Symbol] = {}
+    with path.open("rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        for sym in symtab.iter_symbols():
+            if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and \
+                    sym["st_shndx"] != "SHN_UNDEF" and sym["st_size"]:
+                out.setdefault(sym["st_value"], Symbol(sym.name, sym["st_value"],
+                                                       sym["st_size"]))
+    return out
+
+
+def _short(name: str) -> str:
+    """``[...]`` for every bracketed part (Go 1.19's pclntab writes generic functions'
+    type arguments so), no ``.abi0`` (the symbol table marks ABI0 functions that
+    pclntab cannot tell apart), no ``#N`` (noop's mark for pclntab's repeated names)."""
+    name = re.sub(r"#\d+$", "", name).removesuffix(".abi0")
+    out, depth = [], 0
+    for c in name:
+        if c == "[":
+            if depth == 0:
+                out.append("[...]")
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif depth == 0:
+            out.append(c)
+    return "".join(out)
+
+
+def _struct_names(binary: Path) -> list[str]:
+    from agent.target.gometa.program import GoProgram
+    from agent.target.gometa.rtypes import STRUCT
+
+    with ElfFile(binary) as elf:
+        program = GoProgram(elf)
+        return sorted({t.name for t in program.types.all
+                       if t.kind == STRUCT and t.named and t.fields})
+
+
+def test_layouts_equal_dwarf_member_for_member(stripped_example: Path, example: Path,
+                                               tmp_path: Path) -> None:
+    """Every named struct with a descriptor in the example (client_golang's included)
+    has the layout DWARF gives in the unstripped build of the same toolchain."""
+    from agent.tools import inspect
+
+    names = _struct_names(stripped_example)
+    for wanted in ("counter", "gauge", "histogram", "Desc"):
+        assert f"{PKG}.{wanted}" in names
+    compared = 0
+    os.environ["NOOP_CACHE_DIR"] = str(tmp_path)
+    for name in names:
+        try:
+            truth = inspect.struct_layout(str(example), name)
+        except Exception:  # a local type: DWARF numbers its name (T·1)
+            continue
+        got = inspect.struct_layout(str(stripped_example), name)
+        assert got["debug"] == "Go type descriptors"
+        assert (got["size"], got["members"]) == (truth["size"], truth["members"]), name
+        compared += 1
+    assert compared > 0.95 * len(names) - 20
+
+
+def test_struct_says_where_the_answer_came_from(stripped_example: Path, tmp_path: Path
+                                                ) -> None:
+    done = noop("struct", str(stripped_example), f"{PKG}.counter", cache=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("/* from Go type descriptors */")
+    done = noop("struct", str(stripped_example), "main.noSuchType", cache=tmp_path)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr
+
+
+def test_method_parameters_from_signatures(stripped_example: Path, example: Path,
+                                           tmp_path: Path) -> None:
+    """A method reachable through an interface: its parameters where the unstripped
+    build's answer puts them, from its signature in the type metadata."""
+    for method in ("(*counter).Add", "(*counter).Write", "(*histogram).Observe",
+                   "(*gauge).Set"):
+        fn = f"{PKG}.{method}"
+        got = answer("vars", str(stripped_example), fn, cache=tmp_path)
+        truth = answer("vars", str(example), fn, cache=tmp_path / "full")
+        assert isinstance(got, dict) and isinstance(truth, dict)
+        assert got["address"] == truth["address"]
+        assert [(v["type"], v["location"]) for v in got["params"]] == \
+            [(v["type"], v["location"]) for v in truth["params"]], fn
+        assert [(v["type"], v["location"]) for v in got["results"]] == \
+            [(v["type"], v["location"]) for v in truth["results"]], fn
+        assert {v["source"] for v in got["params"] + got["results"]} == \
+            {"abi (signature from type metadata)"}
+    # a method no interface reaches: its receiver from its name, and the rest unknown
+    got = answer("vars", str(stripped_example), f"{PKG}.(*histogram).observe", cache=tmp_path)
+    assert isinstance(got, dict)
+    assert [v["name"] for v in got["params"]] == ["p0"]
+    assert "keeps no signature" in got["note"]
+
+
+@pytest.mark.parametrize("how", ["build-id", "debuglink", "named", "debuginfod"])
+@pytest.mark.parametrize("language", ["c", "rust", "go"])
+def test_separate_debug_info(language: str, how: str, c_layouts: Path, rust_layouts: Path,
+                             tmp_path: Path) -> None:
+    """objcopy --only-keep-debug, strip, --add-gnu-debuglink: the stripped binary,
+    with an empty cache each time, answers as the unstripped one does."""
+
+    if language == "go":
+        full = _go_build(go_toolchain("1.19"), tmp_path / "go" / "layouts",
+                         tmp_path / "gocache", PROGRAMS / "go" / "layouts",
+                         ("-ldflags=-B 0x" + "5eed" * 10,))  # a GNU build-id
+    else:
+        full = c_layouts if language == "c" else rust_layouts
+    work = tmp_path / "bin"
+    work.mkdir()
+    binary = work / "prog"
+    debug = tmp_path / "prog.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(full), str(debug)], check=True)
+    shutil.copy(full, binary)
+    subprocess.run(["strip", "--strip-debug", "--strip-unneeded", str(binary)], check=True)
+    with ElfFile(binary) as elf:
+        gnu = elf.gnu_build_id
+    assert gnu, "the test builds carry a GNU build-id"
+    env: dict[str, str] = {"NOOP_DEBUG_DIRS": str(tmp_path / "debugroot")}
+    args: tuple[str, ...] = ()
+    if how == "build-id":
+        place = tmp_path / "debugroot" / ".build-id" / gnu[:2] / f"{gnu[2:]}.debug"
+        place.parent.mkdir(parents=True)
+        shutil.copy(debug, place)
+    elif how == "debuglink":
+        subprocess.run(["objcopy", f"--add-gnu-debuglink={debug}", str(binary)],
+                       check=True, cwd=tmp_path)
+        shutil.copy(debug, work / "prog.debug")
+    elif how == "debuginfod":
+        place = tmp_path / "debuginfod" / gnu / "debuginfo"
+        place.parent.mkdir(parents=True)
+        shutil.copy(debug, place)
+        env["DEBUGINFOD_CACHE_PATH"] = str(tmp_path / "debuginfod")
+    else:
+        args = ("--debuginfo", str(debug))
+    fn, struct = {"c": ("finish", "job"),
+                  "rust": ("layouts::take_record", "layouts::store::Record"),
+                  "go": ("main.mixed", "main.Order")}[language]
+    for query in (("funcs", "*"), ("struct", struct), ("vars", fn)):
+        q = (*query[:1], str(full), *query[1:])
+        truth = answer(*q, cache=tmp_path / "c-full")
+        got = answer(query[0], str(binary), *query[1:], *args, cache=tmp_path / f"c-{query[0]}",
+                     env=env)
+        if isinstance(got, dict):
+            got.pop("debug", None)
+            assert isinstance(truth, dict)
+            truth.pop("debug", None)
+            truth.pop("file_offset", None), got.pop("file_offset", None)
+        assert got == truth, query
+
+
+def test_a_debug_file_of_another_build_is_refused(c_layouts: Path, c_layouts_o2: Path,
+                                                  tmp_path: Path) -> None:
+    binary = tmp_path / "prog"
+    shutil.copy(c_layouts, binary)
+    subprocess.run(["strip", "--strip-debug", str(binary)], check=True)
+    other = tmp_path / "other.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(c_layouts_o2), str(other)], check=True)
+    done = noop("funcs", str(binary), "--debuginfo", str(other), cache=tmp_path / "c")
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "build-id" in done.stderr and "is not the binary's" in done.stderr
+
+
+def test_damaged_go_metadata_is_one_line(stripped_example: Path, tmp_path: Path) -> None:
+    from agent.target.gometa import pclntab
+    from agent.target.gometa.image import Image
+
+    with ElfFile(stripped_example) as elf:
+        at = pclntab.find_header(Image(elf))
+        offset = elf.file_offset(at)
+    data = bytearray(stripped_example.read_bytes())
+    cases = {
+        "truncated": bytes(data[:offset + 4096]),
+        "corrupt": bytes(data[:offset + 8] + b"\xff" * 64 + data[offset + 72:]),
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        for query in (("funcs", str(path)), ("struct", str(path), f"{PKG}.counter")):
+            done = noop(*query, cache=tmp_path / f"c-{name}")
+            assert done.returncode != 0, (name, query)
+            assert len(done.stderr.strip().splitlines()) == 1, (name, done.stderr)
+            assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_the_preset_mirrors_a_stripped_program(privileged: None, stripped_example: Path,
+                                               tmp_path: Path, agent_cleanup: list[object]
+                                               ) -> None:
+    """noop run --binary on the -s -w build: the same meta-metrics, equal to the
+    program's own /metrics, as on the build with DWARF."""
+    from test_run import test_meta_metrics_equal_the_programs_own as same_as_unstripped
+
+    same_as_unstripped(privileged, stripped_example, tmp_path, agent_cleanup)  # type: ignore[arg-type]
