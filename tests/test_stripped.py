@@ -49,14 +49,15 @@ def twins(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     version, variant = request.param
     go = go_toolchain(version)
     out = tmp_path_factory.mktemp(f"twins-{version}-{variant}")
+    cache = tmp_path_factory.getbasetemp() / f"gocache-twins-{version}"  # shared by variants
     flags: tuple[str, ...] = ("-trimpath",) if variant == "trimpath" else ()
     cgo = variant == "cgo-pie"
     link = "-linkmode=external" if cgo else ""
     if cgo:
         flags = ("-buildmode=pie",)
-    full = _go_build(go, out / "full", out / "cache", PROGRAMS / "go" / "layouts",
+    full = _go_build(go, out / "full", cache, PROGRAMS / "go" / "layouts",
                      (*flags, f"-ldflags={link}"), cgo)
-    stripped = _go_build(go, out / "stripped", out / "cache", PROGRAMS / "go" / "layouts",
+    stripped = _go_build(go, out / "stripped", cache, PROGRAMS / "go" / "layouts",
                          (*flags, f"-ldflags={link} -s -w"), cgo)
     return full, stripped
 
@@ -74,7 +75,8 @@ def test_functions_equal_the_symbol_table(twins: tuple[Path, Path], tmp_path: Pa
         sym = symbols.get(r["address"])
         assert sym is not None, r
         assert _short(r["name"]) == _short(sym.name), (r, sym)
-        assert 0 < r["size"] <= sym.size or sym.size == 0 or r["size"] == sym.size, (r, sym)
+        if not r["name"].startswith("go:"):  # the linker's markers have no pc tables
+            assert r["size"] == sym.size, (r, sym)
     # and every Go function of the symbol table is listed (C code of a cgo build is not
     # in pclntab)
     go_symbols = [s for s in symbols.values() if "." in s.name and s.size and not
@@ -95,8 +97,10 @@ def _all_function_symbols(path: Path) -> dict[int, Symbol]:
         for sym in symtab.iter_symbols():
             if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"] and \
                     sym["st_shndx"] != "SHN_UNDEF" and sym["st_size"]:
-                out.setdefault(sym["st_value"], Symbol(sym.name, sym["st_value"],
-                                                       sym["st_size"]))
+                # the function, not a linker marker at its address (go:textfipsstart)
+                kept = out.get(sym["st_value"])
+                if kept is None or kept.size < sym["st_size"]:
+                    out[sym["st_value"]] = Symbol(sym.name, sym["st_value"], sym["st_size"])
     return out
 
 

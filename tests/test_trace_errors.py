@@ -84,14 +84,14 @@ def test_unknown_spec_file(noop: NoopRun, tmp_path: Path) -> None:
     assert len(_one_line_each(done.stderr)) == 1
 
 
-@pytest.mark.parametrize("what", ["missing", "not-elf", "stripped", "not-go"])
+@pytest.mark.parametrize("what", ["missing", "not-elf", "stripped-c", "not-go"])
 def test_preset_binary_errors(noop: NoopRun, example: Path, c_layouts: Path,
                               tmp_path: Path, what: str) -> None:
     path = tmp_path / what
     if what == "not-elf":
         path.write_text("#!/bin/sh\n")
-    elif what == "stripped":
-        shutil.copy(example, path)
+    elif what == "stripped-c":  # no DWARF, no debug file, no Go runtime metadata
+        shutil.copy(c_layouts, path)
         subprocess.run(["strip", str(path)], check=True)
     elif what == "not-go":
         path = c_layouts
