@@ -32,6 +32,9 @@ def cmd_funcs(args: argparse.Namespace) -> int:
     if not rows and args.glob:
         raise NoopError(f"no function matches {args.glob!r}",
                         "globs match whole names: try '*" + args.glob.strip("*") + "*'")
+    if args.json:  # with what the build says of itself: Go and module versions
+        return _emit(args, {**inspect.build_facts(args.binary), "functions": rows},
+                     render.funcs_table)
     return _emit(args, rows, render.funcs_table)
 
 

@@ -83,7 +83,10 @@ def nm_functions(binary: Path) -> dict[str, int]:
 
 def test_funcs_lists_every_function_symbol_at_its_address(
         noop_json: Callable[..., Any], go_layouts_119: Path) -> None:
-    rows = noop_json("funcs", go_layouts_119, "--json")
+    got_json = noop_json("funcs", go_layouts_119, "--json")
+    assert got_json["go_version"].startswith("go1.19")
+    assert got_json["debug"] == "in the binary"
+    rows = got_json["functions"]
     nm = nm_functions(go_layouts_119)
     got = {r["name"]: r["address"] for r in rows}
     assert {k: v for k, v in nm.items() if v} == {k: got.get(k) for k, v in nm.items() if v}
@@ -102,7 +105,7 @@ def test_funcs_counts_inlined_instances(noop_json: Callable[..., Any],
     origin = r"DW_TAG_inlined_subroutine\n\s+DW_AT_abstract_origin\s+\((0x[0-9a-f]+)"
     want = sum(1 for b in re.findall(origin, dump) if int(b, 16) in abstract)
     assert want > 0, "the test program no longer inlines (*counter).Add: pick another"
-    rows = noop_json("funcs", go_layouts_119, name, "--json")
+    rows = noop_json("funcs", go_layouts_119, name, "--json")["functions"]
     assert [r["inlined"] for r in rows] == [want]
 
 

@@ -66,8 +66,10 @@ def test_functions_equal_the_symbol_table(twins: tuple[Path, Path], tmp_path: Pa
     full, stripped = twins
     with ElfFile(stripped) as elf:
         assert not elf.has_dwarf and not elf.function_symbols()  # truly stripped
-    rows = answer("funcs", str(stripped), cache=tmp_path)
-    assert isinstance(rows, list)
+    got = answer("funcs", str(stripped), cache=tmp_path)
+    assert isinstance(got, dict)
+    assert got["debug"] == "Go runtime metadata (pclntab, type descriptors)"
+    rows = got["functions"]
     symbols = _all_function_symbols(full)
     listed = {r["address"]: r for r in rows}
     # every function pclntab lists is one of the symbol table's, at its address
@@ -238,7 +240,9 @@ def test_separate_debug_info(language: str, how: str, c_layouts: Path, rust_layo
         got = answer(query[0], str(binary), *query[1:], *args, cache=tmp_path / f"c-{query[0]}",
                      env=env)
         if isinstance(got, dict):
-            got.pop("debug", None)
+            said = {"build-id": "build-id", "debuglink": "debuglink", "named": "--debuginfo",
+                    "debuginfod": "debuginfod"}[how]
+            assert said in got.pop("debug"), query  # says how it was found
             assert isinstance(truth, dict)
             truth.pop("debug", None)
             truth.pop("file_offset", None), got.pop("file_offset", None)
@@ -288,3 +292,54 @@ def test_the_preset_mirrors_a_stripped_program(privileged: None, stripped_exampl
     from test_run import test_meta_metrics_equal_the_programs_own as same_as_unstripped
 
     same_as_unstripped(privileged, stripped_example, tmp_path, agent_cleanup)  # type: ignore[arg-type]
+
+
+def test_goid_offsets_by_version_equal_dwarf(twins: tuple[Path, Path]) -> None:
+    """The table a stripped build falls back on when runtime.g has no descriptor."""
+    from agent.plan.binary import GOID_OFFSETS, Binary
+
+    full, _stripped = twins
+    b = Binary(str(full))
+    assert b.build is not None and b.build.version in GOID_OFFSETS
+    assert GOID_OFFSETS[b.build.version] == b.goid_offset
+
+
+def test_the_preset_refuses_update_methods_it_does_not_know(tmp_path: Path) -> None:
+    """A client_golang whose counter is not updated atomically: one line, nothing
+    attached, with what the build says of client_golang's version."""
+    gopath = tmp_path / "gopath"
+    pkg = gopath / "src" / "github.com" / "prometheus" / "client_golang" / "prometheus"
+    shutil.copytree(PROGRAMS / "go" / "fakeprom" / "prometheus", pkg)
+    main = gopath / "src" / "fake"
+    shutil.copytree(PROGRAMS / "go" / "fakeprom" / "main", main)
+    out = tmp_path / "fake"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOFLAGS": "",
+           "GOCACHE": str(tmp_path / "cache"), "CGO_ENABLED": "0"}
+    subprocess.run([str(go_toolchain("1.19")), "build", "-ldflags=-s -w", "-o", str(out), "."],
+                   cwd=main, env=env, check=True, capture_output=True)
+    done = noop("check", "--binary", str(out), cache=tmp_path / "c")
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert "client_golang version unknown (built without module information): " \
+           "(*counter).Inc has no xadd on counter.valInt" in line, line
+    assert "will not guess" in line
+
+
+def test_build_info_modules() -> None:
+    from agent.target.gometa import buildinfo
+
+    info = buildinfo.parse("go1.24.11", (
+        b"path\texample.com/shop/cmd/shop\n"
+        b"mod\texample.com/shop\t(devel)\t\n"
+        b"dep\tgithub.com/prometheus/client_golang\tv1.20.5\th1:abc=\n"
+        b"dep\tgithub.com/prometheus/client_model\tv0.6.1\th1:def=\n"
+        b"=>\t../client_model\t\t\n"
+        b"build\tGOEXPERIMENT=noswissmap\n"))
+    assert info.version == (1, 24) and info.path == "example.com/shop/cmd/shop"
+    m = info.module("github.com/prometheus/client_golang/prometheus")
+    assert m is not None and (m.path, m.version) == ("github.com/prometheus/client_golang",
+                                                     "v1.20.5")
+    m = info.module("github.com/prometheus/client_model/go")
+    assert m is not None and m.version == "replaced by ../client_model"
+    assert info.module("example.com/shop/internal/x") == info.main
+    assert dict(info.settings)["GOEXPERIMENT"] == "noswissmap"

@@ -17,6 +17,12 @@ from agent.target.dwarf.lookup import find_type
 from agent.target.dwarf.reader import Dwarf
 from agent.target.dwarf.types import TypeNamer
 from agent.target.elf import ElfFile
+from agent.target.gometa import buildinfo
+from agent.target.gometa.image import Image
+
+# runtime.g.goid by Go version, for stripped builds whose runtime.g has no type
+# descriptor; each checked in the tests against DWARF of that toolchain's builds.
+GOID_OFFSETS = {(1, 19): 152, (1, 21): 152, (1, 24): 160, (1, 26): 152, (1, 27): 152}
 
 
 class Binary:
@@ -39,9 +45,31 @@ class Binary:
         try:
             g = find_type(self.dwarf, "runtime.g")
         except NoopError:
-            return None
+            # A stripped build whose runtime.g has no type descriptor: the offset its
+            # Go version is known to have.
+            version = self.build.version if self.build else None
+            return GOID_OFFSETS.get(version) if self.dwarf.from_metadata and version \
+                else None
         goid = self.walker.members(g).get("goid")
         return goid[0] if goid is not None else None
+
+    @cached_property
+    def build(self) -> buildinfo.BuildInfo | None:
+        """The Go build info: toolchain and module versions (None for other programs)."""
+        return buildinfo.read(Image(self.elf))
+
+    def modules(self, *paths: str) -> tuple[tuple[str, str], ...]:
+        """(module, version) of the modules that provide packages ``paths``; the version
+        is "unknown" for a build without module information (GOPATH mode)."""
+        if self.build is None:
+            return ()
+        unknown = "version unknown (not in the build info)" if self.build.deps else \
+            "version unknown (built without module information)"
+        out = []
+        for path in paths:
+            m = self.build.module(path)
+            out.append((m.path, m.version) if m is not None else (path, unknown))
+        return tuple(out)
 
     @cached_property
     def morestack(self) -> frozenset[int]:
@@ -87,7 +115,8 @@ class Binary:
         return sym.address if sym is not None else 0
 
     def plan(self, name: str, pid: int | None, also: tuple[str, ...] = (),
-             selector: discover.Selector | None = None, pinned: bool = True) -> TargetPlan:
+             selector: discover.Selector | None = None, pinned: bool = True,
+             modules: tuple[tuple[str, str], ...] = ()) -> TargetPlan:
         # A path through /proc/PID/root reaches another mount namespace's file: resolving
         # its links would name a path of that namespace instead.
         path = self.path if self.path.startswith(str(discover.PROC) + "/") \
@@ -96,4 +125,4 @@ class Binary:
             else f"{self.dwarf.source.path} ({self.dwarf.source.how})"
         return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
                           self.goid_offset, self.stack_hi_offset, also, selector, pinned,
-                          where, self.elf.go_version)
+                          where, self.elf.go_version, modules)

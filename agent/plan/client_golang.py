@@ -31,7 +31,7 @@ from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site
 from agent.plan.placement import entry_site
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
-from agent.target import discover, sites
+from agent.target import debuginfo, discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
 from agent.target.dwarf.reader import die_name
 from agent.target.elf import ElfFile
@@ -159,8 +159,8 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     build-id, and a start that finds it opens no DWARF."""
     here = discover.Selector(path=str(Path(path).resolve()))
     elf = ElfFile(path)
-    # A stripped copy keeps its build-id: it is resolved (and refused) as itself.
-    build_id = elf.build_id if elf.has_dwarf else ""
+    # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
+    build_id = elf.build_id + debuginfo.locate(elf).cache_tag
     key = f"aggregate={aggregate}"
     kept = cache.get(build_id, "preset", key) if build_id else None
     made: Plan | None = None
@@ -183,6 +183,7 @@ def _plan(path: str, aggregate: bool) -> Plan:
                         "the built-in preset is for client_golang; write a probes.yaml "
                         "and use --config")
     probes = []
+    modules = b.modules(PKG)
     for rule in RULES:
         cheap = _cheap(b, rule) if aggregate else None
         if cheap is not None:
@@ -196,13 +197,30 @@ def _plan(path: str, aggregate: bool) -> Plan:
                                                        COLUMNS[rule.probe], MAX_ROWS, True))
         if probe is not None:
             probes.append(probe)
+        elif cheap is None:
+            _unrecognised(b, rule, modules)
     if not probes:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
     # Watched like a spec's target named by this path (noop run: up, a new build).
     here = discover.Selector(path=str(Path(path).resolve()))
-    return Plan("client_golang preset", (b.plan(TARGET, None, selector=here),), tuple(probes))
+    return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
+                tuple(probes))
+
+
+def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -> None:
+    """Refuses a client_golang whose update methods do not do what ``rule`` reads (it
+    found no site): one of them has code, and none has the atomic update it looks for."""
+    present = [m for m in rule.methods
+               if (s := b.functions.symbols.get(f"{PKG}.(*{rule.kind}).{m}")) and s.size]
+    if not present:
+        return
+    version = next((v for _p, v in modules), "version unknown")
+    raise NoopError(f"{b.path}: client_golang {version}: (*{rule.kind}).{present[0]} "
+                    f"has no {rule.mnemonic} on {rule.kind}.{rule.field}: noop does not know "
+                    "these update methods and will not guess",
+                    "write a probes.yaml for this program and use --config")
 
 
 def _rule(b: Binary, rule: Rule) -> ProbePlan | None:

@@ -320,6 +320,7 @@ class TargetPlan:
     pinned: bool = True
     debug: str = "in the binary"  # where its DWARF came from (agent.target.debuginfo)
     go_version: str | None = None
+    modules: tuple[tuple[str, str], ...] = ()  # (module, version) the plan depends on
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -331,6 +332,8 @@ class TargetPlan:
                 "language": self.language, "pid": self.pid,
                 "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset,
                 "debug": self.debug, "go_version": self.go_version,
+                **({"modules": [{"path": p, "version": v} for p, v in self.modules]}
+                   if self.modules else {}),
                 **({"also": list(self.also)} if self.also else {})}
 
 

@@ -115,8 +115,9 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             if t.debuginfo:
                 debuginfo.name(path, binary_path(spec, t.debuginfo))
             elf = ElfFile(path)
-            # A stripped copy keeps its build-id: it is resolved (and refused) as itself.
-            build_id = elf.build_id if elf.has_dwarf else ""
+            # A stripped copy keeps its build-id: its answers from Go metadata are kept
+            # apart from its twin's.
+            build_id = elf.build_id + debuginfo.locate(elf).cache_tag
         except NotRunning as exc:
             if wait:
                 waiting.append((t.name, exc.selector))

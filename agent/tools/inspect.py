@@ -99,6 +99,20 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
     return dict(_answer(binary, "vars", function, compute))
 
 
+def build_facts(binary: str) -> dict[str, Any]:
+    """Where the binary's DWARF comes from, and for Go its toolchain and modules."""
+    from agent.target.gometa import buildinfo
+    from agent.target.gometa.image import Image
+
+    elf = ElfFile(binary)
+    info = buildinfo.read(Image(elf))
+    return {"debug": debuginfo.locate(elf).how,
+            "go_version": info.go_version if info else None,
+            "main": info.main.path if info and info.main else None,
+            "modules": [{"path": m.path, "version": m.version} for m in info.deps]
+            if info else []}
+
+
 METADATA_SOURCE = "abi (signature from type metadata)"
 
 

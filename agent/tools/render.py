@@ -104,6 +104,7 @@ def plan(data: dict[str, Any]) -> str:
         lines.append(f"target {t['name']}: {t['binary']} ({t['language']}{go}, "
                      f"build-id {t['build_id']}{pid})")
         lines.append(f"  debug info: {t.get('debug', 'in the binary')}")
+        lines += [f"  module {m['path']} {m['version']}" for m in t.get("modules", ())]
         lines += [f"  and the same build at {path}" for path in t.get("also", ())]
     for p in data["probes"]:
         lines.append("")

@@ -4,6 +4,7 @@ prints them (runtime/debug.BuildInfo). Layout of Go 1.18 and later."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from agent.target.elf import uleb128
@@ -26,6 +27,12 @@ class BuildInfo:
     main: Module | None = None
     deps: tuple[Module, ...] = ()
     settings: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def version(self) -> tuple[int, int] | None:
+        """(major, minor) of the Go toolchain."""
+        m = re.match(r"go(\d+)\.(\d+)", self.go_version)
+        return (int(m[1]), int(m[2])) if m else None
 
     def module(self, path: str) -> Module | None:
         """The dependency that provides package ``path`` (the longest module path that is
