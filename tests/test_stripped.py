@@ -343,3 +343,62 @@ def test_build_info_modules() -> None:
     assert m is not None and m.version == "replaced by ../client_model"
     assert info.module("example.com/shop/internal/x") == info.main
     assert dict(info.settings)["GOEXPERIMENT"] == "noswissmap"
+
+
+SIGNED = """
+targets:
+  t: {{binary: {binary}}}
+probes:
+  - name: ws
+    function: main.withStrings
+{ws}    values: {{s: s, n: n, t: t}}
+  - name: mx
+    function: main.mixed
+{mx}    values: {{a: a, s: s, x: x}}
+"""
+
+
+def test_a_spec_gives_the_signature_the_metadata_lacks(go_layouts_119: Path,
+                                                       tmp_path: Path) -> None:
+    """Plain functions have no signature in the metadata: with the spec's, the stripped
+    build reads each value where the unstripped build's DWARF says it is."""
+    stripped = tmp_path / "layouts"
+    shutil.copy(go_layouts_119, stripped)
+    subprocess.run(["strip", str(stripped)], check=True)
+    plans = []
+    for binary, signed in ((go_layouts_119, False), (stripped, True)):
+        spec = tmp_path / f"{binary.parent.name}-{signed}.yaml"
+        spec.write_text(SIGNED.format(
+            binary=binary,
+            ws='    signature: "func(s string, n int, t string) string"\n' if signed else "",
+            mx='    signature: "func(a int, s string, x float64) (int, error)"\n'
+            if signed else ""))
+        got = answer("check", "--config", str(spec), cache=tmp_path / f"c-{signed}")
+        assert isinstance(got, dict)
+        plans.append(got)
+    truth, got = plans
+    assert got["targets"][0]["debug"].endswith("signatures from the spec")
+    assert [(p["name"], p["values"], [(s["address"], s["values"]) for s in p["sites"]])
+            for p in got["probes"]] == \
+        [(p["name"], p["values"], [(s["address"], s["values"]) for s in p["sites"]])
+         for p in truth["probes"]]
+
+
+@pytest.mark.parametrize(("signature", "says"), [
+    ("func(s string, n int", "is not a Go function type: its brackets do not close"),
+    ("func(s string, n, t)", "has no type"),
+    ("func(o main.Order)", "no type descriptor for main.Order"),
+])
+def test_a_bad_signature_is_one_line(go_layouts_119: Path, tmp_path: Path, signature: str,
+                                     says: str) -> None:
+    stripped = tmp_path / "layouts"
+    shutil.copy(go_layouts_119, stripped)
+    subprocess.run(["strip", str(stripped)], check=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SIGNED.format(binary=stripped, ws=f"    signature: {json.dumps(signature)}\n",
+                                  mx=""))
+    done = noop("check", "--config", str(spec), cache=tmp_path / "c")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert any(says in line for line in lines), done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr

@@ -114,6 +114,8 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             path, also = locate(spec, t, ids)
             if t.debuginfo:
                 debuginfo.name(path, binary_path(spec, t.debuginfo))
+            debuginfo.sign(path, {p.function: p.signature for p in spec.probes
+                                  if p.target == t.name and p.function and p.signature})
             elf = ElfFile(path)
             # A stripped copy keeps its build-id: its answers from Go metadata are kept
             # apart from its twin's.

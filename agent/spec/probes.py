@@ -82,6 +82,7 @@ class Probe:
     function_mark: Mark
     metrics: tuple[spec_metrics.Metric, ...] = ()
     at: str = "entry"  # exit: one hit per return, values read there (or saved at entry)
+    signature: str | None = None  # for a stripped Go binary whose metadata has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +121,9 @@ PROBE_KEYS = (
     Key("target", "str", "which target (may be left out when there is one)"),
     Key("function", "str", "the function's full name as the binary has it"),
     Key("match", "str", "or: a shell-style pattern over full function names"),
+    Key("signature", "str", "for a stripped Go binary whose type metadata keeps no "
+        "signature of the function: its Go type, e.g. \"func(o *main.Order, n int) "
+        "(int, error)\" (a method's without its receiver); ignored where there is DWARF"),
     Key("at", "str", "entry (default): a hit per call, when it starts; exit: a hit per "
         "call, when it returns, with its results, $duration and the state it left"),
     Key("values", "map", "name -> selector (a Go-like path from a parameter or, at exit, "
@@ -168,7 +172,7 @@ def json_schema() -> dict[str, Any]:
         "aggregate": {"enum": list(sm.AGGREGATIONS)}})
     probe = obj(PROBE_KEYS, {
         "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
-        "match": {"type": "string"},
+        "match": {"type": "string"}, "signature": {"type": "string", "pattern": "^func"},
         "values": {"type": "object", "propertyNames": ident,
                    "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
         "metrics": {"type": "array", "items": metric}})
@@ -321,10 +325,18 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
     metrics = tuple(spec_metrics.read(r, fields["metrics"][1], {v.name: v.mark for v in values})
                     ) if "metrics" in fields else ()
     fnode = (fields.get("function") or fields.get("match") or (node, node))[1]
+    signature = r.typed(fields["signature"][1], str, "signature") \
+        if "signature" in fields else None
+    if signature is not None and (match is not None or not signature.startswith("func(")):
+        r.error(fields["signature"][1],
+                "signature: needs function: and a Go function type" if match is None else
+                "signature: is for one function, not a match: pattern",
+                'write it as Go does: "func(o *main.Order, n int) (int, error)"')
+        signature = None
     if name is None or target is None or (function is None and match is None):
         return None
     return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics,
-                 at or "entry")
+                 at or "entry", signature)
 
 
 def _at(r: Reader, node: yaml.Node) -> str | None:

@@ -14,6 +14,8 @@ debuglink names; any other is refused.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import zlib
 from dataclasses import dataclass
@@ -25,8 +27,10 @@ from agent.target.elf import ElfFile
 
 SELF, SEPARATE, GO_METADATA = "binary", "separate", "go-metadata"
 
-# Debug files named by the user, by the binary's resolved path.
+# Debug files named by the user, and function signatures a spec gives, by the binary's
+# resolved path.
 _named: dict[str, str] = {}
+_signed: dict[str, dict[str, str]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,21 @@ class Source:
     @property
     def cache_tag(self) -> str:
         """What keeps answers from different sources apart in the build-id cache."""
-        return "" if self.kind != GO_METADATA else "+gometa"
+        if self.kind != GO_METADATA:
+            return ""
+        signed = Path(self.path).name.split(".")[-2]  # the signatures' hash, if any
+        return "+gometa" + (f"-{signed}" if len(signed) == 16 else "")
 
 
 def name(binary: str, debug_file: str) -> None:
     """Use ``debug_file`` for ``binary`` (``--debuginfo``, a target's ``debuginfo:``)."""
     _named[str(Path(binary).resolve())] = debug_file
+
+
+def sign(binary: str, signatures: dict[str, str]) -> None:
+    """Signatures (Go function types, by function) a spec gives for a stripped Go binary
+    whose type metadata keeps none; used only when its DWARF is made from metadata."""
+    _signed[str(Path(binary).resolve())] = dict(signatures)
 
 
 def locate(elf: ElfFile) -> Source:
@@ -64,8 +77,10 @@ def locate(elf: ElfFile) -> Source:
             return Source(SEPARATE, str(path), how)
     if elf.go_version is not None or elf.section(".gopclntab") is not None \
             or elf.section(".go.buildinfo") is not None:
-        return Source(GO_METADATA, str(_synthesized(elf)),
-                      "Go runtime metadata (pclntab, type descriptors)")
+        signed = _signed.get(str(elf.path.resolve()), {})
+        return Source(GO_METADATA, str(_synthesized(elf, signed)),
+                      "Go runtime metadata (pclntab, type descriptors)" +
+                      (", signatures from the spec" if signed else ""))
     raise NoDebugInfo(
         f"{elf.path}: no DWARF debug information (the binary is stripped), and no debug "
         "file for it was found",
@@ -120,16 +135,20 @@ def _refusal(elf: ElfFile, path: Path) -> str:
         return "shares no build-id with the binary, and the binary has no debuglink"
 
 
-def _synthesized(elf: ElfFile) -> Path:
-    """The DWARF file made from the Go runtime metadata of ``elf``, made once per
-    build-id and kept in noop's cache."""
+def _synthesized(elf: ElfFile, signatures: dict[str, str]) -> Path:
+    """The DWARF file made from the Go runtime metadata of ``elf`` (and the signatures a
+    spec gives), made once per build-id and signatures, and kept in noop's cache."""
     from agent.target.gometa import synth
     from agent.target.gometa.program import GoProgram
 
     where = cache.cache_dir() / "gometa"
-    path = where / f"{elf.build_id}.v{synth.FORMAT}.debug"
+    signed = ""
+    if signatures:
+        text = json.dumps(signatures, sort_keys=True).encode()
+        signed = "." + hashlib.sha256(text).hexdigest()[:16]
+    path = where / f"{elf.build_id}.v{synth.FORMAT}{signed}.debug"
     if not path.is_file():
         program = GoProgram(elf)
         where.mkdir(parents=True, exist_ok=True)
-        synth.write(program, path)
+        synth.write(program, path, signatures)
     return path

@@ -23,12 +23,14 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
+from agent.errors import NoopError
 from agent.target.gometa import rtypes as rt
+from agent.target.gometa import signature
 from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
 from agent.target.gometa.program import Function, GoProgram, Signature
 
 PRODUCER = "noop from Go runtime metadata (pclntab, type descriptors); regabi"
-FORMAT = 1  # bump when what is written changes: cached copies are then made anew
+FORMAT = 2  # bump when what is written changes: cached copies are then made anew
 
 # DWARF constants
 _TAG = {"compile_unit": 0x11, "base_type": 0x24, "structure_type": 0x13, "member": 0x0D,
@@ -85,6 +87,15 @@ _ABBREVS: dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]] = {
                                              ("ranges", "sec_offset"))),
 }
 _CODES = {name: i + 1 for i, name in enumerate(_ABBREVS)}
+# Go's basic types: (kind, size, DW_ATE encoding), for those without a descriptor.
+_BASIC = {"bool": (rt.BOOL, 1, 0x02), "int": (rt.INT, 8, 0x05), "int8": (rt.INT8, 1, 0x05),
+          "int16": (rt.INT16, 2, 0x05), "int32": (rt.INT32, 4, 0x05),
+          "int64": (rt.INT64, 8, 0x05), "uint": (rt.UINT, 8, 0x07),
+          "uint8": (rt.UINT8, 1, 0x07), "byte": (rt.UINT8, 1, 0x07),
+          "uint16": (rt.UINT16, 2, 0x07), "uint32": (rt.UINT32, 4, 0x07),
+          "uint64": (rt.UINT64, 8, 0x07), "uintptr": (rt.UINTPTR, 8, 0x07),
+          "float32": (rt.FLOAT32, 4, 0x04), "float64": (rt.FLOAT64, 8, 0x04),
+          "rune": (rt.INT32, 4, 0x05)}
 _GO_LANGUAGE = 0x16
 _METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
 
@@ -171,12 +182,17 @@ class _Info:
             struct.pack_into("<I", self.buf, pos, target)
 
 
-def write(program: GoProgram, out: Path) -> None:
-    """Writes the DWARF debug file for ``program`` to ``out``."""
+def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = None) -> None:
+    """Writes the DWARF debug file for ``program`` to ``out``, with the ``signatures``
+    (Go function types, by function name) a spec gives where the metadata has none."""
     info = _Info()
     types = program.types.all
-    _types_unit(info, types)
-    _functions_units(info, program)
+    by_name = {t.name: t for t in types}
+    aux = _Aux(info)
+    declared = {fn: _declared(fn, text, by_name, aux)
+                for fn, text in (signatures or {}).items()}
+    _types_unit(info, types, aux, by_name)
+    _functions_units(info, program, declared)
     info.patch()
     frame = _frames(program)
     symtab, strtab = _symbols(program)
@@ -189,11 +205,10 @@ def write(program: GoProgram, out: Path) -> None:
 # -- types -----------------------------------------------------------------------------
 
 
-def _types_unit(info: _Info, types: tuple[rt.GoType, ...]) -> None:
+def _types_unit(info: _Info, types: tuple[rt.GoType, ...], aux: _Aux,
+                by_name: dict[str, rt.GoType]) -> None:
     start = info.begin_unit()
     info.die("cu", "go.types", _GO_LANGUAGE, PRODUCER, 0)
-    aux = _Aux(info)
-    by_name = {t.name: t for t in types}
     for t in types:
         _type_die(info, aux, t, by_name)
     aux.finish()
@@ -208,7 +223,8 @@ class _Aux:
     def __init__(self, info: _Info) -> None:
         self.info = info
         self.wanted: set[str] = set()
-        self.pointers: dict[str, rt.GoType] = {}  # "*T" with no descriptor, to T's
+        self.pointers: dict[str, object | None] = {}  # "*T" with no descriptor: T's reference
+        self.slices: dict[str, tuple[object, object]] = {}  # "[]T": T's and *T's
 
     def ref(self, name: str) -> str:
         self.wanted.add(name)
@@ -222,13 +238,22 @@ class _Aux:
             key = f"aux:{name}"
             if key in self.info.offsets:
                 continue
-            if name in ("int", "uintptr", "uint8"):
-                kind = {"int": rt.INT, "uintptr": rt.UINTPTR, "uint8": rt.UINT8}[name]
-                self.info.die("base", name, 0x05 if name == "int" else 0x07,
-                              1 if name == "uint8" else 8, kind, key=key)
-            elif name in self.pointers:
-                self.info.die("pointer", name, self.pointers[name].address, rt.POINTER,
-                              key=key)
+            if name in self.pointers:
+                target = self.pointers[name]
+                if target is None:  # to a type noop cannot lay out
+                    self.info.die("void_pointer", name, rt.POINTER, key=key)
+                else:
+                    self.info.die("pointer", name, target, rt.POINTER, key=key)
+            elif name in self.slices:
+                elem, pointer = self.slices[name]
+                self.info.die("slice", name, 24, rt.SLICE, elem, key=key)
+                self.info.die("member", "array", 0, pointer, 0)
+                self.info.die("member", "len", 8, self.ref("int"), 0)
+                self.info.die("member", "cap", 16, self.ref("int"), 0)
+                self.info.end_children()
+            elif name in _BASIC:
+                kind, size, encoding = _BASIC[name]
+                self.info.die("base", name, encoding, size, kind, key=key)
             elif name.startswith("*"):
                 target = name[1:]
                 if target in ("uint8", "int"):
@@ -300,8 +325,45 @@ def _pointer_to(aux: _Aux, elem: rt.GoType | None, by_name: dict[str, rt.GoType]
     name = "*" + elem.name
     if name in by_name:
         return by_name[name].address
-    aux.pointers[name] = elem
+    aux.pointers[name] = elem.address
     return aux.ref(name)
+
+
+def _type_ref(name: str, by_name: dict[str, rt.GoType], aux: _Aux, where: str) -> object:
+    """A reference to the type a signature names: its descriptor's, else one written
+    here for a basic type, a pointer or a slice."""
+    if name in by_name:
+        return by_name[name].address
+    if name in _BASIC:
+        return aux.ref(name)
+    if name.startswith("*"):
+        target = name[1:]
+        # a pointer whose target has no descriptor is still a pointer: read as an address
+        known = target in by_name or target in _BASIC or target[:1] in "*["
+        aux.pointers[name] = _type_ref(target, by_name, aux, where) if known else None
+        return aux.ref(name)
+    if name.startswith("[]"):
+        aux.slices[name] = (_type_ref(name[2:], by_name, aux, where),
+                            _type_ref("*" + name[2:], by_name, aux, where))
+        return aux.ref(name)
+    raise NoopError(f"signature of {where}: the binary has no type descriptor for {name}, "
+                    "so noop cannot lay it out",
+                    "name a pointer to it (*T) to read it as an address, or give the binary's "
+                    "debug info (--debuginfo)")
+
+
+Declared = tuple[list[tuple[str, object, str]], list[tuple[str, object, str]]]
+
+
+def _declared(fn: str, text: str, by_name: dict[str, rt.GoType], aux: _Aux) -> Declared:
+    """A spec's signature of ``fn``: (name, type reference, type name) of each parameter
+    (the receiver not included) and result."""
+    params, results = signature.parse(text, fn)
+    offset = 1 if _METHOD.match(fn) else 0  # the receiver is p0
+    return ([(n or f"p{i + offset}", _type_ref(t, by_name, aux, fn), t)
+             for i, (n, t) in enumerate(params)],
+            [(n or f"~r{i}", _type_ref(t, by_name, aux, fn), t)
+             for i, (n, t) in enumerate(results)])
 
 
 # -- functions ---------------------------------------------------------------------------
@@ -315,7 +377,7 @@ def _package(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
-def _functions_units(info: _Info, program: GoProgram) -> None:
+def _functions_units(info: _Info, program: GoProgram, declared: dict[str, Declared]) -> None:
     functions = program.functions
     by_package: dict[str, list[Function]] = defaultdict(list)
     for f in functions:
@@ -337,9 +399,12 @@ def _functions_units(info: _Info, program: GoProgram) -> None:
         for f in funcs:
             sig = signatures.get(f.entry)
             receiver = _receiver(f.name, by_type_name) if sig is None else sig.receiver
-            info.die("subprogram", f.name, f.entry, f.size, 1 if sig else 0,
+            given = declared.get(f.name)
+            if given is not None and sig is not None:
+                _agree(f.name, given, sig)
+            info.die("subprogram", f.name, f.entry, f.size, 1 if sig or given else 0,
                      key=("fn", f.name))
-            _params(info, sig, receiver)
+            _params(info, sig, receiver, given)
             for node in (n for n in trees.get(f.name, []) if n.parent < 0):
                 _inlined(info, program, f, trees[f.name], node)
             info.end_children()
@@ -365,9 +430,26 @@ def _receiver(name: str, types: dict[str, rt.GoType]) -> rt.GoType | None:
     return types.get(f"{m['ptr']}{m['pkg']}.{m['type']}")
 
 
-def _params(info: _Info, sig: Signature | None, receiver: rt.GoType | None) -> None:
+def _agree(fn: str, given: Declared, sig: Signature) -> None:
+    """A spec's signature must be the one the type metadata keeps, where it keeps one."""
+    mine = ([t for _n, _r, t in given[0]], [t for _n, _r, t in given[1]])
+    theirs = ([p.name for p in sig.func.params], [r.name for r in sig.func.results])
+    if mine != theirs:
+        raise NoopError(f"signature of {fn}: the binary's type metadata says "
+                        f"{sig.func.name}, not the spec's",
+                        "leave signature: out for this function, or correct it")
+
+
+def _params(info: _Info, sig: Signature | None, receiver: rt.GoType | None,
+            given: Declared | None) -> None:
     if receiver is not None:
         info.die("param", "p0", receiver.address, 0)
+    if given is not None:
+        for name, ref, _t in given[0]:
+            info.die("param", name, ref, 0)
+        for name, ref, _t in given[1]:
+            info.die("param", name, ref, 1)
+        return
     if sig is None:
         return
     for i, p in enumerate(sig.func.params, start=1):
