@@ -402,3 +402,30 @@ def test_a_bad_signature_is_one_line(go_layouts_119: Path, tmp_path: Path, signa
     lines = done.stderr.strip().splitlines()
     assert any(says in line for line in lines), done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_each_value_the_metadata_cannot_give_is_one_line(go_layouts_119: Path,
+                                                          tmp_path: Path) -> None:
+    stripped = tmp_path / "layouts"
+    shutil.copy(go_layouts_119, stripped)
+    subprocess.run(["strip", str(stripped)], check=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""
+targets:
+  t: {{binary: {stripped}}}
+probes:
+  - name: plain
+    function: main.withStrings
+    values: {{s: s}}
+  - name: opaque
+    function: main.mixed
+    signature: "func(o *main.Order, s string, x float64) (int, error)"
+    values: {{id: o.ID, o: o}}
+""")
+    done = noop("check", "--config", str(spec), cache=tmp_path / "c")
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2, done.stderr
+    assert ":7:" in lines[0] and "keeps no signature of it" in lines[0]
+    assert "signature:" in lines[0]  # what to do
+    assert ":11:" in lines[1] and "main.Order, which has no type descriptor" in lines[1]

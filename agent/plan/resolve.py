@@ -385,6 +385,13 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
     return tuple(plans), agg
 
 
+def _signed(b: Binary, function: str) -> bool:
+    """Whether the function has a signature: in the metadata, or given by the spec."""
+    _sym, die = b.functions.find(function)
+    return bool(die.attributes.get("DW_AT_prototyped") and
+                die.attributes["DW_AT_prototyped"].value)
+
+
 def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
            out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
     if v.builtin is not None:
@@ -402,6 +409,15 @@ def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
                     "returns", "read it in a probe with at: exit" if probe.at != "exit"
                     else "drop at: entry", probe.name)
             return None
+    if var is None and b.dwarf.from_metadata and not _signed(b, fv.function):
+        # A stripped Go binary: the metadata names no parameter, and has no signature of
+        # this function at all.
+        known = "its receiver p0 only" if fv.params else "no parameter"
+        out.add(v.mark, f"{v.name}: {fv.function} is in a stripped binary whose Go type "
+                f"metadata keeps no signature of it ({known}), so {root!r} is unknown",
+                "give the probe its signature: \"func(...) (...)\", or the binary's debug "
+                "info (--debuginfo)", probe.name)
+        return None
     if var is None:
         names = [p.name for p in fv.params]
         results = [r.name for r in fv.results] if probe.at == "exit" else []

@@ -144,6 +144,12 @@ class Walker:
     def _deref(self, place: _Mem | _Regs | None, tdie: DIE | None, path: str
                ) -> tuple[_Mem | None, DIE]:
         target = self._target(tdie)
+        if target is None and self.dwarf.from_metadata:
+            name = self.namer.name(tdie)
+            raise SelectError(f"{path} points to {name.removeprefix('*')}, which has no type "
+                              "descriptor in this stripped binary: its layout is unknown",
+                              "read the pointer itself, or give the binary's debug info "
+                              "(--debuginfo)")
         if target is None:
             raise SelectError(f"{path} is an untyped pointer ({self.namer.name(tdie)})",
                               "read it as a value, or cast in the program")
