@@ -86,6 +86,14 @@ def test_functions_equal_the_symbol_table(twins: tuple[Path, Path], tmp_path: Pa
     missing = [s.name for s in go_symbols if s.address not in listed]
     assert not missing, missing[:10]
     assert any(r["name"] == "main.main" for r in rows)
+    # Inlined copies: at least DWARF's (pclntab also knows those inside the wrappers the
+    # compiler generates, which Go's DWARF leaves out).
+    truth = answer("funcs", str(full), cache=tmp_path / "full")
+    assert isinstance(truth, dict)
+    dwarf_counts = {r["address"]: r["inlined"] for r in truth["functions"]}
+    fewer = [r["name"] for r in rows if r["inlined"] < dwarf_counts.get(r["address"], 0)]
+    assert not fewer, fewer[:10]
+    assert sum(r["inlined"] for r in rows) >= sum(dwarf_counts.values()) > 0
 
 
 def _all_function_symbols(path: Path) -> dict[int, Symbol]:
