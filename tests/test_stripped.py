@@ -386,6 +386,7 @@ def test_a_spec_gives_the_signature_the_metadata_lacks(go_layouts_119: Path,
         plans.append(got)
     truth, got = plans
     assert got["targets"][0]["debug"].endswith("signatures from the spec")
+    assert got["targets"][0]["goid_offset"] == truth["targets"][0]["goid_offset"] > 0
     assert [(p["name"], p["values"], [(s["address"], s["values"]) for s in p["sites"]])
             for p in got["probes"]] == \
         [(p["name"], p["values"], [(s["address"], s["values"]) for s in p["sites"]])
@@ -437,3 +438,53 @@ probes:
     assert ":7:" in lines[0] and "keeps no signature of it" in lines[0]
     assert "signature:" in lines[0]  # what to do
     assert ":11:" in lines[1] and "main.Order, which has no type descriptor" in lines[1]
+
+
+def _without_section_headers(src: Path, dst: Path) -> None:
+    """A copy whose ELF header says it has no section headers: only program headers
+    and the bytes they map are left to read."""
+    data = bytearray(src.read_bytes())
+    data[0x28:0x30] = bytes(8)  # e_shoff
+    data[0x3C:0x40] = bytes(4)  # e_shnum, e_shstrndx
+    dst.write_bytes(bytes(data))
+    dst.chmod(0o755)
+
+
+def test_no_section_headers_at_all(stripped_example: Path, example: Path,
+                                   tmp_path: Path) -> None:
+    """pclntab, the module data and build info are found by their bytes and pointers."""
+    bare = tmp_path / "bare"
+    _without_section_headers(stripped_example, bare)
+    got = answer("funcs", str(bare), f"{PKG}.(*counter).*", cache=tmp_path / "c")
+    truth = answer("funcs", str(example), f"{PKG}.(*counter).*", cache=tmp_path / "t")
+    assert isinstance(got, dict) and isinstance(truth, dict)
+    assert got["go_version"] == truth["go_version"]
+    assert [(r["name"], r["address"]) for r in got["functions"]] == \
+        [(r["name"], r["address"]) for r in truth["functions"]]
+    layout = answer("struct", str(bare), f"{PKG}.counter", cache=tmp_path / "c")
+    truth = answer("struct", str(example), f"{PKG}.counter", cache=tmp_path / "t")
+    assert isinstance(layout, dict) and isinstance(truth, dict)
+    assert layout["members"] == truth["members"]
+
+
+def test_a_descriptor_pointing_outside_is_one_line(stripped_example: Path,
+                                                   tmp_path: Path) -> None:
+    from agent.target.gometa.program import GoProgram
+
+    with ElfFile(stripped_example) as elf:
+        program = GoProgram(elf)
+        counter = program.type_named(f"{PKG}.counter")
+        assert counter is not None
+        fields = program.image.pointer(counter.address + 48 + 8)
+        if program.image.relocations:
+            pytest.fail("the stripped example is not expected to be position-independent")
+        at = elf.file_offset(fields + 8)  # the first field's type pointer
+    data = bytearray(stripped_example.read_bytes())
+    data[at:at + 8] = (0x7FFF_0000_0000).to_bytes(8, "little")
+    bad = tmp_path / "bad"
+    bad.write_bytes(bytes(data))
+    for query in (("struct", str(bad), f"{PKG}.counter"), ("funcs", str(bad))):
+        done = noop(*query, cache=tmp_path / "c")
+        assert done.returncode != 0, query
+        (line,) = done.stderr.strip().splitlines()
+        assert "outside" in line and "Traceback" not in line, line

@@ -75,8 +75,7 @@ def locate(elf: ElfFile) -> Source:
     for path, how in _candidates(elf):
         if path.is_file() and not _refusal(elf, path):
             return Source(SEPARATE, str(path), how)
-    if elf.go_version is not None or elf.section(".gopclntab") is not None \
-            or elf.section(".go.buildinfo") is not None:
+    if _is_go(elf):
         signed = _signed.get(str(elf.path.resolve()), {})
         return Source(GO_METADATA, str(_synthesized(elf, signed)),
                       "Go runtime metadata (pclntab, type descriptors)" +
@@ -86,6 +85,23 @@ def locate(elf: ElfFile) -> Source:
         "file for it was found",
         "rebuild it with -g (C) or with debuginfo (Rust), or name its debug file with "
         "--debuginfo FILE (or install it under /usr/lib/debug/.build-id)")
+
+
+def _is_go(elf: ElfFile) -> bool:
+    """Whether ``elf`` is a Go program: its sections say so, or, when it has none left,
+    a valid pclntab is among the bytes it loads."""
+    if elf.section(".gopclntab") is not None or elf.section(".go.buildinfo") is not None:
+        return True
+    if elf.sections:
+        return elf.go_version is not None
+    from agent.target.gometa.image import Corrupt, Image
+    from agent.target.gometa.pclntab import find_header
+
+    try:
+        find_header(Image(elf))
+    except Corrupt:
+        return False
+    return True
 
 
 def _debug_dirs() -> list[Path]:
