@@ -137,6 +137,10 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
     if found is None:
         return spec, Fetch("unavailable", why=reason)
     offset, store = found
+    if b.dwarf.from_metadata:  # no location lists: the code itself must show it
+        return spec, (Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
+                      if sites.untouched_until(insns, "xmm0", store)
+                      else Fetch("unavailable", why=reason))
     _sym, die = b.functions.find(function)
     for child in die.iter_children():
         if child.tag == "DW_TAG_formal_parameter" and die_name(child) == "v":

@@ -166,6 +166,21 @@ def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | N
     return None
 
 
+def untouched_until(insns: tuple[Insn, ...], reg: str, address: int) -> bool:
+    """Whether ``reg`` still holds what it held at the function's entry (``insns[0]``)
+    when the instruction at ``address`` runs: every path there stays in the code from
+    the entry up to it (what jumps into that code jumps from inside it, or back to the
+    entry itself), and nothing there writes ``reg`` or calls."""
+    if not insns:
+        return False
+    entry = insns[0].address
+    if any(i.target is not None and entry < i.target <= address
+           and not entry <= i.address < address for i in insns):
+        return False
+    return all(reg not in i.writes and i.mnemonic != "call"
+               for i in insns if i.address < address)
+
+
 def overwrites_frame(i: Insn, offset: int, size: int) -> bool:
     """Whether ``i`` may write the frame's bytes ``[rsp + offset, + size)``: its
     destination is memory through rsp within 16 bytes of them, or through rsp with an

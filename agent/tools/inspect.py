@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent import cache
-from agent.errors import NoopError
+from agent.errors import NoopError, NotFound
 from agent.target import debuginfo
 from agent.target.elf import ElfFile
 
@@ -45,7 +45,17 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
         from agent.target.dwarf.reader import tag
         from agent.target.dwarf.types import layout_of
 
-        die = find_type(dwarf, type_name)
+        try:
+            die = find_type(dwarf, type_name)
+        except NotFound as exc:
+            if not dwarf.from_metadata:
+                raise
+            near = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+            raise NoopError(
+                f"type {type_name!r} has no type descriptor in this stripped Go binary, so "
+                "its layout is unknown (only the types a program puts in an interface or "
+                f"reflects on keep one){near}",
+                "give the binary's debug info (--debuginfo)") from None
         target = namer.strip(die)
         if target is None or target.tag not in (
                 "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
