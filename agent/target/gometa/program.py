@@ -56,7 +56,7 @@ class GoProgram:
     @cached_property
     def version(self) -> tuple[int, int]:
         """(major, minor) of the Go toolchain; from pclntab's magic without build info."""
-        v = moduledata._version(self.go_version)
+        v = self.build.version if self.build else None
         return v or ((1, 20) if self.pclntab.new else (1, 18))
 
     @cached_property

@@ -185,12 +185,7 @@ class Types:
         if k == FUNC:
             return 56
         if k == STRUCT:
-            name = self.image.pointer(a)
-            if name:
-                t.pkgpath = self._name_at(name)[0]
-            ptr, n, _cap = self.image.words(a + 8, 3)
-            if n > 1 << 16:
-                raise self._fail("field list", a)
+            ptr, n = self._package_and_list(t, a, "field list")
             for i in range(n):
                 fname, ftype, off = self.image.words(ptr + 24 * i, 3)
                 name_s, embedded, _tag, _pkg = self._name_at(fname)
@@ -199,12 +194,7 @@ class Types:
                 t.fields.append(Field(name_s, self._shell(ftype), off, embedded))
             return 80
         if k == INTERFACE:
-            name = self.image.pointer(a)
-            if name:
-                t.pkgpath = self._name_at(name)[0]
-            ptr, n, _cap = self.image.words(a + 8, 3)
-            if n > 1 << 16:
-                raise self._fail("method list", a)
+            ptr, n = self._package_and_list(t, a, "method list")
             for i in range(n):
                 name_off, typ_off = struct.unpack("<ii", self.image.read(ptr + 8 * i, 8))
                 sig = self._shell(self.md.types + typ_off) if typ_off > 0 else None
@@ -215,6 +205,17 @@ class Types:
                 t.imethods.append((mname, sig))
             return 80
         return _BASE.size
+
+    def _package_and_list(self, t: GoType, a: int, what: str) -> tuple[int, int]:
+        """A struct's or interface's package path (set on ``t``), then where its fields
+        or methods are and how many."""
+        name = self.image.pointer(a)
+        if name:
+            t.pkgpath = self._name_at(name)[0]
+        ptr, n, _cap = self.image.words(a + 8, 3)
+        if n > 1 << 16:
+            raise self._fail(what, a)
+        return ptr, n
 
     def _uncommon(self, t: GoType, at: int) -> None:
         pkg_off, mcount, _xcount, moff, _ = struct.unpack(
