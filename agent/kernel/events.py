@@ -158,6 +158,8 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return struct.unpack("<d" if size == 8 else "<f", bits.to_bytes(size, "little"))[0]
     if v.decode == "bool":
         return bits != 0
+    if v.decode == "variant":
+        return v.variant(bits)
     return bits
 
 
@@ -215,6 +217,8 @@ class Records:
         slot = self.slots[name]
         if slot.cap:
             return _text(slot.value, record[i], record[i + 1])
+        if slot.value.decode == "variant":
+            return slot.value.variant(record[i])
         return bool(record[i]) if slot.value.decode == "bool" else record[i]
 
 

@@ -44,12 +44,18 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
                 f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
                 f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
-    if fetch.kind == "reg":
-        reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
-        return [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
-    if fetch.kind == "reg_slice":
-        ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
-        return [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
+    if fetch.kind in ("reg", "reg_slice"):
+        if fetch.kind == "reg":
+            reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
+            read = [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
+        else:
+            ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
+            read = [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
+        if not fetch.ops:
+            return read
+        # Checks of registers first (an enum's variant held in one): then the read.
+        guards = ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
+        return ["do {", *guards, *("\t" + line for line in read), "} while (0);"]
     out = ["do {", "\tu64 a = 0;"]
     out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
     at = f"a + ({fetch.offset})" if fetch.offset else "a"
@@ -58,7 +64,7 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
     elif fetch.kind == "mem":
         out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
     elif fetch.kind == "mem_slice":
-        out += ["\tu64 h[2];", f"\tif (noop_read(h, 16, {at})) {fault}",
+        out += ["\tu64 h[2];", *_header("h", at, fetch.length, fault),
                 f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]
     elif fetch.kind == "mem_array":
         out.append(f"\tif (noop_copy(&{dst}, {at}, sizeof({dst}.s))) {fault}")
@@ -80,7 +86,26 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
         return [f"if (ctx->{PT_REGS[op.reg]} <= {op.index}) {gone}"]
     if op.op == "index":
         return ["{", "\tu64 s[2];  /* slice header: ptr, len */",
-                f"\tif (noop_read(s, 16, a + ({op.offset}))) {fault}",
+                *_header("s", f"a + ({op.offset})", op.length, fault),
                 f"\tif (s[1] <= {op.index}) {gone}",
                 f"\ta = s[0] + {op.index * op.size};", "}"]
+    if op.op == "when":  # an enum's variant: absent unless the discriminant matches
+        mask = (1 << 8 * op.size) - 1 if op.size < 8 else 0
+        read = ([f"\tu64 d = ctx->{PT_REGS[op.reg]}{f' & {mask:#x}ULL' if mask else ''};"]
+                if op.reg else
+                ["\tu64 d = 0;", f"\tif (noop_read(&d, {op.size}, a + ({op.offset}))) {fault}"])
+        test = " || ".join(f"d == {v & ((1 << 8 * op.size) - 1):#x}ULL" for v in op.values)
+        if not test:
+            return [] if op.negate else [gone]
+        cond = f"({test})" if op.negate else f"(!({test}))"
+        return ["{", *read, f"\tif {cond} {gone}", "}"]
     raise ValueError(f"unknown op {op.op}")
+
+
+def _header(var: str, at: str, length: int | None, fault: str) -> list[str]:
+    """Read a {ptr, len} header into ``var``: 16 bytes at ``at``, or (``length`` set) the
+    pointer there and the length at a + ``length``."""
+    if length is None:
+        return [f"\tif (noop_read({var}, 16, {at})) {fault}"]
+    return [f"\tif (noop_read(&{var}[0], 8, {at})) {fault}",
+            f"\tif (noop_read(&{var}[1], 8, a + ({length}))) {fault}"]

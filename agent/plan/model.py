@@ -22,7 +22,12 @@ class Op:
     - ``deref``: acc = *(u64 *)(acc + offset) (follow a pointer)
     - ``index``: read the slice header {ptr, len} at acc + offset; if index >= len the
       value is absent; else acc = ptr + index * size
+      (``length``, when set: the length is at acc + ``length``, not after the pointer:
+      a Rust ``Vec``)
     - ``bound``: if index >= the register ``reg`` (a slice length) the value is absent
+    - ``when``: the ``size``-byte discriminant at acc + ``offset`` (or in the register
+      ``reg``) is one of ``values`` (with ``negate``: none of them), else the value is
+      absent: the active variant of a Rust enum, ``Some`` of an ``Option``
     - ``root``: acc = pointer ``index`` saved by the call's entry (exit probes)
     """
 
@@ -31,12 +36,25 @@ class Op:
     offset: int = 0
     index: int = 0
     size: int = 0
+    length: int | None = None
+    values: tuple[int, ...] = ()
+    negate: bool = False
 
     def to_json(self) -> dict[str, Any]:
         keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
                 "index": ("offset", "index", "size"), "bound": ("reg", "index"),
-                "root": ("index",)}[self.op]
-        return {"op": self.op, **{k: getattr(self, k) for k in keep}}
+                "root": ("index",),
+                "when": ("reg", "offset", "size", "values", "negate")}[self.op]
+        out = {"op": self.op, **{k: getattr(self, k) for k in keep}}
+        if self.op == "when":
+            out["values"] = list(self.values)
+            if self.reg:
+                del out["offset"]
+            else:
+                del out["reg"]
+        if self.length is not None:
+            out["length"] = self.length
+        return out
 
     def __str__(self) -> str:
         if self.op == "reg":
@@ -49,6 +67,10 @@ class Op:
             return f"[{self.index}] of slice at +{self.offset} (elem {self.size})"
         if self.op == "root":
             return f"pointer {self.index} saved at entry"
+        if self.op == "when":
+            where = self.reg or f"+{self.offset}"
+            return (f"if {where}[{self.size}] {'not in' if self.negate else 'in'} "
+                    f"{{{', '.join(map(str, self.values))}}}")
         return f"check {self.index} < {self.reg}"
 
 
@@ -68,7 +90,8 @@ class Fetch:
     ``kind`` is where the final bytes are:
     - ``mem``: ``size`` bytes at acc + ``offset``
     - ``mem_slice``: a {ptr, len} header at acc + ``offset``, then up to ``cap`` bytes
-      (Go string, []byte)
+      (Go string, []byte); with ``length``, the length is at acc + ``length`` (Rust's
+      ``String`` and ``Vec``)
     - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
@@ -93,6 +116,7 @@ class Fetch:
     why: str = ""
     slot: int = 0
     formula: str = ""
+    length: int | None = None
 
     @property
     def words(self) -> int:
@@ -104,16 +128,19 @@ class Fetch:
         at = f"{path} +{self.offset}" if path else ""
         if self.kind == "mem":
             return f"{at}: {self.size} bytes"
+        if self.kind == "mem_slice" and self.length is not None:
+            return f"{at}: pointer, length at +{self.length}, then the bytes"
         if self.kind == "mem_slice":
             return f"{at}: {{ptr,len}} header, then the bytes"
         if self.kind == "mem_array":
             return f"{at}: byte array"
         if self.kind == "reg":
             extra = f" {self.offset:+d}" if self.offset else ""
-            return f"{self.regs[0]}{extra}" + (f" (low {self.size} bytes)" if self.size < 8
+            return (f"{path} -> " if path else "") + f"{self.regs[0]}{extra}" + (f" (low {self.size} bytes)" if self.size < 8
                                                else "")
         if self.kind == "reg_slice":
-            return f"bytes at {self.regs[0]}, length {self.regs[1]}"
+            return (f"{path} -> " if path else "") + \
+                f"bytes at {self.regs[0]}, length {self.regs[1]}"
         if self.kind == "builtin":
             return f"${self.builtin}"
         if self.kind == "derived":
@@ -132,6 +159,8 @@ class Fetch:
             out["ops"] = [o.to_json() for o in self.ops]
         if self.kind in ("mem", "mem_slice", "mem_array", "reg"):
             out["offset"] = self.offset
+        if self.length is not None:
+            out["length"] = self.length
         if self.kind in ("mem", "reg"):
             out["size"] = self.size
         if self.regs:
@@ -153,11 +182,21 @@ class ValueSpec:
     """A value of a probe's event: its name, how it decodes, and the type it came from."""
 
     name: str
-    decode: str  # int, uint, float, bool, string, bytes, addr
+    decode: str  # int, uint, float, bool, string, bytes, addr, variant
     size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
     cap: int
     type: str
     selector: str
+    # ``variant``: a Rust enum's discriminant, shown as the name of its variant: the
+    # names of the values, and the name of every other value (None: the number).
+    names: tuple[tuple[int, str], ...] = ()
+    other: str | None = None
+
+    def variant(self, raw: int) -> str:
+        """The name of the variant whose discriminant is ``raw`` (the low ``size``
+        bytes)."""
+        bits = raw & ((1 << 8 * (self.size if self.size in (1, 2, 4, 8) else 8)) - 1)
+        return next((n for v, n in self.names if v == bits), None) or self.other or str(bits)
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,7 +286,7 @@ def _root(fetch: Fetch) -> tuple[tuple[Op, ...], tuple[Op, ...]] | None:
             return None
     else:
         return None
-    if any(o.op in ("reg", "bound", "sp") for o in ops[cut:]):
+    if any(o.op in ("reg", "bound", "sp") or (o.op == "when" and o.reg) for o in ops[cut:]):
         return None
     return ops[:cut], ops[cut:]
 
@@ -328,7 +328,7 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fet
                     + entry.why), *exits], len(roots)
 
 
-_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr")
+_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr", "variant")
 _NUMBERS = ("int", "uint", "float", "bool", "addr")
 
 
@@ -444,5 +444,5 @@ def _select(b: Binary, steps: tuple[Step, ...], start: Location | None, tdie: DI
     except SelectError as exc:
         out.add(v.mark, f"{v.name}: {exc.message}", exc.hint, probe)
         return None
-    return (ValueSpec(v.name, sel.decode, sel.size, sel.cap, sel.type, v.selector),
-            sel.fetch)
+    return (ValueSpec(v.name, sel.decode, sel.size, sel.cap, sel.type, v.selector,
+                      sel.names, sel.other), sel.fetch)

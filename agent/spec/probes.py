@@ -367,7 +367,8 @@ def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
     return target if isinstance(target, str) else None
 
 
-_SELECTOR = re.compile(r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_PATH = r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*|\.\d+)*"
+_SELECTOR = re.compile(rf"(?:{_PATH}|len\(\s*{_PATH}\s*\))\Z")
 
 
 def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
@@ -408,7 +409,8 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
                 continue
         elif not _SELECTOR.match(selector):
             r.error(snode, f"value {name!r}: {selector!r} is not a selector",
-                    "write a parameter name followed by .field and [index] steps")
+                    "write a parameter name followed by .field, .0 and [index] steps, "
+                    "or len(...) of one")
             continue
         yield Value(name, selector, decode, max_len, r.mark(snode), at)
 
@@ -434,12 +436,19 @@ Step = tuple[str, str | int]
 
 
 def parse_selector(text: str) -> tuple[Step, ...]:
-    """``o.Items[0].Qty`` -> (("name","o"), ("field","Items"), ("index",0), ("field","Qty"))."""
+    """``o.Items[0].Qty`` -> (("name","o"), ("field","Items"), ("index",0), ("field","Qty"));
+    ``len(o.Items)`` ends in ("len", 0); a tuple's ``t.0`` is ("field", "0")."""
     steps: list[Step] = []
-    for m in re.finditer(r"\[(\d+)\]|\.?(~r\d+|[A-Za-z_][A-Za-z0-9_]*)", text):
+    inner = re.fullmatch(r"len\(\s*(.*?)\s*\)", text.strip())
+    for m in re.finditer(r"\[(\d+)\]|\.(\d+)|\.?(~r\d+|[A-Za-z_][A-Za-z0-9_]*)",
+                         inner.group(1) if inner else text):
         if m.group(1) is not None:
             steps.append(("index", int(m.group(1))))
+        elif m.group(2) is not None:
+            steps.append(("field", m.group(2)))
         else:
-            steps.append(("field" if steps else "name", m.group(2)))
+            steps.append(("field" if steps else "name", m.group(3)))
+    if inner:
+        steps.append(("len", 0))
     return tuple(steps)
 

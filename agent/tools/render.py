@@ -57,7 +57,10 @@ def location(loc: list[dict[str, Any]] | None) -> str:
         return "<not available>"
     parts = []
     for p in loc:
-        if "reg" in p:
+        if "memory" in p:
+            m = p["memory"]
+            parts.append(f"[{m['reg']}{m['offset']:+d}]" if m["offset"] else f"[{m['reg']}]")
+        elif "reg" in p:
             parts.append(p["reg"] if p["size"] >= 8 else f"{p['reg']}[{p['size']}]")
         elif "stack" in p:
             parts.append(f"{p['stack']}(sp)[{p['size']}]")

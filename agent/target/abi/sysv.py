@@ -79,7 +79,7 @@ def assign(args: Sequence[Shape], result: Shape | None, rust: bool = False) -> A
         elif rclass == (MEMORY,) or (rust and result.kind in ("struct", "array")
                                      and result.size > 16):
             ints = 1  # the caller passes the result buffer in rdi; rax returns it
-            results = ((Piece(8, reg="rax"),),)
+            results = ((Piece(result.size, reg="rax", at=0),),)
         else:
             pieces, _, _ = _in_registers(rclass, result.size, SYSV_INT_RETURN,
                                          SYSV_SSE_RETURN, 0, 0)

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 from elftools.dwarf.die import DIE
 
-from agent.target.abi import sysv
 from agent.target.abi.shape import Shape
 from agent.target.dwarf.reader import attr
 
@@ -38,13 +37,22 @@ def changed(symbol: str, die: DIE, origin: DIE) -> str:
         return (f"{symbol} is a compiler clone ({suffix.strip('.')}): its arguments may be "
                 "removed or replaced")
     if origin is not die:
-        declared = [c.offset for c in origin.iter_children()
-                    if c.tag == "DW_TAG_formal_parameter"]
-        carried = [_origin_offset(c) for c in die.iter_children()
-                   if c.tag == "DW_TAG_formal_parameter"]
-        if carried != declared:
+        declared = [c for c in origin.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        carried = [c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        if "DW_AT_specification" in die.attributes:
+            # A definition of a declared method (rustc's, C++'s): its parameters are its
+            # own DIEs, with the declaration's types.
+            same = [_type_offset(c) for c in carried] == [_type_offset(c) for c in declared]
+        else:
+            same = [_origin_offset(c) for c in carried] == [c.offset for c in declared]
+        if not same:
             return "a copy that does not carry its declaration's parameters in order"
     return ""
+
+
+def _type_offset(die: DIE) -> int | None:
+    t = die.attributes.get("DW_AT_type")
+    return None if t is None else die.get_DIE_from_attribute("DW_AT_type").offset
 
 
 def _origin_offset(die: DIE) -> int:
@@ -94,8 +102,9 @@ def rust_unplaced(args: Sequence[Shape], names: Sequence[str]) -> list[str]:
 
 def rust_result_unplaced(result: Shape | None, name: str) -> str:
     """Why noop cannot say where rustc returns ``result`` ('' when it can: a scalar or a
-    thin pointer, in rax or xmm0; or nothing)."""
-    if result is None or result.size == 0 or _scalar(result):
+    thin pointer, in rax or xmm0; over 16 bytes, in memory whose address is in rax at
+    the return; or nothing)."""
+    if result is None or result.size == 0 or _scalar(result) or result.size > 16:
         return ""
     return f"rustc returns {name} its own way, which noop does not model"
 
@@ -111,10 +120,8 @@ def _fat_pointer(s: Shape, name: str) -> bool:
 
 def result_unreadable(lang: str, result: Shape) -> str:
     """Why a C or Rust result is nowhere a uprobe can read it as a value ('' when it is
-    in registers): in memory, its address in rax (System V's MEMORY class; rustc:
-    anything over 16 bytes), or a long double on the x87 stack."""
+    in registers, or in memory whose address rax holds at the return: System V's MEMORY
+    class, rustc's results over 16 bytes): a long double on the x87 stack."""
     if lang != "rust" and result.kind == "x87":
         return "returned in st0, an x87 register a uprobe cannot read"
-    if result.size > 16 if lang == "rust" else sysv.classify(result) == (sysv.MEMORY,):
-        return "returned in memory: rax holds its address, which noop does not follow"
     return ""

@@ -392,5 +392,5 @@ def _places(loc: Location) -> list[tuple[str, int, int]]:
         elif p.stack is not None:
             out.append(("stack", p.stack, p.size))
         else:
-            out.append((p.reg or "", 0, p.size))
+            out.append(((p.reg or "") + ("[]" if p.at is not None else ""), p.at or 0, p.size))
     return out

@@ -1,7 +1,8 @@
 """Where a value lives at a given PC: DWARF location expressions and lists, as pieces.
 
 A location is a tuple of pieces, each a register, a stack slot (offset from the stack
-pointer at the function's first instruction) or nothing (optimized out). Only the
+pointer at the function's first instruction), memory at a register plus an offset
+(rustc passes a large value by reference and says so), or nothing (optimized out). Only the
 forms compilers emit for variables are evaluated; anything else is "not available"
 and the caller falls back to the ABI.
 """
@@ -21,13 +22,17 @@ from agent.target.dwarf.reader import Dwarf, attr
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """One piece of a value: in ``reg``, at ``stack`` (SP-relative at entry), or neither."""
+    """One piece of a value: in ``reg``, at ``stack`` (SP-relative at entry), in memory
+    at ``reg`` + ``at``, or none of these."""
 
     size: int
     reg: str | None = None
     stack: int | None = None
+    at: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        if self.reg is not None and self.at is not None:
+            return {"memory": {"reg": self.reg, "offset": self.at}, "size": self.size}
         if self.reg is not None:
             return {"reg": self.reg, "size": self.size}
         if self.stack is not None:
@@ -35,6 +40,8 @@ class Piece:
         return {"optimized_out": True, "size": self.size}
 
     def __str__(self) -> str:
+        if self.reg is not None and self.at is not None:
+            return f"[{self.reg}{self.at:+d}]" if self.at else f"[{self.reg}]"
         if self.reg is not None:
             return self.reg if self.size >= 8 else f"{self.reg}[{self.size}]"
         if self.stack is not None:
@@ -119,6 +126,10 @@ class LocationReader:
         if len(ops) == 1 and first.startswith("DW_OP_reg"):
             num = ops[0].args[0] if first == "DW_OP_regx" else int(first[9:])
             return Piece(size, reg=DWARF_REGS.get(num, f"dwarf{num}"))
+        if len(ops) == 1 and first.startswith("DW_OP_breg"):
+            num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
+            if num != SP and num in DWARF_REGS:  # the value is in memory at reg + offset
+                return Piece(size, reg=DWARF_REGS[num], at=ops[0].args[-1])
         offset = self._stack_address(ops, frame_base, at_entry, cfa)
         return Piece(size, stack=offset)
 
