@@ -175,6 +175,16 @@ def rust_dropped(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/ledger (Rust's everyday values) at opt-level 3 with debug info."""
+    rustc = _tool("rustc")
+    out = tmp_path_factory.mktemp("rust-ledger") / "ledger"
+    _build([str(rustc), "-C", "opt-level=3", "-C", "debuginfo=2", "--crate-name", "ledger",
+            "-o", str(out), str(PROGRAMS / "rust" / "ledger" / "main.rs")], cwd=out.parent)
+    return out
+
+
+@pytest.fixture(scope="session")
 def oracle_tools() -> None:
     """Fail early, with the fix, when an oracle tool is missing."""
     for name in ("gdb", "llvm-dwarfdump", "nm"):

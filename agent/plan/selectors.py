@@ -572,7 +572,9 @@ class Walker:
         byteish = natural in ("string", "bytes")
         if want in ("string", "bytes") and not byteish:
             raise SelectError(f"{path} is {tname}: it cannot be read as {want}",
-                              "strings come from strings, byte slices and byte arrays")
+                              "strings come from String, &str, Vec<u8>, &[u8] and byte "
+                              "arrays" if self.rust(self.namer.strip(tdie)) else
+                              "strings come from Go strings, []byte and byte arrays")
         if want in ("int", "uint", "float", "bool", "addr") and byteish:
             raise SelectError(f"{path} is {tname}: it cannot be read as {want}",
                               f"read it as {natural}, or its length with len()")
