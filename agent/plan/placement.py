@@ -50,6 +50,8 @@ def entry_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, 
     for values in XMM registers, unless the kernel can read those (``xmm_readable``),
     ``later_site`` or ``update_sites``) and its inlined copies'; and why the copies
     left out are."""
+    if b.functions.only_inlined(function):  # no code of its own: its copies only
+        return inlined_sites(b, function, probe, specs, fv, types)
     site = entry_site(b, function, fetches)
     vector = [v.name for v, f in zip(probe.values, fetches, strict=True)
               if is_vector_fetch(f)]
@@ -178,7 +180,8 @@ def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec
             missed[f"DWARF places {got} in no register there"] += 1
             continue
         out.append(Site(function, copy.entry, b.elf.file_offset(copy.entry),
-                        f"inlined into {caller} at +{copy.entry - b.start_of(caller):#x}"
+                        f"inlined into {b.functions.display_name(caller)} at "
+                        f"+{copy.entry - b.start_of(caller):#x}"
                         f" ({insn.mnemonic}, {how})", got, handling=how))
     return out, missed
 

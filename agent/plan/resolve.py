@@ -195,7 +195,10 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
             return []
         return [probe.function]
     pattern = probe.match or ""
-    found = sorted(n for n in b.functions.symbols if fnmatch.fnmatchcase(n, pattern))
+    shown = b.functions.display_name
+    names = [*(n for n in b.functions.symbols if shown(n) == n),  # not mangled aliases
+             *b.functions.inlined_names()]
+    found = sorted({n for n in names if fnmatch.fnmatchcase(n, pattern)})
     if not found:
         out.add(probe.function_mark, f"no function matches {pattern!r}",
                 "patterns match whole names; '(' '*' '[' need [(] [*] [[] to be literal",
@@ -228,6 +231,11 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
             continue
         fetches = tuple(p[1] for p in got)
         try:
+            if probe.at == "exit" and b.functions.only_inlined(fn):
+                raise NoopError(f"{fn} exists only inlined ({len(b.functions.inlined(fn))} "
+                                "copies): a copy has no return of its own to probe",
+                                "probe its entry, or an exit of the function it is inlined "
+                                "into")
             if probe.at == "exit":
                 found, n = _exit(b, fn, fv, probe, fetches, out)
                 roots = max(roots, n)
@@ -246,6 +254,12 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
         if found:
             specs = these
             sites += found
+        elif b.functions.only_inlined(fn):
+            why = missed.pop(fn, Counter())
+            out.add(probe.function_mark, f"{fn} exists only inlined, and no copy can be "
+                    "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
+                                  or "no copy has code"),
+                    "probe the functions it is inlined into", probe.name)
     if not sites or specs is None:
         return None
     for v, message, hint in elsewhere.never_read(b, probe, sites):

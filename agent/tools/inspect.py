@@ -150,7 +150,8 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
         from agent.target.dwarf.functions import Functions
 
-        return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined}
+        return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
+                 **({"only_inlined": True} if not f.address else {})}
                 for f in Functions(dwarf, namer).summaries()]
 
     rows = _answer(binary, "funcs", "all", compute)

@@ -72,7 +72,9 @@ def location(loc: list[dict[str, Any]] | None) -> str:
 def vars_table(v: dict[str, Any]) -> str:
     lines = [f"{v['function']}",
              f"  entry {v['address']:#x} (file offset {v['file_offset']:#x}), "
-             f"{v['language']}, {v['abi']} ABI"]
+             f"{v['language']}, {v['abi']} ABI" if v["address"] else
+             f"  {v['abi']}, {v['language']}: no code of its own; a probe on its entry "
+             "is put on each copy"]
     if v.get("debug", "in the binary") != "in the binary":
         lines.append(f"  debug info: {v['debug']}")
     if v.get("note"):
@@ -93,8 +95,11 @@ def vars_table(v: dict[str, Any]) -> str:
 
 
 def funcs_table(rows: list[dict[str, Any]]) -> str:
-    return "\n".join(f"{r['address']:#014x} {r['size']:7d} "
-                     f"{('+' + str(r['inlined']) + ' inl') if r['inlined'] else '':>9}  "
+    """Address, size, inlined copies, name; a function with no code of its own (only
+    inlined copies) shows ``inlined only`` in place of its address and size."""
+    return "\n".join((f"{r['address']:#014x} {r['size']:7d} " if not r.get("only_inlined")
+                      else f"{'inlined only':>22} ")
+                     + f"{('+' + str(r['inlined']) + ' inl') if r['inlined'] else '':>9}  "
                      f"{r['name']}" for r in rows)
 
 

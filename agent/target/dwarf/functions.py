@@ -17,7 +17,7 @@ from agent import cache
 from agent.errors import NoopError, NotFound
 from agent.target.abi import goabi, sysv
 from agent.target.abi.shape import Shape
-from agent.target.demangle import demangle_rust_legacy
+from agent.target.demangle import demangle
 from agent.target.dwarf import convention
 from agent.target.dwarf.locations import Location, LocationReader, Unavailable
 from agent.target.dwarf.reader import Dwarf, attr, die_name, origin_of
@@ -73,10 +73,11 @@ class Functions:
         self.namer = namer
         self.locations = LocationReader(dwarf)
         self._index: dict[str, list[int]] | None = None
+        self._names: dict[str, list[int]] | None = None
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
-        """Function symbols by the name a user writes (Rust's legacy names demangled)."""
+        """Function symbols by the name a user writes (Rust's names demangled)."""
         out: dict[str, Symbol] = {}
         for sym in self.dwarf.elf.function_symbols():
             out.setdefault(sym.name, sym)
@@ -86,11 +87,16 @@ class Functions:
         return out
 
     def find(self, name: str) -> tuple[Symbol, DIE]:
+        """The function's symbol and DWARF entry. A function that exists only as
+        inlined copies has a symbol of address 0 and size 0 (``only_inlined``) and the
+        DIE that names it."""
         sym = self.symbols.get(name)
         if sym is None and name.startswith(("struct ", "fn ")):
             sym = self.symbols.get(name.split(" ", 1)[1])
+        if sym is None and self.only_inlined(name):
+            return Symbol(name, 0, 0), self.dwarf.die_at(self._named()[name][0])
         if sym is None:
-            raise NotFound("function", name, self.symbols)
+            raise NotFound("function", name, [*self.symbols, *self._named()])
         die = self.dwarf.subprogram_at(sym.address)
         if die is None:
             raise NoopError(f"function {name!r} has a symbol but no DWARF entry",
@@ -121,11 +127,42 @@ class Functions:
         self._index = index
         return index
 
+    def _named(self) -> dict[str, list[int]]:
+        """The DIEs naming inlined functions (keys of the inlined index), by the name a
+        user writes; rustc writes a function's DIE again in each unit it is inlined
+        in. One pass over the index, cached by build-id."""
+        if self._names is not None:
+            return self._names
+        build_id = self.dwarf.cache_id
+        got = cache.get(build_id, "inlined-names", "v1") if build_id else None
+        if not isinstance(got, dict):
+            got = {}
+            for key in self._inlined_index():
+                name = self._function_name(self.dwarf.die_at(int(key)))
+                if name:
+                    got.setdefault(name, []).append(int(key))
+            if build_id:
+                cache.put(build_id, "inlined-names", "v1", got)
+        self._names = got
+        return got
+
+    def only_inlined(self, name: str) -> bool:
+        """Whether ``name`` exists only as copies inlined into other functions."""
+        return name not in self.symbols and name in self._named()
+
+    def inlined_names(self) -> list[str]:
+        """Functions that exist only as inlined copies."""
+        return [n for n in self._named() if n not in self.symbols]
+
     def inlined(self, name: str) -> tuple[Inlined, ...]:
         """The function's inlined copies with code, by entry address."""
         _sym, die = self.find(name)
+        keys = {origin_of(die).offset}
+        if self.dwarf.unit_language(die.cu) != "go":  # Go names a function once
+            keys.update(self._named().get(self.display_name(name), ()))
         out = []
-        for offset in self._inlined_index().get(str(origin_of(die).offset), []):
+        for offset in (o for k in sorted(keys)
+                       for o in self._inlined_index().get(str(k), [])):
             copy = self.dwarf.die_at(offset)
             entry = attr(copy, "DW_AT_entry_pc")
             ranges = self.dwarf.ranges(copy)
@@ -152,15 +189,24 @@ class Functions:
         return sorted(lo for lo, _hi, _e in self.locations.ranges(var)) if var else []
 
     def display_name(self, symbol: str) -> str:
-        """A symbol as a user writes it (Rust's legacy names demangled)."""
-        return demangle_rust_legacy(symbol) or symbol
+        """A symbol as a user writes it (Rust's names demangled, LLVM's suffixes off)."""
+        return demangle(symbol) or symbol
 
     def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
-        """Where parameter ``param`` of an inlined copy is at its entry: registers only
-        (a stack slot there is relative to the caller's frame, which noop does not
+        """Where parameter ``param`` of an inlined copy is at its entry: for Go, registers
+        only (a stack slot there is relative to the caller's frame, which noop does not
         track); None when DWARF gives no such location."""
-        loc = self._param_location(copy.die, param, size, copy.entry, None, None)
-        return loc if loc is not None and all(p.reg is not None for p in loc) else None
+        if self.dwarf.unit_language(copy.die.cu) == "go":
+            loc = self._param_location(copy.die, param, size, copy.entry, None, None)
+            return loc if loc is not None and all(p.reg is not None for p in loc) else None
+        # C and Rust: a slot in the caller's frame is read from rsp there, through the
+        # caller's frame base and the call-frame information at the copy's entry.
+        outer = copy.die.get_parent()
+        while outer is not None and outer.tag != "DW_TAG_subprogram":
+            outer = outer.get_parent()
+        cfa = self.dwarf.cfa_at(copy.entry)
+        return self._param_location(copy.die, param, size, copy.entry,
+                                    _frame_base(outer) if outer is not None else None, cfa)
 
     def _param_location(self, die: DIE, param: str, size: int, pc: int,
                         frame_base: list[int] | None, cfa: int | None) -> Location | None:
@@ -190,6 +236,8 @@ class Functions:
 
     def vars(self, name: str) -> FunctionVars:
         sym, die = self.find(name)
+        if not sym.address:
+            return self._inlined_vars(name, die)
         origin = origin_of(die)
         lang = self.dwarf.unit_language(die.cu)
         fb = _frame_base(die)
@@ -226,6 +274,22 @@ class Functions:
                                     ret_unplaced or "at each RET"),)
         return FunctionVars(name, sym.address, self.dwarf.elf.file_offset(sym.address), lang,
                             abi_name, out_params, out_results)
+
+    def _inlined_vars(self, name: str, die: DIE) -> FunctionVars:
+        """A function with no code of its own: its parameters and result, each placed
+        by every inlined copy for itself."""
+        lang = self.dwarf.unit_language(die.cu)
+        decls = [c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+        n = len(self.inlined(name))
+        why = f"only inlined ({n} cop{'ies' if n != 1 else 'y'}): each copy places it"
+        params = tuple(Variable(die_name(d) or f"~p{i}", self.namer.name(t),
+                                self.namer.size(t) or 0, None, "none", why)
+                       for i, d in enumerate(decls) for t in [self.dwarf.ref(d)])
+        ret = self.dwarf.ref(die) if lang != "go" else None
+        results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0, None,
+                            "none", "only inlined: a copy has no return of its own"),) \
+            if ret is not None else ()
+        return FunctionVars(name, 0, 0, lang, f"inlined only ({n} copies)", params, results)
 
     def _unplaced(self, lang: str, symbol: str, die: DIE, origin: DIE,
                   params: list[tuple[DIE, DIE]], shapes: list[Shape],
@@ -346,16 +410,20 @@ class Functions:
                         "at each RET" if abi_loc is not None else "")
 
     def summaries(self) -> tuple[FunctionSummary, ...]:
-        """Every function symbol with its inlined-instance count (walks all DWARF once)."""
+        """Every function symbol with its inlined-instance count, then the functions
+        that exist only inlined (address and size 0): walks all DWARF once."""
         inlined: dict[str, int] = {}
         for _cu, die in self.dwarf.iter_all_dies():
             if die.tag == "DW_TAG_inlined_subroutine":
                 name = self._function_name(origin_of(die))
                 inlined[name] = inlined.get(name, 0) + 1
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
-        return tuple(FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
-                     for s in syms
-                     for shown in [self.display_name(s.name)])
+        out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
+               for s in syms for shown in [self.display_name(s.name)]]
+        named = {f.name for f in out}
+        out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
+                if n and n not in named and n not in self.symbols]
+        return tuple(out)
 
     def _function_name(self, decl: DIE) -> str:
         """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""

@@ -183,6 +183,8 @@ class LocationReader:
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
             return "sp", cfa
+        if len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
+            return "sp", 0  # the frame base is rsp itself, wherever the PC is
         if at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_breg{SP}":
             return "sp", ops[0].args[0]
         # rbp- or post-prologue rsp-based frames say nothing about the first instruction.
