@@ -183,8 +183,11 @@ class LocationReader:
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
             return "sp", cfa
-        if len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
-            return "sp", 0  # the frame base is rsp itself, wherever the PC is
+        if not at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
+            # The frame base is rsp itself at the PC (inside the function's body, as at
+            # an inlined copy; a single expression for a whole -O0 function is valid
+            # only after the prologue, not at entry).
+            return "sp", 0
         if at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_breg{SP}":
             return "sp", ops[0].args[0]
         # rbp- or post-prologue rsp-based frames say nothing about the first instruction.
