@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from agent.errors import NoopError
+from agent.target.dwarf.writer import Info, abbrev_section, uleb, write_elf
 from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
 from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
@@ -32,20 +33,6 @@ from agent.target.gometa.program import Function, GoProgram, Signature
 PRODUCER = "noop from Go runtime metadata (pclntab, type descriptors); regabi"
 FORMAT = 2  # bump when what is written changes: cached copies are then made anew
 
-# DWARF constants
-_TAG = {"compile_unit": 0x11, "base_type": 0x24, "structure_type": 0x13, "member": 0x0D,
-        "pointer_type": 0x0F, "typedef": 0x16, "array_type": 0x01, "subrange_type": 0x21,
-        "subroutine_type": 0x15, "subprogram": 0x2E, "formal_parameter": 0x05,
-        "inlined_subroutine": 0x1D}
-_AT = {"name": 0x03, "byte_size": 0x0B, "encoding": 0x3E, "type": 0x49,
-       "data_member_location": 0x38, "language": 0x13, "producer": 0x25, "low_pc": 0x11,
-       "high_pc": 0x12, "ranges": 0x55, "count": 0x37, "external": 0x3F,
-       "prototyped": 0x27, "variable_parameter": 0x4B, "abstract_origin": 0x31,
-       "inline": 0x20, "go_kind": 0x2900, "go_key": 0x2901, "go_elem": 0x2902,
-       "go_embedded": 0x2903}
-_FORM = {"addr": 0x01, "data1": 0x0B, "data2": 0x05, "data8": 0x07, "string": 0x08,
-         "udata": 0x0F, "ref_addr": 0x10, "sec_offset": 0x17, "flag_present": 0x19,
-         "flag": 0x0C}
 _ENCODING = {rt.BOOL: 0x02, rt.FLOAT32: 0x04, rt.FLOAT64: 0x04, rt.COMPLEX64: 0x03,
              rt.COMPLEX128: 0x03, **dict.fromkeys(
                  (rt.INT, rt.INT8, rt.INT16, rt.INT32, rt.INT64), 0x05)}
@@ -86,7 +73,6 @@ _ABBREVS: dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]] = {
     "inlined": ("inlined_subroutine", True, (("abstract_origin", "ref_addr"),
                                              ("ranges", "sec_offset"))),
 }
-_CODES = {name: i + 1 for i, name in enumerate(_ABBREVS)}
 # Go's basic types: (kind, size, DW_ATE encoding), for those without a descriptor.
 _BASIC = {"bool": (rt.BOOL, 1, 0x02), "int": (rt.INT, 8, 0x05), "int8": (rt.INT8, 1, 0x05),
           "int16": (rt.INT16, 2, 0x05), "int32": (rt.INT32, 4, 0x05),
@@ -100,92 +86,10 @@ _GO_LANGUAGE = 0x16
 _METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
 
 
-def _uleb(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _abbrev_section() -> bytes:
-    out = bytearray()
-    for name, (tag, children, attrs) in _ABBREVS.items():
-        out += _uleb(_CODES[name]) + _uleb(_TAG[tag]) + bytes([1 if children else 0])
-        for a, f in attrs:
-            out += _uleb(_AT[a]) + _uleb(_FORM[f])
-        out += b"\0\0"
-    return bytes(out + b"\0")
-
-
-class _Info:
-    """``.debug_info`` being written: DIEs, with references patched at the end."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.offsets: dict[object, int] = {}  # key -> DIE offset
-        self.fixups: list[tuple[int, object]] = []
-        self.ranges = bytearray()
-
-    def die(self, abbrev: str, *values: object, key: object = None) -> int:
-        at = len(self.buf)
-        if key is not None:
-            self.offsets[key] = at
-        self.buf += _uleb(_CODES[abbrev])
-        forms = [f for _a, f in _ABBREVS[abbrev][2] if f != "flag_present"]  # no value
-        for form, value in zip(forms, values, strict=True):
-            if form == "string":
-                self.buf += str(value).encode() + b"\0"
-            elif form == "udata":
-                self.buf += _uleb(int(value))  # type: ignore[call-overload]
-            elif form in ("data1", "flag"):
-                self.buf += bytes([int(value) & 0xFF])  # type: ignore[call-overload]
-            elif form == "data2":
-                self.buf += struct.pack("<H", value)
-            elif form in ("addr", "data8"):
-                self.buf += struct.pack("<Q", value)
-            elif form == "sec_offset":
-                self.buf += struct.pack("<I", value)
-            elif form == "ref_addr":
-                self.fixups.append((len(self.buf), value))
-                self.buf += b"\0\0\0\0"
-        return at
-
-    def end_children(self) -> None:
-        self.buf.append(0)
-
-    def range_list(self, ranges: list[tuple[int, int]]) -> int:
-        at = len(self.ranges)
-        for lo, hi in ranges:
-            self.ranges += struct.pack("<QQ", lo, hi)
-        self.ranges += bytes(16)
-        return at
-
-    def unit(self, start: int) -> None:
-        """Closes the unit begun at ``start`` (its header's length)."""
-        struct.pack_into("<I", self.buf, start, len(self.buf) - start - 4)
-
-    def begin_unit(self) -> int:
-        start = len(self.buf)
-        self.buf += struct.pack("<IHIB", 0, 4, 0, 8)
-        return start
-
-    def patch(self) -> None:
-        for pos, key in self.fixups:
-            target = self.offsets.get(key)
-            if target is None:
-                raise ValueError(f"a DWARF reference to {key!r} has no entry")
-            struct.pack_into("<I", self.buf, pos, target)
-
-
 def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = None) -> None:
     """Writes the DWARF debug file for ``program`` to ``out``, with the ``signatures``
     (Go function types, by function name) a spec gives where the metadata has none."""
-    info = _Info()
+    info = Info(_ABBREVS)
     types = program.types.all
     by_name = {t.name: t for t in types}
     aux = _Aux(info)
@@ -196,16 +100,16 @@ def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = Non
     info.patch()
     frame = _frames(program)
     symtab, strtab = _symbols(program)
-    sections = [(".debug_abbrev", _abbrev_section()), (".debug_info", bytes(info.buf)),
+    sections = [(".debug_abbrev", abbrev_section(_ABBREVS)), (".debug_info", bytes(info.buf)),
                 (".debug_ranges", bytes(info.ranges)), (".debug_frame", frame),
                 (".symtab", symtab), (".strtab", strtab)]
-    _write_elf(out, sections, program.module.text, program.module.etext)
+    write_elf(out, sections, program.module.text, program.module.etext)
 
 
 # -- types -----------------------------------------------------------------------------
 
 
-def _types_unit(info: _Info, types: tuple[rt.GoType, ...], aux: _Aux,
+def _types_unit(info: Info, types: tuple[rt.GoType, ...], aux: _Aux,
                 by_name: dict[str, rt.GoType]) -> None:
     start = info.begin_unit()
     info.die("cu", "go.types", _GO_LANGUAGE, PRODUCER, 0)
@@ -220,7 +124,7 @@ class _Aux:
     """Types Go's DWARF has that need no descriptor: ``int``, ``*uint8``,
     ``runtime.iface``…, written once each when something refers to them."""
 
-    def __init__(self, info: _Info) -> None:
+    def __init__(self, info: Info) -> None:
         self.info = info
         self.wanted: set[str] = set()
         self.pointers: dict[str, object | None] = {}  # "*T" with no descriptor: T's reference
@@ -271,7 +175,7 @@ class _Aux:
                 self.info.end_children()
 
 
-def _type_die(info: _Info, aux: _Aux, t: rt.GoType, by_name: dict[str, rt.GoType]) -> None:
+def _type_die(info: Info, aux: _Aux, t: rt.GoType, by_name: dict[str, rt.GoType]) -> None:
     key, k = t.address, t.kind
 
     def ref(x: rt.GoType | None) -> object:
@@ -377,7 +281,7 @@ def _package(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
-def _functions_units(info: _Info, program: GoProgram, declared: dict[str, Declared]) -> None:
+def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declared]) -> None:
     functions = program.functions
     by_package: dict[str, list[Function]] = defaultdict(list)
     for f in functions:
@@ -440,7 +344,7 @@ def _agree(fn: str, given: Declared, sig: Signature) -> None:
                         "leave signature: out for this function, or correct it")
 
 
-def _params(info: _Info, sig: Signature | None, receiver: rt.GoType | None,
+def _params(info: Info, sig: Signature | None, receiver: rt.GoType | None,
             given: Declared | None) -> None:
     if receiver is not None:
         info.die("param", "p0", receiver.address, 0)
@@ -458,7 +362,7 @@ def _params(info: _Info, sig: Signature | None, receiver: rt.GoType | None,
         info.die("param", f"~r{i}", r.address, 1)
 
 
-def _inlined(info: _Info, program: GoProgram, f: Function, tree: list[InlinedCall],
+def _inlined(info: Info, program: GoProgram, f: Function, tree: list[InlinedCall],
              node: InlinedCall) -> None:
     """The inlined copy ``node`` of function ``f``, with the copies inlined into it."""
     func = f.func
@@ -501,7 +405,7 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def _frames(program: GoProgram) -> bytes:
     """``.debug_frame``: the canonical frame address at each pc, rsp + 8 + the frame's
     size from pclntab's pcsp table."""
-    cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + _uleb(1) + b"\x78" + bytes([16])
+    cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + uleb(1) + b"\x78" + bytes([16])
                 + b"\x0c\x07\x08" + b"\x90\x01")
     cie_body += bytes(-(len(cie_body) + 4) % 8)
     out = bytearray(struct.pack("<I", len(cie_body)) + cie_body)
@@ -514,7 +418,7 @@ def _frames(program: GoProgram) -> bytes:
             if lo > pc:
                 body += b"\x04" + struct.pack("<I", lo - pc)
                 pc = lo
-            body += b"\x0e" + _uleb(8 + max(sp, 0))
+            body += b"\x0e" + uleb(8 + max(sp, 0))
         body += bytes(-(len(body) + 4) % 8)
         out += struct.pack("<I", len(body)) + body
     return bytes(out)
@@ -528,36 +432,3 @@ def _symbols(program: GoProgram) -> tuple[bytes, bytes]:
         strtab += f.name.encode() + b"\0"
         symtab += struct.pack("<IBBHQQ", name, 0x12, 0, 1, f.entry, f.size)  # GLOBAL FUNC
     return bytes(symtab), bytes(strtab)
-
-
-def _write_elf(out: Path, sections: list[tuple[str, bytes]], text: int, etext: int) -> None:
-    names = bytearray(b"\0")
-    name_at = {}
-    for n in [".text", *(s[0] for s in sections), ".shstrtab"]:
-        name_at[n] = len(names)
-        names += n.encode() + b"\0"
-    body = bytearray()
-    headers = [bytes(64)]  # the null section
-    # .text as NOBITS: the code stays in the binary; symbols point into it.
-    headers.append(struct.pack("<IIQQQQIIQQ", name_at[".text"], 8, 6, text, 0,
-                               etext - text, 0, 0, 16, 0))
-    offset = 64
-    index = {".text": 1}
-    for n, data in [*sections, (".shstrtab", bytes(names))]:
-        index[n] = len(headers)
-        sh_type = {".symtab": 2, ".strtab": 3, ".shstrtab": 3}.get(n, 1)
-        link = len(headers) + 1 if n == ".symtab" else 0
-        info = 1 if n == ".symtab" else 0
-        entsize = 24 if n == ".symtab" else 0
-        headers.append(struct.pack("<IIQQQQIIQQ", name_at[n], sh_type, 0, 0, offset + len(body),
-                                   len(data), link, info, 8 if n == ".symtab" else 1, entsize))
-        body += data
-    shoff = 64 + len(body)
-    shoff += -shoff % 8
-    pad = shoff - 64 - len(body)
-    elf_header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) + struct.pack(
-        "<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(headers),
-        index[".shstrtab"])
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(elf_header + bytes(body) + bytes(pad) + b"".join(headers))
-    tmp.replace(out)
