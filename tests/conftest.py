@@ -174,14 +174,29 @@ def rust_dropped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _ledger(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Path:
+    out = tmp_path_factory.mktemp(name) / "ledger"
+    _build([str(_tool("rustc")), "-C", "opt-level=3", *flags, "--crate-name", "ledger",
+            "-o", str(out), str(PROGRAMS / "rust" / "ledger" / "main.rs")], cwd=out.parent)
+    return out
+
+
 @pytest.fixture(scope="session")
 def rust_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/rust/ledger (Rust's everyday values) at opt-level 3 with debug info."""
-    rustc = _tool("rustc")
-    out = tmp_path_factory.mktemp("rust-ledger") / "ledger"
-    _build([str(rustc), "-C", "opt-level=3", "-C", "debuginfo=2", "--crate-name", "ledger",
-            "-o", str(out), str(PROGRAMS / "rust" / "ledger" / "main.rs")], cwd=out.parent)
-    return out
+    return _ledger(tmp_path_factory, "rust-ledger", "-C", "debuginfo=2")
+
+
+@pytest.fixture(scope="session")
+def rust_ledger_nodebug(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same, as Cargo's release profile builds it: symbols, no debug info."""
+    return _ledger(tmp_path_factory, "rust-ledger-nodebug", "-C", "strip=debuginfo")
+
+
+@pytest.fixture(scope="session")
+def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with line tables only (debug = "line-tables-only")."""
+    return _ledger(tmp_path_factory, "rust-ledger-lines", "-C", "debuginfo=line-tables-only")
 
 
 @pytest.fixture(scope="session")

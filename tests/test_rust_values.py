@@ -211,3 +211,52 @@ def test_check_says_what_can_be_read(rust_ledger: Path, noop: NoopRun, tmp_path:
     (line,) = done.stderr.strip().splitlines()
     assert message in line and hint in line, line
     assert "Traceback" not in done.stderr
+
+
+def test_a_build_without_debug_info_counts_calls(privileged: None, rust_ledger_nodebug: Path,
+                                                 noop_json: Callable[..., Any],
+                                                 tmp_path: Path) -> None:
+    """Cargo's release profile keeps symbols and no DWARF: funcs lists the functions,
+    demangled, and a probe with no values counts every call."""
+    sections = subprocess.run(["readelf", "-S", str(rust_ledger_nodebug)], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+    assert ".symtab" in sections and ".debug_info" not in sections
+    got = noop_json("funcs", rust_ledger_nodebug, "ledger::*", "--json")
+    assert got["debug"] == "the symbol table only: a Rust build without debug info"
+    names = {r["name"] for r in got["functions"]}
+    assert {"ledger::Ledger::post", "ledger::settle", "ledger::describe"} <= names
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"targets: {{l: {{binary: {rust_ledger_nodebug}}}}}\nprobes:\n"
+                    "  - {name: post, function: 'ledger::Ledger::post'}\n"
+                    "  - {name: settle, function: 'ledger::settle', values: {t: $tid}}\n")
+    with tracing(tmp_path, "--config", spec) as noop:
+        done = subprocess.run([str(rust_ledger_nodebug), str(CALLS)], capture_output=True,
+                              text=True, timeout=120, check=True)
+    assert noop.exit == 0, noop.stderr
+    assert len(done.stdout.splitlines()) == CALLS
+    for probe in ("post", "settle"):
+        assert sum(line["probe"] == probe for line in noop.lines) == CALLS, probe
+
+
+@pytest.mark.parametrize(("program", "why"), [
+    ("rust_ledger_nodebug", "the binary is a Rust build without debug info"),
+    ("rust_ledger_lines", 'built with line tables only (debug = "line-tables-only")'),
+])
+def test_values_without_debug_info_say_what_would_help(request: pytest.FixtureRequest,
+                                                       noop: NoopRun, tmp_path: Path,
+                                                       program: str, why: str) -> None:
+    binary: Path = request.getfixturevalue(program)
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"targets: {{l: {{binary: {binary}}}}}\nprobes:\n"
+                    "  - {name: p, function: 'ledger::Ledger::post', "
+                    "values: {a: e.amount_cents, b: batch}}\n")
+    done = noop("check", "--config", spec)
+    assert done.returncode == 2, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2, done.stderr  # one for each value
+    for line in lines:
+        assert "ledger::Ledger::post has no known parameters" in line and why in line
+        assert "debug = 1 or 2 under [profile.release]" in line
+    done = noop("struct", binary, "ledger::Entry")
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr

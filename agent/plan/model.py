@@ -136,8 +136,8 @@ class Fetch:
             return f"{at}: byte array"
         if self.kind == "reg":
             extra = f" {self.offset:+d}" if self.offset else ""
-            return (f"{path} -> " if path else "") + f"{self.regs[0]}{extra}" + (f" (low {self.size} bytes)" if self.size < 8
-                                               else "")
+            low = f" (low {self.size} bytes)" if self.size < 8 else ""
+            return (f"{path} -> " if path else "") + f"{self.regs[0]}{extra}{low}"
         if self.kind == "reg_slice":
             return (f"{path} -> " if path else "") + \
                 f"bytes at {self.regs[0]}, length {self.regs[1]}"

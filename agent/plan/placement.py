@@ -180,7 +180,7 @@ def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec
             missed[f"DWARF places {got} in no register there"] += 1
             continue
         out.append(Site(function, copy.entry, b.elf.file_offset(copy.entry),
-                        f"inlined into {b.functions.display_name(caller)} at "
+                        f"inlined into {b.functions.display_name(caller or '?')} at "
                         f"+{copy.entry - b.start_of(caller):#x}"
                         f" ({insn.mnemonic}, {how})", got, handling=how))
     return out, missed

@@ -432,6 +432,13 @@ def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
                 "give the probe its signature: \"func(...) (...)\", or the binary's debug "
                 "info (--debuginfo)", probe.name)
         return None
+    missing = b.functions.no_values(fv.function) if var is None else ""
+    if missing:
+        from agent.target.dwarf.symtab import NO_VALUES
+
+        out.add(v.mark, f"{v.name}: {fv.function} has no known parameters: {missing}",
+                NO_VALUES, probe.name)
+        return None
     if var is None:
         names = [p.name for p in fv.params]
         results = [r.name for r in fv.results] if probe.at == "exit" else []

@@ -124,7 +124,7 @@ class Walker:
                 return None
             gk = attr(die, DW_AT_GO_KIND)
             if gk is not None or die.tag != "DW_TAG_typedef":
-                return gk
+                return int(gk) if gk is not None else None
             die = self.dwarf.ref(die)
         return None
 
@@ -382,8 +382,8 @@ class Walker:
             for _ in range(8):  # NonNull<ArcInner<T>> down to the pointer, then in
                 if self.kind(t) == "pointer":
                     place, t = self._deref(place, t, path)
-                    inner = self.members(t)
-                    held = next((inner[k] for k in ("data", "value") if k in inner), None)
+                    fields = self.members(t)
+                    held = next((fields[k] for k in ("data", "value") if k in fields), None)
                     return self._member(place, held) if held else (place, t)
                 step = self._single(place, t)
                 if step is None:
@@ -508,7 +508,8 @@ class Walker:
                 return self._length(place, decode, "int", path, unavailable)
             if kind == "array":
                 raise SelectError(f"len({path}): {path} is {self.namer.name(tdie)}, whose "
-                                  f"length is its type's: {self._count(tdie)}")
+                                  f"length is its type's: {self._count(tdie)}"
+                                  if tdie is not None else f"len({path}): no type")
             step = self._unwrap(place, tdie, path) if rust else None
             if step is None:
                 break

@@ -25,7 +25,7 @@ from agent import cache
 from agent.errors import BinaryError, NoDebugInfo
 from agent.target.elf import ElfFile
 
-SELF, SEPARATE, GO_METADATA = "binary", "separate", "go-metadata"
+SELF, SEPARATE, GO_METADATA, SYMBOLS = "binary", "separate", "go-metadata", "symbols"
 
 # Debug files named by the user, and function signatures a spec gives, by the binary's
 # resolved path.
@@ -44,6 +44,8 @@ class Source:
     @property
     def cache_tag(self) -> str:
         """What keeps answers from different sources apart in the build-id cache."""
+        if self.kind == SYMBOLS:
+            return "+symtab"
         if self.kind != GO_METADATA:
             return ""
         signed = Path(self.path).name.split(".")[-2]  # the signatures' hash, if any
@@ -80,6 +82,11 @@ def locate(elf: ElfFile) -> Source:
         return Source(GO_METADATA, str(_synthesized(elf, signed)),
                       "Go runtime metadata (pclntab, type descriptors)" +
                       (", signatures from the spec" if signed else ""))
+    from agent.target.dwarf import symtab
+
+    if elf.function_symbols() and symtab.is_rust(elf):
+        return Source(SYMBOLS, str(_from_symbols(elf)),
+                      "the symbol table only: a Rust build without debug info")
     raise NoDebugInfo(
         f"{elf.path}: no DWARF debug information (the binary is stripped), and no debug "
         "file for it was found",
@@ -167,4 +174,17 @@ def _synthesized(elf: ElfFile, signatures: dict[str, str]) -> Path:
         program = GoProgram(elf)
         where.mkdir(parents=True, exist_ok=True)
         synth.write(program, path, signatures)
+    return path
+
+
+def _from_symbols(elf: ElfFile) -> Path:
+    """The DWARF file made from the symbol table of ``elf``, made once per build-id and
+    kept in noop's cache."""
+    from agent.target.dwarf import symtab
+
+    where = cache.cache_dir() / "symtab"
+    path = where / f"{elf.build_id}.v{symtab.FORMAT}.debug"
+    if not path.is_file():
+        where.mkdir(parents=True, exist_ok=True)
+        symtab.write(elf, path)
     return path

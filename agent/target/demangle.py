@@ -214,7 +214,7 @@ class _V0:
             return _BASIC[tag]
         if tag in ("R", "Q"):
             n = self.base62() if self.eat("L") else 0
-            life = self.lifetime(n) + " " if n else ""
+            life = f"{self.lifetime(n)} " if n else ""
             return f"&{life}{'mut ' if tag == 'Q' else ''}{self.type()}"
         if tag in ("P", "O"):
             return f"*{'const' if tag == 'P' else 'mut'} {self.type()}"
@@ -232,8 +232,8 @@ class _V0:
             return self.fn_sig()
         if tag == "D":
             bounds = self.dyn_bounds()
-            life = self.base62() if self.eat("L") else 0
-            return f"dyn {bounds}" + (f" + {self.lifetime(life)}" if life else "")
+            bound = self.base62() if self.eat("L") else 0
+            return f"dyn {bounds}" + (f" + {self.lifetime(bound)}" if bound else "")
         if tag == "B":
             return self.backref().type()
         self.pos -= 1

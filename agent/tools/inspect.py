@@ -48,6 +48,11 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
         try:
             die = find_type(dwarf, type_name)
         except NotFound as exc:
+            if dwarf.source.kind == "symbols":
+                from agent.target.dwarf.symtab import NO_VALUES
+
+                raise NoopError(f"type {type_name!r}: the binary is a Rust build without "
+                                "debug info, which keeps no types", NO_VALUES) from None
             if not dwarf.from_metadata:
                 raise
             near = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
@@ -104,6 +109,11 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
                "results": [var(v) for v in fv.results], "debug": dwarf.source.how}
         if dwarf.from_metadata:
             _from_metadata(out, functions, function)
+        missing = functions.no_values(function)
+        if missing:
+            from agent.target.dwarf.symtab import NO_VALUES
+
+            out["note"] = f"{missing}; to see its parameters, {NO_VALUES}"
         return out
 
     return dict(_answer(binary, "vars", function, compute))

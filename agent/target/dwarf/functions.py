@@ -275,6 +275,23 @@ class Functions:
         return FunctionVars(name, sym.address, self.dwarf.elf.file_offset(sym.address), lang,
                             abi_name, out_params, out_results)
 
+    def no_values(self, name: str) -> str:
+        """Why the debug info of function ``name`` keeps none of its values: a Rust build
+        read from its symbol table only, or one with line tables only ('' otherwise)."""
+        from agent.target.dwarf import symtab
+
+        _sym, die = self.find(name)
+        top = die.cu.get_top_DIE()
+        if attr(top, "DW_AT_producer", b"") == symtab.PRODUCER.encode():
+            return "the binary is a Rust build without debug info: noop has its symbol " \
+                "table only"
+        if self.dwarf.unit_language(die.cu) == "rust" and not any(
+                c.tag == "DW_TAG_formal_parameter" for c in origin_of(die).iter_children()) \
+                and not any(c.tag == "DW_TAG_base_type" for c in top.iter_children()):
+            return "the binary was built with line tables only (debug = " \
+                "\"line-tables-only\"): no types or variables"
+        return ""
+
     def _inlined_vars(self, name: str, die: DIE) -> FunctionVars:
         """A function with no code of its own: its parameters and result, each placed
         by every inlined copy for itself."""
