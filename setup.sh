@@ -20,7 +20,7 @@ log() { printf '==> %s\n' "$*"; }
 #    unrelated project and is never installed.
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
-	libcap2-bin curl prometheus openssl systemd clang)
+	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc)
 missing=()
 for p in "${packages[@]}"; do

@@ -200,6 +200,22 @@ def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_handler(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/handler (a tokio handler), a release build with debug info,
+    from Debian's packaged crates, offline (its .cargo/config.toml)."""
+    work = tmp_path_factory.mktemp("rust-handler")
+    src = work / "handler"
+    shutil.copytree(PROGRAMS / "rust" / "handler", src)  # its Cargo.lock stays there
+    _need(next(Path("/usr/share/cargo/registry").glob("tokio-1.*"), None),
+          "Debian's tokio crate (librust-tokio-dev)")
+    env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
+           "CARGO_HOME": str(work / "cargo-home")}
+    _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
+           env=env)
+    return work / "target" / "release" / "handler"
+
+
+@pytest.fixture(scope="session")
 def oracle_tools() -> None:
     """Fail early, with the fix, when an oracle tool is missing."""
     for name in ("gdb", "llvm-dwarfdump", "nm"):

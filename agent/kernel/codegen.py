@@ -84,7 +84,10 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
              f"BPF_PERCPU_ARRAY(noop_faults, u64, {max(1, len(plan.probes))});"
              "  /* per probe: user-memory read faults */",
              f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {max(1, len(plan.probes))});"
-             "  /* per exit probe: returns without their call's entry */", ""]
+             "  /* per exit probe: returns without their call's entry */",
+             f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
+             "  /* per exit probe on an async fn: futures dropped before they completed */",
+             ""]
     if cookies:
         lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
                   "the uprobe with */",
@@ -130,6 +133,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                 body, why = _call(ctx)
             elif site.role == "return":
                 body, why = _return(ctx, agg, wakeup=mode == "trace")
+            elif site.role == "drop":
+                body, why = _drop(ctx), {}
             elif agg is None:
                 body, why = _event(ctx, wakeup=mode == "trace")
             else:
@@ -196,6 +201,11 @@ def _key(ctx: _Ctx) -> list[str]:
     (g in r14) and the frame's depth below the top of its stack (Go moves stacks, so
     the stack pointer itself changes; the depth does not); else the thread and rsp."""
     sp = f"ctx->{PT_REGS['rsp']}"
+    if ctx.site.key is not None:  # a future's: the address of its state, in this process
+        return ["struct noop_callkey key = {};", "key.a = bpf_get_current_pid_tgid() >> 32;",
+                "{", "\tu32 faults = 0, absent = 0;", "\tu64 at = 0;",
+                *("\t" + line for line in fetch_c(ctx.site.key, "at", 1, {})),
+                "\tif (faults | absent)", f"\t\t{ctx.leave}", "\tkey.b = at;", "}"]
     if ctx.stack_hi_off is not None:
         g = f"ctx->{PT_REGS['r14']}"
         return ["struct noop_callkey key = {};", "u64 hi = 0;",
@@ -229,11 +239,23 @@ def _return(ctx: _Ctx, agg: aggregate.Layout | None, wakeup: bool
         body, why = _event(inner, wakeup=wakeup)
     else:
         body, why = _aggregate(inner, agg, events_too=ctx.probe.events)
-    return [*_key(ctx), f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
+    # A future's end is found by its state's store, which may be another future's:
+    # no record is then no call of this one, not an unpaired return.
+    unpaired = [] if ctx.site.key is not None else _bump("noop_unpaired", pi)
+    return [*_key(replace(ctx, leave="return 0;")),
+            f"struct noop_call_{pi} *c = noop_calls_{pi}.lookup(&key);",
             "if (!c) {  /* its entry was not seen (noop attached during the call) */",
-            *("\t" + b for b in _bump("noop_unpaired", pi)), "\treturn 0;", "}", "{",
+            *("\t" + b for b in unpaired), "\treturn 0;", "}", "{",
             *("\t" + b if b else "" for b in body),
             "}", "done:", f"noop_calls_{pi}.delete(&key);", "return 0;"], why
+
+
+def _drop(ctx: _Ctx) -> list[str]:
+    """A future dropped: if its call is in progress (no end seen), it was cancelled."""
+    pi = ctx.pi
+    return [*_key(ctx), f"if (!noop_calls_{pi}.lookup(&key))  /* completed, or never polled */",
+            "\treturn 0;", *_bump("noop_cancelled", pi), f"noop_calls_{pi}.delete(&key);",
+            "return 0;"]
 
 
 def _zf(ctx: _Ctx) -> list[str]:
@@ -244,6 +266,15 @@ def _zf(ctx: _Ctx) -> list[str]:
     if ctx.site.when_zf:
         out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
                 "\treturn 0;"]
+    if ctx.site.gate is not None:
+        g = ctx.site.gate
+        mask = (1 << 8 * g.size) - 1 if g.size < 8 else (1 << 64) - 1
+        test = " || ".join(f"(gate & {mask:#x}ULL) == {v & mask:#x}ULL"
+                           for v in ctx.site.gate_values) or "0"
+        out += ["{  /* the gate: " + g.describe().replace("*/", "* /") + " */",
+                "\tu32 faults = 0, absent = 0;", "\tu64 gate = 0;",
+                *("\t" + line for line in fetch_c(g, "gate", 1, _builtins(ctx))),
+                f"\tif (faults || absent || !({test}))", "\t\treturn 0;", "}"]
     return out
 
 

@@ -238,6 +238,10 @@ class Loaded:
         """Returns of exit probes whose call's entry was not seen, per probe."""
         return self._per_probe("noop_unpaired")
 
+    def cancelled(self) -> dict[int, int]:
+        """Calls of async fns whose future was dropped before it completed, per probe."""
+        return self._per_probe("noop_cancelled")
+
     def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
         """A probe's in-kernel aggregate: every key with its per-CPU rows, as raw bytes
         (``aggregate.merge`` reads them)."""

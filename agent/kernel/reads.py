@@ -80,6 +80,8 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
         return [f"a = ctx->{PT_REGS['rsp']} + ({op.offset});"]
     if op.op == "root":  # in a return's program: a pointer its call's entry kept
         return [f"a = c->root[{op.index}];"]
+    if op.op == "add":
+        return [f"a += {op.offset};"]
     if op.op == "deref":
         return [f"if (noop_read(&a, 8, a + ({op.offset}))) {fault}"]
     if op.op == "bound":

@@ -33,6 +33,8 @@ class Maps(Protocol):
     def faults(self) -> dict[int, int]: ...
     def unpaired(self) -> dict[int, int]: ...
 
+    def cancelled(self) -> dict[int, int]: ...
+
 
 @dataclass
 class Session:
@@ -206,9 +208,15 @@ class Exporter(Collector):
             ("noop_exits_unpaired", "Returns an exit probe saw without their call's entry "
              "(calls in progress when noop attached, or more than it keeps at once)",
              s.maps.unpaired()),
+            ("noop_async_cancelled", "Calls of an async fn whose future was dropped before "
+             "it completed (cancelled, timed out), per exit probe on it",
+             s.maps.cancelled()),
         ):
             fam = CounterMetricFamily(metric, doc, labels=["probe"])
             for pi, probe in enumerate(s.plan.probes):
+                if metric == "noop_async_cancelled" and not any(
+                        site.role == "drop" for site in probe.sites):
+                    continue
                 if metric != "noop_exits_unpaired" or probe.at == "exit":
                     fam.add_metric([probe.name], values.get(pi, 0))
             yield fam

@@ -29,6 +29,7 @@ class Op:
       ``reg``) is one of ``values`` (with ``negate``: none of them), else the value is
       absent: the active variant of a Rust enum, ``Some`` of an ``Option``
     - ``root``: acc = pointer ``index`` saved by the call's entry (exit probes)
+    - ``add``: acc += offset (an address inside what acc points to)
     """
 
     op: str
@@ -43,7 +44,7 @@ class Op:
     def to_json(self) -> dict[str, Any]:
         keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
                 "index": ("offset", "index", "size"), "bound": ("reg", "index"),
-                "root": ("index",),
+                "root": ("index",), "add": ("offset",),
                 "when": ("reg", "offset", "size", "values", "negate")}[self.op]
         out = {"op": self.op, **{k: getattr(self, k) for k in keep}}
         if self.op == "when":
@@ -67,6 +68,8 @@ class Op:
             return f"[{self.index}] of slice at +{self.offset} (elem {self.size})"
         if self.op == "root":
             return f"pointer {self.index} saved at entry"
+        if self.op == "add":
+            return f"+{self.offset}"
         if self.op == "when":
             where = self.reg or f"+{self.offset}"
             return (f"if {where}[{self.size}] {'not in' if self.negate else 'in'} "
@@ -212,6 +215,15 @@ class Site:
     ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
     has a ``call`` site, its function's entry, that keeps what the call starts with,
     and a ``return`` site at each RET (or tail jump), where the hits are.
+
+    ``gate`` keeps only hits where the value it reads is one of ``gate_values`` (a
+    Rust future's state at its poll: a call of an async function is its first poll).
+    ``key``, when set, is the address that pairs a call with its end in place of the
+    thread and stack pointer: an async fn's call is its future's, which moves between
+    threads and polls (the address of its state). An async fn's exit probe has, with
+    that key, ``call`` sites at its first poll, ``return`` sites where its state
+    becomes ``Returned``, and ``drop`` sites where a future is dropped (before it
+    completed: the call was cancelled).
     """
 
     function: str
@@ -224,6 +236,9 @@ class Site:
     skip_flags: int = 0
     handling: str = ""
     role: str = ""
+    gate: Fetch | None = None
+    gate_values: tuple[int, ...] = ()
+    key: Fetch | None = None
 
     def to_json(self, values: tuple[ValueSpec, ...]) -> dict[str, Any]:
         return {"function": self.function, "address": f"{self.address:#x}",
@@ -233,6 +248,9 @@ class Site:
                 **({"when": "zero flag set"} if self.when_zf else {}),
                 **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
                 **({"tag": self.tag} if self.tag else {}),
+                **({"gate": {**self.gate.to_json(), "values": list(self.gate_values)}}
+                   if self.gate is not None else {}),
+                **({"key": self.key.to_json()} if self.key is not None else {}),
                 "values": {v.name: f.to_json() for v, f in zip(values, self.fetches,
                                                                strict=True)}}
 

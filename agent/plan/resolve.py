@@ -34,12 +34,13 @@ from agent.plan.model import (
     TargetPlan,
     ValueSpec,
 )
-from agent.plan.selectors import SelectError
-from agent.spec.probes import Probe, Spec, Step, Target, Value, parse_selector
+from agent.plan.selectors import FIRST_POLL, SelectError
+from agent.spec.probes import DEFAULT_MAX, Probe, Spec, Step, Target, Value, parse_selector
 from agent.spec.reader import Mark, Problem, SpecError
 from agent.target import debuginfo, discover
 from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
+from agent.target.dwarf.reader import die_name, origin_of
 from agent.target.elf import ElfFile
 
 
@@ -206,13 +207,131 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
     return found
 
 
+_GATE = "__first_poll"  # the value that gates an async fn's probe: its future's state
+
+
+def _async_body(b: Binary, fn: str) -> str | None:
+    """For an async fn, the function its future's poll runs its body in (the
+    constructor ``fn`` only builds the future); None for any other function."""
+    if b.dwarf.language != "rust":
+        return None
+    try:
+        _sym, die = b.functions.find(fn)
+    except NoopError:
+        return None
+    made = b.dwarf.ref(origin_of(die))
+    if made is None or not (die_name(made) or "").startswith("{async_fn_env#"):
+        return None
+    for body in (f"{fn}::{{async_fn#0}}", f"{fn}::{{{{closure}}}}", f"{fn}::{{closure#0}}"):
+        if body in b.functions.symbols or b.functions.only_inlined(body):
+            return body
+    return None
+
+
+def _first_poll(b: Binary, fn: str, body: str, probe: Probe, out: _Collector
+                ) -> Probe | None:
+    """``probe`` on async fn ``fn`` as a probe on its future's first poll, in ``body``:
+    each value read from what the future captured (its ``Unresumed`` state), and a
+    last value, the state itself, for the sites' gate."""
+    types = b.functions.param_types(body)
+    future = b.walker.future(types.get("~p0"))
+    if future is None:
+        out.add(probe.function_mark, f"{fn} is an async fn, but noop cannot find the "
+                f"state of its future in {body}", "probe the function it awaits instead",
+                probe.name)
+        return None
+    args = future.args
+    values = []
+    for v in probe.values:
+        if v.builtin is not None:
+            values.append(v)
+            continue
+        if v.result:
+            out.add(v.mark, f"{v.name}: the result of async fn {fn} is not read yet (it "
+                    "leaves in the Poll its future's last poll returns)",
+                    "count the calls, time them with $duration, read their arguments",
+                    probe.name)
+            return None
+        root = str(parse_selector(v.selector)[0][1])
+        if root not in args:
+            near = nearest(root, args, 1)
+            out.add(v.mark, f"async fn {fn} has no parameter {root!r}",
+                    (f"did you mean {near[0]!r}? " if near else "") + "parameters: "
+                    + (", ".join(args) or "none"), probe.name)
+            return None
+        inner = v.selector.removeprefix("len(")
+        at = f"~p0.{FIRST_POLL}.{inner.lstrip()}"
+        values.append(replace(v, selector=f"len({at}" if inner != v.selector else at))
+    gate = Value(_GATE, "~p0", None, DEFAULT_MAX, probe.mark)
+    return replace(probe, function=body, values=(*values, gate))
+
+
+def _gated(sites: list[Site], gate: ValueSpec) -> list[Site]:
+    """The sites of an async fn's first poll: the last fetch, the future's state, made
+    their gate (a hit counts only while the future is still ``Unresumed``)."""
+    first = tuple(v for v, n in gate.names if n == FIRST_POLL)
+    return [replace(s, fetches=s.fetches[:-1], gate=s.fetches[-1], gate_values=first,
+                    why=s.why + "; only a call's first poll (its future still "
+                    f"{FIRST_POLL}), so each call counts once")
+            for s in sites]
+
+
+def _async_exit(b: Binary, fn: str, probe: Probe, first: list[Site],
+                these: tuple[ValueSpec, ...], out: _Collector) -> list[Site]:
+    """An exit probe on async fn ``fn``, from the sites of its first poll (``first``):
+    they keep the call's record, by the address of its future's state; its end is
+    where its body stores ``Returned`` into that state (the sites read what the first
+    poll kept, and time it), and a future dropped with its record still there was
+    cancelled (``drop`` sites, at its drop glue)."""
+    body = first[0].function
+    future = b.walker.future(b.functions.param_types(body).get("~p0"))
+    assert future is not None  # _first_poll found it
+    done = future.states.get("Returned")
+    later = tuple(Fetch("later") if v.builtin is not None and v.at != "entry" else None
+                  for v in probe.values)
+    calls = []
+    for s in first:
+        gate = s.gate
+        if gate is None or gate.kind != "mem":
+            continue  # the state in a register: no address to pair by
+        key = Fetch("root", (*gate.ops, Op("add", offset=gate.offset)))
+        calls.append(replace(s, role="call", key=key, fetches=tuple(
+            lf or f for lf, f in zip(later, s.fetches, strict=True)),
+            why="the call's first poll, kept for its end: " + s.why))
+    ends = tuple(Fetch("builtin", builtin=v.builtin) if v.builtin is not None
+                 and v.at != "entry" else Fetch("saved", slot=i)
+                 for i, v in enumerate(probe.values))
+    stores = placement.state_stores(b, body, future.state, future.size, done) \
+        if done is not None else []
+    drops = placement.drop_sites(b, future.type, future.state)
+    if not calls or not stores:
+        out.add(probe.function_mark, f"{fn} is an async fn, and noop finds no "
+                + ("first poll whose future it can tell apart" if not calls else
+                   "place where its future's state becomes Returned"),
+                "probe its entry (its first poll) instead", probe.name)
+        return []
+    return [*calls,
+            *(Site(body, a, b.elf.file_offset(a), why, ends, role="return", key=k)
+              for a, k, why in stores),
+            *(Site(f, a, b.elf.file_offset(a), why, tuple(Fetch("later") for _ in ends),
+                   role="drop", key=k) for f, a, k, why in drops)]
+
+
 def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
            ) -> ProbePlan | None:
     sites: list[Site] = []
     specs: tuple[ValueSpec, ...] | None = None
     roots = 0
     missed: dict[str, Counter[str]] = {}
-    for fn in _functions(b, probe, out):
+    user = probe
+    for fn in _functions(b, user, out):
+        probe = user
+        body = _async_body(b, fn)
+        if body is not None:
+            polled = _first_poll(b, fn, body, user, out)
+            if polled is None:
+                continue
+            probe, fn = polled, body
         try:
             fv = b.functions.vars(fn)
             types = b.functions.param_types(fn)
@@ -231,12 +350,12 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
             continue
         fetches = tuple(p[1] for p in got)
         try:
-            if probe.at == "exit" and b.functions.only_inlined(fn):
+            if probe.at == "exit" and body is None and b.functions.only_inlined(fn):
                 raise NoopError(f"{fn} exists only inlined ({len(b.functions.inlined(fn))} "
                                 "copies): a copy has no return of its own to probe",
                                 "probe its entry, or an exit of the function it is inlined "
                                 "into")
-            if probe.at == "exit":
+            if probe.at == "exit" and body is None:
                 found, n = _exit(b, fn, fv, probe, fetches, out)
                 roots = max(roots, n)
                 copies = len(b.functions.inlined(fn))
@@ -244,13 +363,22 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
                     missed[fn] = Counter({"an exit probe sees only calls of the function's "
                                           "own code": copies})
             else:
+                gated = tuple(v for v, n in these[-1].names if n == FIRST_POLL) \
+                    if body is not None else ()
                 found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types,
-                                                   xmm_readable)
+                                                   xmm_readable, gated=gated)
                 if why:
                     missed[fn] = why
         except NoopError as exc:
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             continue
+        if found and body is not None:
+            found = _gated(found, these[-1])
+            these = these[:-1]
+            if probe.at == "exit":
+                found = _async_exit(b, fn, user, found, these, out)
+            if specs is not None and these != specs:
+                continue
         if found:
             specs = these
             sites += found
@@ -260,6 +388,7 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
                     "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
                                   or "no copy has code"),
                     "probe the functions it is inlined into", probe.name)
+    probe = user
     if not sites or specs is None:
         return None
     for v, message, hint in elsewhere.never_read(b, probe, sites):

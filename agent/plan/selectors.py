@@ -48,8 +48,11 @@ class _Mem:
 class _Regs:
     pieces: tuple[tuple[int, int, str | None], ...]  # (offset in value, size, register)
     guards: tuple[Op, ...] = ()  # checks of registers before the value is read
+    add: int = 0  # one piece: the value is its register plus this (an address)
 
     def covering(self, start: int, size: int) -> _Regs | None:
+        if self.add:  # an address computed from a register: only as a whole
+            return self if (start, size) == (0, 8) else None
         inside = tuple((o - start, s, r) for o, s, r in self.pieces
                        if o >= start and o + s <= start + size)
         if sum(s for _, s, _ in inside) != size or any(r is None for _, _, r in inside):
@@ -90,6 +93,18 @@ class _Enum:
 
 
 @dataclass(frozen=True, slots=True)
+class Future:
+    """An async fn's future: its type, the arguments it captured, where its state is
+    (offset and size in it) and the values of the states by name."""
+
+    type: str
+    args: tuple[str, ...]
+    state: int
+    size: int
+    states: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Selected:
     fetch: Fetch
     decode: str
@@ -99,6 +114,9 @@ class Selected:
     names: tuple[tuple[int, str], ...] = ()
     other: str | None = None
 
+
+# The state of a Rust future that has not been polled yet: its async fn's call starts.
+FIRST_POLL = "Unresumed"
 
 # Rust types that hold their value in one named member (besides their lock or count).
 _HOLDERS = {"Mutex": "data", "RwLock": "data", "RefCell": "value", "ArcInner": "data",
@@ -267,8 +285,9 @@ class Walker:
                 discr = (member_offset(c), self._size(self.dwarf.ref(c)))
             elif c.tag == "DW_TAG_variant":
                 value = attr(c, "DW_AT_discr_value")
-                variants += [_Variant(die_name(m) or "?", value if isinstance(value, int)
-                                      else None, member_offset(m), self.dwarf.ref(m))
+                variants += [_Variant(_variant_name(m, self.dwarf.ref(m)),
+                                      value if isinstance(value, int) else None,
+                                      member_offset(m), self.dwarf.ref(m))
                              for m in c.iter_children() if m.tag == "DW_TAG_member"]
         return _Enum(discr, tuple(variants))
 
@@ -278,6 +297,31 @@ class Walker:
             return None
         e = self._enum(d)
         return next((v for v in e.variants if v.name == "Some"), None) if e else None
+
+    def future(self, pinned: DIE | None) -> Future | None:
+        """An async fn's future, from its poll's ``self`` (``Pin<&mut
+        {async_fn_env#0}>``): what it captured (the members of its ``Unresumed``
+        variant) and where its state is; None when the type is not such a future."""
+        d = self.namer.strip(pinned)
+        for _ in range(8):
+            if d is None:
+                return None
+            if self.kind(d) == "pointer":
+                d = self.namer.strip(self._target(d))
+                continue
+            e = self._enum(d)
+            if e is not None:
+                first = next((v for v in e.variants if v.name == FIRST_POLL), None)
+                if first is None or e.discr is None:
+                    return None
+                states = {v.name: v.value for v in e.variants if v.value is not None}
+                return Future(self.namer.name(d), tuple(self.members(first.type)),
+                              e.discr[0], e.discr[1], states)
+            sized = [m for m in self.members(d).values() if self._size(m[1]) > 0]
+            if len(sized) != 1:
+                return None
+            d = self.namer.strip(sized[0][1])
+        return None
 
     def _fields(self, die: DIE | None) -> str:
         """What can be read from a type, for a hint."""
@@ -323,8 +367,9 @@ class Walker:
         if isinstance(place, _Regs):
             piece = place.covering(0, 8)
             reg = piece.pieces[0][2] if piece is not None else None
-            return (_Mem((*place.guards, Op("reg", reg=reg)), 0) if reg and not is_vector(reg)
-                    else None), target
+            return (_Mem((*place.guards, Op("reg", reg=reg),
+                          *((Op("add", offset=place.add),) if place.add else ())), 0)
+                    if reg and not is_vector(reg) else None), target
         if isinstance(place, _Mem):
             return _Mem((*place.ops, Op("deref", offset=place.offset)), 0), target
         return None, target
@@ -350,6 +395,8 @@ class Walker:
             if isinstance(place, _Mem):
                 place = _Mem((*place.ops, Op("when", offset=place.offset + doff, size=dsize,
                                              values=values, negate=negate)), place.offset)
+            elif isinstance(place, _Regs) and place.add:
+                place = None  # an address, not an enum
             elif isinstance(place, _Regs):
                 # The discriminant in the low bytes of one register, or not readable here.
                 reg = next((r for o, s, r in place.pieces if o == doff and s >= dsize), None)
@@ -478,7 +525,7 @@ class Walker:
                     length=None if seq.length == seq.ptr + 8 else length)), 0), seq.elem
             if isinstance(place, _Regs):
                 ptr, n = place.covering(seq.ptr, 8), place.covering(seq.length, 8)
-                if ptr is None or n is None:
+                if ptr is None or n is None or place.add:
                     return None, seq.elem
                 return _Mem((*place.guards, Op("bound", reg=n.pieces[0][2] or "", index=i),
                              Op("reg", reg=ptr.pieces[0][2] or "")), i * size), seq.elem
@@ -636,7 +683,7 @@ class Walker:
             return Fetch("mem_slice", place.ops, place.offset + seq.ptr,
                          length=None if seq.length == seq.ptr + 8
                          else place.offset + seq.length)
-        if isinstance(place, _Regs) and kind != "array" and seq is not None:
+        if isinstance(place, _Regs) and kind != "array" and seq is not None and not place.add:
             ptr, length = place.covering(seq.ptr, 8), place.covering(seq.length, 8)
             if ptr is not None and length is not None:
                 return Fetch("reg_slice", place.guards, regs=(ptr.pieces[0][2] or "",
@@ -648,8 +695,18 @@ class Walker:
         if isinstance(place, _Mem):
             return Fetch("mem", place.ops, place.offset, size)
         if isinstance(place, _Regs) and len(place.pieces) == 1 and place.pieces[0][2]:
-            return Fetch("reg", place.guards, size=size, regs=(place.pieces[0][2],))
+            return Fetch("reg", place.guards, offset=place.add, size=size,
+                         regs=(place.pieces[0][2],))
         return Fetch("unavailable", why=unavailable)
+
+
+def _variant_name(member: DIE, vtype: DIE | None) -> str:
+    """A variant's name: its member's, or for a coroutine (an async fn's future), whose
+    members are numbered, its type's (``Unresumed``, ``Returned``, ``Suspend0``)."""
+    name = die_name(member) or "?"
+    if name.isdigit() and vtype is not None and die_name(vtype):
+        return die_name(vtype) or name
+    return name
 
 
 def _start(loc: Location | None) -> _Mem | _Regs | None:
@@ -658,7 +715,9 @@ def _start(loc: Location | None) -> _Mem | _Regs | None:
         return None
     if len(loc) == 1 and loc[0].at is not None and loc[0].reg is not None:
         return _Mem((Op("reg", reg=loc[0].reg),), loc[0].at)
-    if any(p.at is not None for p in loc):
+    if len(loc) == 1 and loc[0].add and loc[0].reg is not None:
+        return _Regs(((0, loc[0].size, loc[0].reg),), add=loc[0].add)
+    if any(p.at is not None or p.add for p in loc):
         return None
     if all(p.stack is not None for p in loc):
         first = loc[0].stack or 0

@@ -440,7 +440,7 @@ def parse_selector(text: str) -> tuple[Step, ...]:
     ``len(o.Items)`` ends in ("len", 0); a tuple's ``t.0`` is ("field", "0")."""
     steps: list[Step] = []
     inner = re.fullmatch(r"len\(\s*(.*?)\s*\)", text.strip())
-    for m in re.finditer(r"\[(\d+)\]|\.(\d+)|\.?(~r\d+|[A-Za-z_][A-Za-z0-9_]*)",
+    for m in re.finditer(r"\[(\d+)\]|\.(\d+)|\.?(~[rp]\d+|[A-Za-z_][A-Za-z0-9_]*)",
                          inner.group(1) if inner else text):
         if m.group(1) is not None:
             steps.append(("index", int(m.group(1))))

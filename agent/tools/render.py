@@ -60,6 +60,8 @@ def location(loc: list[dict[str, Any]] | None) -> str:
         if "memory" in p:
             m = p["memory"]
             parts.append(f"[{m['reg']}{m['offset']:+d}]" if m["offset"] else f"[{m['reg']}]")
+        elif "reg" in p and p.get("add"):
+            parts.append(f"{p['reg']}{p['add']:+d}")
         elif "reg" in p:
             parts.append(p["reg"] if p["size"] >= 8 else f"{p['reg']}[{p['size']}]")
         elif "stack" in p:

@@ -110,8 +110,8 @@ class Functions:
         if not decls:
             decls = [c for c in origin_of(die).iter_children()
                      if c.tag == "DW_TAG_formal_parameter"]
-        return {n: self.dwarf.ref(d) for d in decls
-                if (n := die_name(d)) and not attr(d, "DW_AT_variable_parameter")}
+        return {die_name(d) or f"~p{i}": self.dwarf.ref(d) for i, d in enumerate(decls)
+                if not attr(d, "DW_AT_variable_parameter")}
 
     def _inlined_index(self) -> dict[str, list[int]]:
         """Offsets of every inlined copy, by the offset of the function's abstract DIE:
@@ -145,6 +145,14 @@ class Functions:
                 cache.put(build_id, "inlined-names", "v1", got)
         self._names = got
         return got
+
+    def dwarf_name(self, name: str) -> str:
+        """The name DWARF gives function ``name`` (a symbol's name may differ: rustc's
+        legacy symbols write a closure as ``{{closure}}``, DWARF as ``{async_fn_env#0}``
+        or ``{closure#0}``); '' when DWARF has none."""
+        sym = self.symbols.get(name)
+        die = self.dwarf.subprogram_at(sym.address) if sym is not None else None
+        return self._function_name(origin_of(die)) if die is not None else ""
 
     def only_inlined(self, name: str) -> bool:
         """Whether ``name`` exists only as copies inlined into other functions."""
@@ -192,20 +200,23 @@ class Functions:
         """A symbol as a user writes it (Rust's names demangled, LLVM's suffixes off)."""
         return demangle(symbol) or symbol
 
-    def inlined_location(self, copy: Inlined, param: str, size: int) -> Location | None:
-        """Where parameter ``param`` of an inlined copy is at its entry: for Go, registers
-        only (a stack slot there is relative to the caller's frame, which noop does not
-        track); None when DWARF gives no such location."""
+    def inlined_location(self, copy: Inlined, param: str, size: int, pc: int | None = None
+                         ) -> Location | None:
+        """Where parameter ``param`` of an inlined copy is at its entry (or at ``pc``,
+        inside it): for Go, registers only (a stack slot there is relative to the
+        caller's frame, which noop does not track); None when DWARF gives no such
+        location."""
+        pc = copy.entry if pc is None else pc
         if self.dwarf.unit_language(copy.die.cu) == "go":
-            loc = self._param_location(copy.die, param, size, copy.entry, None, None)
+            loc = self._param_location(copy.die, param, size, pc, None, None)
             return loc if loc is not None and all(p.reg is not None for p in loc) else None
         # C and Rust: a slot in the caller's frame is read from rsp there, through the
         # caller's frame base and the call-frame information at the copy's entry.
         outer = copy.die.get_parent()
         while outer is not None and outer.tag != "DW_TAG_subprogram":
             outer = outer.get_parent()
-        cfa = self.dwarf.cfa_at(copy.entry)
-        return self._param_location(copy.die, param, size, copy.entry,
+        cfa = self.dwarf.cfa_at(pc)
+        return self._param_location(copy.die, param, size, pc,
                                     _frame_base(outer) if outer is not None else None, cfa)
 
     def _param_location(self, die: DIE, param: str, size: int, pc: int,
@@ -457,9 +468,14 @@ def _frame_base(die: DIE) -> list[int] | None:
 
 
 def _param_die(die: DIE, param: str) -> DIE | None:
-    """The formal parameter of subprogram or inlined copy ``die`` named ``param``."""
-    return next((c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"
-                 and die_name(origin_of(c)) == param), None)
+    """The formal parameter of subprogram or inlined copy ``die`` named ``param`` (an
+    unnamed one: ``~pN``, the Nth)."""
+    params = [c for c in die.iter_children() if c.tag == "DW_TAG_formal_parameter"]
+    named = next((c for c in params if die_name(origin_of(c)) == param), None)
+    if named is None and param.startswith("~p") and param[2:].isdigit() \
+            and int(param[2:]) < len(params) and not die_name(origin_of(params[int(param[2:])])):
+        return params[int(param[2:])]
+    return named
 
 
 def _disagree(a: Location, b: Location) -> bool:
@@ -477,5 +493,6 @@ def _places(loc: Location) -> list[tuple[str, int, int]]:
         elif p.stack is not None:
             out.append(("stack", p.stack, p.size))
         else:
-            out.append(((p.reg or "") + ("[]" if p.at is not None else ""), p.at or 0, p.size))
+            out.append(((p.reg or "") + ("[]" if p.at is not None else "")
+                        + (f"{p.add:+d}" if p.add else ""), p.at or 0, p.size))
     return out

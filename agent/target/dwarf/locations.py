@@ -2,7 +2,8 @@
 
 A location is a tuple of pieces, each a register, a stack slot (offset from the stack
 pointer at the function's first instruction), memory at a register plus an offset
-(rustc passes a large value by reference and says so), or nothing (optimized out). Only the
+(rustc passes a large value by reference and says so), a register plus an offset as
+the value itself (an address LLVM computes from another), or nothing (optimized out). Only the
 forms compilers emit for variables are evaluated; anything else is "not available"
 and the caller falls back to the ABI.
 """
@@ -29,10 +30,13 @@ class Piece:
     reg: str | None = None
     stack: int | None = None
     at: int | None = None
+    add: int = 0  # with ``reg``: the value is the register plus this (an address)
 
     def to_json(self) -> dict[str, Any]:
         if self.reg is not None and self.at is not None:
             return {"memory": {"reg": self.reg, "offset": self.at}, "size": self.size}
+        if self.reg is not None and self.add:
+            return {"reg": self.reg, "add": self.add, "size": self.size}
         if self.reg is not None:
             return {"reg": self.reg, "size": self.size}
         if self.stack is not None:
@@ -42,6 +46,8 @@ class Piece:
     def __str__(self) -> str:
         if self.reg is not None and self.at is not None:
             return f"[{self.reg}{self.at:+d}]" if self.at else f"[{self.reg}]"
+        if self.reg is not None and self.add:
+            return f"{self.reg}{self.add:+d}"
         if self.reg is not None:
             return self.reg if self.size >= 8 else f"{self.reg}[{self.size}]"
         if self.stack is not None:
@@ -126,6 +132,11 @@ class LocationReader:
         if len(ops) == 1 and first.startswith("DW_OP_reg"):
             num = ops[0].args[0] if first == "DW_OP_regx" else int(first[9:])
             return Piece(size, reg=DWARF_REGS.get(num, f"dwarf{num}"))
+        if len(ops) == 2 and first.startswith("DW_OP_breg") \
+                and ops[1].op_name == "DW_OP_stack_value":
+            num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
+            if num != SP and num in DWARF_REGS:  # the value is reg + offset (an address)
+                return Piece(size, reg=DWARF_REGS[num], add=ops[0].args[-1])
         if len(ops) == 1 and first.startswith("DW_OP_breg"):
             num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
             if num != SP and num in DWARF_REGS:  # the value is in memory at reg + offset
