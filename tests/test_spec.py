@@ -149,7 +149,7 @@ def test_repository_probes_yaml_loads() -> None:
     assert order.function == "main.placeOrder"
     assert {v.name: v.selector for v in order.values} == {
         "id": "o.ID", "customer": "o.Customer", "first_sku": "o.Items[0].SKU",
-        "first_qty": "o.Items[0].Qty", "goroutine": "$goid"}
+        "first_qty": "o.Items[0].Qty", "lines": "len(o.Items)", "goroutine": "$goid"}
     now = next(v for v in s.probes[3].values if v.name == "now")
     assert (now.selector, now.decode, now.max) == ("g.valBits", "float", spec.DEFAULT_MAX)
     # Marks point into the file itself.

@@ -254,6 +254,7 @@ def test_spec_probes_read_what_the_program_passed(privileged: None, example: Pat
     assert [o["customer"] for o in orders] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]
     assert {o["first_sku"] for o in orders} == {"sku-1"}
     assert [o["first_qty"] for o in orders] == list(range(1, TICKS + 1))
+    assert {o["lines"] for o in orders} == {2}  # len(o.Items): two items per order
     done = [x["values"] for x in got.lines if x["probe"] == "order_done"]
     assert [d["customer"] for d in done] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]
     assert [d["items"] for d in done] == [3 * n for n in range(1, TICKS + 1)]  # n + 2n
