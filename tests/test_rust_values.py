@@ -187,14 +187,20 @@ BAD = [
 ]
 
 
-def test_check_names_rust_functions(rust_ledger: Path, noop: NoopRun, tmp_path: Path) -> None:
+def _refused(noop: NoopRun, tmp_path: Path, binary: Path, probes: str) -> list[str]:
+    """What noop check says of a spec with ``probes`` on ``binary``: its lines."""
     spec = tmp_path / "probes.yaml"
-    spec.write_text(f"targets: {{l: {{binary: {rust_ledger}}}}}\nprobes:\n"
-                    "  - {name: a, function: 'ledger::Ledger::pots'}\n"
-                    "  - {name: b, function: 'ledger::quote', at: exit, values: {r: '~r0'}}\n")
+    spec.write_text(f"targets: {{l: {{binary: {binary}}}}}\nprobes:\n{probes}")
     done = noop("check", "--config", spec)
     assert done.returncode == 2, done.stdout
-    a, b = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr
+    return done.stderr.strip().splitlines()
+
+
+def test_check_names_rust_functions(rust_ledger: Path, noop: NoopRun, tmp_path: Path) -> None:
+    a, b = _refused(noop, tmp_path, rust_ledger,
+                    "  - {name: a, function: 'ledger::Ledger::pots'}\n"
+                    "  - {name: b, function: 'ledger::quote', at: exit, values: {r: '~r0'}}\n")
     assert "function 'ledger::Ledger::pots' not found (did you mean ledger::Ledger::post," in a
     assert "ledger::quote exists only inlined" in b and "probe its entry" in b
 
@@ -202,15 +208,10 @@ def test_check_names_rust_functions(rust_ledger: Path, noop: NoopRun, tmp_path: 
 @pytest.mark.parametrize(("selector", "message", "hint"), BAD)
 def test_check_says_what_can_be_read(rust_ledger: Path, noop: NoopRun, tmp_path: Path,
                                      selector: str, message: str, hint: str) -> None:
-    spec = tmp_path / "probes.yaml"
-    spec.write_text(f"targets: {{l: {{binary: {rust_ledger}}}}}\nprobes:\n"
-                    f"  - {{name: p, function: 'ledger::Ledger::post', "
-                    f"values: {{v: '{selector}'}}}}\n")
-    done = noop("check", "--config", spec)
-    assert done.returncode == 2, done.stdout
-    (line,) = done.stderr.strip().splitlines()
+    (line,) = _refused(noop, tmp_path, rust_ledger,
+                       f"  - {{name: p, function: 'ledger::Ledger::post', "
+                       f"values: {{v: '{selector}'}}}}\n")
     assert message in line and hint in line, line
-    assert "Traceback" not in done.stderr
 
 
 def test_a_build_without_debug_info_counts_calls(privileged: None, rust_ledger_nodebug: Path,
@@ -246,14 +247,9 @@ def test_values_without_debug_info_say_what_would_help(request: pytest.FixtureRe
                                                        noop: NoopRun, tmp_path: Path,
                                                        program: str, why: str) -> None:
     binary: Path = request.getfixturevalue(program)
-    spec = tmp_path / "probes.yaml"
-    spec.write_text(f"targets: {{l: {{binary: {binary}}}}}\nprobes:\n"
-                    "  - {name: p, function: 'ledger::Ledger::post', "
-                    "values: {a: e.amount_cents, b: batch}}\n")
-    done = noop("check", "--config", spec)
-    assert done.returncode == 2, done.stdout
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 2, done.stderr  # one for each value
+    lines = _refused(noop, tmp_path, binary, "  - {name: p, function: 'ledger::Ledger::post', "
+                     "values: {a: e.amount_cents, b: batch}}\n")
+    assert len(lines) == 2, lines  # one for each value
     for line in lines:
         assert "ledger::Ledger::post has no known parameters" in line and why in line
         assert "debug = 1 or 2 under [profile.release]" in line
