@@ -108,7 +108,9 @@ class Binary:
         return table[i][2] if i >= 0 and table[i][0] <= address < table[i][1] else None
 
     def symbol_name(self, address: int) -> str:
-        return self.function_at(address) or f"{address:#x}"
+        """The function at ``address`` as a user writes it (demangled), else the address."""
+        name = self.function_at(address)
+        return self.functions.display_name(name) if name else f"{address:#x}"
 
     def start_of(self, function: str | None) -> int:
         sym = self.functions.symbols.get(function or "")
