@@ -303,12 +303,16 @@ def _unresumed_arm(b: Binary, copy: Inlined, insns: tuple[sites.Insn, ...],
     base = index = state = None
     for i in insns[at:at + 16]:
         ops = i.operands
+        table_read = i.mnemonic == "movsxd" and base is not None and ops[1][0] == "mem" \
+            and ops[1][1] == base[1]
+        if state is not None and index is None and not table_read and any(
+                _REG64.get(w, w) == state for w in i.writes):
+            return None  # the state changed on its way to the table (a bias): not read
         if i.mnemonic == "movzx" and ops[1][0] == "mem" and ops[0][0] == "reg":
             state = _REG64.get(ops[0][1], ops[0][1])
         elif i.mnemonic == "lea" and ops[1][0] == "mem" and ops[1][1] == "rip":
             base = (i.end + ops[1][3], ops[0][1])
-        elif i.mnemonic == "movsxd" and base is not None and ops[1][0] == "mem" \
-                and ops[1][1] == base[1]:
+        elif table_read:
             index = ops[1][2]
         elif i.mnemonic == "jmp" and ops and ops[0][0] == "reg":
             break
