@@ -194,21 +194,25 @@ READABLE: dict[str, tuple[str, list[tuple[str, Callable[[dict[str, Any]], dict[s
   - {name: kept_done, function: kept, at: exit, values: {r: '~r0'}}
   - {name: kept_used, function: kept_used, values: {a: a, spare: spare}}
   - {name: settle, function: settle, values: {id: o.id, rounds: rounds}}
+  - {name: priced, function: priced, at: exit, values: {id: ~r0.id, qty: ~r0.qty}}
 """, [("tally", lambda c: {"id": c["id"], "qty": c["tally_qty"]}),
       ("quantity", lambda c: {"qty": c["qty"], "scale": c["scale"]}),
       ("kept", lambda c: {"a": c["kept_a"], "qty": c["qty"]}),
       ("kept_done", lambda c: {"r": c["kept_a"] + c["qty"]}),
       ("kept_used", lambda c: {"a": c["used_a"], "spare": c["spare"]}),
-      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]})]),
+      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]}),
+      ("priced", lambda c: {"id": 2 * c["id"], "qty": c["qty"] + 1})]),
     "c_dropped_gcc": ("""
   - {name: tally, function: TALLY, values: {qty: qty}}
   - {name: quantity, function: QUANTITY, values: {scale: scale}}
   - {name: kept, function: kept, values: {a: a, spare: spare, qty: o.qty}}
   - {name: settle, function: SETTLE, values: {id: o.id, rounds: rounds}}
+  - {name: priced, function: priced, at: exit, values: {id: ~r0.id, qty: ~r0.qty}}
 """, [("tally", lambda c: {"qty": c["tally_qty"]}),
       ("quantity", lambda c: {"scale": c["scale"]}),
       ("kept", lambda c: {"a": c["kept_a"], "spare": c["unused"], "qty": c["qty"]}),
-      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]})]),
+      ("settle", lambda c: {"id": c["id"], "rounds": c["rounds"]}),
+      ("priced", lambda c: {"id": 2 * c["id"], "qty": c["qty"] + 1})]),
 }
 
 

@@ -5,7 +5,8 @@
  * with new signatures (tally.constprop.0.isra.0 takes o->id, not o; quantity.isra.0
  * takes o->qty); clang drops tally's unused argument, so qty moves to rsi, and
  * leaves rsi as it was when main calls kept, which never reads spare. kept and
- * kept_used keep the convention: they are visible outside this file.
+ * kept_used keep the convention: they are visible outside this file. priced
+ * returns a struct in memory (System V's MEMORY class).
  *
  * "dropped N" makes N rounds of calls and prints, for each round, one JSON line
  * with every value it passed (after settle's own line).
@@ -51,6 +52,13 @@ __attribute__((noinline)) long kept_used(long a, long spare, const struct order 
 	return a + spare * o->qty;
 }
 
+/* Returns a struct too large for registers: in memory, its address in rax. */
+__attribute__((noinline)) struct order priced(long id, int qty)
+{
+	struct order p = { id * 2, qty + 1, 1.5 * qty, "priced" };
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 3;
@@ -63,6 +71,8 @@ int main(int argc, char **argv)
 		sum += kept(i * 11, u, &o);
 		sum += kept_used(i * 13, u + 5, &o);
 		sum += settle(&o, 7, i % 4);
+		struct order p = priced(o.id, o.qty);
+		sum += p.id + p.qty;
 		printf("{\"id\": %ld, \"qty\": %d, \"unused\": %ld, \"tally_qty\": %d, "
 		       "\"scale\": %d, \"kept_a\": %d, \"used_a\": %d, \"spare\": %ld, "
 		       "\"rounds\": %d}\n",
