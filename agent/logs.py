@@ -38,17 +38,21 @@ class Progress:
     place and cleared at the end; with ``log``, each step is said with its duration
     when it ends (``noop run``). Silent otherwise."""
 
-    DELAY = 1.0
+    DELAY = 1.0  # seconds; NOOP_PROGRESS_DELAY overrides it (tests show it at once)
 
     def __init__(self, live: bool, log: bool = False) -> None:
         self.live, self.log = live, log
         self.started = self.since = time.monotonic()
         self.step_name = ""
-        self.shown = False
+        self.shown = self.due = False
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         if live:
-            self._timer = threading.Timer(self.DELAY, self._show)
+            try:
+                delay = float(os.environ.get("NOOP_PROGRESS_DELAY", self.DELAY))
+            except ValueError:
+                delay = self.DELAY
+            self._timer = threading.Timer(delay, self._show)
             self._timer.daemon = True
             self._timer.start()
 
@@ -56,6 +60,8 @@ class Progress:
         with self._lock:
             self._end_step()
             self.step_name, self.since = what, time.monotonic()
+            if self.due and self._timer is not None:
+                self.shown = True
             if self.shown:
                 self._draw()
 
@@ -65,6 +71,7 @@ class Progress:
 
     def _show(self) -> None:
         with self._lock:
+            self.due = True  # shown now, or at the first step if none has begun
             if self.step_name and not self.shown and self._timer is not None:
                 self.shown = True
                 self._draw()
