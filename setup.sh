@@ -20,7 +20,8 @@ log() { printf '==> %s\n' "$*"; }
 #    unrelated project and is never installed.
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
-	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev)
+	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
+	librust-prometheus-dev)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc)
 missing=()
 for p in "${packages[@]}"; do
@@ -72,6 +73,10 @@ mkdir -p build
 log "building examples/go-prometheus (Debian's Go)"
 GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
 	/usr/bin/go build -o build/go-prometheus ./examples/go-prometheus
+log "building examples/rust-prometheus (Debian's prometheus crate, release with debug info)"
+(cd examples/rust-prometheus && CARGO_TARGET_DIR="$here/build/rust-target" \
+	cargo build --release --offline --quiet)
+cp build/rust-target/release/rust-prometheus build/rust-prometheus
 
 if [ "$job" = setup ]; then
 	exit 0
@@ -130,3 +135,11 @@ wait $noop_pid || true
 cat build/noop-demo.out build/noop-demo.err
 log "the example's own /metrics after its $ticks ticks: the last values above must match"
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -E '^(fake|another|sub|dec)_'
+
+# The Rust example (prometheus crate): the API hunt on a release build, where the
+# crate's update methods exist only as copies inlined into their callers.
+rbin=build/rust-prometheus
+log "noop funcs $rbin 'prometheus::atomic64::*inc_by*'   (the Rust example)"
+noop funcs "$rbin" 'prometheus::atomic64::*inc_by*'
+log "noop struct $rbin 'prometheus::value::Value<prometheus::atomic64::AtomicU64>'"
+noop struct "$rbin" 'prometheus::value::Value<prometheus::atomic64::AtomicU64>'

@@ -216,6 +216,23 @@ def rust_handler(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/rust-prometheus (the prometheus crate from Debian's registry, offline),
+    a release build with debug info, as setup.sh builds it."""
+    work = tmp_path_factory.mktemp("rust-example")
+    src = work / "rust-prometheus"
+    shutil.copytree(REPO / "examples" / "rust-prometheus", src,
+                    ignore=shutil.ignore_patterns("Cargo.lock", "target"))
+    _need(next(Path("/usr/share/cargo/registry").glob("prometheus-0.13.*"), None),
+          "Debian's prometheus crate (librust-prometheus-dev)")
+    env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
+           "CARGO_HOME": str(work / "cargo-home")}
+    _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
+           env=env)
+    return work / "target" / "release" / "rust-prometheus"
+
+
+@pytest.fixture(scope="session")
 def oracle_tools() -> None:
     """Fail early, with the fix, when an oracle tool is missing."""
     for name in ("gdb", "llvm-dwarfdump", "nm"):

@@ -59,6 +59,16 @@ RUST_TYPES = [
     "core::option::Option<&layouts::shapes::Outer>",
 ]
 
+# The Rust example's prometheus crate (0.13, Debian's): what a preset reads.
+RUST_PROMETHEUS_TYPES = [
+    "prometheus::value::Value<prometheus::atomic64::AtomicU64>",
+    "prometheus::value::Value<prometheus::atomic64::AtomicF64>",
+    "prometheus::desc::Desc",
+    "prometheus::histogram::HistogramCore",
+    "prometheus::histogram::Shard",
+    "prometheus::proto::LabelPair",
+]
+
 # (name given to noop, expression given to gdb)
 C_TYPES = [
     ("job", "struct job"),
@@ -75,6 +85,8 @@ CASES = (
     [pytest.param("go_layouts_119", t, f"struct '{t}'", id=f"go1.19-{t}") for t in GO_TYPES]
     + [pytest.param("go_layouts_new", t, f"struct '{t}'", id=f"go-new-{t}") for t in GO_TYPES]
     + [pytest.param("rust_layouts", t, f"struct '{t}'", id=f"rust-{t}") for t in RUST_TYPES]
+    + [pytest.param("rust_example", t, f"struct '{t}'", id=f"rust-example-{t}")
+       for t in RUST_PROMETHEUS_TYPES]
     + [pytest.param("c_layouts", name, expr, id=f"c-{name}") for name, expr in C_TYPES]
 )
 
