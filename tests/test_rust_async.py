@@ -14,7 +14,9 @@ await: the truth. Privileged: real BPF.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,23 @@ def test_check_shows_the_first_poll_and_refuses_what_it_cannot_read(
     a, b = done.stderr.strip().splitlines()
     assert "async fn handler::handle has no parameter 'requ' (did you mean 'req'?" in a
     assert "the result of async fn handler::handle is not read yet" in b
+
+
+def test_a_function_compiled_more_than_once_is_probed_at_every_copy(
+        rust_handler: Path, noop_json: Callable[..., Any], tmp_path: Path) -> None:
+    """rustc makes a copy of a generic function in each codegen unit that needs it; the
+    copies share a name but for LLVM's `.llvm.N`. A probe by that name is on each
+    (the future's drop glue here), as nm counts them."""
+    nm = subprocess.run(["nm", str(rust_handler)], capture_output=True, text=True,
+                        check=True, timeout=60).stdout
+    glue = "drop_in_place$LT$handler..handle..$u7b$$u7b$closure$u7d$$u7d$$GT$"
+    copies = {line.split()[0] for line in nm.splitlines()
+              if re.fullmatch(r"_ZN4core3ptr\d+" + re.escape(glue) + r"17h[0-9a-f]{16}E"
+                              r"(\.llvm\.\d+)?", line.split()[-1])}
+    assert len(copies) > 1
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"targets: {{h: {{binary: {rust_handler}}}}}\nprobes:\n  - {{name: d, "
+                    "function: 'core::ptr::drop_in_place<handler::handle::{{closure}}>'}\n")
+    plan = noop_json("check", "--config", spec, "--json")
+    (probe,) = plan["probes"]
+    assert {int(s["address"], 16) for s in probe["sites"]} == {int(a, 16) for a in copies}

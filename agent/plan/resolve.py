@@ -194,12 +194,13 @@ def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
         except NoopError as exc:  # not found, or found without DWARF
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             return []
-        return [probe.function]
+        return [probe.function, *b.functions.copies(probe.function)]
     pattern = probe.match or ""
     shown = b.functions.display_name
     names = [*(n for n in b.functions.symbols if shown(n) == n),  # not mangled aliases
              *b.functions.inlined_names()]
     found = sorted({n for n in names if fnmatch.fnmatchcase(n, pattern)})
+    found += [c for n in found for c in b.functions.copies(n)]
     if not found:
         out.add(probe.function_mark, f"no function matches {pattern!r}",
                 "patterns match whole names; '(' '*' '[' need [(] [*] [[] to be literal",
@@ -345,8 +346,8 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
         these = tuple(p[0] for p in got)
         if specs is not None and these != specs:
             out.add(probe.function_mark, f"{fn}: the values have other types here than in "
-                    f"{sites[0].function}", "narrow the pattern so the values agree",
-                    probe.name)
+                    f"{sites[0].function}", "narrow the pattern so the values agree, or "
+                    "name one copy by its symbol", probe.name)
             continue
         fetches = tuple(p[1] for p in got)
         try:

@@ -17,7 +17,7 @@ from agent import cache
 from agent.errors import NoopError, NotFound
 from agent.target.abi import goabi, sysv
 from agent.target.abi.shape import Shape
-from agent.target.demangle import demangle
+from agent.target.demangle import demangle, strip_suffix
 from agent.target.dwarf import convention
 from agent.target.dwarf.locations import Location, LocationReader, Unavailable
 from agent.target.dwarf.reader import Dwarf, attr, die_name, origin_of
@@ -145,6 +145,24 @@ class Functions:
                 cache.put(build_id, "inlined-names", "v1", got)
         self._names = got
         return got
+
+    def copies(self, name: str) -> list[str]:
+        """The symbols of other copies of function ``name``: the same mangled symbol but
+        for LLVM's ``.llvm.N`` (rustc's copies of one function in several codegen units:
+        its hash says it is the same function), at other addresses, by their own
+        symbol names. Two C functions of one name (statics of two files) are not
+        copies of each other."""
+        first = self.symbols.get(name)
+        if first is None or not first.name.startswith(("_ZN", "_R")):
+            return []
+        base = strip_suffix(first.name)
+        seen = {first.address}
+        out = []
+        for sym in self.dwarf.elf.function_symbols():
+            if sym.size and sym.address not in seen and strip_suffix(sym.name) == base:
+                seen.add(sym.address)
+                out.append(sym.name)
+        return out
 
     def dwarf_name(self, name: str) -> str:
         """The name DWARF gives function ``name`` (a symbol's name may differ: rustc's
