@@ -68,3 +68,31 @@ def test_go_type_names_as_the_full_walk_has_them(example: Path) -> None:
     slow = [(name, die.tag, die.offset) for name, die in d.iter_named_types(cu)
             if not die.attributes.get("DW_AT_declaration")]
     assert d.top_types(cu) == slow and len(slow) > 1000
+
+
+def _names_as_the_full_walk_has_them(binary: Path) -> None:
+    from agent.target.dwarf.functions import Functions
+    from agent.target.dwarf.types import TypeNamer
+
+    dwarf = open_dwarf(binary)
+    functions = Functions(dwarf, TypeNamer(dwarf))
+    keys = {int(k) for k in dwarf.inlined_index()}
+    fast = dwarf.names_at(keys)
+    assert fast is not None and len(fast) == len(keys) > 0
+    slow = {k: functions._function_name(dwarf.die_at(k)) for k in keys}
+    assert fast == slow
+
+
+@pytest.mark.parametrize("which", ["rust_ledger", "rust_handler", "rust_layouts",
+                                   "c_dropped_clang", "c_dropped_gcc"])
+def test_inlined_function_names_as_the_full_walk_has_them(which: str,
+                                                          request: pytest.FixtureRequest
+                                                          ) -> None:
+    """The names of the functions inlined copies are of, read from the raw bytes with
+    their namespaces (Rust's ``a::b::f``, closures' ``f::{closure#0}``; clang's DWARF 5
+    names by index), equal the names pyelftools gives walking each DIE's parents."""
+    _names_as_the_full_walk_has_them(request.getfixturevalue(which))
+
+
+def test_inlined_go_function_names_as_the_full_walk_has_them(example: Path) -> None:
+    _names_as_the_full_walk_has_them(example)

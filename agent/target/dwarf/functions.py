@@ -137,10 +137,13 @@ class Functions:
         got = cache.get(build_id, "inlined-names", "v1") if build_id else None
         if not isinstance(got, dict):
             got = {}
-            for key in self._inlined_index():
-                name = self._function_name(self.dwarf.die_at(int(key)))
+            keys = {int(k) for k in self._inlined_index()}
+            fast = self.dwarf.names_at(keys)
+            for key in sorted(keys):
+                name = fast.get(key) if fast is not None else \
+                    self._function_name(self.dwarf.die_at(key))
                 if name:
-                    got.setdefault(name, []).append(int(key))
+                    got.setdefault(name, []).append(key)
             if build_id:
                 cache.put(build_id, "inlined-names", "v1", got)
         self._names = got

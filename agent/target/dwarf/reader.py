@@ -160,6 +160,20 @@ class Dwarf:
             return None
         return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
 
+    def names_at(self, offsets: set[int]) -> dict[int, str] | None:
+        """The qualified name (``scan.qualified_names``) of the DIE at each offset, read
+        from the raw bytes; None when the scan cannot read them."""
+        try:
+            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
+                                                 self.info.debug_abbrev_sec))
+            strings = scan.Strings(*(_bytes(s) if s is not None else b"" for s in (
+                self.info.debug_str_sec, getattr(self.info, "debug_line_str_sec", None),
+                getattr(self.info, "debug_str_offsets_sec", None))))
+            return scan.qualified_names(info, abbrev, strings, offsets,
+                                        self.language != "go")
+        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
+            return None
+
     def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
         """(qualified name, DIE) for every named type at top level or inside namespaces."""
         lang = self.unit_language(cu)

@@ -1,5 +1,6 @@
-"""A fast pass over all of ``.debug_info`` for the one question that needs every DIE:
-which DIEs are inlined copies, and of what.
+"""Fast passes over all of ``.debug_info`` for the questions that need every DIE:
+which DIEs are inlined copies, and of what, and what the functions they copy are
+called.
 
 pyelftools builds an object for every DIE and attribute (seconds and a few hundred MB
 for a large Go binary); this reads the raw bytes with the abbreviation tables, skips
@@ -201,6 +202,86 @@ def top_types(info: bytes, abbrev: bytes, unit: int, tags: frozenset[int], strs:
                 depth += 1
         return out
     raise ValueError(f"no unit at {unit:#x}")
+
+
+_STRX = {0x25: 1, 0x26: 2, 0x27: 3, 0x28: 4}  # strx1..strx4: an index of that size
+AT_STR_OFFSETS_BASE = 0x72
+
+
+@dataclass(frozen=True, slots=True)
+class Strings:
+    """The string sections a DIE's name may be in."""
+
+    str: bytes = b""  # .debug_str
+    line_str: bytes = b""  # .debug_line_str (DWARF 5)
+    offsets: bytes = b""  # .debug_str_offsets (DWARF 5's strx forms index it)
+
+
+def _string(data: bytes, at: int) -> str:
+    return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
+
+
+def qualified_names(info: bytes, abbrev: bytes, strings: Strings, wanted: set[int],
+                    nested: bool) -> dict[int, str]:
+    """The name of each DIE at an offset of ``wanted``: with ``nested``, prefixed by the
+    names of the DIEs it is nested in (``a::b::Name``, as Rust and C++ write it), else
+    its own (Go's is already qualified). Names inline, in .debug_str (by offset or, in
+    DWARF 5, by index) or .debug_line_str; ValueError for a form it does not know."""
+    out: dict[int, str] = {}
+    tables: dict[int, Any] = {}
+    for u, abbrev_at in _units(info):
+        table = tables.get(abbrev_at)
+        if table is None:
+            table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
+        pos = u.first
+        scope: list[str | None] = []  # names of the DIEs the next one is nested in
+        str_base = 8 if u.osize == 4 else 16  # past the table's header, until told
+        while pos < u.end:
+            at = pos
+            code, pos = uleb128(info, pos)
+            if code == 0:
+                if scope:
+                    scope.pop()
+                continue
+            _tag, children, specs = table[code]
+            raw: tuple[int, int] | None = None  # the name's form and value
+            for attr_, form in specs:
+                while form == 0x16:
+                    form, pos = uleb128(info, pos)
+                if attr_ == AT_NAME:
+                    if form == 0x08:
+                        raw = (form, pos)
+                    elif form in (0x0E, 0x1F):
+                        raw = (form, int.from_bytes(info[pos:pos + u.osize], "little"))
+                    elif form in _STRX:
+                        raw = (form, int.from_bytes(info[pos:pos + _STRX[form]], "little"))
+                    elif form == 0x1A:
+                        raw = (form, uleb128(info, pos)[0])
+                    else:
+                        raise ValueError(f"a name in form {form:#x}")
+                elif attr_ == AT_STR_OFFSETS_BASE and form == 0x17:
+                    str_base = int.from_bytes(info[pos:pos + u.osize], "little")
+                pos = _skip(info, pos, form, u)
+            name = None
+            if raw is not None:
+                form, value = raw
+                if form == 0x08:
+                    name = _string(info, value)
+                elif form == 0x0E:
+                    name = _string(strings.str, value)
+                elif form == 0x1F:
+                    name = _string(strings.line_str, value)
+                else:  # strx: the index of an offset in .debug_str_offsets
+                    at_ = str_base + value * u.osize
+                    name = _string(strings.str, int.from_bytes(
+                        strings.offsets[at_:at_ + u.osize], "little"))
+            if at in wanted:
+                # The unit's own name (scope[0]) is not part of a qualified name.
+                parts = [n for n in scope[1:] if n] if nested else []
+                out[at] = "::".join([*parts, name or "?"])
+            if children:
+                scope.append(name)
+    return out
 
 
 def inlined_index(info: bytes, abbrev: bytes) -> dict[str, list[int]]:
