@@ -460,12 +460,10 @@ class Functions:
 
     def summaries(self) -> tuple[FunctionSummary, ...]:
         """Every function symbol with its inlined-instance count, then the functions
-        that exist only inlined (address and size 0): walks all DWARF once."""
-        inlined: dict[str, int] = {}
-        for _cu, die in self.dwarf.iter_all_dies():
-            if die.tag == "DW_TAG_inlined_subroutine":
-                name = self._function_name(origin_of(die))
-                inlined[name] = inlined.get(name, 0) + 1
+        that exist only inlined (address and size 0), from the inlined index."""
+        index = self._inlined_index()
+        inlined = {name: sum(len(index.get(str(k), ())) for k in keys)
+                   for name, keys in self._named().items()}
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
         out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
                for s in syms for shown in [self.display_name(s.name)]]
