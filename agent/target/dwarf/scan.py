@@ -92,6 +92,16 @@ def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
         unit = head + length
 
 
+def _tabled_units(info: bytes, abbrev: bytes) -> Iterator[tuple[_Unit, dict[int, Any]]]:
+    """Every unit of .debug_info with its abbreviation table (units share tables)."""
+    tables: dict[int, Any] = {}
+    for u, abbrev_at in _units(info):
+        table = tables.get(abbrev_at)
+        if table is None:
+            table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
+        yield u, table
+
+
 def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     """Where the attribute value of ``form`` at ``pos`` ends."""
     size = _FIXED.get(form)
@@ -138,11 +148,7 @@ def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
     a form it does not know."""
     refs: dict[int, int] = {}
     inlined: list[int] = []
-    tables: dict[int, Any] = {}
-    for u, abbrev_at in _units(info):
-        table = tables.get(abbrev_at)
-        if table is None:
-            table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
+    for u, table in _tabled_units(info, abbrev):
         pos = u.first
         while pos < u.end:
             at = pos
@@ -228,11 +234,7 @@ def qualified_names(info: bytes, abbrev: bytes, strings: Strings, wanted: set[in
     its own (Go's is already qualified). Names inline, in .debug_str (by offset or, in
     DWARF 5, by index) or .debug_line_str; ValueError for a form it does not know."""
     out: dict[int, str] = {}
-    tables: dict[int, Any] = {}
-    for u, abbrev_at in _units(info):
-        table = tables.get(abbrev_at)
-        if table is None:
-            table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
+    for u, table in _tabled_units(info, abbrev):
         pos = u.first
         scope: list[str | None] = []  # names of the DIEs the next one is nested in
         str_base = 8 if u.osize == 4 else 16  # past the table's header, until told
