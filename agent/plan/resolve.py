@@ -34,7 +34,7 @@ from agent.plan.model import (
     TargetPlan,
     ValueSpec,
 )
-from agent.plan.selectors import FIRST_POLL, SelectError
+from agent.plan.selectors import FIRST_POLL, Future, SelectError
 from agent.spec.probes import DEFAULT_MAX, Probe, Spec, Step, Target, Value, parse_selector
 from agent.spec.reader import Mark, Problem, SpecError
 from agent.target import debuginfo, discover
@@ -230,12 +230,11 @@ def _async_body(b: Binary, fn: str) -> str | None:
 
 
 def _first_poll(b: Binary, fn: str, body: str, probe: Probe, out: _Collector
-                ) -> Probe | None:
+                ) -> tuple[Probe, Future] | None:
     """``probe`` on async fn ``fn`` as a probe on its future's first poll, in ``body``:
     each value read from what the future captured (its ``Unresumed`` state), and a
-    last value, the state itself, for the sites' gate."""
-    types = b.functions.param_types(body)
-    future = b.walker.future(types.get("~p0"))
+    last value, the state itself, for the sites' gate; with the future."""
+    future = b.walker.future(b.functions.param_types(body).get("~p0"))
     if future is None:
         out.add(probe.function_mark, f"{fn} is an async fn, but noop cannot find the "
                 f"state of its future in {body}", "probe the function it awaits instead",
@@ -264,29 +263,31 @@ def _first_poll(b: Binary, fn: str, body: str, probe: Probe, out: _Collector
         at = f"~p0.{FIRST_POLL}.{inner.lstrip()}"
         values.append(replace(v, selector=f"len({at}" if inner != v.selector else at))
     gate = Value(_GATE, "~p0", None, DEFAULT_MAX, probe.mark)
-    return replace(probe, function=body, values=(*values, gate))
+    return replace(probe, function=body, values=(*values, gate)), future
 
 
-def _gated(sites: list[Site], gate: ValueSpec) -> list[Site]:
+def _first_state(gate: ValueSpec) -> tuple[int, ...]:
+    """The value of the gate (a future's state) at a call's first poll: Unresumed."""
+    return tuple(v for v, n in gate.names if n == FIRST_POLL)
+
+
+def _gated(sites: list[Site], first: tuple[int, ...]) -> list[Site]:
     """The sites of an async fn's first poll: the last fetch, the future's state, made
-    their gate (a hit counts only while the future is still ``Unresumed``)."""
-    first = tuple(v for v, n in gate.names if n == FIRST_POLL)
+    their gate (a hit counts only while the state is ``first``: still ``Unresumed``)."""
     return [replace(s, fetches=s.fetches[:-1], gate=s.fetches[-1], gate_values=first,
                     why=s.why + "; only a call's first poll (its future still "
                     f"{FIRST_POLL}), so each call counts once")
             for s in sites]
 
 
-def _async_exit(b: Binary, fn: str, probe: Probe, first: list[Site],
-                these: tuple[ValueSpec, ...], out: _Collector) -> list[Site]:
+def _async_exit(b: Binary, fn: str, probe: Probe, future: Future, first: list[Site],
+                out: _Collector) -> list[Site]:
     """An exit probe on async fn ``fn``, from the sites of its first poll (``first``):
     they keep the call's record, by the address of its future's state; its end is
     where its body stores ``Returned`` into that state (the sites read what the first
     poll kept, and time it), and a future dropped with its record still there was
     cancelled (``drop`` sites, at its drop glue)."""
     body = first[0].function
-    future = b.walker.future(b.functions.param_types(body).get("~p0"))
-    assert future is not None  # _first_poll found it
     done = future.states.get("Returned")
     later = tuple(Fetch("later") if v.builtin is not None and v.at != "entry" else None
                   for v in probe.values)
@@ -328,11 +329,12 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     for fn in _functions(b, user, out):
         probe = user
         body = _async_body(b, fn)
+        future: Future | None = None
         if body is not None:
             polled = _first_poll(b, fn, body, user, out)
             if polled is None:
                 continue
-            probe, fn = polled, body
+            (probe, future), fn = polled, body
         try:
             fv = b.functions.vars(fn)
             types = b.functions.param_types(fn)
@@ -364,20 +366,19 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
                     missed[fn] = Counter({"an exit probe sees only calls of the function's "
                                           "own code": copies})
             else:
-                gated = tuple(v for v, n in these[-1].names if n == FIRST_POLL) \
-                    if body is not None else ()
-                found, why = placement.entry_sites(b, fn, probe, these, fetches, fv, types,
-                                                   xmm_readable, gated=gated)
+                found, why = placement.entry_sites(
+                    b, fn, probe, these, fetches, fv, types, xmm_readable,
+                    gated=_first_state(these[-1]) if body is not None else ())
                 if why:
                     missed[fn] = why
         except NoopError as exc:
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             continue
-        if found and body is not None:
-            found = _gated(found, these[-1])
+        if found and future is not None:
+            found = _gated(found, _first_state(these[-1]))
             these = these[:-1]
             if probe.at == "exit":
-                found = _async_exit(b, fn, user, found, these, out)
+                found = _async_exit(b, fn, user, future, found, out)
             if specs is not None and these != specs:
                 continue
         if found:
