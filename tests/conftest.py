@@ -199,37 +199,37 @@ def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _ledger(tmp_path_factory, "rust-ledger-lines", "-C", "debuginfo=line-tables-only")
 
 
-@pytest.fixture(scope="session")
-def rust_handler(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/programs/rust/handler (a tokio handler), a release build with debug info,
-    from Debian's packaged crates, offline (its .cargo/config.toml)."""
-    work = tmp_path_factory.mktemp("rust-handler")
-    src = work / "handler"
-    shutil.copytree(PROGRAMS / "rust" / "handler", src)  # its Cargo.lock stays there
-    _need(next(Path("/usr/share/cargo/registry").glob("tokio-1.*"), None),
-          "Debian's tokio crate (librust-tokio-dev)")
+def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate: str,
+                 package: str) -> Path:
+    """A cargo project's release build (debug info: its profile), from Debian's packaged
+    crates, offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays
+    there); ``crate``: the registry's crate it needs (a glob of its directory),
+    ``package``: the Debian package that has it."""
+    work = tmp_path_factory.mktemp(project.name)
+    src = work / project.name
+    shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
+    _need(next(Path("/usr/share/cargo/registry").glob(crate), None),
+          f"Debian's {crate.split('-')[0]} crate ({package})")
     env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
            "CARGO_HOME": str(work / "cargo-home")}
     _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
            env=env)
-    return work / "target" / "release" / "handler"
+    return work / "target" / "release" / project.name
+
+
+@pytest.fixture(scope="session")
+def rust_handler(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/handler (a tokio handler), a release build with debug info."""
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "handler", "tokio-1.*",
+                        "librust-tokio-dev")
 
 
 @pytest.fixture(scope="session")
 def rust_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """examples/rust-prometheus (the prometheus crate from Debian's registry, offline),
-    a release build with debug info, as setup.sh builds it."""
-    work = tmp_path_factory.mktemp("rust-example")
-    src = work / "rust-prometheus"
-    shutil.copytree(REPO / "examples" / "rust-prometheus", src,
-                    ignore=shutil.ignore_patterns("Cargo.lock", "target"))
-    _need(next(Path("/usr/share/cargo/registry").glob("prometheus-0.13.*"), None),
-          "Debian's prometheus crate (librust-prometheus-dev)")
-    env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
-           "CARGO_HOME": str(work / "cargo-home")}
-    _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
-           env=env)
-    return work / "target" / "release" / "rust-prometheus"
+    """examples/rust-prometheus (the prometheus crate), a release build with debug info,
+    as setup.sh builds it."""
+    return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
+                        "prometheus-0.13.*", "librust-prometheus-dev")
 
 
 @pytest.fixture(scope="session")
