@@ -74,14 +74,14 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
     if args.binary:
-        from agent.plan import client_golang
+        from agent.plan import presets
         try:
-            return client_golang.plan(args.binary, args.pid, aggregate)
+            return presets.plan(args.binary, args.pid, aggregate)
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
-    raise NoopError("nothing to probe", "give --binary BIN (client_golang preset) or "
-                    "--config probes.yaml")
+    raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
+                    "or the prometheus crate) or --config probes.yaml")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -126,7 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from agent.service import daemon
     if not (args.binary or args.config):
         raise NoopError("noop run: nothing to probe", "give --config probes.yaml, or "
-                        "--binary BIN for the client_golang preset's meta-metrics")
+                        "--binary BIN for the preset's meta-metrics (client_golang, "
+                        "prometheus crate)")
     from agent.output.serve import parse_listen
     try:
         parse_listen(args.listen)
@@ -200,7 +201,8 @@ def _address(text: str) -> int:
 
 def _target_flags(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--binary", metavar="BIN",
-                    help="the program to probe (alone: the built-in client_golang preset)")
+                    help="the program to probe (alone: the built-in preset for Go's "
+                    "client_golang or Rust's prometheus crate)")
     sp.add_argument("--config", metavar="FILE", help="a probe spec (probes.yaml)")
     sp.add_argument("--pid", type=int, help="only this process (default: every process "
                     "running the binary, started before or after noop)")
@@ -251,8 +253,8 @@ def parser() -> argparse.ArgumentParser:
                     help="as noop run loads it: in-kernel aggregates, metrics only")
     sp.add_argument("--schema", action="store_true",
                     help="print the spec format as JSON Schema")
-    sp = add("run", cmd_run, "serve the spec's metrics (or, with --binary alone, a Go "
-             "program's client_golang meta-metrics) on /metrics until SIGTERM; SIGHUP "
+    sp = add("run", cmd_run, "serve the spec's metrics (or, with --binary alone, the "
+             "meta-metrics of the program's own metrics) on /metrics until SIGTERM; SIGHUP "
              "reloads the spec", json_flag=False)
     _target_flags(sp)
     from agent.output import DEFAULT_LISTEN

@@ -200,18 +200,19 @@ def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate: str,
-                 package: str) -> Path:
-    """A cargo project's release build (debug info: its profile), from Debian's packaged
-    crates, offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays
-    there); ``crate``: the registry's crate it needs (a glob of its directory),
-    ``package``: the Debian package that has it."""
+                 package: str, **profile: str) -> Path:
+    """A cargo project's release build (debug info: its profile, or ``profile``'s
+    settings), from Debian's packaged crates, offline (its .cargo/config.toml), built
+    from a copy (its Cargo.lock stays there); ``crate``: the registry's crate it needs
+    (a glob of its directory), ``package``: the Debian package that has it."""
     work = tmp_path_factory.mktemp(project.name)
     src = work / project.name
     shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
     _need(next(Path("/usr/share/cargo/registry").glob(crate), None),
           f"Debian's {crate.split('-')[0]} crate ({package})")
     env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
-           "CARGO_HOME": str(work / "cargo-home")}
+           "CARGO_HOME": str(work / "cargo-home"),
+           **{f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}}
     _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
            env=env)
     return work / "target" / "release" / project.name
@@ -230,6 +231,13 @@ def rust_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     as setup.sh builds it."""
     return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
                         "prometheus-0.13.*", "librust-prometheus-dev")
+
+
+@pytest.fixture(scope="session")
+def rust_example_nodebug(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same as Cargo's release profile builds it by default: no debug info."""
+    return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
+                        "prometheus-0.13.*", "librust-prometheus-dev", debug="false")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.plan import binary, client_golang, plain, resolve
+from agent.plan import binary, plain, presets, resolve
 from agent.plan.model import Plan
 from agent.spec import probes as spec
 
@@ -34,10 +34,10 @@ def test_the_preset_kept_is_the_preset_made(example: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              aggregate: bool) -> None:
     monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
-    made = client_golang.plan(str(example), 42, aggregate)
+    made = presets.plan(str(example), 42, aggregate)
     assert plain.load(Plan, json.loads(json.dumps(plain.dump(made)))) == made
     _no_dwarf(monkeypatch)
-    kept = client_golang.plan(str(example), 7, aggregate)
+    kept = presets.plan(str(example), 7, aggregate)
     assert kept.targets[0].pid == 7
     assert kept == replace(made, targets=(replace(made.targets[0], pid=7),))
 

@@ -58,8 +58,9 @@ def test_prometheus_scrapes_noop(privileged: None, example: Path, tmp_path: Path
         ex, url = run_example(example)
         try:
             truth = scrape(url)
-            settle(agent, "noop_go_metric_value", {"target": example.name, "pid": str(ex.pid),
-                                                   "metric": "fake_counter", "labels": ""},
+            settle(agent, "noop_metric_value", {"target": example.name, "pid": str(ex.pid),
+                                                "library": "client_golang",
+                                                "metric": "fake_counter", "labels": ""},
                    TICKS)
             want = {k: v for k, v in truth.items() if k.startswith(
                 ("fake_counter", "another_fake_gauge", "sub_fake_gauge", "fake_requests"))}
@@ -68,7 +69,7 @@ def test_prometheus_scrapes_noop(privileged: None, example: Path, tmp_path: Path
             while time.monotonic() < deadline and len(got) < len(want):
                 got = {}
                 try:
-                    rows = _query(base, f'noop_go_metric_value{{pid="{ex.pid}"}}')
+                    rows = _query(base, f'noop_metric_value{{pid="{ex.pid}"}}')
                 except OSError:  # the server is still starting
                     rows = []
                 for row in rows:

@@ -111,8 +111,8 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     ex, url = run_example(example)
     try:
         truth = scrape(url)
-        base = {"target": example.name, "pid": str(ex.pid)}
-        got = settle(agent, "noop_go_metric_updates_total",
+        base = {"target": example.name, "pid": str(ex.pid), "library": "client_golang"}
+        got = settle(agent, "noop_metric_updates_total",
                      {**base, "metric": "fake_counter", "labels": "", "op": "Inc"}, TICKS)
         up = settle(agent, "noop_target_up", {"target": "main"}, 1)  # a pass over /proc
         assert up[("noop_target_up", (("target", "main"),))] == 1
@@ -125,12 +125,12 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     for s, want in series.items():
         name, labels = _labels_text(s)
         key = tuple(sorted({**base, "metric": name, "labels": labels}.items()))
-        assert got[("noop_go_metric_value", key)] == want, s
-        assert got[("noop_go_metric_increments", key)] == want, s  # all started at 0
+        assert got[("noop_metric_value", key)] == want, s
+        assert got[("noop_metric_increments", key)] == want, s  # all started at 0
     hist = tuple(sorted({**base, "metric": "fake_histogram", "labels": ""}.items()))
-    assert got[("noop_go_metric_value", hist)] == truth["fake_histogram_count"] == TICKS
+    assert got[("noop_metric_value", hist)] == truth["fake_histogram_count"] == TICKS
     updates = {(dict(k)["metric"], dict(k)["labels"], dict(k)["op"]): v
-               for (n, k), v in got.items() if n == "noop_go_metric_updates_total"}
+               for (n, k), v in got.items() if n == "noop_metric_updates_total"}
     children = {(_labels_text(s)[1]): v for s, v in series.items()
                 if s.startswith("fake_requests_total")}
     assert updates == {
@@ -148,7 +148,7 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     # The example has exited: its rows and names are dropped within the prune sweep.
     for _ in range(30):
         left = [k for (n, k), _v in agent.metrics().items()
-                if n == "noop_go_metric_value" and ("pid", str(ex.pid)) in k]
+                if n == "noop_metric_value" and ("pid", str(ex.pid)) in k]
         if not left:
             break
         time.sleep(0.2)

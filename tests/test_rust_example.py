@@ -52,6 +52,10 @@ def test_its_metrics_are_what_it_did(rust_example: Path) -> None:
     assert got["fake_add_int_gauge"] == 3 * n
     assert got["fake_float_counter"] == 0.25 * n
     assert got["fake_int_counter"] == 3 * n
+    assert got['fake_tick_float_counter{source="tick"}'] == \
+        THREADS * sum(t * 0.5 for t in range(1, TICKS + 1))
+    assert got["fake_dec_float_gauge"] == -n
+    assert got["fake_inc_int_gauge"] == n
     assert got["fake_histogram_count"] == n
     assert got["fake_histogram_sum"] == THREADS * sum(t % 10 for t in range(1, TICKS + 1))
     requests = {k: v for k, v in got.items() if k.startswith("fake_requests_total{")}

@@ -35,6 +35,10 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
     fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
     if fetch.kind == "builtin":
         return [f"{dst} = {builtins[fetch.builtin]};"]
+    if fetch.kind == "const":  # the bits as they are, whatever the value's type
+        return ["do {", f"\tu64 k = {fetch.offset & 2**64 - 1:#x}ULL;",
+                f'\t_Static_assert(sizeof({dst}) == 8, "an 8-byte constant");',
+                f"\t__builtin_memcpy(&{dst}, &k, 8);", "} while (0);"]
     if fetch.kind == "saved":  # in a return's program: from its call's record
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',

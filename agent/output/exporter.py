@@ -1,5 +1,5 @@
 """The Prometheus collector of ``noop run``: on every scrape it reads the in-kernel
-aggregates of the running session and yields the user metrics, the client_golang
+aggregates of the running session and yields the user metrics, the preset's
 meta-metrics and noop's own health. Reads BPF maps only through the session's loader."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from agent import __version__
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.aggregate import Row
 from agent.kernel.codegen import Program
-from agent.output.meta import GoMeta
+from agent.output.meta import PresetMeta
 from agent.output.usermetrics import UserMetrics, faulty
 from agent.plan.model import Plan
 
@@ -44,7 +44,7 @@ class Session:
     program: Program
     maps: Maps
     users: UserMetrics
-    meta: GoMeta | None
+    meta: PresetMeta | None
     seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
     decode_errors: int = 0
     _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)

@@ -1,11 +1,13 @@
-"""Meta-metrics of a Go program's own client_golang metrics, for ``noop run --binary``:
-how often each series is updated (by operation), its value as seen in the process's
-memory, and the sum of the increments noop saw. Built at scrape time from the preset's
-in-kernel rows; each metric object's name and labels come from the one event the BPF
-program sends the first time it sees the object. Imports no BPF."""
+"""Meta-metrics of a program's own Prometheus metrics (client_golang's, the prometheus
+crate's), for ``noop run --binary``: how often each series is updated (by operation),
+its value as seen in the process's memory, and the sum of the increments noop saw.
+Built at scrape time from the preset's in-kernel rows; each metric object's name and
+labels come from the one event the BPF program sends the first time it sees the
+object. Imports no BPF."""
 
 from __future__ import annotations
 
+import math
 import struct
 import threading
 from collections.abc import Iterator
@@ -16,11 +18,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
-from agent.output import golang
+from agent.output import updates
+from agent.plan import rust_prometheus
 from agent.plan.client_golang import COUNT_MASK
-from agent.plan.model import Plan
+from agent.plan.model import Plan, ProbePlan
+from agent.plan.presets import library
 
-LABELS = ("target", "pid", "metric", "labels")
+LABELS = ("target", "pid", "library", "metric", "labels")
 
 
 def _float(bits: int) -> float:
@@ -43,6 +47,25 @@ class _Object:
     base: int | None = None
     added: int = 0
     carried: bool = False
+    # The prometheus crate's: a counter's largest value seen; the increments' exact sum
+    # (while ``exact``: every update seen had an increment known exactly); a float
+    # counter's smallest old value any CPU saw first.
+    now: float | None = None
+    summed: float = 0.0
+    exact: bool | None = None
+    low: float | None = None
+
+    def add_exact(self, inc: float) -> None:
+        self.summed += inc
+        self.exact = self.exact is not False
+
+    def increments(self, now: float) -> float | None:
+        """The value now less the value before the first update noop saw."""
+        if self.exact:
+            return self.summed
+        if self.low is not None:
+            return now - self.low
+        return now - self.first[1] if self.first is not None else None
 
     def carry(self, base: int | None, added: int, carried: bool = True) -> None:
         """Updates seen since ``base``, the value before the first of them. Only rows
@@ -54,6 +77,8 @@ class _Object:
             self.base = base
 
     def value(self) -> float | None:
+        if self.now is not None:
+            return self.now
         if self.carried and self.base is not None:
             whole = self.base + self.added
             if self.kind == "counter":
@@ -70,18 +95,19 @@ class _Object:
             self.first = (ts, before)
 
 
-class GoMeta:
+class PresetMeta:
     """``on_event`` learns each object's name and labels; ``families`` reads the rows."""
 
     def __init__(self, plan: Plan, target: str) -> None:
         self.plan = plan
         self.target = target
+        self.library = library(plan)
         self._lock = threading.Lock()
         self._names: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, object) -> ...
 
     def on_event(self, probe_index: int, event: Event) -> None:
         probe = self.plan.probes[probe_index]
-        u = golang.update(event, probe.sites[event.site].tag)
+        u = updates.update(event, probe.sites[event.site].tag, self.library)
         if u.metric == "?":  # the name could not be read; try again on the next one
             return
         labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
@@ -100,21 +126,25 @@ class GoMeta:
                 if row.key is None:
                     continue
                 key = (int(row.key["$pid"]), int(row.key["object"] or 0))
-                kind, op = probe.sites[int(row.key["$site"])].tag.split(".", 1)
+                site = int(row.key["$site"])
+                kind, op, *_ = rust_prometheus.parse_tag(probe.sites[site].tag)
                 o = objs.setdefault(key, _Object(kind))
                 o.updates[op] = o.updates.get(op, 0) + row.hits
-                _fold(probe.name, o, row.columns, row.hits)
+                if self.library == rust_prometheus.LIBRARY:
+                    _fold_rust(probe, site, o, row.columns, row.hits)
+                else:
+                    _fold(probe.name, o, row.columns, row.hits)
         return objs
 
     def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
         updates = CounterMetricFamily(
-            "noop_go_metric_updates", "Updates of a client_golang metric series seen by "
+            "noop_metric_updates", "Updates of the program's own metric series seen by "
             "noop, by operation", labels=[*LABELS, "op"])
         value = GaugeMetricFamily(
-            "noop_go_metric_value", "The series' value in the process's memory at its "
+            "noop_metric_value", "The series' value in the process's memory at its "
             "latest update (a histogram: its observation count)", labels=list(LABELS))
         incs = GaugeMetricFamily(
-            "noop_go_metric_increments", "Sum of the increments noop saw: the value now "
+            "noop_metric_increments", "Sum of the increments noop saw: the value now "
             "minus the value before the first update it saw", labels=list(LABELS))
         with self._lock:
             names = dict(self._names)
@@ -122,14 +152,15 @@ class GoMeta:
             name = names.get((pid, obj))
             if name is None:
                 continue  # its description is still in the ring buffer
-            labels = [self.target, str(pid), *name]
+            labels = [self.target, str(pid), self.library, *name]
             for op, n in sorted(o.updates.items()):
                 updates.add_metric([*labels, op], n)
             now = o.value()
             if now is not None:
                 value.add_metric(labels, now)
-                if o.first is not None:
-                    incs.add_metric(labels, now - o.first[1])
+                since = o.increments(now)
+                if since is not None:
+                    incs.add_metric(labels, since)
         yield from (updates, value, incs)
 
 
@@ -163,3 +194,47 @@ def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
         first = cols.get("first")
         if first is not None:
             o.earlier(first[1], float(first[0] & COUNT_MASK))
+
+
+def _fold_rust(probe: ProbePlan, site: int, o: _Object, cols: dict[str, Any], hits: int
+               ) -> None:
+    """A prometheus crate probe's row (see ``rust_prometheus.columns``): integers and
+    f64 bits as the probe decodes them."""
+    kind, _op, sign, adjust = rust_prometheus.parse_tag(probe.sites[site].tag)
+    if kind == "histogram":
+        if cols.get("count") is not None:
+            o.count = max(o.count or 0, cols["count"])
+        first = cols.get("first")
+        if first is not None:
+            o.earlier(first[1], float(first[0] & rust_prometheus.COUNT_MASK))
+        return
+    names = [v.name for v in probe.values]
+    decode = probe.values[names.index("value")].decode
+    delta = probe.sites[site].fetches[names.index("delta")]
+
+    def number(raw: int) -> float:
+        if decode == "float":
+            return _float(raw)
+        return float(raw - 2**64 if decode == "int" and raw >= 2**63 else raw)
+
+    now = cols.get("value")
+    if kind == "counter" and now is not None:
+        o.now = max(o.now if o.now is not None else -math.inf, number(now))
+    elif now is not None and (o.last is None or now[1] > o.last[0]):
+        o.last = (now[1], number(now[0]))
+    if delta.kind == "unavailable":  # a set: no increment
+        o.exact = False
+    elif cols.get("added") is not None:  # integers: the increments' exact sum
+        wrapped = (sign * cols["added"]) & (2**64 - 1)
+        o.add_exact(wrapped - 2**64 if wrapped >= 2**63 else wrapped)
+    elif delta.kind == "const" and decode == "float":  # a float's constant increment
+        o.add_exact(hits * _float(delta.offset))
+    else:  # a set, or a float increment known only at run time
+        o.exact = False
+    if cols.get("low") is not None:
+        o.low = min(o.low if o.low is not None else math.inf, _float(cols["low"]))
+    first, inc, before = (cols.get(c) for c in ("first", "first_delta", "first_before"))
+    if before is not None:
+        o.earlier(before[1], number(before[0]))
+    elif first is not None and inc is not None:
+        o.earlier(first[1], number(first[0]) + adjust - sign * number(inc[0]))

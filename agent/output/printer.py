@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from agent.kernel.events import Event
-from agent.output import golang
+from agent.output import updates
 from agent.plan.model import Plan
 
 # CLOCK_MONOTONIC (bpf_ktime_get_ns) -> wall clock, fixed once at start.
@@ -45,7 +45,7 @@ def _text_value(event: Event, name: str, value: Any) -> str:
     if isinstance(value, bytes):
         return value.hex() + ("..." if name in event.truncated else "")
     if isinstance(value, float):
-        return golang.number(value)
+        return updates.number(value)
     return str(value)
 
 
@@ -91,6 +91,8 @@ def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
 
 def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
     """prometheusnoop's lines: one per metric update."""
+    from agent.plan.presets import library
+    lib = library(plan)
     header = [] if as_json else [
         f"{'TIME':<15} {'PID':>7} {'OBJECT':<14} {'OP':<9} METRIC VALUE (INC)\n"]
 
@@ -98,7 +100,7 @@ def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
         if header:
             out.write(header.pop())
         site = plan.probes[e.probe].sites[e.site]
-        u = golang.update(e, site.tag)
+        u = updates.update(e, site.tag, lib)
         if as_json:
             obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
                    "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
@@ -110,10 +112,10 @@ def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(u.labels.items()))
             name = u.metric + (f"{{{labels}}}" if labels else "")
             inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}" \
-                f"{golang.number(u.inc)})"
+                f"{updates.number(u.inc)})"
             note = f"  [{u.note}]" if u.note else ""
             out.write(f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
-                      f"{name} {golang.number(u.value)}{inc}{note}\n")
+                      f"{name} {updates.number(u.value)}{inc}{note}\n")
         out.flush()
 
     return emit

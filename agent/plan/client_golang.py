@@ -18,23 +18,19 @@ instructions in the methods' machine code and probes them, not the methods' entr
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent import cache
 from agent.errors import NoopError
-from agent.plan import plain
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
-from agent.target import debuginfo, discover, sites
+from agent.target import discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
 from agent.target.dwarf.reader import die_name
-from agent.target.elf import ElfFile
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
@@ -154,38 +150,11 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
     return spec, Fetch("unavailable", why=reason)
 
 
-def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
-    """The preset's plan for the binary at ``path``; with ``aggregate``, each probe also
-    folds its hits into an in-kernel aggregate by (process, metric object, site) and
-    describes each metric object once (for ``noop run``).
-
-    The plan depends on the binary's bytes alone: it is kept in noop's cache by
-    build-id, and a start that finds it opens no DWARF."""
-    here = discover.Selector(path=str(Path(path).resolve()))
-    elf = ElfFile(path)
-    # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
-    build_id = elf.build_id + debuginfo.locate(elf).cache_tag
-    key = f"aggregate={aggregate}"
-    kept = cache.get(build_id, "preset", key) if build_id else None
-    made: Plan | None = None
-    if kept is not None:
-        with contextlib.suppress(ValueError, TypeError, KeyError):
-            made = plain.load(Plan, kept)
-    if made is None:
-        made = _plan(path, aggregate)
-        if build_id:
-            cache.put(build_id, "preset", key, plain.dump(made))
-    (target,) = made.targets
-    binary = path if path.startswith(str(discover.PROC) + "/") else here.path or path
-    return replace(made, targets=(replace(target, binary=binary, pid=pid, selector=here),))
-
-
-def _plan(path: str, aggregate: bool) -> Plan:
-    b = Binary(path)
-    if b.dwarf.language != "go":
-        raise NoopError(f"{path} is not a Go program",
-                        "the built-in preset is for client_golang; write a probes.yaml "
-                        "and use --config")
+def make(b: Binary, aggregate: bool) -> Plan:
+    """The preset's plan for Go program ``b``; with ``aggregate``, each probe also folds
+    its hits into an in-kernel aggregate by (process, metric object, site) and
+    describes each metric object once (for ``noop run``)."""
+    path = b.path
     probes = []
     modules = b.modules(PKG)
     for rule in RULES:

@@ -99,6 +99,8 @@ class Fetch:
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
     - ``builtin``: ``builtin`` (pid, tid, goid, timestamp, duration)
+    - ``const``: the 8 bytes ``offset`` (a value the code holds as a constant: an
+      instruction's operand, a double it loads from the binary)
     - ``derived``: a float computed in noop from the registers ``regs`` (one or two
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
@@ -146,6 +148,8 @@ class Fetch:
                 f"bytes at {self.regs[0]}, length {self.regs[1]}"
         if self.kind == "builtin":
             return f"${self.builtin}"
+        if self.kind == "const":
+            return f"the constant {self.offset:#x} (in the code)"
         if self.kind == "derived":
             return FORMULAS[self.formula].format(*self.regs)
         if self.kind == "root":
@@ -160,7 +164,7 @@ class Fetch:
         out: dict[str, Any] = {"kind": self.kind}
         if self.ops:
             out["ops"] = [o.to_json() for o in self.ops]
-        if self.kind in ("mem", "mem_slice", "mem_array", "reg"):
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const"):
             out["offset"] = self.offset
         if self.length is not None:
             out["length"] = self.length

@@ -25,7 +25,7 @@ from agent.errors import NoopError
 from agent.kernel import aggregate, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.output.exporter import Exporter, Health, Session
-from agent.output.meta import GoMeta
+from agent.output.meta import PresetMeta
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
@@ -120,7 +120,7 @@ class Daemon:
             progress.done()
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         session = Session(plan, program, loaded, UserMetrics(plan),
-                          GoMeta(plan, target) if self.opts.preset else None)
+                          PresetMeta(plan, target) if self.opts.preset else None)
         return session, loaded
 
     def _plan(self) -> Plan:

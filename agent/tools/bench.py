@@ -348,9 +348,9 @@ def _preset(site: Site) -> Iterator[Attached]:
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
-    from agent.plan import client_golang
+    from agent.plan import presets
 
-    plan = client_golang.plan(site.binary, aggregate=True)
+    plan = presets.plan(site.binary, aggregate=True)
     program = codegen.generate(plan, xmm_helper_available(), mode="run",
                                cookies=attach_cookies())
     op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add

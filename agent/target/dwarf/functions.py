@@ -141,7 +141,7 @@ class Functions:
             fast = self.dwarf.names_at(keys)
             for key in sorted(keys):
                 name = fast.get(key) if fast is not None else \
-                    self._function_name(self.dwarf.die_at(key))
+                    self.function_name(self.dwarf.die_at(key))
                 if name:
                     got.setdefault(name, []).append(key)
             if build_id:
@@ -173,7 +173,7 @@ class Functions:
         or ``{closure#0}``); '' when DWARF has none."""
         sym = self.symbols.get(name)
         die = self.dwarf.subprogram_at(sym.address) if sym is not None else None
-        return self._function_name(origin_of(die)) if die is not None else ""
+        return self.function_name(origin_of(die)) if die is not None else ""
 
     def only_inlined(self, name: str) -> bool:
         """Whether ``name`` exists only as copies inlined into other functions."""
@@ -472,7 +472,7 @@ class Functions:
                 if n and n not in named and n not in self.symbols]
         return tuple(out)
 
-    def _function_name(self, decl: DIE) -> str:
+    def function_name(self, decl: DIE) -> str:
         """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""
         if self.dwarf.unit_language(decl.cu) == "go":
             return die_name(decl) or ""

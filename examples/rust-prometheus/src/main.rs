@@ -31,6 +31,9 @@ struct Metrics {
     add_int_gauge: IntGauge,
     float_fake_counter: Counter,
     int_fake_counter: IntCounter,
+    tick_float_counter: Counter,
+    dec_float_gauge: Gauge,
+    inc_int_gauge: IntGauge,
     fake_histogram: Histogram,
     requests: IntCounterVec,
 }
@@ -58,6 +61,11 @@ impl Metrics {
                                              "inc_by(0.25) once per tick.").unwrap(),
             int_fake_counter: IntCounter::new("fake_int_counter",
                                               "inc_by(3) once per tick.").unwrap(),
+            tick_float_counter: Counter::with_opts(
+                Opts::new("fake_tick_float_counter", "inc_by(half the tick number) once per tick.")
+                    .const_label("source", "tick")).unwrap(),
+            dec_float_gauge: Gauge::new("fake_dec_float_gauge", "Dec once per tick.").unwrap(),
+            inc_int_gauge: IntGauge::new("fake_inc_int_gauge", "Inc once per tick.").unwrap(),
             fake_histogram: Histogram::with_opts(
                 HistogramOpts::new("fake_histogram",
                                    "Observes the tick number modulo 10 once per tick.")
@@ -77,6 +85,9 @@ impl Metrics {
         reg.register(Box::new(m.add_int_gauge.clone())).unwrap();
         reg.register(Box::new(m.float_fake_counter.clone())).unwrap();
         reg.register(Box::new(m.int_fake_counter.clone())).unwrap();
+        reg.register(Box::new(m.tick_float_counter.clone())).unwrap();
+        reg.register(Box::new(m.dec_float_gauge.clone())).unwrap();
+        reg.register(Box::new(m.inc_int_gauge.clone())).unwrap();
         reg.register(Box::new(m.fake_histogram.clone())).unwrap();
         reg.register(Box::new(m.requests.clone())).unwrap();
         m
@@ -97,6 +108,9 @@ impl Metrics {
         self.add_int_gauge.sub(1);
         self.float_fake_counter.inc_by(0.25);
         self.int_fake_counter.inc_by(3);
+        self.tick_float_counter.inc_by(n as f64 * 0.5); // known only at run time
+        self.dec_float_gauge.dec();
+        self.inc_int_gauge.inc();
         self.fake_histogram.observe((n % 10) as f64);
         self.requests
             .with_label_values(&[METHODS[(n % 2) as usize], CODES[(n % 3) as usize]])

@@ -1,0 +1,62 @@
+"""The built-in presets behind ``noop --binary`` and ``noop run --binary``: every update
+of the program's own Prometheus metrics, for Go's client_golang and Rust's prometheus
+crate, chosen by the binary's language. Plans are kept in noop's cache by build-id."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+
+from agent import cache
+from agent.errors import NoopError
+from agent.plan import client_golang, plain, rust_prometheus
+from agent.plan.binary import Binary
+from agent.plan.model import Plan
+from agent.target import debuginfo, discover
+from agent.target.elf import ElfFile
+
+# The library each preset mirrors, by the plan's source (the meta-metrics' label).
+LIBRARIES = {"client_golang preset": "client_golang",
+             rust_prometheus.SOURCE: rust_prometheus.LIBRARY}
+
+
+def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
+    """The preset's plan for the binary at ``path``; with ``aggregate``, the in-kernel
+    aggregates ``noop run`` reads too.
+
+    The plan depends on the binary's bytes alone: it is kept in noop's cache by
+    build-id, and a start that finds it opens no DWARF."""
+    here = discover.Selector(path=str(Path(path).resolve()))
+    elf = ElfFile(path)
+    # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
+    build_id = elf.build_id + debuginfo.locate(elf).cache_tag
+    key = f"aggregate={aggregate}"
+    kept = cache.get(build_id, "preset", key) if build_id else None
+    made: Plan | None = None
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            made = plain.load(Plan, kept)
+    if made is None:
+        made = _make(path, aggregate)
+        if build_id:
+            cache.put(build_id, "preset", key, plain.dump(made))
+    (target,) = made.targets
+    binary = path if path.startswith(str(discover.PROC) + "/") else here.path or path
+    return replace(made, targets=(replace(target, binary=binary, pid=pid, selector=here),))
+
+
+def _make(path: str, aggregate: bool) -> Plan:
+    b = Binary(path)
+    language = b.dwarf.language
+    if language == "go":
+        return client_golang.make(b, aggregate)
+    if language == "rust":
+        return rust_prometheus.make(b, aggregate)
+    raise NoopError(f"{path} is a {language.upper()} program: the built-in presets mirror "
+                    "Go's client_golang and Rust's prometheus crate",
+                    "write a probes.yaml for it and use --config")
+
+
+def library(p: Plan) -> str:
+    return LIBRARIES.get(p.source, "")

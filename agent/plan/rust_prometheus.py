@@ -1,0 +1,514 @@
+"""The built-in preset for Rust's ``prometheus`` crate: every update of a counter, gauge
+or histogram the program makes, with the metric's name, labels and value.
+
+Where it probes, and why. In an optimized build the crate's update methods exist only
+as copies inlined into the program's own code (``IntCounter::inc``, ``Gauge::add``,
+...). Each copy of ``Value<P>::inc_by``/``dec_by``/``set`` comes down to one instruction
+on the metric's ``Value.val``, found in the copy's code through DWARF's inlined-
+subroutine records; the copy's callers there (``GenericCounter::inc``,
+``GenericGauge::sub``, ...) name the operation the program called:
+
+- integers (``IntCounter``, ``IntGauge``): ``lock add``/``sub``/``inc``/``dec`` on
+  memory. The increment is the instruction's operand (a constant, or a register that
+  the instruction leaves as it was); no register holds the value, so it is read from
+  memory just after the update. x86 uprobes refuse LOCK-prefixed instructions, so the
+  probe sits on the first instruction after them.
+- floats (``Counter``, ``Gauge``): a compare-and-swap loop on the f64's bits; after the
+  ``lock cmpxchg`` the bits before are in rax and the bits after in its source
+  register, and ZF says the swap won. The increment is the loop's constant when the
+  program passed one (read from the binary), else new - old.
+- ``set``: a plain store, probed where the value is in a general register (the store
+  itself, with the old value still in memory) or else just after it.
+- histograms: ``HistogramCore::observe`` counts in ``shard_and_count`` with a ``lock
+  xadd`` whose old value is left in its register: the count is exact.
+
+A scrape (``HistogramCore::proto``) folds the cold shard into the hot one through the
+crate's atomics directly, not through these methods: those are not counted.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from elftools.dwarf.die import DIE
+
+from agent.errors import NoopError
+from agent.plan.binary import Binary
+from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.spec.probes import parse_selector
+from agent.target import debuginfo, discover, sites
+from agent.target.amd64 import full_register
+from agent.target.dwarf.locations import Piece
+from agent.target.dwarf.lookup import find_type
+from agent.target.dwarf.reader import origin_of
+
+TARGET = "main"
+LIBRARY = "rust-prometheus"
+SOURCE = "prometheus crate preset"
+MAX_LABELS = 4  # label pairs read per metric (the crate keeps them sorted by name)
+MAX_ROWS = 4096  # in-kernel rows per probe: (process, metric object, site)
+COUNT_MASK = 2**63 - 1  # ShardAndCount: the count below the hot-shard bit
+
+# The copies whose code holds an update: Value<P>'s methods (P: the atomic), and the
+# histogram's count.
+_VALUE = re.compile(r"prometheus::value::Value<prometheus::atomic64::Atomic([FIU]64)>::"
+                    r"(inc|inc_by|dec|dec_by|set)(<|$)")
+_HIST_INC = "prometheus::histogram::ShardAndCount::inc"
+# The method of the program's call: the innermost of these around the Value copy.
+_OWNER = re.compile(r"prometheus::(counter|gauge)::Generic(?:Counter|Gauge)<[^>]*>::(\w+)")
+_NUMBERS = {"F64": "f64", "I64": "i64", "U64": "u64"}
+_DECODE = {"f64": "float", "i64": "int", "u64": "uint"}
+_LOCK_OPS = {"add": 1, "sub": -1, "inc": 1, "dec": -1}
+_STORES = ("mov", "movsd", "movq", "xchg")
+
+# noop run: what each probe keeps per (process, metric object, site) in the kernel.
+# - The latest value: counters only grow, so the largest seen; a gauge's latest, as read
+#   from memory after the update (``now``; for integers that is the value itself): of
+#   racing updates, the one read last has them all, where float gauges' new values in
+#   registers would be ordered by when each probe ran.
+# - For the increments since noop first saw the series: integers sum the increments
+#   (exact: the values read from memory may hold other threads' updates); a float's
+#   constant increment times the hits is exact too. Otherwise the value before the
+#   first update: float counters the smallest old value any CPU saw first (they only
+#   grow), gauges the old value (or the value less its increment) of the earliest hit.
+def columns(kind: str, number: str) -> tuple[Column, ...]:
+    if kind == "histogram":
+        return (Column("count", "max", "before", mask=COUNT_MASK, add=1),
+                Column("first", "first", "before"))
+    latest = Column("value", "max", "value") if kind == "counter" else \
+        Column("value", "last", "now" if number == "f64" else "value")
+    since = (Column("added", "sum", "delta"),) if number != "f64" else \
+        (Column("low", "base", "before"),) if kind == "counter" else ()
+    return (latest, Column("first", "first", "value"), Column("first_delta", "first", "delta"),
+            Column("first_before", "first", "before"), *since)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One update instruction of the program's own, in the code of ``function``."""
+
+    kind: str  # counter, gauge, histogram
+    op: str  # the method the program called: inc, inc_by, add, sub, dec, set, observe
+    number: str  # f64, i64, u64
+    function: str
+    insns: tuple[sites.Insn, ...]
+    n: int  # its index in insns
+    base: str
+    disp: int
+    owner: DIE  # Value<P> or HistogramCore: the metric's own struct
+    field: int  # the updated field's offset in it
+
+
+def _tag(kind: str, op: str, sign: int = 1, adjust: int = 0) -> str:
+    """A site's tag: kind.op, with ``neg`` when the increment is the negation of the
+    register read (``lock sub``), and ``adjust`` when the memory read comes after later
+    updates of the same field by constants (subtract them back)."""
+    extra = ("" if sign > 0 else ";neg") + (f";adjust={adjust}" if adjust else "")
+    return f"{kind}.{op}{extra}"
+
+
+def parse_tag(tag: str) -> tuple[str, str, int, int]:
+    """(kind, op, sign, adjust) of a site's tag."""
+    head, *flags = tag.split(";")
+    kind, op = head.split(".", 1)
+    sign, adjust = 1, 0
+    for f in flags:
+        if f == "neg":
+            sign = -1
+        elif f.startswith("adjust="):
+            adjust = int(f.removeprefix("adjust="))
+    return kind, op, sign, adjust
+
+
+def links_crate(b: Binary) -> bool:
+    return any(_VALUE.match(n) or n == _HIST_INC for n in b.functions.inlined_names()) or \
+        any(n.startswith("prometheus::") for n in b.functions.symbols)
+
+
+def make(b: Binary, aggregate: bool) -> Plan:
+    """The preset's plan for Rust program ``b``; with ``aggregate``, each probe also folds
+    its hits into an in-kernel aggregate by (process, metric object, site) and
+    describes each metric object once (for ``noop run``)."""
+    _usable(b)
+    found, missed = _updates(b)
+    probes = []
+    for name, group in _groups(found):
+        layout, out, unplaced = _sites(b, group)
+        missed += unplaced
+        if out:
+            probes.append(ProbePlan(name, TARGET, layout, tuple(out), aggregate=Aggregate(
+                ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
+                MAX_ROWS, True)
+                if aggregate else None))
+    if not probes:
+        raise NoopError(f"{b.path} does not update prometheus crate metrics: no inlined "
+                        "copy of its update methods (Value::inc_by, dec_by, set; "
+                        "HistogramCore::observe) holds an update noop knows"
+                        + (f" ({missed[0]})" if missed else ""),
+                        "write a probes.yaml for it and use --config")
+    if missed:  # said once, with the first probe
+        probes[0] = replace(probes[0], unseen=tuple(missed))
+    here = discover.Selector(path=str(Path(b.path).resolve()))
+    return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
+
+
+def _usable(b: Binary) -> None:
+    """Refuses a Rust binary the preset cannot read, saying what it looks for."""
+    if b.dwarf.source.kind == debuginfo.SYMBOLS:
+        raise NoopError(f"{b.path} is a Rust program built without debug info: the preset "
+                        "finds the prometheus crate's inlined update code and its Value "
+                        "layout in DWARF",
+                        "build it with debug = 1 or 2 in its Cargo profile, or give its "
+                        "separate debug file")
+    if not links_crate(b):
+        raise NoopError(f"{b.path} is a Rust program without the prometheus crate (no "
+                        "prometheus::value::Value or HistogramCore code in it): the "
+                        "preset mirrors that crate's metrics",
+                        "write a probes.yaml for it and use --config")
+    if _type(b, "prometheus::desc::Desc") is None:
+        raise NoopError(f"{b.path} has no DWARF type for prometheus::desc::Desc (built with "
+                        "line tables only?): the preset reads each metric's name and "
+                        "labels through it",
+                        "build it with debug = 1 or 2 in its Cargo profile")
+
+
+def _chain(die: DIE, b: Binary) -> Iterator[str]:
+    """The names of the inlined copies and the function around ``die``, innermost
+    first."""
+    d = die.get_parent()
+    while d is not None:
+        if d.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_subprogram"):
+            yield b.functions.function_name(origin_of(d)) or ""
+        if d.tag == "DW_TAG_subprogram":
+            return
+        d = d.get_parent()
+
+
+def _copies(b: Binary, names: list[str]) -> Iterator[tuple[str, DIE, str, list[tuple[int, int]]]]:
+    """(name, copy DIE, function holding it, its address ranges) of each inlined copy."""
+    for name in names:
+        for copy in b.functions.inlined(name):
+            where = b.function_at(copy.entry)
+            if where is not None:
+                yield name, copy.die, where, b.dwarf.ranges(copy.die)
+
+
+def _updates(b: Binary) -> tuple[list[Found], list[str]]:
+    """Every update instruction of the program's own, and the copies with code that
+    have none noop recognises."""
+    names = b.functions.inlined_names()
+    found: dict[int, Found] = {}
+    missed: list[tuple[list[tuple[int, int]], str]] = []
+    owners: dict[str, DIE | None] = {}
+    for name, die, where, ranges in _copies(b, [n for n in names if _VALUE.match(n)]):
+        m = _VALUE.match(name)
+        assert m is not None
+        number, store = _NUMBERS[m.group(1)], m.group(2) == "set"
+        caller = next((o for o in map(_OWNER.match, _chain(die, b)) if o), None)
+        if caller is None:
+            continue  # not an update through a counter or gauge (none in the crate today)
+        kind, op = caller.group(1), caller.group(2)
+        vname = f"prometheus::value::Value<prometheus::atomic64::Atomic{m.group(1)}>"
+        if vname not in owners:
+            owners[vname] = _type(b, vname)
+        owner = owners[vname]
+        field = _member(b, owner, "val")
+        insns = b.instructions(where)
+        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
+                and _is_update(i, number, store)]
+        if owner is None or field is None or len(hits) != 1:
+            missed.append((ranges, f"{kind}.{op} inlined into {where} at {ranges[0][0]:#x} "
+                           f"({len(hits)} update instructions in its code)"))
+            continue
+        found.setdefault(insns[hits[0]].address,
+                         _found(kind, op, number, where, insns, hits[0], owner, field))
+    core = _type(b, "prometheus::histogram::HistogramCore")
+    count = _member(b, core, "shard_and_count")
+    for _name, _die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
+        insns = b.instructions(where)
+        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
+                and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
+        if core is None or count is None or len(hits) != 1:
+            missed.append((ranges, f"histogram.observe inlined into {where} at "
+                           f"{ranges[0][0]:#x} (no lock xadd on shard_and_count)"))
+            continue
+        found.setdefault(insns[hits[0]].address, _found(
+            "histogram", "observe", "u64", where, insns, hits[0], core, count))
+    # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
+    unseen = [why for ranges, why in missed if ranges
+              and not any(_within(a, ranges) for a in found)]
+    return [found[a] for a in sorted(found)], unseen
+
+
+def _within(address: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(lo <= address < hi for lo, hi in ranges)
+
+
+def _found(kind: str, op: str, number: str, where: str, insns: tuple[sites.Insn, ...],
+           n: int, owner: DIE, field: int) -> Found:
+    base, disp = _mem_reg(insns[n]) or ("", 0)
+    return Found(kind, op, number, where, insns, n, base, disp, owner, field)
+
+
+def _type(b: Binary, name: str) -> DIE | None:
+    try:
+        return find_type(b.dwarf, name)
+    except NoopError:
+        return None
+
+
+def _member(b: Binary, owner: DIE | None, name: str) -> int | None:
+    got = b.walker.members(owner).get(name) if owner is not None else None
+    return got[0] if got is not None else None
+
+
+def _mem_reg(i: sites.Insn) -> tuple[str, int] | None:
+    """(base, disp) of an instruction's memory operand: a base register and no index,
+    not the stack or rip."""
+    mem = next((o for o in i.operands if o[0] == "mem"), None)
+    if mem is None or mem[2] or not mem[1] or mem[1] in ("rsp", "rbp", "rip"):
+        return None
+    return mem[1], mem[3]
+
+
+def _qword(i: sites.Insn) -> bool:
+    """An instruction on 8 bytes: REX.W, or an SSE move of a double."""
+    if i.mnemonic in ("movsd", "movq"):
+        return True
+    raw = i.raw.lstrip(bytes([0xF0, 0x66, 0xF2, 0xF3]))
+    return bool(raw) and 0x48 <= raw[0] <= 0x4F
+
+
+def _is_update(i: sites.Insn, number: str, store: bool) -> bool:
+    if _mem_reg(i) is None or not _qword(i):
+        return False
+    if store:  # a plain or exchanging store of the new value
+        return i.mnemonic in _STORES and i.operands[0][0] == "mem" \
+            and len(i.operands) == 2 and i.operands[1][0] == "reg"
+    if number == "f64":
+        return i.lock and i.mnemonic == "cmpxchg"
+    return i.lock and i.mnemonic in _LOCK_OPS
+
+
+def _groups(found: list[Found]) -> Iterator[tuple[str, list[Found]]]:
+    """Updates by probe: one per kind and number type (sites of one probe share one
+    event layout)."""
+    by: dict[str, list[Found]] = {}
+    for f in found:
+        name = "histogram" if f.kind == "histogram" else f"{f.kind}_{f.number}"
+        by.setdefault(name, []).append(f)
+    order = ("counter_u64", "counter_i64", "counter_f64", "gauge_i64", "gauge_u64",
+             "gauge_f64", "histogram")
+    yield from sorted(by.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
+
+
+def _common(b: Binary, f: Found) -> list[tuple[ValueSpec, Fetch]]:
+    """Name, labels and address of the metric whose field is at base + disp."""
+    at = f.disp - f.field
+    start = (Piece(b.namer.size(f.owner) or 8, reg=f.base, at=at),)
+    wanted = [("metric", "m.desc.fq_name", "string", 128)]
+    for i in range(MAX_LABELS):
+        wanted += [(f"l{i}_name", f"m.label_pairs[{i}].name", "string", 32),
+                   (f"l{i}_value", f"m.label_pairs[{i}].value", "string", 64)]
+    out = []
+    for name, sel, decode, cap in wanted:
+        got = b.walker.select(parse_selector(sel), start, f.owner, decode, cap)
+        out.append((ValueSpec(name, got.decode, got.size, got.cap, got.type, sel), got.fetch))
+    out.append((ValueSpec("object", "addr", 8, 0, "pointer", "m"),
+                Fetch("reg", size=8, offset=at, regs=(f.base,))))
+    return out
+
+
+def _field(f: Found) -> Fetch:
+    """The updated field itself, in memory."""
+    return Fetch("mem", ops=(Op("reg", reg=f.base),), offset=f.disp, size=8)
+
+
+def _sites(b: Binary, group: list[Found]
+           ) -> tuple[tuple[ValueSpec, ...], list[Site], list[str]]:
+    """The sites of one probe's updates, and the updates left without one (why)."""
+    number = group[0].number
+    decode = "uint" if group[0].kind == "histogram" else _DECODE[number]
+    what = {"f64": "f64 bits", "i64": "i64", "u64": "u64"}[number]
+    specs = (ValueSpec("delta", decode, 8, 0, what, "the increment"),
+             ValueSpec("value", decode, 8, 0, what, "the value after the update"),
+             ValueSpec("before", decode, 8, 0, what, "the value before the update"),
+             ValueSpec("observed", "float", 8, 0, "f64", "v"),
+             ValueSpec("now", decode, 8, 0, what, "the field just after the update"))
+    layout: tuple[ValueSpec, ...] | None = None
+    out: list[tuple[int, int, Site]] = []
+    unplaced: list[str] = []
+    for f in group:
+        placed = _place(b, f)
+        if placed is None:
+            unplaced.append(f"{f.kind}.{f.op} in {f.function} at {f.insns[f.n].address:#x}: "
+                            "no instruction after it to probe (another path joins there, "
+                            "or the kernel refuses it)")
+            continue
+        site, fetches, why, tag = placed
+        pairs = _common(b, f)
+        mine = specs[2:4] if f.kind == "histogram" else \
+            (*specs[:3], specs[4]) if number == "f64" else specs[:3]
+        values = tuple(v for v, _ in pairs) + mine
+        if layout is None:
+            layout = values
+        at = next(i for i in f.insns if i.address == site)
+        out.append((site, -f.insns[f.n].address, Site(
+            f.function, site, b.elf.file_offset(site), why,
+            tuple(x for _, x in pairs) + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
+            tag=tag, handling=sites.handling(at.raw))))
+    # Updates that share a site (LOCK instructions in a row) are attached later one
+    # first: the kernel runs a probed address's consumers newest first, so their
+    # events come in the program's order.
+    return layout or (), [s for *_k, s in sorted(out, key=lambda o: o[:2])], unplaced
+
+
+def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | None:
+    """Where to probe update ``f``, what to read there, why, and the site's tag."""
+    insns, i = f.insns, f.insns[f.n]
+    gone = Fetch("unavailable", why="not held anywhere at this site")
+    field = "count" if f.kind == "histogram" else "value"
+    what = f"{'lock ' * i.lock}{i.mnemonic} on the {f.kind}'s {field} at {i.address:#x}"
+    targets = {x.target for x in insns if x.target is not None}
+    src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    if not i.lock and i.mnemonic in _STORES:
+        if src is not None and src.startswith("r"):  # at the store: new in a register
+            new = Fetch("reg", size=8, regs=(src,))
+            return (i.address, (gone, new, _field(f), *_now(f, new)),
+                    f"at the store of the new value ({what}) from {src}",
+                    _tag(f.kind, f.op))
+        after = _after(insns, f.n, targets)
+        if after is None:
+            return None
+        return (insns[after].address, (gone, _field(f), gone, *_now(f, _field(f))),
+                f"after the store of the new value ({what}), read back from memory",
+                _tag(f.kind, f.op))
+    after = _after(insns, f.n, targets)
+    if after is None:
+        return None
+    site = insns[after].address
+    if f.kind == "histogram":  # xadd left the count before in src
+        return (site, (Fetch("reg", size=8, regs=(src,)) if src else gone,
+                       Fetch("unavailable", why="v is passed in xmm0, and this kernel "
+                             "cannot read XMM registers in a uprobe")),
+                f"after the {what}: the count before it in {src}", _tag("histogram", "observe"))
+    if i.mnemonic == "cmpxchg":  # old bits in rax, new in src; ZF: the swap won
+        delta = _constant_delta(b, insns, f.n, src or "")
+        return (site, (Fetch("const", offset=delta) if delta is not None else Fetch(
+                    "unavailable", why="computed at run time: the increment is new - old"),
+                       Fetch("reg", size=8, regs=(src,)) if src else gone,
+                       Fetch("reg", size=8, regs=("rax",)), *_now(f, _field(f))),
+                f"after the {what}: a successful swap (ZF), old bits in rax, new in {src}"
+                + (", the increment a constant of the loop" if delta is not None else ""),
+                _tag(f.kind, f.op))
+    sign = _LOCK_OPS[i.mnemonic]
+    imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
+    if i.mnemonic in ("inc", "dec"):
+        delta_fetch, reg_sign = Fetch("const", offset=sign & 2**64 - 1), 1
+    elif imm is not None:
+        delta_fetch, reg_sign = Fetch("const", offset=(sign * imm) & 2**64 - 1), 1
+    else:
+        delta_fetch, reg_sign = Fetch("reg", size=8, regs=(src or "",)), sign
+    adjust = _later(insns, f.n, after, f.base, f.disp)
+    if adjust is None:
+        return None
+    return (site, (delta_fetch, _field(f), gone),
+            f"after the {what} (the kernel refuses a LOCK instruction): the value read "
+            "back from memory, the increment from the instruction", _tag(f.kind, f.op,
+                                                                        reg_sign, adjust))
+
+
+def _now(f: Found, fetch: Fetch) -> tuple[Fetch, ...]:
+    """The field just after the update, for a float probe's gauges (see ``columns``)."""
+    return (fetch,) if f.number == "f64" else ()
+
+
+def _after(insns: tuple[sites.Insn, ...], n: int, targets: set[int]) -> int | None:
+    """The first instruction after ``insns[n]`` and any LOCK instructions right after it,
+    if nothing else jumps there and the kernel can probe it."""
+    k = n + 1
+    while k < len(insns) and insns[k].lock:
+        k += 1
+    if k >= len(insns) or insns[k].address in targets or \
+            sites.handling(insns[k].raw) == sites.REFUSED:
+        return None
+    return k
+
+
+def _later(insns: tuple[sites.Insn, ...], n: int, site: int, base: str, disp: int
+           ) -> int | None:
+    """What the LOCK updates between ``insns[n]`` and the site add to the same field (by
+    constants), for the value after ``insns[n]``'s own; None when one adds a register."""
+    total = 0
+    for i in insns[n + 1:site]:
+        if _mem_reg(i) != (base, disp):
+            continue
+        imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
+        if i.mnemonic in ("inc", "dec"):
+            total += _LOCK_OPS[i.mnemonic]
+        elif i.mnemonic in ("add", "sub") and imm is not None:
+            total += _LOCK_OPS[i.mnemonic] * imm
+        else:
+            return None
+    return -total
+
+
+def _constant_delta(b: Binary, insns: tuple[sites.Insn, ...], n: int, src: str
+                    ) -> int | None:
+    """The f64 bits of a compare-and-swap loop's increment, when it is a constant: the
+    new value is ``addsd``/``subsd`` of the old with a double loaded from the binary."""
+    k = n - 1
+    moved = src
+    while k >= max(0, n - 16):  # back to what computed src
+        i = insns[k]
+        if i.mnemonic in ("addsd", "subsd") and i.operands[0] == ("reg", moved):
+            sign = 1 if i.mnemonic == "addsd" else -1
+            other = i.operands[1]
+            if other[0] == "mem" and other[1] == "rip":
+                return _double(b, i, other[3], sign)
+            if other[0] == "reg":
+                return _loaded(b, insns, k, n, other[1], sign)
+            return None
+        if i.mnemonic == "movq" and i.operands[0] == ("reg", moved):
+            moved = i.operands[1][1] if i.operands[1][0] == "reg" else ""
+        k -= 1
+    return None
+
+
+def _loaded(b: Binary, insns: tuple[sites.Insn, ...], k: int, n: int, reg: str, sign: int
+            ) -> int | None:
+    """The constant double in ``reg`` at ``insns[k]``: loaded before it, on the only
+    path there (jumps into the span come from inside it: the loop's own)."""
+    lo = k - 1
+    while lo >= 0:
+        i = insns[lo]
+        if i.mnemonic in ("call", "ret") or i.mnemonic.startswith("j") or \
+                full_register(reg) in (full_register(w) for w in i.writes):
+            break
+        lo -= 1
+    if lo < 0:
+        return None
+    load = insns[lo]
+    if load.mnemonic != "movsd" or load.operands[0] != ("reg", reg) or \
+            load.operands[1][0] != "mem" or load.operands[1][1] != "rip":
+        return None
+    span = (load.address, insns[n + 1].address + insns[n + 1].size)
+    for j in insns:
+        if j.target is not None and span[0] < j.target <= insns[k].address and \
+                not span[0] <= j.address < span[1]:
+            return None
+    return _double(b, load, load.operands[1][3], sign)
+
+
+def _double(b: Binary, i: sites.Insn, disp: int, sign: int) -> int | None:
+    try:
+        raw = b.elf.read_vaddr(i.address + i.size + disp, 8)
+    except (ValueError, KeyError, OSError):
+        return None
+    (x,) = struct.unpack("<d", raw)
+    return int.from_bytes(struct.pack("<d", sign * x), "little")
+
