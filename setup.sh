@@ -143,3 +143,20 @@ log "noop funcs $rbin 'prometheus::atomic64::*inc_by*'   (the Rust example)"
 noop funcs "$rbin" 'prometheus::atomic64::*inc_by*'
 log "noop struct $rbin 'prometheus::value::Value<prometheus::atomic64::AtomicU64>'"
 noop struct "$rbin" 'prometheus::value::Value<prometheus::atomic64::AtomicU64>'
+log "noop --binary $rbin   (the prometheus crate's preset; two updater threads)"
+noop --binary "$rbin" >build/noop-rust-demo.out 2>build/noop-rust-demo.err &
+noop_pid=$!
+wait_for build/noop-rust-demo.err "uprobes* on" "attaching noop" $noop_pid
+rport=$((port + 1))
+"$rbin" -listen "127.0.0.1:$rport" -period 300ms -ticks 3 -threads 2 -linger 60s \
+	2>build/rust-prometheus.log &
+rpid=$!
+trap 'kill $noop_pid $pid $rpid 2>/dev/null || true' EXIT
+wait_for build/rust-prometheus.log "tick 3\$" "the Rust example's 3 ticks" $rpid
+sleep 0.5
+kill -TERM $noop_pid
+wait $noop_pid || true
+cat build/noop-rust-demo.out build/noop-rust-demo.err
+log "the Rust example's own /metrics after its 3 ticks"
+curl -fsS "http://127.0.0.1:$rport/metrics" | grep -E '^(fake|another|sub|dec)_'
+kill $rpid 2>/dev/null || true

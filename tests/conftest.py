@@ -241,6 +241,13 @@ def rust_example_nodebug(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_example_unoptimized(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with debug info and no optimization: nothing inlined."""
+    return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
+                        "prometheus-0.13.*", "librust-prometheus-dev", opt_level="0")
+
+
+@pytest.fixture(scope="session")
 def oracle_tools() -> None:
     """Fail early, with the fix, when an oracle tool is missing."""
     for name in ("gdb", "llvm-dwarfdump", "nm"):

@@ -48,6 +48,12 @@ PER_TICK: dict[str, list[tuple[str, float | None]]] = {
 }
 
 
+def _updates_made() -> Counter[tuple[str, str]]:
+    """(metric, op): how many updates the example makes in TICKS ticks."""
+    return Counter({(metric, op): N * [o for o, _ in ops].count(op)
+                    for metric, ops in PER_TICK.items() for op, _inc in ops})
+
+
 @dataclass
 class Run:
     lines: list[dict[str, Any]]
@@ -150,12 +156,7 @@ def test_last_values_equal_its_own_metrics(traced: Run) -> None:
 def test_one_line_per_update(traced: Run) -> None:
     """Every update once, whatever was inlined where and however the threads raced;
     the scrapes' folds of the histogram (one per tick) none."""
-    got = Counter((x["metric"], x["op"]) for x in traced.lines)
-    want: Counter[tuple[str, str]] = Counter()
-    for metric, updates in PER_TICK.items():
-        for op, _inc in updates:
-            want[(metric, op)] += N
-    assert got == want
+    assert Counter((x["metric"], x["op"]) for x in traced.lines) == _updates_made()
     children = Counter(_series(x["metric"], x["labels"]) for x in traced.lines
                        if x["metric"] == "fake_requests_total")
     assert {k: float(v) for k, v in children.items()} == {
@@ -256,24 +257,24 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_example: Path,
     for (n, k), v in got.items():
         if n == "noop_metric_updates_total" and dict(k)["pid"] == str(ex.pid):
             summed[(dict(k)["metric"], dict(k)["op"])] += int(v)
-    want: Counter[tuple[str, str]] = Counter()
-    for metric, ops in PER_TICK.items():
-        for op, _inc in ops:
-            want[(metric, op)] += N
-    assert summed == want
+    assert summed == _updates_made()
 
 
-@pytest.mark.parametrize("what", ["no-crate", "no-debug-info"])
-def test_what_the_preset_needs(noop: Any, rust_ledger: Path, rust_example_nodebug: Path,
-                               what: str) -> None:
-    """A Rust program without the prometheus crate, or built without debug info: one
-    line that says what the preset looks for and what is missing."""
-    path = rust_ledger if what == "no-crate" else rust_example_nodebug
+@pytest.mark.parametrize("what", ["no-crate", "no-debug-info", "unoptimized"])
+def test_what_the_preset_needs(noop: Any, request: pytest.FixtureRequest, what: str) -> None:
+    """A Rust program without the prometheus crate, built without debug info, or
+    without optimization: one line that says what the preset looks for and what is
+    missing."""
+    path = request.getfixturevalue({"no-crate": "rust_ledger",
+                                    "no-debug-info": "rust_example_nodebug",
+                                    "unoptimized": "rust_example_unoptimized"}[what])
     done = noop("--binary", path, "--duration", "1")
     assert done.returncode == 2, done.stderr
     (line,) = _one_line_each(done.stderr)
     assert line.startswith(f"noop: {path}")
     if what == "no-crate":
         assert "without the prometheus crate" in line and "probes.yaml" in line
-    else:
+    elif what == "no-debug-info":
         assert "without debug info" in line and "debug = 1 or 2" in line
+    else:
+        assert "compiled out of line" in line and "--release" in line

@@ -144,6 +144,13 @@ def make(b: Binary, aggregate: bool) -> Plan:
                 ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
                 MAX_ROWS, True)
                 if aggregate else None))
+    if not probes and any(re.match(r"prometheus::value::Value<[^:]*>::(inc|dec|set)", n)
+                          for n in b.functions.symbols):
+        raise NoopError(f"{b.path}: the prometheus crate's update methods are compiled out "
+                        "of line here (an unoptimized build?): the preset reads the updates "
+                        "an optimized build inlines into the program's code",
+                        "build it with optimizations (cargo build --release), or write a "
+                        "probes.yaml for it and use --config")
     if not probes:
         raise NoopError(f"{b.path} does not update prometheus crate metrics: no inlined "
                         "copy of its update methods (Value::inc_by, dec_by, set; "
