@@ -241,6 +241,14 @@ def rust_example_nodebug(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_example_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with line tables only: inlined copies, no types."""
+    return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
+                        "prometheus-0.13.*", "librust-prometheus-dev",
+                        debug="line-tables-only")
+
+
+@pytest.fixture(scope="session")
 def rust_example_unoptimized(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same with debug info and no optimization: nothing inlined."""
     return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",

@@ -260,13 +260,15 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_example: Path,
     assert summed == _updates_made()
 
 
-@pytest.mark.parametrize("what", ["no-crate", "no-debug-info", "unoptimized"])
+@pytest.mark.parametrize("what", ["no-crate", "no-debug-info", "line-tables-only",
+                                  "unoptimized"])
 def test_what_the_preset_needs(noop: Any, request: pytest.FixtureRequest, what: str) -> None:
-    """A Rust program without the prometheus crate, built without debug info, or
-    without optimization: one line that says what the preset looks for and what is
-    missing."""
+    """A Rust program without the prometheus crate, built without debug info, with
+    line tables only, or without optimization: one line that says what the preset
+    looks for and what is missing."""
     path = request.getfixturevalue({"no-crate": "rust_ledger",
                                     "no-debug-info": "rust_example_nodebug",
+                                    "line-tables-only": "rust_example_lines",
                                     "unoptimized": "rust_example_unoptimized"}[what])
     done = noop("--binary", path, "--duration", "1")
     assert done.returncode == 2, done.stderr
@@ -276,5 +278,7 @@ def test_what_the_preset_needs(noop: Any, request: pytest.FixtureRequest, what: 
         assert "without the prometheus crate" in line and "probes.yaml" in line
     elif what == "no-debug-info":
         assert "without debug info" in line and "debug = 1 or 2" in line
+    elif what == "line-tables-only":
+        assert "no DWARF types" in line and "debug = 1 or 2" in line
     else:
         assert "compiled out of line" in line and "--release" in line

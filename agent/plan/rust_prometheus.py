@@ -43,7 +43,6 @@ from agent.spec.probes import parse_selector
 from agent.target import debuginfo, discover, sites
 from agent.target.amd64 import full_register
 from agent.target.dwarf.locations import Piece
-from agent.target.dwarf.lookup import find_type
 from agent.target.dwarf.reader import origin_of
 
 TARGET = "main"
@@ -144,6 +143,11 @@ def make(b: Binary, aggregate: bool) -> Plan:
                 ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
                 MAX_ROWS, True)
                 if aggregate else None))
+    if not probes and (_typeless(missed) or _line_tables_only(b)):
+        raise NoopError(f"{b.path} has the prometheus crate's update code but no DWARF types "
+                        "(built with line tables only?): the preset reads each metric's "
+                        "name and labels through them",
+                        "build it with debug = 1 or 2 in its Cargo profile")
     if not probes and any(re.match(r"prometheus::value::Value<[^:]*>::(inc|dec|set)", n)
                           for n in b.functions.symbols):
         raise NoopError(f"{b.path}: the prometheus crate's update methods are compiled out "
@@ -163,6 +167,18 @@ def make(b: Binary, aggregate: bool) -> Plan:
     return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
 
 
+def _line_tables_only(b: Binary) -> bool:
+    """A build with line tables only: its units name functions, and have no types
+    (asked only once nothing was found: it reads every unit's top level)."""
+    return not any(c.tag == "DW_TAG_base_type" for cu in b.dwarf.units
+                   for c in cu.get_top_DIE().iter_children())
+
+
+def _typeless(missed: list[str]) -> bool:
+    """Whether every copy went unread for want of DWARF types."""
+    return bool(missed) and all("no DWARF type" in m for m in missed)
+
+
 def _usable(b: Binary) -> None:
     """Refuses a Rust binary the preset cannot read, saying what it looks for."""
     if b.dwarf.source.kind == debuginfo.SYMBOLS:
@@ -176,11 +192,6 @@ def _usable(b: Binary) -> None:
                         "prometheus::value::Value or HistogramCore code in it): the "
                         "preset mirrors that crate's metrics",
                         "write a probes.yaml for it and use --config")
-    if _type(b, "prometheus::desc::Desc") is None:
-        raise NoopError(f"{b.path} has no DWARF type for prometheus::desc::Desc (built with "
-                        "line tables only?): the preset reads each metric's name and "
-                        "labels through it",
-                        "build it with debug = 1 or 2 in its Cargo profile")
 
 
 def _chain(die: DIE, b: Binary) -> Iterator[str]:
@@ -210,7 +221,6 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
     names = b.functions.inlined_names()
     found: dict[int, Found] = {}
     missed: list[tuple[list[tuple[int, int]], str]] = []
-    owners: dict[str, DIE | None] = {}
     for name, die, where, ranges in _copies(b, [n for n in names if _VALUE.match(n)]):
         m = _VALUE.match(name)
         assert m is not None
@@ -219,29 +229,30 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         if caller is None:
             continue  # not an update through a counter or gauge (none in the crate today)
         kind, op = caller.group(1), caller.group(2)
-        vname = f"prometheus::value::Value<prometheus::atomic64::Atomic{m.group(1)}>"
-        if vname not in owners:
-            owners[vname] = _type(b, vname)
-        owner = owners[vname]
+        owner = _self_type(b, die)
         field = _member(b, owner, "val")
         insns = b.instructions(where)
         hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
                 and _is_update(i, number, store)]
         if owner is None or field is None or len(hits) != 1:
+            why = "no DWARF type for its Value" if owner is None else \
+                f"{len(hits)} update instructions in its code"
             missed.append((ranges, f"{kind}.{op} inlined into {where} at {ranges[0][0]:#x} "
-                           f"({len(hits)} update instructions in its code)"))
+                           f"({why})"))
             continue
         found.setdefault(insns[hits[0]].address,
                          _found(kind, op, number, where, insns, hits[0], owner, field))
-    core = _type(b, "prometheus::histogram::HistogramCore")
-    count = _member(b, core, "shard_and_count")
-    for _name, _die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
+    for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
+        core = _self_type(b, _frame(die.get_parent()))  # HistogramCore::observe's
+        count = _member(b, core, "shard_and_count")
         insns = b.instructions(where)
         hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
                 and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
         if core is None or count is None or len(hits) != 1:
+            why = "no DWARF type for its HistogramCore" if core is None else \
+                "no lock xadd on shard_and_count"
             missed.append((ranges, f"histogram.observe inlined into {where} at "
-                           f"{ranges[0][0]:#x} (no lock xadd on shard_and_count)"))
+                           f"{ranges[0][0]:#x} ({why})"))
             continue
         found.setdefault(insns[hits[0]].address, _found(
             "histogram", "observe", "u64", where, insns, hits[0], core, count))
@@ -261,11 +272,24 @@ def _found(kind: str, op: str, number: str, where: str, insns: tuple[sites.Insn,
     return Found(kind, op, number, where, insns, n, base, disp, owner, field)
 
 
-def _type(b: Binary, name: str) -> DIE | None:
-    try:
-        return find_type(b.dwarf, name)
-    except NoopError:
+def _frame(die: DIE | None) -> DIE | None:
+    """The inlined copy or function ``die`` is in (itself if it is one)."""
+    while die is not None and die.tag not in ("DW_TAG_inlined_subroutine",
+                                              "DW_TAG_subprogram"):
+        die = die.get_parent()
+    return die
+
+
+def _self_type(b: Binary, copy: DIE | None) -> DIE | None:
+    """The struct a method's ``self`` points to, from the DWARF of its inlined copy (no
+    type index to build); None without types (line tables only)."""
+    if copy is None or copy.tag not in ("DW_TAG_inlined_subroutine", "DW_TAG_subprogram"):
         return None
+    # self is the first parameter (a method's declaration leaves its parameters unnamed)
+    param = next((c for c in origin_of(copy).iter_children()
+                  if c.tag == "DW_TAG_formal_parameter"), None)
+    pointer = b.dwarf.ref(param) if param is not None else None
+    return b.dwarf.ref(pointer) if pointer is not None else None
 
 
 def _member(b: Binary, owner: DIE | None, name: str) -> int | None:
