@@ -1,6 +1,6 @@
 """How long noop takes to attach, cold and warm, and how much memory ``noop run`` keeps.
 
-Usage: python bench/startup.py [--runs N] [--binary BIN] [--config FILE]
+Usage: python bench/startup.py [--runs N] [--binary BIN] [--rust BIN] [--config FILE]
 
 Measured from the command's start to its "uprobes on" line (``noop --binary``,
 ``noop --config``) or to /readyz answering 200 (``noop run``), the median of ``--runs``
@@ -9,8 +9,9 @@ before for this binary); warm: the same command again with the cache it left (a
 restart). ``noop run``'s VmRSS is read once it is ready. Kernel headers are prepared
 once beforehand (a machine's set-up, not a start): BCC_KERNEL_SOURCE is passed on.
 
-Needs root and the example built (``./setup.sh demo``); the example runs while the
-probes attach, so attaching is measured on a live target.
+Needs root and the examples built (``./setup.sh demo``); they run while the probes
+attach, so attaching is measured on live targets. ``--rust``: the Rust example, whose
+preset (the prometheus crate's) is measured beside the Go one.
 """
 
 from __future__ import annotations
@@ -125,13 +126,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--binary", default="build/go-prometheus")
+    ap.add_argument("--rust", default="build/rust-prometheus")
     ap.add_argument("--config", default="probes.yaml")
     opts = ap.parse_args()
-    binary = ROOT / opts.binary
-    if not binary.exists():
-        raise SystemExit(f"{binary} is missing: run ./setup.sh demo first")
-    target = subprocess.Popen([str(binary)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    binary, rust = ROOT / opts.binary, ROOT / opts.rust
+    for b in (binary, rust):
+        if not b.exists():
+            raise SystemExit(f"{b} is missing: run ./setup.sh demo first")
+    targets = [subprocess.Popen([str(b), "-listen", "127.0.0.1:0"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL) for b in (binary, rust)]
     try:
         rows = [measure("noop --binary (preset)", trace_start, ["--binary", str(binary)],
                         opts.runs),
@@ -140,10 +143,15 @@ def main() -> int:
                 measure("noop run --binary (preset)", run_start, ["--binary", str(binary)],
                         opts.runs),
                 measure("noop run --config (example spec)", run_start,
-                        ["--config", opts.config], opts.runs)]
+                        ["--config", opts.config], opts.runs),
+                measure("noop --binary (Rust preset)", trace_start, ["--binary", str(rust)],
+                        opts.runs),
+                measure("noop run --binary (Rust preset)", run_start,
+                        ["--binary", str(rust)], opts.runs)]
     finally:
-        target.terminate()
-        target.wait()
+        for t in targets:
+            t.terminate()
+            t.wait()
     head = ["arm", "cold", "warm", "VmRSS (run)", "range cold / warm"]
     print(f"median of {opts.runs}, seconds to attach (uprobes on, or /readyz)")
     print("| " + " | ".join(head) + " |")
