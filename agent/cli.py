@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from agent import __version__, logs
 from agent.errors import NoopError
@@ -56,6 +56,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_headers(args: argparse.Namespace) -> int:
     from agent.kernel import kheaders
     return kheaders.main_prepare([])
+
+
+def _pid(text: str) -> int:
+    """A process ID: a positive whole number no larger than the kernel allows."""
+    from agent.spec.probes import PID_MAX
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= PID_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process ID (1 to {PID_MAX})")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not text.isascii() or not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
@@ -130,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "prometheus crate)")
     from agent.output.serve import parse_listen
     try:
-        parse_listen(args.listen)
+        parse_listen(args.listen, resolve=True)
     except NoopError as exc:
         exc.exit_code = 2
         raise
@@ -204,7 +223,7 @@ def _target_flags(sp: argparse.ArgumentParser) -> None:
                     help="the program to probe (alone: the built-in preset for Go's "
                     "client_golang or Rust's prometheus crate)")
     sp.add_argument("--config", metavar="FILE", help="a probe spec (probes.yaml)")
-    sp.add_argument("--pid", type=int, help="only this process (default: every process "
+    sp.add_argument("--pid", type=_pid, help="only this process (default: every process "
                     "running the binary, started before or after noop)")
     _debuginfo_flag(sp)
 
@@ -215,15 +234,23 @@ def _debuginfo_flag(sp: argparse.ArgumentParser) -> None:
                     "/usr/lib/debug, by debuglink and in a debuginfod cache)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Command-line mistakes in one line, as noop's other errors are (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="noop", description="uprobe metrics agent for compiled services (Go, Rust, C)")
     p.add_argument("--version", action="version", version=f"noop {__version__}")
     _target_flags(p)
-    p.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    p.add_argument("--duration", type=_seconds, metavar="SECONDS",
+                   help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_trace)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str,
             json_flag: bool = True) -> argparse.ArgumentParser:

@@ -277,11 +277,11 @@ BAD = [
         id="version-2"),
     pytest.param(
         _probe("    function: f\n", "targets:\n  t: {binary: /x, pid: 0}\n"),
-        [f"{F}:2:24: pid must be a positive process id"],
+        [f"{F}:2:24: pid must be a process id, 1 to 4194304"],
         id="pid-zero"),
     pytest.param(
         _probe("    function: f\n", "targets:\n  t:\n    binary: /x\n    pid: -7\n"),
-        [f"{F}:4:10: pid must be a positive process id"],
+        [f"{F}:4:10: pid must be a process id, 1 to 4194304"],
         id="pid-negative"),
     pytest.param(
         _probe("    function: f\n", "targets:\n  t: {binary: /x, pid: '12'}\n"),
@@ -356,7 +356,7 @@ def test_every_problem_of_a_file_is_reported_at_once() -> None:
     )
     assert problems(text) == [
         f"{F}:1:10: version 2 is not supported (this noop reads version 1)",
-        f"{F}:3:24: pid must be a positive process id",
+        f"{F}:3:24: pid must be a process id, 1 to 4194304",
         f"{F}:7:17: probe a: unknown built-in '$gid' (did you mean '$goid'?)",
     ]
 

@@ -117,7 +117,8 @@ HEAD = (
     "    values: {id: o.ID, who: o.Customer, qty: o.Qty}\n"
     "    metrics:\n"
 )
-HINT_DURATION = "(count calls, or make a histogram of a value read at entry)"
+HINT_DURATION = ("(read it under values (took: $duration, in a probe with at: exit) and "
+                 "name that value here)")
 NEEDS_VALUE = "(name one of the probe's values)"
 
 
@@ -213,8 +214,8 @@ BAD = [
           "qty)"],
          "value-missing-far"),
     _bad("{name: h, type: histogram, value: $duration, buckets: [1]}",
-         [f"{F}:8:43: probe a: metric h: durations need exit probes, which noop does not "
-          f"have yet {HINT_DURATION}"],
+         [f"{F}:8:43: probe a: metric h: name one of the probe's values, not $duration "
+          f"itself {HINT_DURATION}"],
          "value-duration"),
     _bad("{name: c_total, type: counter, labels: {le: who}}",
          [f"{F}:8:49: probe a: label 'le': label name 'le' is reserved (histograms use "
@@ -229,8 +230,8 @@ BAD = [
           "'who'?)"],
          "label-value-missing"),
     _bad("{name: c_total, type: counter, labels: {w: $duration}}",
-         [f"{F}:8:52: probe a: label w: durations need exit probes, which noop does not "
-          f"have yet {HINT_DURATION}"],
+         [f"{F}:8:52: probe a: label w: name one of the probe's values, not $duration "
+          f"itself {HINT_DURATION}"],
          "label-duration"),
     _bad("{name: c_total, type: counter, labels: {w: {map: {a: b}}}}",
          [f"{F}:8:52: probe a: label 'w': missing key 'value' (the probe value the label "
@@ -355,8 +356,8 @@ def test_every_metrics_problem_of_a_file_is_reported_at_once() -> None:
         f"{F}:15:20: probe a: unknown aggregate 'later' (kernel or events)",
         f"{F}:21:15: probe b: metric 'gauge_total': gauge 'gauge_total' ends in '_total' "
         "(only counters do; drop the suffix)",
-        f"{F}:23:16: probe b: metric gauge_total: durations need exit probes, which noop "
-        f"does not have yet {HINT_DURATION}",
+        f"{F}:23:16: probe b: metric gauge_total: name one of the probe's values, not "
+        f"$duration itself {HINT_DURATION}",
         f"{F}:24:21: probe b: max_series must be 1..1000000",
         f"{F}:19:9: probe b: metric 'hits_total' is declared twice (first at {F}:8:9)",
     ]

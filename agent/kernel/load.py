@@ -7,6 +7,7 @@ closed on the way out. BCC never runs in this process.
 from __future__ import annotations
 
 import errno
+import os
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,11 +44,42 @@ def alive(pid: int) -> bool:
 
 
 def check_targets(plan: Plan) -> None:
-    """A target named by PID must be running: say so before spending seconds compiling."""
+    """A target named by PID must be running it: say so before spending seconds
+    compiling."""
     for t in plan.targets:
-        if t.pid is not None and not alive(t.pid):
-            raise LoadError(f"target {t.name}: no process {t.pid}",
-                            "check the PID, or leave it out to follow every process")
+        if t.pid is None:
+            continue
+        why = "" if alive(t.pid) else f"no process {t.pid}"
+        if not why and not maps_file(t.pid, t.binary):
+            why = f"process {t.pid} does not run {t.binary} ({_exe(t.pid)})"
+        if why:
+            error = LoadError(f"target {t.name}: {why}",
+                              "check the PID, or leave it out to follow every process")
+            error.exit_code = 2
+            raise error
+
+
+def maps_file(pid: int, path: str) -> bool:
+    """Whether process ``pid`` has file ``path`` mapped (its program, or a library):
+    the same device and inode, whatever path it was opened by."""
+    try:
+        st = os.stat(path)
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) >= 5 and fields[4] == str(st.st_ino) and fields[3] == dev:
+            return True
+    return False
+
+
+def _exe(pid: int) -> str:
+    try:
+        return f"it runs {os.readlink(f'/proc/{pid}/exe')}"
+    except OSError:
+        return "its program cannot be read: a kernel thread, or another user's"
 
 
 def check_privileges() -> None:

@@ -21,13 +21,31 @@ from agent.output.webconfig import WebConfig
 Check = Callable[[], tuple[bool, str]]  # (ok, one line saying why)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address)."""
+def parse_listen(text: str, resolve: bool = False) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address); with ``resolve``, the
+    host must be an address of this machine's resolver (checked before anything starts,
+    not once the probes are resolved)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise NoopError(f"--listen {text!r}: expected HOST:PORT",
-                        f"for example {DEFAULT_LISTEN}, or :9559 for every address")
-    return host.strip("[]") or "::", int(port)
+    ok = bool(sep) and port.isascii() and port.isdigit() and 0 <= int(port) <= 65535
+    if host.startswith("[") or host.endswith("]"):  # an IPv6 address in brackets
+        ok = ok and host.startswith("[") and host.endswith("]") and ":" in host \
+            and "[" not in host[1:] and "]" not in host[:-1]
+        host = host[1:-1]
+    elif ":" in host:
+        ok = False  # an IPv6 address must be in brackets: [::1]:9559
+    if not ok or not host.isascii() or any(c.isspace() for c in host):
+        raise NoopError(f"--listen {text!r}: expected HOST:PORT, [IPV6]:PORT or :PORT",
+                        f"for example {DEFAULT_LISTEN}, [::1]:9559, or :9559 for every "
+                        "address")
+    if resolve and host:
+        try:
+            socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            raise NoopError(f"--listen {text!r}: host {host!r} does not resolve "
+                            f"({getattr(exc, 'strerror', None) or exc})",
+                            "check the host name, or give an address such as 127.0.0.1"
+                            ) from None
+    return host or "::", int(port)
 
 
 class _Server(ThreadingMixIn, WSGIServer):

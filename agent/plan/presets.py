@@ -30,7 +30,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     here = discover.Selector(path=str(Path(path).resolve()))
     elf = ElfFile(path)
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
-    build_id = elf.build_id + debuginfo.locate(elf).cache_tag
+    build_id = debuginfo.cache_id(elf)
     key = f"aggregate={aggregate}"
     kept = cache.get(build_id, "preset", key) if build_id else None
     made: Plan | None = None

@@ -11,6 +11,7 @@ import gc
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +36,16 @@ from agent.plan.model import (
     ValueSpec,
 )
 from agent.plan.selectors import FIRST_POLL, Future, SelectError
-from agent.spec.probes import DEFAULT_MAX, Probe, Spec, Step, Target, Value, parse_selector
+from agent.spec.probes import (
+    DEFAULT_MAX,
+    MAX_SITES,
+    Probe,
+    Spec,
+    Step,
+    Target,
+    Value,
+    parse_selector,
+)
 from agent.spec.reader import Mark, Problem, SpecError
 from agent.target import debuginfo, discover
 from agent.target.dwarf.functions import FunctionVars
@@ -120,7 +130,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             elf = ElfFile(path)
             # A stripped copy keeps its build-id: its answers from Go metadata are kept
             # apart from its twin's.
-            build_id = elf.build_id + debuginfo.locate(elf).cache_tag
+            build_id = debuginfo.cache_id(elf)
         except NotRunning as exc:
             if wait:
                 waiting.append((t.name, exc.selector))
@@ -187,25 +197,58 @@ def _kept(build_id: str, key: str) -> tuple[TargetPlan, list[tuple[int, ProbePla
     return target, list(got)
 
 
-def _functions(b: Binary, probe: Probe, out: _Collector) -> list[str]:
+def _functions(b: Binary, probe: Probe, out: _Collector) -> tuple[list[str], list[str]]:
+    """The functions a probe names, and those its pattern matched that have no DWARF
+    entry (assembly, cgo stubs), left out."""
     if probe.function is not None:
         try:
             b.functions.find(probe.function)
         except NoopError as exc:  # not found, or found without DWARF
             out.add(probe.function_mark, exc.message, exc.hint, probe.name)
-            return []
-        return [probe.function, *b.functions.copies(probe.function)]
+            return [], []
+        return [probe.function, *b.functions.copies(probe.function)], []
     pattern = probe.match or ""
     shown = b.functions.display_name
     names = [*(n for n in b.functions.symbols if shown(n) == n),  # not mangled aliases
              *b.functions.inlined_names()]
     found = sorted({n for n in names if fnmatch.fnmatchcase(n, pattern)})
+    limit = probe.max_sites or MAX_SITES
+    if len(found) > limit:
+        out.add(probe.function_mark, f"match {pattern!r} matches {len(found)} functions, "
+                f"more than max_sites ({limit})", "narrow the pattern, or raise max_sites: "
+                "if every one is wanted: each is a uprobe its service pays for on every "
+                "call", probe.name)
+        return [], []
+    bare = [n for n in found if (sym := b.functions.symbols.get(n)) is not None
+            and b.dwarf.subprogram_at(sym.address) is None]
+    found = [n for n in found if n not in bare]
     found += [c for n in found for c in b.functions.copies(n)]
     if not found:
-        out.add(probe.function_mark, f"no function matches {pattern!r}",
+        out.add(probe.function_mark, f"no function matches {pattern!r}" + (
+                f" with debug info ({len(bare)} without: assembly or C without -g)"
+                if bare else ""),
                 "patterns match whole names; '(' '*' '[' need [(] [*] [[] to be literal",
                 probe.name)
-    return found
+    return found, bare
+
+
+def _folded(problems: list[tuple[str, Problem]], pattern: str) -> list[Problem]:
+    """A match probe's problems, one line for each that recurs over matched functions
+    (with how many, and the first of them), the others as they are."""
+    groups: dict[tuple[Mark, str], list[tuple[str, Problem]]] = {}
+    for fn, p in problems:  # alike but for the function's name and numbers
+        shape = re.sub(r"\d+", "#", p.message.replace(fn, "\0") if fn else p.message)
+        groups.setdefault((p.mark, shape), []).append((fn, p))
+    out = []
+    for got in groups.values():
+        fn, first = got[0]
+        if len(got) == 1 or not fn:
+            out += [p for _f, p in got]
+            continue
+        out.append(replace(first, message=first.message.replace(fn, "<function>") +
+                           f", for {len(got)} functions matched by {pattern!r} "
+                           f"(the first: {fn})"))
+    return out
 
 
 _GATE = "__first_poll"  # the value that gates an async fn's probe: its future's state
@@ -326,7 +369,15 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     roots = 0
     missed: dict[str, Counter[str]] = {}
     user = probe
-    for fn in _functions(b, user, out):
+    fns, bare = _functions(b, user, out)
+    whole = out
+    if user.match is not None:  # problems of each matched function, folded below
+        out = _Collector([])
+    problems: list[tuple[str, Problem]] = []  # (the matched function, its problem)
+    last = ""
+    for fn in fns:
+        problems += [(last, p) for p in out.problems[len(problems):]]
+        last = fn
         probe = user
         body = _async_body(b, fn)
         future: Future | None = None
@@ -390,7 +441,17 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
                     "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
                                   or "no copy has code"),
                     "probe the functions it is inlined into", probe.name)
+    problems += [(last, p) for p in out.problems[len(problems):]]
     probe = user
+    if out is not whole:
+        whole.problems += _folded(problems, user.match or "")
+        out = whole
+    limit = user.max_sites or MAX_SITES
+    if user.match is not None and len(sites) > limit:
+        out.add(user.function_mark, f"match {user.match!r} resolves to {len(sites)} sites, "
+                f"more than max_sites ({limit})", "narrow the pattern, or raise max_sites: "
+                "if every one is wanted", user.name)
+        return None
     if not sites or specs is None:
         return None
     for v, message, hint in elsewhere.never_read(b, probe, sites):
@@ -408,6 +469,10 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     unseen = tuple(f"{sum(why.values())} inlined call site{'s' * (sum(why.values()) != 1)} "
                    f"of {fn} not probed: " + "; ".join(f"{r} ({n})" for r, n in why.items())
                    for fn, why in missed.items())
+    if bare:
+        unseen += (f"{len(bare)} function{'s' * (len(bare) != 1)} matched by "
+                   f"{probe.match!r} have no debug info (assembly, or C built without "
+                   f"-g) and are left out: {', '.join(bare[:3])}{', ...' * (len(bare) > 3)}",)
     return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
                      probe.at, roots, unseen)
 

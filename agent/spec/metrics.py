@@ -129,8 +129,9 @@ def _metric(r: Reader, node: yaml.Node, values: dict[str, Mark]) -> Metric | Non
 def _reference(r: Reader, node: yaml.Node, name: str, values: dict[str, Mark],
                what: str) -> str | None:
     if name == "$duration":
-        r.error(node, f"{what}: durations need exit probes, which noop does not have yet",
-                "count calls, or make a histogram of a value read at entry")
+        r.error(node, f"{what}: name one of the probe's values, not $duration itself",
+                "read it under values (took: $duration, in a probe with at: exit) and "
+                "name that value here")
         return None
     if name not in values:
         near = nearest(name, list(values), 1)

@@ -25,6 +25,10 @@ from agent.spec.reader import Problem as Problem
 from agent.spec.reader import SpecError as SpecError
 
 SPEC_VERSION = 1
+MAX_INDEX = 2**31 - 1  # the largest [index] or .N a selector may name
+MAX_SITES = 200  # a match: resolving to more is refused unless max_sites: raises it
+MAX_SITES_LIMIT = 100_000
+PID_MAX = 4194304  # the kernel's largest pid_max (PID_MAX_LIMIT on 64-bit)
 DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
 BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
             "goid": "Go goroutine id, from the g in r14 and runtime.g.goid",
@@ -83,6 +87,7 @@ class Probe:
     metrics: tuple[spec_metrics.Metric, ...] = ()
     at: str = "entry"  # exit: one hit per return, values read there (or saved at entry)
     signature: str | None = None  # for a stripped Go binary whose metadata has none
+    max_sites: int = 0  # for match: the most sites it may resolve to (0: MAX_SITES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ PROBE_KEYS = (
     Key("target", "str", "which target (may be left out when there is one)"),
     Key("function", "str", "the function's full name as the binary has it"),
     Key("match", "str", "or: a shell-style pattern over full function names"),
+    Key("max_sites", "int", f"with match: the most functions and sites it may resolve to "
+        f"(default {MAX_SITES}; each site costs its service on every hit)"),
     Key("signature", "str", "for a stripped Go binary whose type metadata keeps no "
         "signature of the function: its Go type, e.g. \"func(o *main.Order, n int) "
         "(int, error)\" (a method's without its receiver); ignored where there is DWARF"),
@@ -173,6 +180,7 @@ def json_schema() -> dict[str, Any]:
     probe = obj(PROBE_KEYS, {
         "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
         "match": {"type": "string"}, "signature": {"type": "string", "pattern": "^func"},
+        "max_sites": {"type": "integer", "minimum": 1, "maximum": MAX_SITES_LIMIT},
         "values": {"type": "object", "propertyNames": ident,
                    "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
         "metrics": {"type": "array", "items": metric}})
@@ -180,7 +188,7 @@ def json_schema() -> dict[str, Any]:
     target = obj(TARGET_KEYS, {"binary": {"type": "string", "minLength": 1},
                                "exe": {"type": "string", "minLength": 1},
                                "build_id": {"type": "string", "minLength": 1},
-                               "pid": {"type": "integer", "minimum": 1},
+                               "pid": {"type": "integer", "minimum": 1, "maximum": PID_MAX},
                                "debuginfo": {"type": "string", "minLength": 1}})
     target["oneOf"] = [{"required": [k]} for k in _NAMED_BY]
     top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
@@ -217,6 +225,13 @@ def parse(text: str, path: str = "<spec>") -> Spec:
         where = Mark(path, mark.line + 1, mark.column + 1) if mark else Mark(path, 1, 1)
         raise SpecError([Problem(where, f"not valid YAML: {exc.problem or exc.context}",
                                  "check indentation and quoting")]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, ...)
+        before = text[:exc.position]
+        where = Mark(path, before.count("\n") + 1, len(before.rpartition("\n")[2]) + 1)
+        ch = exc.character
+        code = ch if isinstance(ch, int) else ord(ch)
+        raise SpecError([Problem(where, f"not valid YAML: character U+{code:04X} is not "
+                                 "allowed", "remove it: a spec is plain text")]) from None
     if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise SpecError([Problem(Mark(path, 1, 1), "the spec is empty",
                                  "it needs 'targets' and 'probes'")])
@@ -280,8 +295,9 @@ def _targets(r: Reader, node: yaml.Node) -> Iterator[Target]:
         (key,) = named
         how = r.typed(fields[key][1], str, key)
         pid = r.typed(fields["pid"][1], int, "pid") if "pid" in fields else None
-        if pid is not None and pid < 1:
-            r.error(fields["pid"][1], "pid must be a positive process id")
+        if pid is not None and not 0 < pid <= PID_MAX:
+            r.error(fields["pid"][1], f"pid must be a process id, 1 to {PID_MAX}")
+            pid = None
         if how == "":
             r.error(fields[key][1], f"{key} is empty", "give the path of the executable"
                     if key == "binary" else f"give the executable's {key.replace('_', '-')}")
@@ -333,10 +349,20 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
                 "signature: is for one function, not a match: pattern",
                 'write it as Go does: "func(o *main.Order, n int) (int, error)"')
         signature = None
+    max_sites = 0
+    if "max_sites" in fields:
+        got = r.typed(fields["max_sites"][1], int, "max_sites")
+        if match is None:
+            r.error(fields["max_sites"][1], "max_sites: is for a match: pattern",
+                    "drop it: function: names one function")
+        elif got is not None and not 0 < got <= MAX_SITES_LIMIT:
+            r.error(fields["max_sites"][1], f"max_sites must be 1 to {MAX_SITES_LIMIT}")
+        elif got is not None:
+            max_sites = got
     if name is None or target is None or (function is None and match is None):
         return None
     return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics,
-                 at or "entry", signature)
+                 at or "entry", signature, max_sites)
 
 
 def _at(r: Reader, node: yaml.Node) -> str | None:
@@ -411,6 +437,11 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
             r.error(snode, f"value {name!r}: {selector!r} is not a selector",
                     "write a parameter name followed by .field, .0 and [index] steps, "
                     "or len(...) of one")
+            continue
+        elif any(int(i) > MAX_INDEX for i in re.findall(r"\[(\d+)\]|\.(\d+)", selector)
+                 for i in i if i):
+            r.error(snode, f"value {name!r}: an index in {selector!r} is past {MAX_INDEX}",
+                    "no slice, array or tuple of a running program is that long")
             continue
         yield Value(name, selector, decode, max_len, r.mark(snode), at)
 

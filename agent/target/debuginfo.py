@@ -52,6 +52,20 @@ class Source:
         return "+gometa" + (f"-{signed}" if len(signed) == 16 else "")
 
 
+def cache_id(elf: ElfFile, source: Source | None = None) -> str:
+    """The key of ``elf``'s answers in noop's cache ('' for a binary without build-id:
+    nothing is kept): its build-id, the digest of its bytes and of a separate debug
+    file's (a copy with the same build-id but other bytes is another binary), and
+    where its DWARF came from."""
+    if not elf.build_id:
+        return ""
+    source = source or locate(elf)
+    parts = [elf.build_id, cache.fingerprint(elf.path)]
+    if source.kind == SEPARATE:
+        parts.append(cache.fingerprint(source.path))
+    return "-".join(parts) + source.cache_tag
+
+
 def name(binary: str, debug_file: str) -> None:
     """Use ``debug_file`` for ``binary`` (``--debuginfo``, a target's ``debuginfo:``)."""
     _named[str(Path(binary).resolve())] = debug_file

@@ -20,6 +20,7 @@ _EM_X86_64 = 62
 _SHT_SYMTAB = 2
 _SHT_NOTE = 7
 _SHT_NOBITS = 8
+_ET_REL, _ET_CORE = 1, 4
 _STT_FUNC = 2
 _NT_GNU_BUILD_ID = 3
 _NT_GO_BUILD_ID = 4
@@ -75,6 +76,10 @@ class ElfFile:
         if head[:4] != _ELF_MAGIC:
             self._f.close()
             raise BinaryError(f"{self.path}: not an ELF file", "name a compiled executable")
+        if len(head) < 64:
+            self._f.close()
+            raise BinaryError(f"{self.path}: truncated: {len(head)} bytes, shorter than an "
+                              "ELF header", "copy the binary again")
         if head[4] != 2 or head[5] != 1:
             self._f.close()
             raise BinaryError(f"{self.path}: not a 64-bit little-endian ELF file")
@@ -85,6 +90,37 @@ class ElfFile:
             self._f.close()
             raise BinaryError(f"{self.path}: ELF machine {machine} is not x86-64",
                               "noop supports x86-64 binaries")
+        if self.e_type in (_ET_REL, _ET_CORE):
+            self._f.close()
+            what = "an object file (made by cc -c), not linked: its functions have no " \
+                "addresses yet" if self.e_type == _ET_REL else "a core dump"
+            raise BinaryError(f"{self.path}: {what}",
+                              "name the program or shared library it is linked into")
+        self._check(os.fstat(self._f.fileno()).st_size)
+
+    def _check(self, size: int) -> None:
+        """Refuse a truncated or damaged file whose tables or sections lie past its end
+        (else it would read as stripped, or fail deep inside a parser)."""
+        why = ""
+        if (self.shnum and self.shentsize != 64) or (self.phnum and self.phentsize != 56) \
+                or (self.shnum and self.shstrndx >= self.shnum):
+            why = "its ELF header is damaged"
+        for off, length, what in ((self.shoff, self.shnum * self.shentsize, "section"),
+                                  (self.phoff, self.phnum * self.phentsize, "program header")):
+            if not why and off + length > size:
+                why = f"its {what} table (bytes {off}..{off + length}) lies past its end " \
+                    f"({size} bytes)"
+        if not why:
+            past = next(((i, sec) for i, sec in enumerate(self.sections)
+                         if sec.type != _SHT_NOBITS and sec.offset + sec.size > size), None)
+            if past is not None:
+                i, sec = past
+                why = f"section {sec.name or i} (bytes {sec.offset}..{sec.offset + sec.size}) " \
+                    f"lies past its end ({size} bytes)"
+        if why:
+            self._f.close()
+            raise BinaryError(f"{self.path}: truncated or damaged: {why}",
+                              "copy the binary again")
 
     def close(self) -> None:
         self._f.close()

@@ -26,7 +26,7 @@ def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
     """The cached answer for (build-id, kind, key), else computed from DWARF and cached."""
     elf = ElfFile(binary)
     source = debuginfo.locate(elf)
-    cache_id = elf.build_id + source.cache_tag
+    cache_id = debuginfo.cache_id(elf, source)
     hit = cache.get(cache_id, kind, key)
     if hit is not None:
         return hit

@@ -101,10 +101,16 @@ class Dwarf:
     def cache_id(self) -> str:
         """The key of this binary's answers in noop's cache: its build-id, told apart
         from a twin with full DWARF when the answers come from metadata."""
-        return self.elf.build_id + self.source.cache_tag
+        return debuginfo.cache_id(self.elf, self.source)
 
     @cached_property
     def units(self) -> tuple[CompileUnit, ...]:
+        abbrev = self.info.debug_abbrev_sec
+        damage = scan.damage(_bytes(self.info.debug_info_sec),
+                             len(_bytes(abbrev)) if abbrev is not None else 0)
+        if damage:  # refused here, in one line, not deep inside pyelftools
+            raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
+                              "rebuild it, or give an intact debug file with --debuginfo")
         return tuple(self.info.iter_CUs())
 
     @cached_property

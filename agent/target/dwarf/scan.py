@@ -67,6 +67,41 @@ class _Unit:
     refaddr: int  # size of a DW_FORM_ref_addr
 
 
+def damage(info: bytes, abbrev_size: int) -> str:
+    """What is wrong with the unit headers of .debug_info ('' when nothing): a length
+    past the section's end, a version DWARF does not have, an address size that is not
+    4 or 8, an abbreviation table past its section's end."""
+    unit = 0
+    while unit < len(info):
+        if unit + 4 > len(info):
+            return f"a unit header at +{unit:#x} is cut off"
+        (length,) = struct.unpack_from("<I", info, unit)
+        big = length == 0xFFFFFFFF
+        if big and unit + 12 <= len(info):
+            (length,) = struct.unpack_from("<Q", info, unit + 4)
+        head = unit + (12 if big else 4)
+        osize = 8 if big else 4
+        if length < 2 + osize + 1:
+            return f"the unit at +{unit:#x} has length {length}, too short for its header"
+        if head + length > len(info):
+            return f"the unit at +{unit:#x} has length {length}, past the section's end"
+        (version,) = struct.unpack_from("<H", info, head)
+        if not 2 <= version <= 5:
+            return f"the unit at +{unit:#x} has DWARF version {version}"
+        if version >= 5:
+            asize = info[head + 3]
+            abbrev_at = int.from_bytes(info[head + 4:head + 4 + osize], "little")
+        else:
+            abbrev_at = int.from_bytes(info[head + 2:head + 2 + osize], "little")
+            asize = info[head + 2 + osize]
+        if asize not in (4, 8):
+            return f"the unit at +{unit:#x} has address size {asize}"
+        if abbrev_at >= abbrev_size:
+            return f"the unit at +{unit:#x} has its abbreviations past .debug_abbrev's end"
+        unit = head + length
+    return ""
+
+
 def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
     """Every unit of .debug_info, with the offset of its abbreviation table."""
     unit = 0
