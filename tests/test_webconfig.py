@@ -229,8 +229,12 @@ REFUSALS = [
     ("http_server_config: {http2: 'on'}\n",
      ": http_server_config.http2 must be true or false", "true or false"),
     ("basic_auth_users:\n  alice: $2y$10$abcdefghijklmnopqrstuv\n",
-     ": basic_auth_users: basic auth is not supported",
-     "put a reverse proxy in front of noop, or use client certificates"),
+     ": basic_auth_users.alice: not a bcrypt hash", "htpasswd -nBC 10 alice"),
+    ("basic_auth_users:\n  alice: secret\n",
+     ": basic_auth_users.alice: not a bcrypt hash", "never the password itself"),
+    ("basic_auth_users: [alice]\n", ": basic_auth_users must be a mapping", "user: bcrypt"),
+    ("basic_auth_users:\n  'a:b': $2y$10$" + "a" * 53 + "\n",
+     ": basic_auth_users: 'a:b' is not a user name", "without ':'"),
     ("rate_limit: {interval: 1s, burst: 5}\n", ": rate_limit: rate limiting is not supported",
      "reverse proxy"),
     ("tls_server_config: {cert: PEM, key: PEM}\n",
@@ -483,3 +487,56 @@ def test_cipher_suites_over_tls12(pki: Path, tmp_path: Path, prefer: str, chosen
             assert s.cipher()[0] == chosen
         assert refused(port, client(pki, ciphers="ECDHE-ECDSA-CHACHA20-POLY1305")) == \
             "SSLV3_ALERT_HANDSHAKE_FAILURE"
+
+
+def _scrape(url: str, user: str | None = None, password: str = "",
+            ctx: ssl.SSLContext | None = None) -> tuple[int, str, dict[str, str]]:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=ctx) as r:
+            return r.status, r.read().decode(), dict(r.getheaders())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+@pytest.mark.parametrize("with_tls", [False, True])
+def test_basic_auth(pki: Path, tmp_path: Path, with_tls: bool) -> None:
+    """noop's own server with basic_auth_users (bcrypt hashes, $2y$ as htpasswd writes
+    them): every path needs a user's password; without it, or with a wrong one or an
+    unknown user, 401 and a Basic challenge."""
+    import bcrypt
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from agent.output.serve import Server
+
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    text = (tls(pki) if with_tls else "") + \
+        f"basic_auth_users:\n  alice: '{hashed.replace('$2b$', '$2y$')}'\n" \
+        f"  bob: '{bcrypt.hashpw(b'other', bcrypt.gensalt(rounds=4)).decode()}'\n"
+    config = load(tmp_path, text)
+    registry = CollectorRegistry()
+    Gauge("noop_test_value", "a value", registry=registry).set(7)
+    server = Server("127.0.0.1:0", registry, lambda: (True, "ok"), lambda: (True, "ready"),
+                    config)
+    ctx = client(pki) if with_tls else None
+    try:
+        base = f"{server.scheme}://{server.address}"
+        status, body, headers = _scrape(base + "/metrics", "alice", "s3cret", ctx)
+        assert status == 200 and "noop_test_value 7.0" in body
+        assert _scrape(base + "/metrics", "alice", "s3cret", ctx)[0] == 200  # remembered
+        assert _scrape(base + "/readyz", "bob", "other", ctx)[:2] == (200, "ready\n")
+        for user, password in ((None, ""), ("alice", "wrong"), ("bob", "s3cret"),
+                               ("carol", "s3cret"), ("alice", "")):
+            status, body, headers = _scrape(base + "/metrics", user, password, ctx)
+            assert status == 401 and "noop_test_value" not in body, (user, password)
+            assert headers["WWW-Authenticate"] == 'Basic realm="noop"'
+        assert _scrape(base + "/healthz", None, "", ctx)[0] == 401
+    finally:
+        server.close()

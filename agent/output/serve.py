@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
-from agent.output.webconfig import WebConfig
+from agent.output.webconfig import BasicAuth, WebConfig
 
 Check = Callable[[], tuple[bool, str]]  # (ok, one line saying why)
 
@@ -79,9 +79,15 @@ class Server:
         host, port = parse_listen(listen)
         metrics = make_wsgi_app(registry)
         headers = list(web.headers) if web else []
+        auth = BasicAuth(web.basic_auth_users) if web and web.basic_auth_users else None
 
         def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
             path = environ.get("PATH_INFO", "")
+            if auth is not None and not auth.allows(environ.get("HTTP_AUTHORIZATION")):
+                start("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
+                                           ("WWW-Authenticate", 'Basic realm="noop"'),
+                                           *headers])
+                return [b"Unauthorized\n"]
             if path in ("/healthz", "/readyz"):
                 ok, why = (healthy if path == "/healthz" else ready)()
                 start("200 OK" if ok else "503 Service Unavailable",

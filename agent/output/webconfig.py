@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import ssl
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +39,6 @@ HEADERS: dict[str, tuple[str, ...]] = {
 _TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version",
              "max_version", "cipher_suites", "prefer_server_cipher_suites")
 _REFUSED = {  # keys of the format that noop cannot honour: (why, what to do instead)
-    "basic_auth_users": ("basic auth is not supported", "put a reverse proxy in front of noop, "
-                         "or use client certificates (RequireAndVerifyClientCert)"),
     "rate_limit": ("rate limiting is not supported", "put a reverse proxy in front of noop"),
     **{f"tls_server_config.{k}": ("inline PEM is not supported",
                                   f"write it to a file and use {k}_file")
@@ -74,6 +75,7 @@ class WebConfig:
     path: str
     tls_server_config: TLSServerConfig | None = None
     headers: tuple[tuple[str, str], ...] = ()  # (name, value) to add to every response
+    basic_auth_users: tuple[tuple[str, str], ...] = ()  # (user, bcrypt hash)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """A new server context, reading the certificate files again; None without TLS."""
@@ -133,9 +135,11 @@ def load(path: str) -> WebConfig:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
         _fail(path + where, f"not valid YAML: {problem}", "check indentation and quoting")
-    top = _mapping(path, "", doc, ("tls_server_config", "http_server_config"))
+    top = _mapping(path, "", doc, ("tls_server_config", "http_server_config",
+                                   "basic_auth_users"))
     tls = _tls(path, top.get("tls_server_config"), Path(path).parent)
-    config = WebConfig(path, tls, _headers(path, top.get("http_server_config")))
+    config = WebConfig(path, tls, _headers(path, top.get("http_server_config")),
+                       _users(path, top.get("basic_auth_users")))
     config.ssl_context()  # fail now on bad certificate files, not at the first scrape
     return config
 
@@ -230,6 +234,72 @@ def _headers(path: str, value: Any) -> tuple[tuple[str, str], ...]:
             _fail(path, f"{w}headers.{name}: {text!r} is not allowed",
                   "one of " + ", ".join(HEADERS[name]))
     return tuple(headers.items())
+
+
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12]\d|3[01])\$[./A-Za-z0-9]{53}")
+
+
+def _users(path: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """basic_auth_users: user name -> bcrypt hash of the password, as exporter-toolkit
+    takes them (htpasswd -nBC 10 USER makes one)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        _fail(path, "basic_auth_users must be a mapping", "write 'user: bcrypt hash' lines")
+    out = []
+    for user, hashed in value.items():
+        if not isinstance(user, str) or not user or ":" in user:
+            _fail(path, f"basic_auth_users: {user!r} is not a user name",
+                  "a non-empty string without ':'")
+        if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
+            _fail(path, f"basic_auth_users.{user}: not a bcrypt hash",
+                  f"store the password's bcrypt hash (htpasswd -nBC 10 {user}), never the "
+                  "password itself")
+        out.append((user, hashed))
+    return tuple(out)
+
+
+class BasicAuth:
+    """Checks a request's ``Authorization: Basic`` header against the users' bcrypt
+    hashes. A bcrypt check takes tens of milliseconds by design, so the credentials
+    that passed are remembered (by a digest, never in the clear) for the scrapes
+    that follow; an unknown user costs a check as long as a known one."""
+
+    _DUMMY = "$2b$10$" + "." * 53  # checked for unknown users, so they take as long
+
+    def __init__(self, users: tuple[tuple[str, str], ...]) -> None:
+        self.users = dict(users)
+        self._passed: dict[bytes, None] = {}  # insertion-ordered: the oldest go first
+        self._lock = threading.Lock()
+
+    def allows(self, header: str | None) -> bool:
+        import bcrypt
+
+        if not header or not header.startswith("Basic "):
+            return False
+        try:
+            user, sep, password = base64.b64decode(header[6:].strip(),
+                                                   validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        if not sep:
+            return False
+        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
+        with self._lock:
+            if key in self._passed:
+                return True
+        hashed = self.users.get(user)
+        try:
+            ok = bcrypt.checkpw(password.encode(), (hashed or self._DUMMY).encode())
+        except ValueError:
+            ok = False
+        if ok and hashed is not None:
+            with self._lock:
+                self._passed[key] = None
+                while len(self._passed) > 64:
+                    del self._passed[next(iter(self._passed))]
+            return True
+        return False
 
 
 def _why(exc: BaseException) -> str:
