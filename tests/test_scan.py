@@ -79,7 +79,7 @@ def _names_as_the_full_walk_has_them(binary: Path) -> None:
     keys = {int(k) for k in dwarf.inlined_index()}
     fast = dwarf.names_at(keys)
     assert fast is not None and len(fast) == len(keys) > 0
-    slow = {k: functions._function_name(dwarf.die_at(k)) for k in keys}
+    slow = {k: functions.function_name(dwarf.die_at(k)) for k in keys}
     assert fast == slow
 
 
