@@ -14,6 +14,7 @@ from agent.plan import client_golang, plain, rust_prometheus
 from agent.plan.binary import Binary
 from agent.plan.model import Plan
 from agent.target import debuginfo, discover
+from agent.target.dwarf.reader import damage_said
 from agent.target.elf import ElfFile
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
@@ -47,6 +48,11 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
 
 
 def _make(path: str, aggregate: bool) -> Plan:
+    with damage_said(path):
+        return _preset(path, aggregate)
+
+
+def _preset(path: str, aggregate: bool) -> Plan:
     b = Binary(path)
     language = b.dwarf.language
     if language == "go":

@@ -50,7 +50,7 @@ from agent.spec.reader import Mark, Problem, SpecError
 from agent.target import debuginfo, discover
 from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
-from agent.target.dwarf.reader import die_name, origin_of
+from agent.target.dwarf.reader import damage_said, die_name, origin_of
 from agent.target.elf import ElfFile
 
 
@@ -145,15 +145,16 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
         key = _key(mine, xmm_readable)
         kept = _kept(build_id, key) if build_id and key else None
         if kept is None:
+            before = len(out.problems)
             try:
-                b = Binary(path)
-            except NoopError as exc:
+                with damage_said(path):
+                    b = Binary(path)
+                    target = b.plan(t.name, None, (), None, pinned)
+                    got = [(n, plan) for n, probe in mine
+                           if (plan := _probe(b, probe, out, xmm_readable)) is not None]
+            except NoopError as exc:  # the binary's own (the probes' are collected)
                 out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
                 continue
-            before = len(out.problems)
-            target = b.plan(t.name, None, (), None, pinned)
-            got = [(n, plan) for n, probe in mine
-                   if (plan := _probe(b, probe, out, xmm_readable)) is not None]
             if build_id and key and len(out.problems) == before:
                 cache.put(build_id, "plan", key, plain.dump((target, got)))
             # One binary's DWARF in memory at a time: what a plan needs of it is in

@@ -96,7 +96,8 @@ class ElfFile:
                 "addresses yet" if self.e_type == _ET_REL else "a core dump"
             raise BinaryError(f"{self.path}: {what}",
                               "name the program or shared library it is linked into")
-        self._check(os.fstat(self._f.fileno()).st_size)
+        self.size = os.fstat(self._f.fileno()).st_size
+        self._check(self.size)
 
     def _check(self, size: int) -> None:
         """Refuse a truncated or damaged file whose tables or sections lie past its end
@@ -132,8 +133,12 @@ class ElfFile:
         self.close()
 
     def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``; none past the file's end (a damaged table
+        may give any offset)."""
+        if not 0 <= offset < self.size or size <= 0:
+            return b""
         self._f.seek(offset)
-        return self._f.read(size)
+        return self._f.read(min(size, self.size - offset))
 
     @cached_property
     def sections(self) -> tuple[Section, ...]:

@@ -30,11 +30,12 @@ def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
     hit = cache.get(cache_id, kind, key)
     if hit is not None:
         return hit
-    from agent.target.dwarf.reader import Dwarf
+    from agent.target.dwarf.reader import Dwarf, damage_said
     from agent.target.dwarf.types import TypeNamer
 
-    dwarf = Dwarf(elf, source)
-    value = compute(elf, dwarf, TypeNamer(dwarf))
+    with damage_said(source.path):
+        dwarf = Dwarf(elf, source)
+        value = compute(elf, dwarf, TypeNamer(dwarf))
     cache.put(cache_id, kind, key, value)
     return value
 

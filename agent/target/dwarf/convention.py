@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from elftools.dwarf.die import DIE
 
 from agent.target.abi.shape import Shape
-from agent.target.dwarf.reader import attr
+from agent.target.dwarf.reader import attr, referred
 
 DW_CC_NOCALL = 0x3
 # Suffixes of the copies GCC (isra, constprop, part, cold) and LLVM (llvm: a local
@@ -51,14 +51,13 @@ def changed(symbol: str, die: DIE, origin: DIE) -> str:
 
 
 def _type_offset(die: DIE) -> int | None:
-    t = die.attributes.get("DW_AT_type")
-    return None if t is None else die.get_DIE_from_attribute("DW_AT_type").offset
+    t = referred(die, "DW_AT_type")
+    return None if t is None else t.offset
 
 
 def _origin_offset(die: DIE) -> int:
-    if "DW_AT_abstract_origin" in die.attributes:
-        return die.get_DIE_from_attribute("DW_AT_abstract_origin").offset
-    return die.offset
+    origin = referred(die, "DW_AT_abstract_origin")
+    return die.offset if origin is None else origin.offset
 
 
 def built_by_llvm(die: DIE) -> bool:

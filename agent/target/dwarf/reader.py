@@ -10,12 +10,14 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
+from elftools.common.exceptions import DWARFError, ELFError
+from elftools.dwarf.abbrevtable import AbbrevDecl, AbbrevTable
 from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
@@ -51,12 +53,50 @@ _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_cl
 
 def tag(die: DIE) -> str:
     """The DIE's tag name (pyelftools gives an int for tags it does not know)."""
-    return die.tag if isinstance(die.tag, str) else f"DW_TAG_{die.tag:#x}"
+    if isinstance(die.tag, str):
+        return die.tag
+    return f"DW_TAG_{die.tag:#x}" if isinstance(die.tag, int) else "DW_TAG_null"
 
 
 def attr(die: DIE, name: str | int, default: Any = None) -> Any:
     a = die.attributes.get(name)  # type: ignore[arg-type]  # Go's own codes are ints
     return default if a is None else a.value
+
+
+_REF_FORMS = frozenset({"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8",
+                        "DW_FORM_ref_udata", "DW_FORM_ref_addr", "DW_FORM_ref_sig8",
+                        "DW_FORM_ref_sup4", "DW_FORM_ref_sup8", "DW_FORM_GNU_ref_alt"})
+
+
+class _CheckedAbbrevs(AbbrevTable):
+    """An abbreviation table whose missing code is a DWARFError (pyelftools' own error of
+    malformed DWARF, which ``damage_said`` reports) rather than a bare KeyError."""
+
+    def get_abbrev(self, code: int) -> AbbrevDecl:
+        got = self._abbrev_map.get(code)
+        if got is None:
+            raise DWARFError(f"a DIE has abbreviation code {code}, which its unit's table "
+                             "does not have")
+        return got
+
+
+@contextmanager
+def damage_said(path: str | Path) -> Iterator[None]:
+    """pyelftools' own errors of malformed input (ELFError, DWARFError: a reference
+    past its unit, a value cut off, an unknown form) as one line naming the file; no
+    other exception is touched."""
+    try:
+        yield
+    except (ELFError, DWARFError) as exc:
+        raise BinaryError(f"{path}: its debug info is damaged: "
+                          f"{' '.join(str(exc).split())}",
+                          "rebuild it, or give an intact debug file with --debuginfo"
+                          ) from None
+    except RecursionError:  # pyelftools walks a DIE's children recursively
+        raise BinaryError(f"{path}: its debug info is damaged: its DIEs nest deeper than "
+                          "any program's (their tree is broken)",
+                          "rebuild it, or give an intact debug file with --debuginfo"
+                          ) from None
 
 
 def die_name(die: DIE) -> str | None:
@@ -88,6 +128,18 @@ class Dwarf:
             self.info: DWARFInfo = ELFFile(self._file).get_dwarf_info()
         except (ELFError, ValueError, KeyError) as exc:
             raise BinaryError(f"{elf.path}: cannot read DWARF: {exc}") from None
+        tables: dict[int, AbbrevTable] = {}
+
+        def abbrev_table(offset: int) -> AbbrevTable:  # as pyelftools', checked
+            if offset not in tables:
+                section = self.info.debug_abbrev_sec
+                if section is None or offset >= section.size:
+                    raise DWARFError(f"an abbreviation table at +{offset:#x} is past the "
+                                     ".debug_abbrev section's end")
+                tables[offset] = _CheckedAbbrevs(self.info.structs, section.stream, offset)
+            return tables[offset]
+
+        self.info.get_abbrev_table = abbrev_table  # type: ignore[method-assign]
 
     def close(self) -> None:
         self._file.close()
@@ -106,8 +158,10 @@ class Dwarf:
     @cached_property
     def units(self) -> tuple[CompileUnit, ...]:
         abbrev = self.info.debug_abbrev_sec
+        present = {f for f, sec in scan.FORM_SECTIONS.items()
+                   if getattr(self.info, sec, None) is not None}
         damage = scan.damage(_bytes(self.info.debug_info_sec),
-                             len(_bytes(abbrev)) if abbrev is not None else 0)
+                             _bytes(abbrev) if abbrev is not None else b"", present)
         if damage:  # refused here, in one line, not deep inside pyelftools
             raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
                               "rebuild it, or give an intact debug file with --debuginfo")
@@ -135,9 +189,7 @@ class Dwarf:
 
     def ref(self, die: DIE, name: str = "DW_AT_type") -> DIE | None:
         """The DIE an attribute refers to (None for ``void``)."""
-        if name not in die.attributes:
-            return None
-        return die.get_DIE_from_attribute(name)
+        return referred(die, name)
 
     # -- types -----------------------------------------------------------------
 
@@ -354,15 +406,25 @@ class Dwarf:
                 yield cu, die
 
 
+def referred(die: DIE, name: str) -> DIE | None:
+    """The DIE attribute ``name`` refers to (None without one); a DWARFError when its
+    form is not a reference (damaged DWARF: pyelftools fails in its own message)."""
+    got = die.attributes.get(name)
+    if got is None:
+        return None
+    if got.form not in _REF_FORMS or not isinstance(got.raw_value, int):
+        raise DWARFError(f"{name} of the DIE at +{die.offset:#x} has form {got.form}, "
+                         "not a reference")
+    return die.get_DIE_from_attribute(name)
+
+
 def origin_of(die: DIE) -> DIE:
     """The DIE holding name and type: follow abstract_origin / specification."""
     for _ in range(4):
-        if "DW_AT_abstract_origin" in die.attributes:
-            die = die.get_DIE_from_attribute("DW_AT_abstract_origin")
-        elif "DW_AT_specification" in die.attributes:
-            die = die.get_DIE_from_attribute("DW_AT_specification")
-        else:
+        nxt = referred(die, "DW_AT_abstract_origin") or referred(die, "DW_AT_specification")
+        if nxt is None:
             break
+        die = nxt
     return die
 
 

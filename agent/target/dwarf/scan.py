@@ -67,10 +67,13 @@ class _Unit:
     refaddr: int  # size of a DW_FORM_ref_addr
 
 
-def damage(info: bytes, abbrev_size: int) -> str:
+def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = frozenset()
+           ) -> str:
     """What is wrong with the unit headers of .debug_info ('' when nothing): a length
     past the section's end, a version DWARF does not have, an address size that is not
-    4 or 8, an abbreviation table past its section's end."""
+    4 or 8, an abbreviation table past its section's end or not readable."""
+    abbrev_size = len(abbrev)
+    checked: dict[int, str] = {}
     unit = 0
     while unit < len(info):
         if unit + 4 > len(info):
@@ -98,7 +101,43 @@ def damage(info: bytes, abbrev_size: int) -> str:
             return f"the unit at +{unit:#x} has address size {asize}"
         if abbrev_at >= abbrev_size:
             return f"the unit at +{unit:#x} has its abbreviations past .debug_abbrev's end"
+        if abbrev_at not in checked:
+            checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present)
+        if checked[abbrev_at]:
+            return checked[abbrev_at]
         unit = head + length
+    return ""
+
+
+# The attribute forms of DWARF 2-4 and GNU's extensions; DWARF 5 adds 0x1a-0x2c.
+FORMS = frozenset(range(0x01, 0x1A)) - {0x02} | {0x20} | frozenset(range(0x1F01, 0x1F22))
+FORMS_5 = FORMS | frozenset(range(0x1A, 0x2D))
+# The forms that point into another section, by pyelftools' attribute for it: a form
+# whose section the file lacks is damage.
+FORM_SECTIONS = {0x0E: "debug_str_sec", 0x1F: "debug_line_str_sec",
+                 **{f: "debug_str_offsets_sec" for f in (0x1A, 0x25, 0x26, 0x27, 0x28)},
+                 **{f: "debug_addr_sec" for f in (0x1B, 0x29, 0x2A, 0x2B, 0x2C)},
+                 0x22: "debug_loclists_sec", 0x23: "debug_rnglists_sec"}
+
+
+def abbrev_damage(abbrev: bytes, at: int, version: int = 5,
+                  present: frozenset[int] | set[int] | None = None) -> str:
+    """What is wrong with the abbreviation table at ``at`` ('' when nothing): cut off,
+    an attribute form that unit's DWARF version does not have, or one that points into
+    a section the file lacks (``present``: the forms whose sections it has)."""
+    try:
+        table = _abbrevs(abbrev, at)
+    except IndexError:
+        return f"the abbreviation table at +{at:#x} runs past .debug_abbrev's end"
+    known = FORMS_5 if version >= 5 else FORMS
+    for code, (_tag, _children, specs) in table.items():
+        for attr, form in specs:
+            if form not in known:
+                return (f"abbreviation {code} at +{at:#x} gives attribute {attr:#x} the "
+                        f"form {form:#x}, unknown in DWARF {version}")
+            if present is not None and form in FORM_SECTIONS and form not in present:
+                return (f"abbreviation {code} at +{at:#x} gives attribute {attr:#x} the "
+                        f"form {form:#x}, whose section the file does not have")
     return ""
 
 
