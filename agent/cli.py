@@ -95,10 +95,13 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     if args.binary:
         from agent.plan import presets
         try:
-            return presets.plan(args.binary, args.pid, aggregate)
+            plan = presets.plan(args.binary, args.pid, aggregate)
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
+        for warning in plan.warnings:  # updates the preset cannot see, said once
+            logs.say(f"warning: {warning}", logs.WARNING)
+        return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
 
