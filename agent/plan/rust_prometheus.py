@@ -219,6 +219,7 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
     """Every update instruction of the program's own, and the copies with code that
     have none noop recognises."""
     names = b.functions.inlined_names()
+    shown = b.functions.display_name
     found: dict[int, Found] = {}
     missed: list[tuple[list[tuple[int, int]], str]] = []
     for name, die, where, ranges in _copies(b, [n for n in names if _VALUE.match(n)]):
@@ -237,7 +238,8 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         if owner is None or field is None or len(hits) != 1:
             why = "no DWARF type for its Value" if owner is None else \
                 f"{len(hits)} update instructions in its code"
-            missed.append((ranges, f"{kind}.{op} inlined into {where} at {ranges[0][0]:#x} "
+            missed.append((ranges, f"{kind}.{op} inlined into {shown(where)} at "
+                           f"{ranges[0][0]:#x} "
                            f"({why})"))
             continue
         found.setdefault(insns[hits[0]].address,
@@ -251,7 +253,7 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         if core is None or count is None or len(hits) != 1:
             why = "no DWARF type for its HistogramCore" if core is None else \
                 "no lock xadd on shard_and_count"
-            missed.append((ranges, f"histogram.observe inlined into {where} at "
+            missed.append((ranges, f"histogram.observe inlined into {shown(where)} at "
                            f"{ranges[0][0]:#x} ({why})"))
             continue
         found.setdefault(insns[hits[0]].address, _found(
@@ -376,7 +378,8 @@ def _sites(b: Binary, group: list[Found]
     for f in group:
         placed = _place(b, f)
         if placed is None:
-            unplaced.append(f"{f.kind}.{f.op} in {f.function} at {f.insns[f.n].address:#x}: "
+            unplaced.append(f"{f.kind}.{f.op} in {b.functions.display_name(f.function)} at "
+                            f"{f.insns[f.n].address:#x}: "
                             "no instruction after it to probe (another path joins there, "
                             "or the kernel refuses it)")
             continue
@@ -389,7 +392,7 @@ def _sites(b: Binary, group: list[Found]
             layout = values
         at = next(i for i in f.insns if i.address == site)
         out.append((site, -f.insns[f.n].address, Site(
-            f.function, site, b.elf.file_offset(site), why,
+            b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
             tuple(x for _, x in pairs) + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
             tag=tag, handling=sites.handling(at.raw))))
     # Updates that share a site (LOCK instructions in a row) are attached later one

@@ -124,7 +124,8 @@ def plan(data: dict[str, Any]) -> str:
         width = max((len(n) for n in kinds), default=0)
         for s in p["sites"]:
             when = f", when {s['when']}" if "when" in s else ""
-            lines.append(f"  at {s['address']} (file offset {s['file_offset']}) "
+            how = f", {s['handling']}" if s.get("handling") else ""
+            lines.append(f"  at {s['address']} (file offset {s['file_offset']}{how}) "
                          f"{s['function']}")
             lines.append(f"     why: {s['why']}{when}")
             for name, f in s["values"].items():
