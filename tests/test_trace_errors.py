@@ -123,10 +123,12 @@ def test_without_kernel_headers(privileged: None, example: Path) -> None:
 
 
 def test_pid_that_does_not_exist(noop: NoopRun, privileged: None, example: Path) -> None:
-    done = noop("--binary", example, "--pid", "999999999", "--duration", "1")
-    assert done.returncode != 0
+    gone = subprocess.Popen(["true"])  # a process ID that was, and is no more
+    gone.wait()
+    done = noop("--binary", example, "--pid", str(gone.pid), "--duration", "1")
+    assert done.returncode == 2
     (line,) = _one_line_each(done.stderr)
-    assert "no process 999999999" in line
+    assert f"no process {gone.pid}" in line
 
 
 def test_one_pid_until_it_exits(noop: NoopRun, privileged: None, example: Path,
