@@ -67,39 +67,53 @@ class _Unit:
     refaddr: int  # size of a DW_FORM_ref_addr
 
 
+def _extent(info: bytes, unit: int) -> tuple[int, int, int]:
+    """(length, where the header's version is, offset size) of the unit at ``unit``."""
+    (length,) = struct.unpack_from("<I", info, unit)
+    if length == 0xFFFFFFFF:  # 64-bit DWARF
+        (length,) = struct.unpack_from("<Q", info, unit + 4)
+        return length, unit + 12, 8
+    return length, unit + 4, 4
+
+
+def _fields(info: bytes, head: int, osize: int) -> tuple[int, int, int, int]:
+    """(version, address size, abbreviation table's offset, first DIE's offset) of the
+    unit header whose version is at ``head``."""
+    (version,) = struct.unpack_from("<H", info, head)
+    if version >= 5:
+        kind, asize = info[head + 2], info[head + 3]
+        abbrev_at = int.from_bytes(info[head + 4:head + 4 + osize], "little")
+        first = head + 4 + osize + (8 if kind in (4, 5) else 8 + osize if kind in (2, 6)
+                                    else 0)
+    else:
+        abbrev_at = int.from_bytes(info[head + 2:head + 2 + osize], "little")
+        asize = info[head + 2 + osize]
+        first = head + 3 + osize
+    return version, asize, abbrev_at, first
+
+
 def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = frozenset()
            ) -> str:
     """What is wrong with the unit headers of .debug_info ('' when nothing): a length
     past the section's end, a version DWARF does not have, an address size that is not
     4 or 8, an abbreviation table past its section's end or not readable."""
-    abbrev_size = len(abbrev)
     checked: dict[int, str] = {}
     unit = 0
     while unit < len(info):
-        if unit + 4 > len(info):
+        big = info[unit:unit + 4] == b"\xff\xff\xff\xff"
+        if unit + (12 if big else 4) > len(info):
             return f"a unit header at +{unit:#x} is cut off"
-        (length,) = struct.unpack_from("<I", info, unit)
-        big = length == 0xFFFFFFFF
-        if big and unit + 12 <= len(info):
-            (length,) = struct.unpack_from("<Q", info, unit + 4)
-        head = unit + (12 if big else 4)
-        osize = 8 if big else 4
+        length, head, osize = _extent(info, unit)
         if length < 2 + osize + 1:
             return f"the unit at +{unit:#x} has length {length}, too short for its header"
         if head + length > len(info):
             return f"the unit at +{unit:#x} has length {length}, past the section's end"
-        (version,) = struct.unpack_from("<H", info, head)
+        version, asize, abbrev_at, _first = _fields(info, head, osize)
         if not 2 <= version <= 5:
             return f"the unit at +{unit:#x} has DWARF version {version}"
-        if version >= 5:
-            asize = info[head + 3]
-            abbrev_at = int.from_bytes(info[head + 4:head + 4 + osize], "little")
-        else:
-            abbrev_at = int.from_bytes(info[head + 2:head + 2 + osize], "little")
-            asize = info[head + 2 + osize]
         if asize not in (4, 8):
             return f"the unit at +{unit:#x} has address size {asize}"
-        if abbrev_at >= abbrev_size:
+        if abbrev_at >= len(abbrev):
             return f"the unit at +{unit:#x} has its abbreviations past .debug_abbrev's end"
         if abbrev_at not in checked:
             checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present)
@@ -145,23 +159,9 @@ def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
     """Every unit of .debug_info, with the offset of its abbreviation table."""
     unit = 0
     while unit < len(info):
-        (length,) = struct.unpack_from("<I", info, unit)
-        big = length == 0xFFFFFFFF
-        if big:
-            (length,) = struct.unpack_from("<Q", info, unit + 4)
-        head = unit + (12 if big else 4)
-        osize = 8 if big else 4
-        (version,) = struct.unpack_from("<H", info, head)
-        if version >= 5:
-            kind, asize = info[head + 2], info[head + 3]
-            abbrev_at = int.from_bytes(info[head + 4:head + 4 + osize], "little")
-            pos = head + 4 + osize + (8 if kind in (4, 5) else 8 + osize if kind in (2, 6)
-                                      else 0)
-        else:
-            abbrev_at = int.from_bytes(info[head + 2:head + 2 + osize], "little")
-            asize = info[head + 2 + osize]
-            pos = head + 3 + osize
-        yield (_Unit(unit, head + length, pos, version, osize, asize,
+        length, head, osize = _extent(info, unit)
+        version, asize, abbrev_at, first = _fields(info, head, osize)
+        yield (_Unit(unit, head + length, first, version, osize, asize,
                      asize if version == 2 else osize), abbrev_at)
         unit = head + length
 
