@@ -229,7 +229,7 @@ def _fold_rust(probe: ProbePlan, site: int, o: _Object, cols: dict[str, Any], hi
         o.add_exact(wrapped - 2**64 if wrapped >= 2**63 else wrapped)
     elif delta.kind == "const" and decode == "float":  # a float's constant increment
         o.add_exact(hits * _float(delta.offset))
-    else:  # a set, or a float increment known only at run time
+    else:  # a float increment known only at run time
         o.exact = False
     if cols.get("low") is not None:
         o.low = min(o.low if o.low is not None else math.inf, _float(cols["low"]))

@@ -226,15 +226,17 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         m = _VALUE.match(name)
         assert m is not None
         number, store = _NUMBERS[m.group(1)], m.group(2) == "set"
+        insns = b.instructions(where)
+        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
+                and _is_update(i, number, store)]
+        if len(hits) == 1 and insns[hits[0]].address in found:
+            continue  # a copy nested in another (Value::inc holds Value::inc_by)
         caller = next((o for o in map(_OWNER.match, _chain(die, b)) if o), None)
         if caller is None:
             continue  # not an update through a counter or gauge (none in the crate today)
         kind, op = caller.group(1), caller.group(2)
         owner = _self_type(b, die)
         field = _member(b, owner, "val")
-        insns = b.instructions(where)
-        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
-                and _is_update(i, number, store)]
         if owner is None or field is None or len(hits) != 1:
             why = "no DWARF type for its Value" if owner is None else \
                 f"{len(hits)} update instructions in its code"
