@@ -156,12 +156,18 @@ class Dwarf:
         return debuginfo.cache_id(self.elf, self.source)
 
     @cached_property
+    def raw(self) -> tuple[bytes, bytes]:
+        """The bytes of .debug_info and .debug_abbrev (b"" without one), read once for
+        the damage check and every raw scan."""
+        info, abbrev = self.info.debug_info_sec, self.info.debug_abbrev_sec
+        return (_bytes(info) if info is not None else b"",
+                _bytes(abbrev) if abbrev is not None else b"")
+
+    @cached_property
     def units(self) -> tuple[CompileUnit, ...]:
-        abbrev = self.info.debug_abbrev_sec
         present = {f for f, sec in scan.FORM_SECTIONS.items()
                    if getattr(self.info, sec, None) is not None}
-        damage = scan.damage(_bytes(self.info.debug_info_sec),
-                             _bytes(abbrev) if abbrev is not None else b"", present)
+        damage = scan.damage(*self.raw, present)
         if damage:  # refused here, in one line, not deep inside pyelftools
             raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
                               "rebuild it, or give an intact debug file with --debuginfo")
@@ -209,8 +215,7 @@ class Dwarf:
         unit, without a DIE object each); None when the scan cannot read them."""
         strs = self.info.debug_str_sec
         try:
-            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
-                                                 self.info.debug_abbrev_sec))
+            info, abbrev = self.raw
             got = scan.top_types(info, abbrev, cu.cu_offset,
                                  frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
                                  _bytes(strs) if strs is not None else b"")
@@ -222,8 +227,7 @@ class Dwarf:
         """The qualified name (``scan.qualified_names``) of the DIE at each offset, read
         from the raw bytes; None when the scan cannot read them."""
         try:
-            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
-                                                 self.info.debug_abbrev_sec))
+            info, abbrev = self.raw
             strings = scan.Strings(*(_bytes(s) if s is not None else b"" for s in (
                 self.info.debug_str_sec, getattr(self.info, "debug_line_str_sec", None),
                 getattr(self.info, "debug_str_offsets_sec", None))))
@@ -388,8 +392,7 @@ class Dwarf:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
         its function's name (``scan``: the raw bytes, not a DIE object each)."""
         try:
-            info, abbrev = (_bytes(s) for s in (self.info.debug_info_sec,
-                                                 self.info.debug_abbrev_sec))
+            info, abbrev = self.raw
             return scan.inlined_index(info, abbrev)
         except (ValueError, IndexError, KeyError, struct.error, AttributeError):
             pass  # a form or layout the scan does not know: the slow walk knows more
