@@ -85,11 +85,16 @@ def mutations(draw: Any, elf: bytes) -> list[tuple[int, int]]:
             for _ in range(n)]
 
 
-def _ask(path: str) -> None:
-    """funcs, struct and vars, as the commands ask them: a result or a NoopError."""
-    for call in (lambda: inspect.function_list(path),
-                 lambda: inspect.struct_layout(path, "struct shape"),
-                 lambda: inspect.function_vars(path, "area")):
+def _ask(path: Path, data: bytes, pattern: str | None = None, struct: str = "struct shape",
+         function: str = "area") -> None:
+    """``data`` as the binary at ``path``, asked funcs, struct and vars as the commands
+    ask them: each a result or a NoopError."""
+    path.write_bytes(data)
+    os.utime(path)
+    p = str(path)
+    for call in (lambda: inspect.function_list(p, pattern),
+                 lambda: inspect.struct_layout(p, struct),
+                 lambda: inspect.function_vars(p, function)):
         with contextlib.suppress(NoopError):  # one of noop's errors: a line, exit 1 or 2
             call()
 
@@ -105,9 +110,7 @@ def test_damaged_binaries(small: bytes, tmp_path: Path,
         damaged = bytearray(small)
         for at, byte in data.draw(mutations(small)):
             damaged[at] = byte
-        path.write_bytes(bytes(damaged))
-        os.utime(path)
-        _ask(str(path))
+        _ask(path, bytes(damaged))
 
     check()
 
@@ -120,8 +123,7 @@ def test_truncated_binaries(small: bytes, tmp_path: Path,
     @SETTINGS
     @given(st.integers(0, len(small) - 1))
     def check(size: int) -> None:
-        path.write_bytes(small[:size])
-        _ask(str(path))
+        _ask(path, small[:size])
 
     check()
 
@@ -195,13 +197,6 @@ def test_damaged_go_metadata(stripped_example: Path, tmp_path: Path,
                          ".noptrdata") if a in where and where[a][1]]
     path = tmp_path / "example"
 
-    def ask(p: str) -> None:
-        for call in (lambda: inspect.function_list(p, "main.*"),
-                     lambda: inspect.struct_layout(p, "main.Order"),
-                     lambda: inspect.function_vars(p, "main.placeOrder")):
-            with contextlib.suppress(NoopError):
-                call()
-
     @settings(SETTINGS, max_examples=8)
     @given(st.sampled_from(areas), st.data())
     def check(area: str, data: Any) -> None:
@@ -210,8 +205,6 @@ def test_damaged_go_metadata(stripped_example: Path, tmp_path: Path,
         for _ in range(data.draw(st.integers(1, 8))):
             damaged[start + data.draw(st.integers(0, size - 1))] = \
                 data.draw(st.integers(0, 255))
-        path.write_bytes(bytes(damaged))
-        os.utime(path)
-        ask(str(path))
+        _ask(path, bytes(damaged), "main.*", "main.Order", "main.placeOrder")
 
     check()
