@@ -77,6 +77,33 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    """A share of one CPU: ``5%``, or ``none``."""
+    from agent.spec.probes import share
+    try:
+        return share(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _rate(text: str) -> tuple[str | None, float]:
+    """``N`` hits per second of every probe, or ``PROBE=N``."""
+    name, _, number = text.rpartition("=")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not number.isascii() or not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate: hits per second, "
+                                         "N or PROBE=N")
+    return name or None, value
+
+
+def _duration(text: str) -> float:
+    """Seconds, with or without an s: ``5s``, ``2.5``."""
+    return _seconds(text.removesuffix("s") if text.endswith("s") else text)
+
+
 def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     """The plan named on the command line: a spec (--config) or the preset (--binary);
     ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
@@ -120,7 +147,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode,
                                           attach_cookies()).text)
         return 0
-    return _emit(args, plan.to_json(), render.plan)
+    from agent.tools import estimate
+    rates = estimate.rates(args.rate or [], plan)
+    costs = estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
+    measured = {}
+    if args.measure:
+        if costs is None:
+            raise NoopError("noop check --measure needs the cost of a hit on this machine",
+                            "run it as root")
+        measured = estimate.measure(plan, args.measure, costs, args.max_overhead)
+    data = plan.to_json()
+    data["estimate"] = estimate.estimate(plan, costs, rates, measured, args.max_overhead)
+    code = _emit(args, data, render.plan)
+    return 1 if any(p.get("over") for p in data["estimate"]["probes"]) else code
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -168,7 +207,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from agent.kernel.load import check_privileges
     check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
-                          web, xmm_helper_available(), resolved)
+                          web, xmm_helper_available(), resolved, args.max_overhead,
+                          args.budget_window)
     return daemon.Daemon(opts).run()
 
 
@@ -237,6 +277,15 @@ def _debuginfo_flag(sp: argparse.ArgumentParser) -> None:
                     "/usr/lib/debug, by debuglink and in a debuginfod cache)")
 
 
+def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
+    from agent.spec.probes import DEFAULT_BUDGET
+    sp.add_argument("--max-overhead", metavar="SHARE", type=_share,
+                    default=_share(DEFAULT_BUDGET),
+                    help="the CPU a probe may cost each target process, a share of one "
+                    f"CPU, for probes whose spec sets no budget: (default {DEFAULT_BUDGET}; "
+                    "none: unbounded)")
+
+
 class _Parser(argparse.ArgumentParser):
     """Command-line mistakes in one line, as noop's other errors are (exit code 2)."""
 
@@ -283,6 +332,13 @@ def parser() -> argparse.ArgumentParser:
                     help="as noop run loads it: in-kernel aggregates, metrics only")
     sp.add_argument("--schema", action="store_true",
                     help="print the spec format as JSON Schema")
+    sp.add_argument("--rate", type=_rate, action="append", metavar="[PROBE=]N",
+                    help="hits per second to price (every probe, or one): its share of "
+                    "a CPU against its budget")
+    sp.add_argument("--measure", type=_duration, metavar="SECONDS",
+                    help="count each probe's hits with a bare in-kernel counter this long "
+                    "(e.g. 5s) and price them; a probe over its budget is counted no longer")
+    _max_overhead_flag(sp)
     sp = add("run", cmd_run, "serve the spec's metrics (or, with --binary alone, the "
              "meta-metrics of the program's own metrics) on /metrics until SIGTERM; SIGHUP "
              "reloads the spec", json_flag=False)
@@ -293,6 +349,11 @@ def parser() -> argparse.ArgumentParser:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
+    from agent.service.budget import WINDOW
+    _max_overhead_flag(sp)
+    sp.add_argument("--budget-window", metavar="SECONDS", type=_seconds, default=WINDOW,
+                    help="a probe over its budget for this long is taken off for a while "
+                    f"(default {WINDOW:g})")
     from agent.tools.bench import ARMS
     from agent.tools.workloads import KINDS, OPS
     sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "

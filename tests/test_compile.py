@@ -139,7 +139,7 @@ def test_a_locked_instruction_is_one_clear_error(privileged: None, c_layouts_o2:
     try:
         time.sleep(0.5)
         with load.build(COUNT, ["on_mix"]) as obj, pytest.raises(load.LoadError) as e:
-            load._attach(str(example), b.elf.file_offset(locked.address),
+            load.attach_at(str(example), b.elf.file_offset(locked.address),
                          obj.progs["on_mix"], "the lock xadd")
     finally:
         running.kill()

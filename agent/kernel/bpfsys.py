@@ -27,7 +27,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 MAP_CREATE, MAP_LOOKUP, MAP_UPDATE, MAP_DELETE, MAP_NEXT_KEY, PROG_LOAD = 0, 1, 2, 3, 4, 5
-LINK_CREATE = 28
+OBJ_GET_INFO_BY_FD, LINK_CREATE, ENABLE_STATS = 15, 28, 32
+STATS_RUN_TIME = 0
+_PROG_INFO_BYTES = 232  # struct bpf_prog_info up to attach_btf_id
+_RUN_TIME_AT = 192  # bpf_prog_info.run_time_ns, then run_cnt
 PROG_TYPE_KPROBE = 2
 ATTACH_PERF_EVENT = 41
 # Map types whose values the kernel keeps one per possible CPU.
@@ -252,3 +255,26 @@ class Probe:
 def close_fd(fd: int) -> None:
     if fd >= 0:
         os.close(fd)
+
+
+def enable_run_time_stats() -> int:
+    """Have the kernel time every BPF program it runs (``BPF_ENABLE_STATS``) for as long
+    as the returned descriptor is open: what ``prog_run_time`` reads. Raises OSError
+    where the kernel has no such command (before 5.8)."""
+    attr = _attr(8)
+    struct.pack_into("<I", attr, 0, STATS_RUN_TIME)
+    return _call(ENABLE_STATS, attr)
+
+
+def prog_run_time(prog_fd: int) -> tuple[int, int]:
+    """A loaded program's (run_time_ns, run_cnt): how long the kernel ran it, and how
+    often, while run-time stats were on."""
+    info = _attr(_PROG_INFO_BYTES)
+    attr = _attr(16)
+    struct.pack_into("<IIQ", attr, 0, prog_fd, len(info), ctypes.addressof(info))
+    _call(OBJ_GET_INFO_BY_FD, attr)
+    got = struct.unpack_from("<I", attr, 4)[0]  # what the kernel filled in
+    if got < _RUN_TIME_AT + 16:
+        return 0, 0
+    ns, count = struct.unpack_from("<QQ", info, _RUN_TIME_AT)
+    return int(ns), int(count)

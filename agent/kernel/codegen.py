@@ -20,6 +20,7 @@ from agent.target.amd64 import PT_REGS
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
 CALLS = 65536  # calls in progress kept per exit probe; the least recently used go first
+TRAP_ROWS = 4096  # (site, process) pairs whose hits are counted apart; the rest per site
 # BCC compiles calls of kernel helpers only by number, and no call of a kfunc: the C
 # calls the XMM reader through this stand-in number, which the loader rewrites into a
 # call of the kernel's own function (Program.calls) before the kernel sees it.
@@ -41,6 +42,8 @@ class Program:
     # Attach each site with its index as the attach cookie: functions are shared by
     # the sites of one shape (one name in ``functions`` for several sites).
     cookies: bool = False
+    # Every site of the plan, in the order of noop_traps' site numbers: (probe, site).
+    sites: tuple[tuple[int, int], ...] = ()
 
     def decode(self, data: bytes) -> events.Event:
         """A ring-buffer record of this program as an event; IndexError or ValueError
@@ -87,7 +90,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
              "  /* per exit probe: returns without their call's entry */",
              f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe on an async fn: futures dropped before they completed */",
-             ""]
+             "", *traps_c(plan)]
     if cookies:
         lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
                   "the uprobe with */",
@@ -99,6 +102,11 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                   "static long (*noop_xmm_read)(void *dst, u32 size, u32 regno) = "
                   f"(void *){XMM_CALL:#x};", ""]
     layouts, functions = [], []
+    all_sites = tuple((pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites)))
+    base = [0] * len(plan.probes)
+    for n, (pi, si) in enumerate(all_sites):
+        if si == 0:
+            base[pi] = n
     aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
     derived: dict[tuple[int, int], dict[str, str]] = {}
@@ -139,12 +147,15 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                 body, why = _event(ctx, wakeup=mode == "trace")
             else:
                 body, why = _aggregate(ctx, agg, events_too=probe.events)
+            gsi = f"{base[pi]} + site" if share else str(base[pi] + si)
             if target.pid is not None:
                 # A uprobe belongs to the file; perf's own pid filter would follow one
                 # thread only, and a Go program's goroutines run on many.
                 body = ["if ((bpf_get_current_pid_tgid() >> 32) != "
                         f"{target.pid})  /* only process {target.pid} */", "\treturn 0;",
                         *body]
+            # Every trap costs its process, whoever it is for: counted first.
+            body = [f"noop_trap({gsi});", *body]
             unreadable[(pi, si)] = why
             derived[(pi, si)] = {v.name: f.formula for v, f in
                                  zip(probe.values, site.fetches, strict=True)
@@ -164,7 +175,31 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                       *("\t" + b if b else "" for b in body), "}", ""]
     calls = {XMM_CALL: xmm_helper} if xmm_helper is not None else {}
     return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
-                   unreadable, derived, calls, cookies)
+                   unreadable, derived, calls, cookies, all_sites)
+
+
+def trap_rows(plan: Plan) -> int:
+    """Rows of noop_traps: a row per (site, process) up to TRAP_ROWS, and one per site
+    (process 0) for the hits of processes past that."""
+    n = sum(len(p.sites) for p in plan.probes)
+    return n + min(TRAP_ROWS, 16 * n)
+
+
+def traps_c(plan: Plan) -> list[str]:
+    """The hit counter every program starts with: what the probes cost their targets
+    (``cost``). Per site and process, in a per-CPU hash (exact whatever the threads);
+    a process the map has no room for is counted in its site's row of process 0,
+    which noop creates at load."""
+    return ["struct noop_trapkey {", "\tu32 site;", "\tu32 pid;", "};",
+            f"BPF_PERCPU_HASH(noop_traps, struct noop_trapkey, u64, {trap_rows(plan)});"
+            "  /* hits per site and process */",
+            "static __always_inline void noop_trap(u32 site)", "{",
+            "\tstruct noop_trapkey k = {.site = site, .pid = bpf_get_current_pid_tgid() >> 32};",
+            "\tu64 *n = noop_traps.lookup(&k);", "\tif (!n) {", "\t\tu64 one = 1;",
+            "\t\tif (!noop_traps.insert(&k, &one))", "\t\t\treturn;",
+            "\t\tn = noop_traps.lookup(&k);  /* another CPU made it meanwhile */",
+            "\t}", "\tif (!n) {  /* no room: the site's row of process 0 */", "\t\tk.pid = 0;",
+            "\t\tn = noop_traps.lookup(&k);", "\t}", "\tif (n)", "\t\t(*n)++;", "}", ""]
 
 
 @dataclass(frozen=True, slots=True)

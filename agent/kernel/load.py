@@ -169,6 +169,8 @@ class Loaded:
         self.program = program
         self.attachments: list[Attachment] = []
         self._probes: list[bpfsys.Probe] = []
+        self.off: set[int] = set()  # probes taken off (their budget): not attached
+        self._files: dict[str, set[str]] = {}  # target -> the files it is attached to
         self.obj: Object | None = None
         self.ring: ringbuf.Ring | None = None
         names = list(dict.fromkeys(fn for _pi, _si, fn in program.functions))
@@ -176,6 +178,7 @@ class Loaded:
         try:
             self.ring = ringbuf.Ring(self.obj.maps["noop_events"].fd, RINGBUF_BYTES)
             self._overflow_rows()
+            self._trap_rows()
             if progress is not None:
                 progress(f"attaching {len(program.functions)} uprobes")
             self._attach_all()
@@ -193,14 +196,21 @@ class Loaded:
         build, run by other processes); the number of uprobes. Every process running
         the file is probed: a --pid filter is in the program."""
         assert self.obj is not None
+        n = self._attach(path, lambda pi: self.plan.probes[pi].target == target
+                         and pi not in self.off)
+        self._files.setdefault(target, set()).add(path)
+        return n
+
+    def _attach(self, path: str, which: Callable[[int], bool]) -> int:
+        assert self.obj is not None
         n = 0
         for pi, si, fn in self.program.functions:
             probe = self.plan.probes[pi]
-            if probe.target != target:
+            if not which(pi):
                 continue
             site = probe.sites[si]
-            pid = self.plan.target(target).pid
-            self._probes.append(_attach(path, site.file_offset, self.obj.progs[fn],
+            pid = self.plan.target(probe.target).pid
+            self._probes.append(attach_at(path, site.file_offset, self.obj.progs[fn],
                                         f"{probe.name} at {site.function} "
                                         f"({site.address:#x})",
                                         si if self.program.cookies else None))
@@ -213,6 +223,8 @@ class Loaded:
         """Take every uprobe off the file at ``path``; how many there were."""
         pairs = list(zip(self.attachments, self._probes, strict=True))
         gone = [probe for a, probe in pairs if a.binary == path]
+        for files in self._files.values():
+            files.discard(path)
         # Off the lists first: a scrape in between counts them gone, as they soon are.
         self.attachments = [a for a, _ in pairs if a.binary != path]
         self._probes = [probe for a, probe in pairs if a.binary != path]
@@ -220,10 +232,51 @@ class Loaded:
             probe.close()
         return len(gone)
 
+    def detach_probe(self, pi: int) -> int:
+        """Take every uprobe of probe ``pi`` off (until ``attach_probe``); how many."""
+        pairs = list(zip(self.attachments, self._probes, strict=True))
+        self.off.add(pi)
+        self.attachments = [a for a, _ in pairs if a.probe != pi]
+        self._probes = [probe for a, probe in pairs if a.probe != pi]
+        for a, probe in pairs:
+            if a.probe == pi:
+                probe.close()
+        return sum(a.probe == pi for a, _ in pairs)
+
+    def attach_probe(self, pi: int) -> int:
+        """Put probe ``pi`` back on every file its target's probes are on; how many
+        uprobes. A file whose process exited meanwhile is left to the next pass."""
+        self.off.discard(pi)
+        n = 0
+        for path in sorted(self.files(self.plan.probes[pi].target)):
+            try:
+                n += self._attach(path, lambda p: p == pi)
+            except NoopError:
+                continue
+        return n
+
+    def traps(self) -> dict[tuple[int, int], int]:
+        """Hits per (site, process) since loading, as the programs counted them: every
+        trap, also of processes a --pid filter then leaves out (process 0: those the
+        map had no room for). Sites are numbered as ``Program.sites``."""
+        return trap_counts(self._map("noop_traps"))
+
+    def forget_traps(self, pids: set[int]) -> None:
+        """Delete the hit counts of processes that exited."""
+        table = self._map("noop_traps")
+        for k in table.listed():
+            if struct.unpack("<II", k)[1] in pids:
+                table.delete(k)
+
+    def prog_fds(self, pi: int) -> list[int]:
+        """The loaded programs of probe ``pi``."""
+        assert self.obj is not None
+        return [self.obj.progs[fn] for fn in
+                dict.fromkeys(fn for p, _si, fn in self.program.functions if p == pi)]
+
     def files(self, target: str) -> set[str]:
-        """The files ``target``'s probes are on."""
-        return {a.binary for a in self.attachments
-                if self.plan.probes[a.probe].target == target}
+        """The files ``target``'s probes are on (or would be, those taken off)."""
+        return set(self._files.get(target, ()))
 
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` seconds, or until a record that wakes readers."""
@@ -305,10 +358,19 @@ class Loaded:
             table.update(bytes([aggregate.OVERFLOW]) * lay.key_size,
                          bytes(table.d.value_size))  # zeroes on every CPU
 
+    def _trap_rows(self) -> None:
+        """Create each site's row of process 0 now: hits of processes past the map's
+        room are counted there."""
+        table = self._map("noop_traps")
+        zero = bytes(table.d.value_size)
+        for n in range(len(self.program.sites)):
+            table.update(struct.pack("<II", n, 0), zero)
+
     def close(self) -> None:
         for probe in self._probes:
             probe.close()
         self._probes.clear()
+        self._files.clear()
         if self.ring is not None:
             self.ring.close()
             self.ring = None
@@ -334,7 +396,7 @@ class Bare:
         self.obj: Object | None = build(text, [function])
         self.probe: bpfsys.Probe | None = None
         try:
-            self.probe = _attach(binary, offset, self.obj.progs[function],
+            self.probe = attach_at(binary, offset, self.obj.progs[function],
                                  f"at file offset {offset:#x} of {binary}")
         except BaseException:
             self.close()
@@ -354,6 +416,15 @@ class Bare:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+
+def trap_counts(table: bpfsys.Map) -> dict[tuple[int, int], int]:
+    """A noop_traps map's hits, per (site, process), summed over the CPUs."""
+    out = {}
+    for k in table.listed():
+        site, pid = struct.unpack("<II", k)
+        out[(site, pid)] = sum(int.from_bytes(v[:8], "little") for v in table.rows(k))
+    return out
 
 
 def kernel_calls(calls: Mapping[int, str]) -> dict[int, tuple[int, int]]:
@@ -393,7 +464,7 @@ def link_calls(code: bytearray, calls: Mapping[int, tuple[int, int]]) -> int:
     return n
 
 
-def _attach(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
+def attach_at(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
             ) -> bpfsys.Probe:
     """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process (with
     ``cookie`` for the program to read)."""

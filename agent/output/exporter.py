@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import platform
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -20,6 +21,9 @@ from agent.kernel.codegen import Program
 from agent.output.meta import PresetMeta
 from agent.output.usermetrics import UserMetrics, faulty
 from agent.plan.model import Plan
+
+if TYPE_CHECKING:
+    from agent.service.budget import Overhead
 
 
 class Maps(Protocol):
@@ -47,6 +51,7 @@ class Session:
     meta: PresetMeta | None
     seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
     decode_errors: int = 0
+    overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
     _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
 
     def on_run(self, run: ringbuf.Run) -> None:
@@ -222,6 +227,30 @@ class Exporter(Collector):
             yield fam
         yield CounterMetricFamily("noop_decode_errors", "Records noop could not decode",
                                   value=s.decode_errors)
+        if s.overhead is not None:
+            yield from _overhead(s.overhead)
+
+
+def _overhead(o: Overhead) -> Iterator[Metric]:
+    now = time.monotonic()
+    families = []
+    if o.costs is not None:
+        cost = CounterMetricFamily(
+            "noop_probe_overhead_seconds", "CPU time the probe's hits cost its target "
+            "processes, estimated: hits x the measured cost of a hit at each site's "
+            "class, plus the kernel's run time of its BPF programs", labels=["probe"])
+        for p in o.probes:
+            cost.add_metric([p.name], p.cost_ns / 1e9)
+        families.append(cost)
+    enabled = GaugeMetricFamily("noop_probe_enabled", "1 while the probe is attached, 0 "
+                                "while it is off for exceeding its budget", labels=["probe"])
+    off = CounterMetricFamily("noop_probe_detached_seconds", "Time the probe was off for "
+                              "its budget: its metrics undercount what happened meanwhile",
+                              labels=["probe"])
+    for pi, p in enumerate(o.probes):
+        enabled.add_metric([p.name], int(p.enabled))
+        off.add_metric([p.name], o.detached_seconds(pi, now))
+    yield from (*families, enabled, off)
 
 
 def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]

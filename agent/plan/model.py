@@ -345,6 +345,9 @@ class ProbePlan:
     at: str = "entry"
     roots: int = 0  # exit probes: pointers the call's entry keeps for the return
     unseen: tuple[str, ...] = ()  # call sites the probe cannot see (inlined copies), why
+    # The CPU it may cost each target process, a share of one CPU (inf: unbounded);
+    # None: noop run's --max-overhead.
+    budget: float | None = None
 
     @property
     def events(self) -> bool:
@@ -355,6 +358,8 @@ class ProbePlan:
         return {"name": self.name, "target": self.target,
                 **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
                 **({"unseen": list(self.unseen)} if self.unseen else {}),
+                **({"budget": self.budget if self.budget != float("inf") else "none"}
+                   if self.budget is not None else {}),
                 **({"metrics": [m.to_json() for m in self.metrics]} if self.metrics else {}),
                 **({"aggregate": self.aggregate.to_json()} if self.aggregate else {}),
                 "values": [{"name": v.name, "decode": v.decode, "type": v.type,

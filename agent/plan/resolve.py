@@ -168,7 +168,9 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
         found += got
-    probes = [plan for _n, plan in sorted(found, key=lambda f: f[0])]
+    # What a probe may cost is the spec's word, not the binary's: set after the cache.
+    probes = [replace(plan, budget=spec.probes[n].budget if spec.probes[n].budget is not None
+                      else spec.budget) for n, plan in sorted(found, key=lambda f: f[0])]
     if out.problems:
         raise SpecError(out.problems)
     return Plan(spec.path, tuple(targets), tuple(probes), tuple(waiting))

@@ -30,11 +30,13 @@ from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
+from agent.service import budget
 from agent.service.filewatch import FileWatch
 from agent.service.sdnotify import Notifier
 from agent.service.watch import SCAN_EVERY, Watch
 
 if TYPE_CHECKING:
+    from agent.kernel.cost import Costs, RunTimes
     from agent.kernel.load import Loaded
 
 DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
@@ -50,6 +52,8 @@ class Options:
     web: WebConfig | None
     xmm_helper: str | None
     resolved: float = 0.0  # seconds the first plan took, said once the daemon starts
+    max_overhead: float = 0.05  # budget of probes the spec sets none for (inf: none)
+    window: float = budget.WINDOW  # seconds a probe's cost is held to its budget over
 
 
 def settled() -> None:
@@ -90,6 +94,8 @@ class Daemon:
         self.signals: list[int] = []
         self.beat = time.monotonic()
         self.notify = Notifier()
+        self.costs: Costs | None = None
+        self.run_times: RunTimes | None = None
 
     def healthy(self) -> tuple[bool, str]:
         late = time.monotonic() - self.beat
@@ -121,6 +127,9 @@ class Daemon:
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         session = Session(plan, program, loaded, UserMetrics(plan),
                           PresetMeta(plan, target) if self.opts.preset else None)
+        session.overhead = budget.Overhead(plan, program, self.costs, self.run_times,
+                                           self.opts.max_overhead, time.monotonic(),
+                                           self.opts.window)
         return session, loaded
 
     def _plan(self) -> Plan:
@@ -130,9 +139,28 @@ class Daemon:
             self.health.resolve_errors += 1
             raise
 
+    def _measure(self) -> None:
+        """What a hit costs here (calibrated once per kernel and CPU model), and the
+        kernel's run time of BPF programs: what budgets are measured with."""
+        from agent.kernel import cost
+
+        try:
+            self.costs = cost.costs()
+        except NoopError as exc:
+            log(f"{exc.message}: probes' costs are not estimated, budgets not "
+                "enforced", logs.WARNING)
+        else:
+            log(f"a uprobe hit costs {self.costs.describe()} here"
+                + (" (measured before)" if self.costs.cached else " (measured now)"))
+        self.run_times = cost.RunTimes()
+        if not self.run_times.available:
+            log("this kernel does not time BPF programs (BPF_ENABLE_STATS): "
+                "costs count the traps only", logs.WARNING)
+
     def start(self) -> None:
         plan = self.opts.first
         log(f"resolving took {self.opts.resolved:.2f}s")
+        self._measure()
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
@@ -249,12 +277,38 @@ class Daemon:
         s, loaded = self.exporter.session, self.loaded
         return loaded.read(s.on_run) if s is not None and loaded is not None else 0
 
+    def hold_budgets(self) -> None:
+        """Fold the probes' hits into their cost, and take off (or put back) those
+        their budget says to."""
+        s, loaded = self.exporter.session, self.loaded
+        if s is None or loaded is None or s.overhead is None:
+            return
+        rt = self.run_times
+        with self.lock:
+            if self.loaded is not loaded:
+                return
+            run = ({pi: rt.of(loaded.prog_fds(pi)) for pi in range(len(s.plan.probes))}
+                   if rt is not None and rt.available else {})
+            now = time.monotonic()
+            for change in s.overhead.look(loaded.traps(), run, now):
+                if change.on:
+                    loaded.attach_probe(change.probe)
+                else:
+                    loaded.detach_probe(change.probe)
+                s.overhead.done(change, time.monotonic())
+                log(change.message, logs.INFO if change.on else logs.WARNING)
+
     def prune(self) -> None:
         """Forget the rows and names of processes that exited: memory stays bounded."""
         from agent.kernel.load import alive
 
         s, loaded = self.exporter.session, self.loaded
-        if s is None or loaded is None or s.meta is None:
+        if s is None or loaded is None:
+            return
+        exited = {pid for _site, pid in loaded.traps() if pid and not alive(pid)}
+        if exited:
+            loaded.forget_traps(exited)
+        if s.meta is None:
             return
         running: dict[int, bool] = {}
         for pi, lay in s.program.aggregates.items():
@@ -290,6 +344,7 @@ class Daemon:
             self.notify.ready(self._status())
             next_prune = time.monotonic() + PRUNE_EVERY
             next_scan = time.monotonic() + SCAN_EVERY
+            next_budget = time.monotonic() + budget.EVERY
             while True:
                 self.beat = time.monotonic()
                 self.notify.beat()
@@ -310,6 +365,9 @@ class Daemon:
                 if time.monotonic() >= next_scan:
                     self.rescan()
                     next_scan = time.monotonic() + SCAN_EVERY
+                if time.monotonic() >= next_budget:
+                    self.hold_budgets()
+                    next_budget = time.monotonic() + budget.EVERY
                 if time.monotonic() >= next_prune:
                     self.prune()
                     next_prune = time.monotonic() + PRUNE_EVERY
@@ -320,5 +378,7 @@ class Daemon:
                 self.files.close()
             if self.loaded is not None:
                 self.loaded.close()
+            if self.run_times is not None:
+                self.run_times.close()
             for s, handler in old.items():
                 signal.signal(s, handler)

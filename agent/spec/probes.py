@@ -28,6 +28,7 @@ SPEC_VERSION = 1
 MAX_INDEX = 2**31 - 1  # the largest [index] or .N a selector may name
 MAX_SITES = 200  # a match: resolving to more is refused unless max_sites: raises it
 MAX_SITES_LIMIT = 100_000
+DEFAULT_BUDGET = "5%"  # of one CPU per target process, for probes the spec sets none for
 PID_MAX = 4194304  # the kernel's largest pid_max (PID_MAX_LIMIT on 64-bit)
 DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
 BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
@@ -88,6 +89,7 @@ class Probe:
     at: str = "entry"  # exit: one hit per return, values read there (or saved at entry)
     signature: str | None = None  # for a stripped Go binary whose metadata has none
     max_sites: int = 0  # for match: the most sites it may resolve to (0: MAX_SITES)
+    budget: float | None = None  # share of one CPU per process; None: the spec's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class Spec:
     path: str
     targets: tuple[Target, ...]
     probes: tuple[Probe, ...]
+    budget: float | None = None  # every probe's that sets none; None: noop run's cap
 
     def target(self, name: str) -> Target:
         return next(t for t in self.targets if t.name == name)
@@ -107,6 +110,9 @@ TOP_KEYS = (
     Key("version", "int", f"spec format version; {SPEC_VERSION} if given"),
     Key("targets", "map", "binaries to probe, by a name you choose", required=True),
     Key("probes", "list", "what to read, and where", required=True),
+    Key("budget", "str", "the CPU each probe may cost a target process, as a share of one "
+        f"CPU (e.g. 1%), unless the probe sets its own; 'none': unbounded (default: "
+        f"noop run's --max-overhead, {DEFAULT_BUDGET})"),
 )
 TARGET_KEYS = (
     Key("binary", "str", "path of the ELF file (relative paths start at this file's "
@@ -137,6 +143,9 @@ PROBE_KEYS = (
         "a result: c.desc.fqName, o.Items[0].Qty, err, ~r0) or a built-in ($pid, $tid, "
         "$goid, $timestamp, $duration)"),
     Key("metrics", "list", "metrics made of the values, for noop run (see METRIC_KEYS)"),
+    Key("budget", "str", "the CPU this probe may cost a target process, as a share of one "
+        "CPU (e.g. 0.5%): over it for 10 s, noop run takes it off for a while; 'none': "
+        "unbounded"),
 )
 VALUE_KEYS = (
     Key("read", "str", "the selector", required=True),
@@ -158,6 +167,7 @@ def json_schema() -> dict[str, Any]:
                 "required": [k.name for k in keys if k.required]}
 
     ident = {"type": "string", "pattern": "^" + _IDENT.pattern.removesuffix("\\Z") + "$"}
+    budget = {"type": "string", "pattern": r"^(none|[0-9]+(\.[0-9]*)?%)$"}
     value = obj(VALUE_KEYS, {"read": {"type": "string"},
                              "as": {"enum": list(DECODINGS)},
                              "max": {"type": "integer", "minimum": 1, "maximum": MAX_MAX},
@@ -181,6 +191,7 @@ def json_schema() -> dict[str, Any]:
         "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
         "match": {"type": "string"}, "signature": {"type": "string", "pattern": "^func"},
         "max_sites": {"type": "integer", "minimum": 1, "maximum": MAX_SITES_LIMIT},
+        "budget": budget,
         "values": {"type": "object", "propertyNames": ident,
                    "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
         "metrics": {"type": "array", "items": metric}})
@@ -195,7 +206,8 @@ def json_schema() -> dict[str, Any]:
                          "targets": {"type": "object", "minProperties": 1,
                                      "propertyNames": ident,
                                      "additionalProperties": target},
-                         "probes": {"type": "array", "minItems": 1, "items": probe}})
+                         "probes": {"type": "array", "minItems": 1, "items": probe},
+                         "budget": budget})
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": "noop probe spec", **top}
 
@@ -242,6 +254,7 @@ def parse(text: str, path: str = "<spec>") -> Spec:
         if v is not None and v != SPEC_VERSION:
             r.error(vnode, f"version {v} is not supported", f"this noop reads version "
                     f"{SPEC_VERSION}")
+    budget = _budget(r, top["budget"][1]) if "budget" in top else None
     targets = tuple(_targets(r, top["targets"][1])) if "targets" in top else ()
     probes: list[Probe] = []
     if "probes" in top:
@@ -263,7 +276,37 @@ def parse(text: str, path: str = "<spec>") -> Spec:
             _unique_metrics(r, probes)
     if r.problems:
         raise SpecError(r.problems)
-    return Spec(path, targets, tuple(probes))
+    return Spec(path, targets, tuple(probes), budget)
+
+
+def share(text: str) -> float:
+    """A budget: a share of one CPU written as a percentage (``1%``, ``0.5%``), or
+    ``none`` (unbounded: inf). ValueError saying what is wrong otherwise."""
+    t = text.strip()
+    if t.lower() == "none":
+        return float("inf")
+    if not t.endswith("%"):
+        raise ValueError(f"{text!r} is not a share of a CPU: write it with %, e.g. 1%, "
+                         "or none")
+    try:
+        value = float(t[:-1])
+    except ValueError:
+        value = -1.0
+    if not t.isascii() or not 0 < value <= 100:
+        raise ValueError(f"{text!r} is not a share of one CPU: more than 0% and at "
+                         "most 100%, or none")
+    return value / 100
+
+
+def _budget(r: Reader, node: yaml.Node) -> float | None:
+    if not isinstance(node, yaml.ScalarNode) or node.tag.endswith((":map", ":seq")):
+        r.error(node, "budget must be a share of one CPU, e.g. 1%")
+        return None
+    try:
+        return share(str(node.value))
+    except ValueError as exc:
+        r.error(node, f"budget: {exc}")
+        return None
 
 
 def _unique_metrics(r: Reader, probes: list[Probe]) -> None:
@@ -359,10 +402,11 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
             r.error(fields["max_sites"][1], f"max_sites must be 1 to {MAX_SITES_LIMIT}")
         elif got is not None:
             max_sites = got
+    budget = _budget(r, fields["budget"][1]) if "budget" in fields else None
     if name is None or target is None or (function is None and match is None):
         return None
     return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics,
-                 at or "entry", signature, max_sites)
+                 at or "entry", signature, max_sites, budget)
 
 
 def _at(r: Reader, node: yaml.Node) -> str | None:

@@ -203,12 +203,10 @@ def _interrupt(proc: subprocess.Popen[bytes], tries: int = 3, wait: float = 20
                     "is the machine overloaded? run the bench again")
 
 
-EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
-
-
 @contextmanager
 def _empty(site: Site) -> Iterator[Attached]:
     from agent.kernel import load
+    from agent.kernel.cost import EMPTY_C
 
     with load.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty"):
         yield Attached()

@@ -116,15 +116,25 @@ def plan(data: dict[str, Any]) -> str:
         lines.append(f"  debug info: {t.get('debug', 'in the binary')}")
         lines += [f"  module {m['path']} {m['version']}" for m in t.get("modules", ())]
         lines += [f"  and the same build at {path}" for path in t.get("also", ())]
+    est = data.get("estimate") or {}
+    if "per_hit_ns" in est:
+        lines.append("a hit costs here: " + ", ".join(
+            f"{k} {v:,.0f} ns" for k, v in est["per_hit_ns"].items()))
+    elif est:
+        lines.append("a hit's cost here is not measured yet: noop check as root measures it")
+    priced = {e["probe"]: e for e in est.get("probes", ())}
     for p in data["probes"]:
         lines.append("")
         lines.append(f"probe {p['name']} ({len(p['sites'])} site"
                      f"{'s' * (len(p['sites']) != 1)})")
         kinds = {v["name"]: f"{v['type']} as {v['decode']}" for v in p["values"]}
         width = max((len(n) for n in kinds), default=0)
-        for s in p["sites"]:
+        e = priced.get(p["name"], {})
+        for n, s in enumerate(p["sites"]):
             when = f", when {s['when']}" if "when" in s else ""
-            how = f", {s['handling']}" if s.get("handling") else ""
+            ns = f", ~{e['sites_ns'][n]:,.0f} ns a hit" if "sites_ns" in e else ""
+            how = f", {s['handling']}{ns}" if s.get("handling") else \
+                f", single-stepped{ns}" if ns else ""
             lines.append(f"  at {s['address']} (file offset {s['file_offset']}{how}) "
                          f"{s['function']}")
             lines.append(f"     why: {s['why']}{when}")
@@ -144,4 +154,23 @@ def plan(data: dict[str, Any]) -> str:
             lines.append(f"  in-kernel aggregate (noop run): per-CPU hash by "
                          f"({', '.join(a['keys']) or 'nothing'}), at most {a['max_series']} "
                          f"keys + overflow: hits{cols}")
+        if e:
+            lines.append(_priced(e))
     return "\n".join(lines)
+
+
+def _priced(e: dict[str, Any]) -> str:
+    """A probe's cost line: its budget, and its share of a CPU at a rate."""
+    budget = "none" if e["budget"] is None else f"{e['budget']:.2%}".replace(".00%", "%")
+    m = e.get("measured")
+    if "rate" not in e:
+        return f"  cost: budget {budget} of a CPU per process (--rate or --measure prices it)"
+    seen = (f"measured {m['hits']:,} hits in {m['seconds']:g} s"
+            f"{', ' + str(m['processes']) + ' processes' if m['processes'] > 1 else ''}; "
+            if m else "")
+    if "share" not in e:
+        return f"  cost: {seen}{e['rate']:,.0f} hits/s, budget {budget} (a hit's cost unknown)"
+    over = "  OVER BUDGET" + (f" ({m['stopped']})" if m and m.get("stopped") else "") \
+        if e.get("over") else ""
+    return (f"  cost: {seen}{e['rate']:,.0f} hits/s x ~{e['ns_per_hit']:,.0f} ns = "
+            f"{e['share']:.2%} of a CPU per process, budget {budget}{over}")

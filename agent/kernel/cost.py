@@ -1,0 +1,201 @@
+"""What a uprobe hit costs the probed thread, per site class, on this machine.
+
+A hit is a breakpoint trap, the kernel's uprobe handling and the BPF program, all in
+the target thread's own kernel time. The trap and handling cost depends on how the
+kernel runs the probed instruction (``sites.handling``): an emulated one (a relative
+jump or call, a push) is done inside the trap; any other is single-stepped out of
+line, a second trap. noop measures both once per kernel and CPU model, in its own
+process: it maps a few instructions of its own (a loop over one emulated and one
+single-stepped instruction) from a file, puts an empty BPF program on each in turn,
+and times the loop with and without it in the thread's CPU time. The answer is kept
+in the cache. What noop's own programs add on top is the kernel's run-time count of
+each program (``RunTimes``), where the kernel keeps one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from agent import cache as disk
+from agent.errors import NoopError
+from agent.kernel import bpfsys
+from agent.target import sites
+
+EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
+CLASSES = (sites.EMULATED, sites.SINGLE_STEPPED)
+# The loop calibrated: rdi iterations of one emulated and one single-stepped
+# instruction, each probed in turn.
+#   0: eb 00      jmp 2         (emulated: a relative jump)
+#   2: 48 89 f8   mov rax, rdi  (single-stepped)
+#   5: 48 ff cf   dec rdi
+#   8: 75 f6      jnz 0
+#  10: c3         ret
+LOOP = bytes.fromhex("eb00" "4889f8" "48ffcf" "75f6" "c3")
+AT = {sites.EMULATED: 0, sites.SINGLE_STEPPED: 2}
+HITS = {sites.EMULATED: 20_000, sites.SINGLE_STEPPED: 4_000}  # ~15 ms and ~40 ms here
+ROUNDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """Nanoseconds a hit costs the probed thread, per site class (an empty program)."""
+
+    ns: dict[str, float]
+    machine: str  # the kernel and CPU model measured on
+    cached: bool = False
+
+    def per_hit(self, handling: str) -> float:
+        """The cost of a hit at a site the kernel handles as ``handling`` (a site whose
+        handling is unknown counts as single-stepped, the dearer)."""
+        return self.ns.get(handling, self.ns[sites.SINGLE_STEPPED])
+
+    def describe(self) -> str:
+        return ", ".join(f"{c} {self.ns[c]:,.0f} ns" for c in CLASSES)
+
+
+def machine() -> str:
+    """What the costs depend on: the kernel (release and build) and the CPU model."""
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    u = platform.uname()
+    return f"{u.release} {u.version} | {model or u.machine}"
+
+
+@cache
+def costs() -> Costs:
+    """This machine's costs: from the cache, else calibrated now (needs root; under a
+    second) and cached."""
+    key = machine()
+    got = disk.get("machine", "uprobe-costs", key)
+    if isinstance(got, dict) and all(isinstance(got.get(c), (int, float)) for c in CLASSES):
+        return Costs({c: float(got[c]) for c in CLASSES}, key, cached=True)
+    measured = calibrate()
+    disk.put("machine", "uprobe-costs", key, measured.ns)
+    return measured
+
+
+def known() -> Costs | None:
+    """The costs if they are cached (or measured already): never calibrates."""
+    if costs.cache_info().currsize:
+        return costs()
+    got = disk.get("machine", "uprobe-costs", machine())
+    if isinstance(got, dict) and all(isinstance(got.get(c), (int, float)) for c in CLASSES):
+        return Costs({c: float(got[c]) for c in CLASSES}, machine(), cached=True)
+    return None
+
+
+def calibrate() -> Costs:
+    """Measure what a hit costs at each site class, in this process."""
+    from agent.kernel import load
+
+    for c, at in AT.items():  # the loop's bytes are what the names say
+        assert sites.handling(LOOP[at:]) == c, c
+    with _loop() as (path, run):
+        ns = {}
+        for c in CLASSES:
+            n = HITS[c]
+            run(n)  # fault the page in, warm the caches
+            samples = []
+            with load.Bare(EMPTY_C, path, AT[c], "noop_bench_empty"):
+                run(n)
+                for _ in range(ROUNDS):
+                    samples.append(_time(run, n))
+            bare = statistics.median(_time(run, n) for _ in range(ROUNDS))
+            ns[c] = max(0.0, (statistics.median(samples) - bare) / n)
+    return Costs(ns, machine())
+
+
+def _time(run: Callable[[int], object], n: int) -> float:
+    t0 = time.thread_time_ns()
+    run(n)
+    return float(time.thread_time_ns() - t0)
+
+
+@contextlib.contextmanager
+def _loop() -> Iterator[tuple[str, Callable[[int], object]]]:
+    """The loop in a file of its own, mapped executable into this process: its path and
+    a function running it ``n`` times. A directory mounted noexec is skipped."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    why = "no directory to write it in"
+    for parent in (disk.cache_dir(), Path(tempfile.gettempdir()), Path("/dev/shm")):
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            workdir = tempfile.mkdtemp(prefix="calibrate-", dir=parent)
+        except OSError as exc:
+            why = f"{parent}: {exc.strerror or exc}"
+            continue
+        path = os.path.join(workdir, "loop")
+        try:
+            with open(path, "wb") as f:
+                f.write(LOOP.ljust(mmap.PAGESIZE, b"\xcc"))
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                addr = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC,
+                                 mmap.MAP_PRIVATE, fd, 0)
+            finally:
+                os.close(fd)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                why = f"{parent}: {os.strerror(ctypes.get_errno())} (mounted noexec?)"
+                continue
+            try:
+                yield path, ctypes.CFUNCTYPE(None, ctypes.c_long)(addr)
+            finally:
+                libc.munmap(addr, mmap.PAGESIZE)
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(workdir)
+    raise NoopError(f"cannot calibrate uprobe costs: {why}",
+                    "set NOOP_CACHE_DIR to a directory that allows executables")
+
+
+class RunTimes:
+    """The kernel's run time of BPF programs, switched on while this is open
+    (``BPF_ENABLE_STATS``: the kernel then reads the clock twice per program run, a
+    few tens of ns). ``available`` is False where the kernel cannot (before 5.8)."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd = bpfsys.enable_run_time_stats()
+        except OSError:
+            self.fd = -1
+
+    @property
+    def available(self) -> bool:
+        return self.fd >= 0
+
+    def of(self, prog_fds: list[int]) -> int:
+        """Nanoseconds the kernel ran these programs, in all."""
+        if self.fd < 0:
+            return 0
+        total = 0
+        for fd in prog_fds:
+            with contextlib.suppress(OSError):
+                total += bpfsys.prog_run_time(fd)[0]
+        return total
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,58 @@
+// hotloop calls main.hot in a tight loop from -workers goroutines and main.cold ten
+// times a second, and prints how many calls of hot it made in each -every interval:
+// the throughput a probe on hot costs, and gets back once the probe is off.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+var sink atomic.Int64
+
+//go:noinline
+func hot(n int64) int64 {
+	return n*3 + 1
+}
+
+//go:noinline
+func cold(n int64) int64 {
+	return n + 7
+}
+
+func main() {
+	workers := flag.Int("workers", 1, "goroutines calling hot")
+	every := flag.Duration("every", 250*time.Millisecond, "how often to print the count")
+	flag.Parse()
+	var calls atomic.Int64
+	for w := 0; w < *workers; w++ {
+		go func() {
+			var local, acc int64
+			for {
+				for i := 0; i < 1000; i++ {
+					acc += hot(local)
+					local++
+				}
+				calls.Add(1000)
+				sink.Store(acc)
+			}
+		}()
+	}
+	go func() {
+		for n := int64(0); ; n++ {
+			sink.Add(cold(n))
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	fmt.Fprintf(os.Stdout, "ready %d\n", os.Getpid())
+	last, at := calls.Load(), time.Now()
+	for {
+		time.Sleep(*every)
+		now, t := calls.Load(), time.Now()
+		fmt.Fprintf(os.Stdout, "rate %.0f\n", float64(now-last)/t.Sub(at).Seconds())
+		last, at = now, t
+	}
+}
