@@ -176,7 +176,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise
     make = printer.spec_printer if args.config else printer.preset_printer
     stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration,
-                      progress)
+                      progress, args.max_overhead, args.budget_window)
     print(trace.summary(stats), file=sys.stderr)
     return 0
 
@@ -286,6 +286,14 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
                     "none: unbounded)")
 
 
+def _budget_flags(sp: argparse.ArgumentParser) -> None:
+    from agent.kernel.budget import WINDOW
+    _max_overhead_flag(sp)
+    sp.add_argument("--budget-window", metavar="SECONDS", type=_seconds, default=WINDOW,
+                    help="a probe over its budget for this long is taken off for a while "
+                    f"(default {WINDOW:g})")
+
+
 class _Parser(argparse.ArgumentParser):
     """Command-line mistakes in one line, as noop's other errors are (exit code 2)."""
 
@@ -301,6 +309,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=_seconds, metavar="SECONDS",
                    help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    _budget_flags(p)
     p.set_defaults(func=cmd_trace)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -349,11 +358,7 @@ def parser() -> argparse.ArgumentParser:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
-    from agent.service.budget import WINDOW
-    _max_overhead_flag(sp)
-    sp.add_argument("--budget-window", metavar="SECONDS", type=_seconds, default=WINDOW,
-                    help="a probe over its budget for this long is taken off for a while "
-                    f"(default {WINDOW:g})")
+    _budget_flags(sp)
     from agent.tools.bench import ARMS
     from agent.tools.workloads import KINDS, OPS
     sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "

@@ -95,6 +95,15 @@ def go_layouts_new(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _go_build(go, out / "layouts", out / "gocache")
 
 
+@pytest.fixture(scope="session")
+def go_hotloop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/go/hotloop (Debian's Go): main.hot in a tight loop, main.cold ten
+    times a second, and the calls of hot it made printed every quarter second."""
+    go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    out = tmp_path_factory.mktemp("hotloop")
+    return _go_build(go, out / "hotloop", out / "gocache", PROGRAMS / "go" / "hotloop")
+
+
 EXAMPLE = REPO / "examples" / "go-prometheus"
 
 

@@ -83,7 +83,7 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
     from agent.kernel import aggregate
     spec = tmp_path / "probes.yaml"
     spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
-    agent = start(tmp_path, "--config", spec)
+    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
     plan, program, load = _first_instruction_counter(calls, "huge")
     with load.Loaded(plan, program) as naive:
@@ -186,7 +186,9 @@ def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
     program exits cleanly and every count is exact."""
     spec = tmp_path / "probes.yaml"
     spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
-    agent = start(tmp_path, "--config", spec)
+    # Every count must be exact: no budget may take a probe off (these cost the
+    # program most of its CPU on purpose).
+    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")
     agent_cleanup.append(agent)
     done = subprocess.run([str(calls), "-goroutines", "8", "-depth", "400", "-seconds",
                            str(SOAK_SECONDS), "-garbage", "262144", "-deposits", "0",
@@ -226,7 +228,7 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
     missed = sum(int(m.group(1)) for u in args.get("unseen", [])
                  if (m := re.match(r"(\d+) inlined call sites? of main.bump", u)))
     assert len(args["sites"]) + missed == 4
-    agent = start(tmp_path, "--config", spec)
+    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
     truth = _run(calls, "-goroutines", "1", "-rounds", "1", "-depth", "1", "-deposits", "0",
                  "-sleeps", "0", "-bumps", "250")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -323,10 +324,13 @@ def test_real_doctor_passes_once_headers_are_prepared(tmp_path: Path) -> None:
     names = [c["name"] for c in doc["checks"]]
     assert names == [
         "bpf", "uprobes", "privileges", "tracefs", "bcc", "headers", "ringbuf", "xmm",
-        "uprobe-multi",
+        "uprobe-multi", "costs",
     ]  # fmt: skip
     blocking = [c for c in doc["checks"] if c["required"] and c["status"] != OK]
     assert blocking == [], blocking
     (headers,) = (c for c in doc["checks"] if c["name"] == "headers")
     assert headers["status"] == OK, headers
+    (costs,) = (c for c in doc["checks"] if c["name"] == "costs")  # calibrated, as root
+    assert costs["status"] == OK and re.fullmatch(
+        r"emulated [\d,]+ ns, single-stepped [\d,]+ ns", costs["detail"]), costs
     assert doc["ok"] is True and done.returncode == 0

@@ -23,7 +23,7 @@ from agent.output.usermetrics import UserMetrics, faulty
 from agent.plan.model import Plan
 
 if TYPE_CHECKING:
-    from agent.service.budget import Overhead
+    from agent.kernel.budget import Overhead
 
 
 class Maps(Protocol):

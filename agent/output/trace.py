@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 from agent import logs
-from agent.kernel import ringbuf
+from agent.errors import NoopError
+from agent.kernel import budget, ringbuf
 from agent.kernel.codegen import Program
 from agent.output.printer import Sink
 from agent.plan.model import Plan
@@ -25,13 +26,18 @@ class Stats:
     lost: int = 0
     faults: int = 0
     reason: str = ""
+    overhead: float | None = None  # seconds of CPU the probes cost the targets, estimated
+    detached: int = 0  # times a probe came off for its budget
 
 
 def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
-        progress: logs.Progress | None = None) -> Stats:
+        progress: logs.Progress | None = None, max_overhead: float = float("inf"),
+        window: float = budget.WINDOW) -> Stats:
     """Attach, hand every event to ``sink`` until a signal, ``duration`` or the
     targets' exit, detach. ``progress`` hears the steps of attaching, and is done
-    before the line that says the probes are on."""
+    before the line that says the probes are on. Probes are held to their budgets
+    (``max_overhead`` for those the spec sets none for) as in ``noop run``."""
+    from agent.kernel import cost
     from agent.kernel.load import Loaded, alive
 
     stats = Stats()
@@ -41,13 +47,26 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.append(signal.Signals(signum).name)
 
+    def said(change: budget.Change) -> None:
+        stats.detached += not change.on
+        print(f"noop: {change.message}", file=sys.stderr, flush=True)
+
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    run_times = cost.RunTimes()
     try:
+        try:
+            costs = cost.costs()
+        except NoopError as exc:
+            logs.say(f"{exc.message}: budgets are not held", logs.WARNING)
+            costs = None
         try:
             loaded = Loaded(plan, program, progress.step if progress else None)
         finally:
             if progress is not None:
                 progress.done()
+        overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
+                                   time.monotonic(), window)
+        next_look = time.monotonic() + budget.EVERY
         with loaded:
             def on_record(data: bytes) -> None:
                 try:
@@ -84,6 +103,9 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
                 loaded.read(on_run)
                 if deadline is not None and time.monotonic() >= deadline:
                     stop.append("duration")
+                if time.monotonic() >= next_look:
+                    budget.hold(loaded, overhead, run_times, said, time.monotonic)
+                    next_look = time.monotonic() + budget.EVERY
                 gone = [p for p in pids if not alive(p)]
                 if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
                     stop.append(f"process {gone[0]} exited")
@@ -91,7 +113,11 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
             stats.lost = loaded.lost()
             stats.faults = sum(loaded.faults().values())
             stats.reason = stop[0]
+            if costs is not None:
+                budget.hold(loaded, overhead, run_times, said, time.monotonic)
+                stats.overhead = sum(p.cost_ns for p in overhead.probes) / 1e9
     finally:
+        run_times.close()
         for s, handler in old.items():
             signal.signal(s, handler)
     if failures:
@@ -105,4 +131,8 @@ def summary(stats: Stats) -> str:
         parts.append(f"{stats.faults} with values not read (user-memory faults)")
     if stats.decode_errors:
         parts.append(f"{stats.decode_errors} undecodable")
+    if stats.overhead is not None:
+        parts.append(f"the probes cost the targets ~{stats.overhead:.3g} s of CPU")
+    if stats.detached:
+        parts.append(f"probes taken off {stats.detached} times (their budget)")
     return f"noop: {stats.reason}: detached; " + ", ".join(parts)

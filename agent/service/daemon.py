@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from agent import logs
 from agent.errors import NoopError
-from agent.kernel import aggregate, codegen
+from agent.kernel import aggregate, budget, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.meta import PresetMeta
@@ -30,7 +30,6 @@ from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
-from agent.service import budget
 from agent.service.filewatch import FileWatch
 from agent.service.sdnotify import Notifier
 from agent.service.watch import SCAN_EVERY, Watch
@@ -283,20 +282,10 @@ class Daemon:
         s, loaded = self.exporter.session, self.loaded
         if s is None or loaded is None or s.overhead is None:
             return
-        rt = self.run_times
         with self.lock:
-            if self.loaded is not loaded:
-                return
-            run = ({pi: rt.of(loaded.prog_fds(pi)) for pi in range(len(s.plan.probes))}
-                   if rt is not None and rt.available else {})
-            now = time.monotonic()
-            for change in s.overhead.look(loaded.traps(), run, now):
-                if change.on:
-                    loaded.attach_probe(change.probe)
-                else:
-                    loaded.detach_probe(change.probe)
-                s.overhead.done(change, time.monotonic())
-                log(change.message, logs.INFO if change.on else logs.WARNING)
+            if self.loaded is loaded:
+                budget.hold(loaded, s.overhead, self.run_times, lambda c: log(
+                    c.message, logs.INFO if c.on else logs.WARNING), time.monotonic)
 
     def prune(self) -> None:
         """Forget the rows and names of processes that exited: memory stays bounded."""

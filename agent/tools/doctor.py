@@ -258,6 +258,23 @@ def check_uprobe_multi(facts: BtfFacts | None = None, path: Path = VMLINUX_BTF) 
     return _bad(name, title, detail, "optional: one uprobe per site is used", required=False)
 
 
+def check_costs() -> Check:
+    """What a uprobe hit costs here (calibrated once, then cached): what budgets use."""
+    from agent.errors import NoopError
+    from agent.kernel import cost
+
+    name, title = "costs", "uprobe hit cost"
+    try:
+        got = cost.costs()
+    except NoopError as exc:
+        return _bad(name, title, exc.message, exc.hint or PRIV_FIX, required=False)
+    stats = cost.RunTimes()
+    timed = stats.available
+    stats.close()
+    return _ok(name, title, got.describe() + ("" if timed else "; BPF run time not kept"),
+               required=False)
+
+
 CHECKS: tuple[Callable[[], Check], ...] = (
     check_bpf_syscall,
     check_uprobes,
@@ -268,6 +285,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_ringbuf,
     check_xmm_helper,
     check_uprobe_multi,
+    check_costs,
 )
 
 

@@ -57,8 +57,8 @@ def estimate(plan: Plan, costs: Costs | None, rate: dict[str, float],
                                  "sites": [s.handling or sites.SINGLE_STEPPED
                                            for s in p.sites]}
         if costs is not None:
-            entry["sites_ns"] = [round(costs.per_hit(s.handling), 1) for s in p.sites]
-            entry["ns_per_hit"] = round(probe_ns(p, costs), 1)
+            entry["sites_ns"] = [costs.per_hit(s.handling) for s in p.sites]
+            entry["ns_per_hit"] = probe_ns(p, costs)
         m = measured.get(p.name)
         hz = m["rate"] if m is not None else rate.get(p.name)
         if m is not None:
@@ -72,7 +72,7 @@ def estimate(plan: Plan, costs: Costs | None, rate: dict[str, float],
         probes.append(entry)
     out: dict[str, Any] = {"probes": probes}
     if costs is not None:
-        out["per_hit_ns"] = {k: round(v, 1) for k, v in costs.ns.items()}
+        out["per_hit_ns"] = dict(costs.ns)
         out["machine"] = costs.machine
     return out
 

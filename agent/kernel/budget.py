@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent.kernel.codegen import Program
 from agent.kernel.cost import Costs, RunTimes
 from agent.plan.model import Plan
+
+if TYPE_CHECKING:
+    from agent.kernel.load import Loaded
 
 WINDOW = 10.0  # seconds a probe's cost is measured over
 EVERY = 1.0  # seconds between looks at the counts
@@ -152,3 +157,18 @@ class Overhead:
     def detached_seconds(self, pi: int, now: float) -> float:
         p = self.probes[pi]
         return p.detached_s + (now - p.off_since if p.off_since is not None else 0.0)
+
+
+def hold(loaded: Loaded, overhead: Overhead, run_times: RunTimes | None,
+         say: Callable[[Change], None], now: Callable[[], float]) -> None:
+    """One look: fold the hits counted so far into the probes' costs, take off and put
+    back what the budgets say, and ``say`` each change once made."""
+    run = ({pi: run_times.of(loaded.prog_fds(pi)) for pi in range(len(overhead.probes))}
+           if run_times is not None and run_times.available else {})
+    for change in overhead.look(loaded.traps(), run, now()):
+        if change.on:
+            loaded.attach_probe(change.probe)
+        else:
+            loaded.detach_probe(change.probe)
+        overhead.done(change, now())
+        say(change)
