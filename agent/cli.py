@@ -149,6 +149,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     from agent.tools import estimate
     rates = estimate.rates(args.rate or [], plan)
+    if args.measure:
+        from agent.kernel.load import check_privileges
+        check_privileges()  # counting attaches uprobes: say so before anything else
     costs = estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
     measured = {}
     if args.measure:

@@ -357,3 +357,31 @@ def test_trace_holds_the_default_budget(privileged: None, hotloop: Hotloop, tmp_
     assert re.search(r"detached; \d+ events, \d+ lost, the probes cost the targets ~[\d.e-]+ "
                      r"s of CPU, probes taken off [12] times \(their budget\)", done.stderr)
     assert "probe cold" not in done.stderr
+
+
+def test_the_presets_probes_are_priced(privileged: None, example: Path, tmp_path: Path,
+                                       agent_cleanup: list[Any]) -> None:
+    """Under noop run --binary, every preset probe the example hit has a cost of at
+    least its hits at the cheaper class, and stays on (the example is far within 5%)."""
+    from test_run import run_example
+    from test_run import start as start_run
+    agent = start_run(tmp_path, "--binary", example)
+    agent_cleanup.append(agent)
+    ex, _url = run_example(example)
+    try:
+        time.sleep(EVERY + 1.0)  # a look at the counts after the last tick
+        got = agent.metrics()
+    finally:
+        ex.terminate()
+        ex.wait(timeout=10)
+    costs = cost.known()
+    assert costs is not None
+    hit = {dict(k)["probe"]: v for (n, k), v in got.items() if n == "noop_probe_hits_total"}
+    assert sum(hit.values()) > 0, hit
+    for probe, hits in hit.items():
+        spent = _m(got, "noop_probe_overhead_seconds_total", probe)
+        assert spent >= hits * costs.ns[sites.EMULATED] / 1e9, (probe, hits, spent)
+        assert _m(got, "noop_probe_enabled", probe) == 1
+        assert _m(got, "noop_probe_detached_seconds_total", probe) == 0
+    code, err = agent.stop()
+    assert code == 0 and "over its budget" not in err, err

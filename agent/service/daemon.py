@@ -253,7 +253,9 @@ class Daemon:
         """Watch for writes exactly the files probes are on now."""
         if self.files is not None:
             with self.lock:
-                paths = {a.binary for a in self.loaded.attachments} if self.loaded else set()
+                # a probe off for its budget keeps its files watched, to come back on
+                paths = set().union(*(self.loaded.files(t.name) for t in self.plan.targets)
+                                    ) if self.loaded else set()
             self.files.sync(paths)
 
     def _written(self, path: str) -> None:
