@@ -163,19 +163,19 @@ def test_check_prices_a_rate(privileged: None, go_hotloop: Path, tmp_path: Path,
     """Each site's cost is its class's; a rate makes a share of a CPU, flagged (exit 1)
     over the probe's budget."""
     config = _spec(tmp_path, go_hotloop, cold="budget: 10%")
-    done = noop("check", "--config", config, "--rate", "2000", "--rate", "cold=3000",
+    done = noop("check", "--config", config, "--rate", "1000000", "--rate", "cold=3000",
                 "--json")
     assert done.returncode == 1, done.stderr
     est = json.loads(done.stdout)["estimate"]
     per = est["per_hit_ns"]
     hot, cold = est["probes"]
-    for p, rate in ((hot, 2000), (cold, 3000)):
+    for p, rate in ((hot, 1_000_000), (cold, 3000)):
         (handling,) = p["sites"]
         assert p["ns_per_hit"] == p["sites_ns"][0] == per[handling]
         assert p["rate"] == rate and p["share"] == pytest.approx(rate * p["ns_per_hit"] / 1e9)
         assert p["over"] == (p["share"] > p["budget"])
     assert hot["budget"] == 0.01 and cold["budget"] == 0.1
-    assert hot["over"], "2000 single-stepped hits a second cost more than 1% here"
+    assert hot["over"], "a million hits a second cost more than 1% of a CPU anywhere"
     done = noop("check", "--config", config, "--rate", "1")
     assert done.returncode == 0, done.stderr
     assert re.search(r"cost: 1 hits/s x ~[\d,]+ ns = 0\.\d\d% of a CPU per process, "
