@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from itertools import accumulate
 from pathlib import Path
 
 from agent.kernel import aggregate, events, ringbuf
@@ -103,10 +104,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                   f"(void *){XMM_CALL:#x};", ""]
     layouts, functions = [], []
     all_sites = tuple((pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites)))
-    base = [0] * len(plan.probes)
-    for n, (pi, si) in enumerate(all_sites):
-        if si == 0:
-            base[pi] = n
+    base = list(accumulate((len(p.sites) for p in plan.probes), initial=0))  # probe's first
     aggs: dict[int, aggregate.Layout] = {}
     unreadable: dict[tuple[int, int], dict[str, str]] = {}
     derived: dict[tuple[int, int], dict[str, str]] = {}

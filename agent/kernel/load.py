@@ -221,27 +221,25 @@ class Loaded:
 
     def detach_file(self, path: str) -> int:
         """Take every uprobe off the file at ``path``; how many there were."""
-        pairs = list(zip(self.attachments, self._probes, strict=True))
-        gone = [probe for a, probe in pairs if a.binary == path]
         for files in self._files.values():
             files.discard(path)
+        return self._detach(lambda a: a.binary == path)
+
+    def _detach(self, which: Callable[[Attachment], bool]) -> int:
+        """Take the uprobes ``which`` picks off; how many there were."""
+        pairs = list(zip(self.attachments, self._probes, strict=True))
+        gone = [probe for a, probe in pairs if which(a)]
         # Off the lists first: a scrape in between counts them gone, as they soon are.
-        self.attachments = [a for a, _ in pairs if a.binary != path]
-        self._probes = [probe for a, probe in pairs if a.binary != path]
+        self.attachments = [a for a, _ in pairs if not which(a)]
+        self._probes = [probe for a, probe in pairs if not which(a)]
         for probe in gone:
             probe.close()
         return len(gone)
 
     def detach_probe(self, pi: int) -> int:
         """Take every uprobe of probe ``pi`` off (until ``attach_probe``); how many."""
-        pairs = list(zip(self.attachments, self._probes, strict=True))
         self.off.add(pi)
-        self.attachments = [a for a, _ in pairs if a.probe != pi]
-        self._probes = [probe for a, probe in pairs if a.probe != pi]
-        for a, probe in pairs:
-            if a.probe == pi:
-                probe.close()
-        return sum(a.probe == pi for a, _ in pairs)
+        return self._detach(lambda a: a.probe == pi)
 
     def attach_probe(self, pi: int) -> int:
         """Put probe ``pi`` back on every file its target's probes are on; how many

@@ -296,7 +296,9 @@ class Daemon:
         s, loaded = self.exporter.session, self.loaded
         if s is None or loaded is None:
             return
-        exited = {pid for _site, pid in loaded.traps() if pid and not alive(pid)}
+        # the processes the last look at the budgets counted hits of
+        seen = s.overhead.seen if s.overhead is not None else loaded.traps()
+        exited = {pid for _site, pid in seen if pid and not alive(pid)}
         if exited:
             loaded.forget_traps(exited)
         if s.meta is None:
