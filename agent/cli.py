@@ -1,5 +1,5 @@
 """Command line: ``noop --binary B`` / ``noop --config F`` (trace in the terminal),
-``noop check``, and the API hunt ``funcs|struct|vars``, plus ``doctor|headers``. User
+``noop check``, and the API hunt ``funcs|struct|vars|lines``, plus ``doctor|headers``. User
 mistakes are one line each, never a traceback."""
 
 from __future__ import annotations
@@ -45,7 +45,22 @@ def cmd_struct(args: argparse.Namespace) -> int:
 
 def cmd_vars(args: argparse.Namespace) -> int:
     from agent.tools import inspect, render
+    if _at_line(args.function):
+        return _emit(args, inspect.line_vars(args.binary, args.function),
+                     render.line_vars_table)
     return _emit(args, inspect.function_vars(args.binary, args.function), render.vars_table)
+
+
+def _at_line(text: str) -> bool:
+    """Whether a vars argument names a line (FUNCTION:LINE, FILE:LINE)."""
+    head, sep, tail = text.rpartition(":")
+    return bool(sep and head and tail.isdigit() and not head.endswith(":"))
+
+
+def cmd_lines(args: argparse.Namespace) -> int:
+    from agent.tools import inspect, render
+    return _emit(args, inspect.function_lines(args.binary, args.function, args.source),
+                 render.lines_table)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -332,9 +347,18 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("binary")
     sp.add_argument("type", help="type name as the binary has it, e.g. main.Order")
     _debuginfo_flag(sp)
-    sp = add("vars", cmd_vars, "show where a function's parameters and results live")
+    sp = add("vars", cmd_vars, "show where a function's parameters and results live at "
+             "its entry, or the parameters and locals available at a line")
+    sp.add_argument("binary")
+    sp.add_argument("function", help="function name as the binary has it, or "
+                    "FUNCTION:LINE, or FILE:LINE (main.go:51)")
+    _debuginfo_flag(sp)
+    sp = add("lines", cmd_lines, "show a function's source lines: which can be probed, "
+             "at which addresses, and where calls were inlined")
     sp.add_argument("binary")
     sp.add_argument("function", help="function name as the binary has it")
+    sp.add_argument("--source", metavar="DIR",
+                    help="where the sources are, when not at the paths the binary names")
     _debuginfo_flag(sp)
     sp = add("check", cmd_check, "resolve a spec (or the preset) and show the plan; "
              "loads nothing")

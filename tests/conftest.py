@@ -104,6 +104,44 @@ def go_hotloop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _go_build(go, out / "hotloop", out / "gocache", PROGRAMS / "go" / "hotloop")
 
 
+def _go_lines(tmp_path_factory: pytest.TempPathFactory, version: str) -> Path:
+    out = tmp_path_factory.mktemp(f"lines-go{version}")
+    return _go_build(go_toolchain(version), out / "lines", out / "gocache",
+                     PROGRAMS / "go" / "lines")
+
+
+@pytest.fixture(scope="session")
+def go_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/go/lines (process: a for loop, &&, a branch, an inlined helper),
+    built by Debian's Go (1.19)."""
+    return _go_lines(tmp_path_factory, "1.19")
+
+
+LINES_BUILDS = ("go1.19", "go-newest", "gcc-O0", "gcc-O2", "clang-O2", "rust-release")
+
+
+@pytest.fixture(scope="session", params=LINES_BUILDS)
+def lines_program(request: pytest.FixtureRequest, go_lines: Path,
+                  tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(language, binary): the lines program of tests/programs in each language, by
+    each compiler: C at -O0 keeps its values in rbp-based frame slots, at -O2 in
+    registers and location lists with clamp inlined; Rust as a release build with
+    debug info."""
+    build = request.param
+    if build == "go1.19":
+        return "go", go_lines
+    if build == "go-newest":
+        return "go", _go_lines(tmp_path_factory, "newest")
+    if build == "rust-release":
+        out = tmp_path_factory.mktemp("rust-lines") / "lines"
+        _build([str(_tool("rustc")), "-C", "opt-level=3", "-C", "debuginfo=2",
+                "--crate-name", "lines", "-o", str(out),
+                str(PROGRAMS / "rust" / "lines" / "main.rs")], cwd=out.parent)
+        return "rust", out
+    compiler, level = build.split("-")
+    return "c", _c_build(tmp_path_factory, f"-{level}", "lines", compiler)
+
+
 EXAMPLE = REPO / "examples" / "go-prometheus"
 
 

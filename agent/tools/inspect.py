@@ -169,3 +169,56 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)
+
+
+def function_lines(binary: str, function: str, source_dir: str | None = None
+                   ) -> dict[str, Any]:
+    """A function's source lines: each with its statement addresses (where a probe can
+    go) and the functions inlined there, and its text when the file is on this machine
+    (at the path the binary names, or under ``source_dir``)."""
+    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.target.dwarf.functions import Functions
+        from agent.target.dwarf.source import Source
+
+        return Source(Functions(dwarf, namer)).listing(function)
+
+    got = dict(_answer(binary, "lines", function, compute))
+    from agent.target.dwarf.lines import read_source
+
+    texts: dict[str, list[str] | None] = {}
+    for entry in got["lines"]:
+        file = entry["file"]
+        if file not in texts:
+            texts[file] = read_source(file, source_dir)
+        text = texts[file]
+        if text is not None and 0 < entry["line"] <= len(text):
+            entry["source"] = text[entry["line"] - 1]
+    got["source_found"] = sorted(f for f, t in texts.items() if t is not None)
+    return got
+
+
+def line_vars(binary: str, where: str) -> dict[str, Any]:
+    """The parameters and locals available at ``FUNCTION:LINE`` or ``FILE:LINE``: at
+    each statement address of the line, each value's type and location there."""
+    from agent.target.dwarf.source import split_line
+
+    split_line(where)  # a malformed argument is refused before any DWARF is read
+
+    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.target.dwarf.functions import Functions
+        from agent.target.dwarf.source import Source
+
+        source = Source(Functions(dwarf, namer))
+        sites = []
+        for s in source.sites(where):
+            sites.append({
+                "address": s.address, "file_offset": dwarf.elf.file_offset(s.address),
+                "file": s.file, "line": s.line, "function": s.function,
+                **({"inlined_into": s.into} if s.into else {}),
+                "vars": [{"name": v.name, "kind": v.kind, "type": v.type, "size": v.size,
+                          "location": [p.to_json() for p in v.location] if v.location
+                          else None, **({"note": v.note} if v.note else {})}
+                         for v in source.vars_at(s)]})
+        return {"line": where, "sites": sites, "debug": dwarf.source.how}
+
+    return dict(_answer(binary, "line-vars", where, compute))

@@ -96,6 +96,70 @@ def vars_table(v: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def lines_table(v: dict[str, Any]) -> str:
+    """A function's lines as ``perf probe -L`` shows them: each line's number, its
+    first statement address (and how many more, in this body and inlined copies) or
+    ``-`` when no probe can go there, the functions inlined there, and its text."""
+    copies = v["copies"] - (1 if v["out_of_line"] else 0)
+    head = [f"{v['function']}  ({v['file']})"]
+    if copies:
+        head.append(f"  {'out of line and ' if v['out_of_line'] else ''}inlined in "
+                    f"{copies} place{'s' if copies != 1 else ''}: a line's addresses are "
+                    "in each copy")
+    if v["file"] not in v.get("source_found", []):
+        head.append("  source not found on this machine (--source DIR): line numbers only")
+    rows = []
+    file = v["file"]
+    for e in v["lines"]:
+        if e["file"] != file:
+            file = e["file"]
+            rows.append(("", "", f"  ({file})"))
+        sites = e["sites"]
+        where = f"{sites[0]['address']:#x}" if sites else "-"
+        if len(sites) > 1:
+            where += f" +{len(sites) - 1}"
+        text = e.get("source", "").rstrip().replace("\t", "    ")
+        if e["inlines"]:
+            text += f"    [inlines {', '.join(e['inlines'])}]"
+        rows.append((str(e["line"]), where, text))
+    width = max((len(w) for _n, w, _t in rows), default=1)
+    return "\n".join(head + [f"{n:>6}  {w:<{width}}  {t}".rstrip() for n, w, t in rows])
+
+
+def line_vars_table(v: dict[str, Any]) -> str:
+    """What ``perf probe -V`` shows: at each statement address of the line, the values
+    available and where each is; sites with the same answer are shown once."""
+    groups: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    for s in v["sites"]:
+        key = [(x["name"], x["kind"], x["type"], x["location"], x.get("note")) for x in s["vars"]]
+        for sites, vars_ in groups:
+            if [(x["name"], x["kind"], x["type"], x["location"], x.get("note"))
+                    for x in vars_] == key and sites[0]["function"] == s["function"]:
+                sites.append(s)
+                break
+        else:
+            groups.append(([s], s["vars"]))
+    out = []
+    for sites, vars_ in groups:
+        first = sites[0]
+        into = f", inlined into {first['inlined_into']}" if first.get("inlined_into") else ""
+        addrs = ", ".join(f"{s['address']:#x}" for s in sites)
+        out.append(f"{first['function']} at {first['file'].rsplit('/', 1)[-1]}:"
+                   f"{first['line']}{into}: {addrs}")
+        if not vars_:
+            out.append("  no parameters or locals")
+        name_w = max((len(x["name"]) for x in vars_), default=4)
+        type_w = min(max((len(x["type"]) for x in vars_), default=4), 44)
+        for x in vars_:
+            where = location(x["location"]) if x["location"] else "<not available here>"
+            note = f"  ({x['note']})" if x.get("note") and x["location"] else ""
+            if not x["location"] and x.get("note"):
+                where = f"<{x['note']}>"
+            out.append(f"  {x['kind']:<6} {x['name']:<{name_w}}  {x['type']:<{type_w}}  "
+                       f"{where}{note}")
+    return "\n".join(out)
+
+
 def funcs_table(rows: list[dict[str, Any]]) -> str:
     """Address, size, inlined copies, name; a function with no code of its own (only
     inlined copies) shows ``inlined only`` in place of its address and size."""

@@ -210,7 +210,7 @@ class Functions:
         instruction at ``pc`` is about to run, with stack slots relative to rsp there
         (``cfa``: the canonical frame address's offset from rsp at ``pc``); None when it
         says nothing noop can read."""
-        return self._param_location(die, param, size, pc, _frame_base(die), cfa)
+        return self._param_location(die, param, size, pc, frame_base(die), cfa)
 
     def location_starts(self, die: DIE, param: str) -> list[int]:
         """The addresses where parameter ``param``'s location list changes, in order."""
@@ -233,12 +233,10 @@ class Functions:
             return loc if loc is not None and all(p.reg is not None for p in loc) else None
         # C and Rust: a slot in the caller's frame is read from rsp there, through the
         # caller's frame base and the call-frame information at the copy's entry.
-        outer = copy.die.get_parent()
-        while outer is not None and outer.tag != "DW_TAG_subprogram":
-            outer = outer.get_parent()
+        outer = outer_subprogram(copy.die)
         cfa = self.dwarf.cfa_at(pc)
         return self._param_location(copy.die, param, size, pc,
-                                    _frame_base(outer) if outer is not None else None, cfa)
+                                    frame_base(outer) if outer is not None else None, cfa)
 
     def _param_location(self, die: DIE, param: str, size: int, pc: int,
                         frame_base: list[int] | None, cfa: int | None) -> Location | None:
@@ -272,7 +270,7 @@ class Functions:
             return self._inlined_vars(name, die)
         origin = origin_of(die)
         lang = self.dwarf.unit_language(die.cu)
-        fb = _frame_base(die)
+        fb = frame_base(die)
         params: list[tuple[DIE, DIE]] = []  # (concrete, declaration with name and type)
         results: list[tuple[DIE, DIE]] = []
         for child in die.iter_children():
@@ -479,7 +477,15 @@ class Functions:
         return self.namer.qualified(decl)
 
 
-def _frame_base(die: DIE) -> list[int] | None:
+def outer_subprogram(die: DIE) -> DIE | None:
+    """The out-of-line subprogram an inlined copy (or a block) is in."""
+    at = die.get_parent()
+    while at is not None and at.tag != "DW_TAG_subprogram":
+        at = at.get_parent()
+    return at
+
+
+def frame_base(die: DIE) -> list[int] | None:
     """A subprogram's DW_AT_frame_base expression, when it is one."""
     a = die.attributes.get("DW_AT_frame_base")
     return list(a.value) if a is not None and a.form in ("DW_FORM_exprloc",

@@ -103,29 +103,32 @@ class LocationReader:
         return out
 
     def pieces(self, expr: list[int], size: int, frame_base: list[int] | None,
-               at_entry: bool, cfa: int | None = None) -> Location:
+               at_entry: bool, cfa: int | None = None, cfa_reg: str = "rsp") -> Location:
         """Evaluate ``expr`` into pieces; raise Unavailable for what is not valid at entry.
 
         With ``cfa`` (the canonical frame address as an offset from rsp at the PC the
         expression was taken at, from the call-frame information), stack pieces are
-        rsp-relative at that PC instead of at entry."""
+        rsp-relative at that PC instead of at entry. With ``cfa_reg`` another register
+        (rbp, once a prologue has set up a frame pointer), the CFA is that register
+        plus ``cfa``, and a frame slot is memory at that register plus an offset."""
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         pieces: list[Piece] = []
         pending: list[Any] = []  # ops since the last DW_OP_piece
         for op in ops:
             if op.op_name == "DW_OP_piece":
-                pieces.append(self._one(pending, op.args[0], frame_base, at_entry, cfa))
+                pieces.append(self._one(pending, op.args[0], frame_base, at_entry, cfa,
+                                        cfa_reg))
                 pending = []
             else:
                 pending.append(op)
         if pending or not pieces:
             used = sum(p.size for p in pieces)
             pieces.append(self._one(pending, max(size - used, 0) or size, frame_base, at_entry,
-                                    cfa))
+                                    cfa, cfa_reg))
         return tuple(pieces)
 
     def _one(self, ops: list[Any], size: int, frame_base: list[int] | None,
-             at_entry: bool, cfa: int | None) -> Piece:
+             at_entry: bool, cfa: int | None, cfa_reg: str = "rsp") -> Piece:
         if not ops:
             return Piece(size)
         first = ops[0].op_name
@@ -141,23 +144,28 @@ class LocationReader:
             num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
             if num != SP and num in DWARF_REGS:  # the value is in memory at reg + offset
                 return Piece(size, reg=DWARF_REGS[num], at=ops[0].args[-1])
-        offset = self._stack_address(ops, frame_base, at_entry, cfa)
+        base, offset = self._stack_address(ops, frame_base, at_entry, cfa, cfa_reg)
+        if base != "sp":
+            return Piece(size, reg=base, at=offset)
         return Piece(size, stack=offset)
 
     def _stack_address(self, ops: list[Any], frame_base: list[int] | None,
-                       at_entry: bool, cfa: int | None = None) -> int:
-        """SP-relative address (at entry, or where ``cfa`` was taken) computed by a
-        memory-location expression."""
-        stack: list[tuple[str, int]] = []  # (base, offset): base "sp" or "" (a constant)
+                       at_entry: bool, cfa: int | None = None, cfa_reg: str = "rsp"
+                       ) -> tuple[str, int]:
+        """The address a memory-location expression computes: ("sp", offset) relative
+        to the stack pointer (at entry, or where ``cfa`` was taken), or (register,
+        offset) relative to the frame register the CFA or frame base is kept in."""
+        stack: list[tuple[str, int]] = []  # (base, offset): base "sp", a register, or ""
         here = cfa if cfa is not None else RETURN_ADDRESS_SIZE
+        cfa_base = "sp" if cfa_reg == "rsp" else cfa_reg
         for op in ops:
             name, args = op.op_name, op.args
             if name == "DW_OP_call_frame_cfa":
-                stack.append(("sp", here))
+                stack.append((cfa_base, here))
             elif name == "DW_OP_fbreg":
                 if frame_base is None:
                     raise Unavailable("DW_OP_fbreg without a frame base")
-                base, off = self._frame_base(frame_base, at_entry, here)
+                base, off = self._frame_base(frame_base, at_entry, here, cfa_base)
                 stack.append((base, off + args[0]))
             elif name == f"DW_OP_breg{SP}" or (name == "DW_OP_bregx" and args[0] == SP):
                 if not at_entry and cfa is None:
@@ -180,20 +188,25 @@ class LocationReader:
                     raise Unavailable(f"cannot evaluate {name}")
             else:
                 raise Unavailable(f"{name} is not a location noop evaluates")
-        if len(stack) != 1 or stack[0][0] != "sp":
+        if len(stack) != 1 or not stack[0][0]:
             raise Unavailable("not a stack address")
-        offset = stack[0][1]
+        base, offset = stack[0]
         if at_entry and offset < RETURN_ADDRESS_SIZE:
             # Below the return address: the callee's own frame, written by its prologue.
             raise Unavailable(f"frame slot {offset - RETURN_ADDRESS_SIZE:+d}(cfa) is filled "
                               "by the prologue")
-        return offset
+        return base, offset
 
-    def _frame_base(self, expr: list[int], at_entry: bool, cfa: int = RETURN_ADDRESS_SIZE
-                    ) -> tuple[str, int]:
+    def _frame_base(self, expr: list[int], at_entry: bool, cfa: int = RETURN_ADDRESS_SIZE,
+                    cfa_base: str = "sp") -> tuple[str, int]:
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
-            return "sp", cfa
+            return cfa_base, cfa
+        if not at_entry and len(ops) == 1 and ops[0].op_name.startswith("DW_OP_reg") and \
+                ops[0].op_name != "DW_OP_regx" and int(ops[0].op_name[9:]) in DWARF_REGS \
+                and int(ops[0].op_name[9:]) != SP:
+            # A frame pointer (rbp at -O0): valid inside the body, after the prologue.
+            return DWARF_REGS[int(ops[0].op_name[9:])], 0
         if not at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
             # The frame base is rsp itself at the PC (inside the function's body, as at
             # an inlined copy; a single expression for a whole -O0 function is valid

@@ -30,7 +30,7 @@ from elftools.elf.elffile import ELFFile
 from agent import cache
 from agent.errors import BinaryError
 from agent.target import debuginfo
-from agent.target.amd64 import SP
+from agent.target.amd64 import DWARF_REGS
 from agent.target.dwarf import scan
 from agent.target.elf import ElfFile
 
@@ -324,20 +324,28 @@ class Dwarf:
     def cfa_at(self, pc: int) -> int | None:
         """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
         function's first instruction), from the call-frame information; None when it is
-        not rsp-based or not described. Kept in the build-id cache: pyelftools parses
-        every entry of the binary to find one (seconds for a large Go program)."""
+        not rsp-based or not described."""
+        rule = self.cfa_rule_at(pc)
+        return rule[1] if rule is not None and rule[0] == "rsp" else None
+
+    def cfa_rule_at(self, pc: int) -> tuple[str, int] | None:
+        """The canonical frame address at ``pc`` as (register, offset): rsp plus the
+        frame's size, or rbp + 16 once a prologue has set up a frame pointer; None when
+        it is not described. Kept in the build-id cache: pyelftools parses every entry
+        of the binary to find one (seconds for a large Go program)."""
         bid = self.cache_id
         key = f"{pc:#x}"
         if bid:
-            hit = cache.get(bid, "cfa", key)
+            hit = cache.get(bid, "cfa-rule", key)
             if isinstance(hit, dict):
-                return hit.get("offset")
-        got = self._cfa_at(pc)
+                got = hit.get("rule")
+                return (str(got[0]), int(got[1])) if isinstance(got, list) else None
+        rule = self._cfa_rule(pc)
         if bid:
-            cache.put(bid, "cfa", key, {"offset": got})
-        return got
+            cache.put(bid, "cfa-rule", key, {"rule": list(rule) if rule else None})
+        return rule
 
-    def _cfa_at(self, pc: int) -> int | None:
+    def _cfa_rule(self, pc: int) -> tuple[str, int] | None:
         fde = self._fde_at(pc)
         if fde is None:
             return None
@@ -346,9 +354,9 @@ class Dwarf:
             if row["pc"] > pc:
                 break
             rule = row.get("cfa")
-        if rule is None or rule.reg != SP or rule.expr is not None:
+        if rule is None or rule.expr is not None or rule.reg not in DWARF_REGS:
             return None
-        return int(rule.offset)
+        return DWARF_REGS[rule.reg], int(rule.offset)
 
     def unit_at(self, address: int) -> CompileUnit | None:
         ranges = self._unit_ranges

@@ -1,0 +1,149 @@
+"""`noop lines` and `noop vars FUNCTION:LINE` against llvm-dwarfdump and readelf.
+
+On the lines program in Go (1.19 and the newest), C (GCC at -O0 and -O2, clang at
+-O2) and Rust (a release build with debug info): a function's probeable lines and
+their statement addresses are the line table's statement rows in the function's own
+code; the calls inlined on each line are its inlined copies' call lines; and at each
+statement address of a line the values available, and where each is there, are the
+DIE tree's (the innermost function or inlined copy holding the address, its blocks
+holding it, each location list at the address, the frame address from readelf's
+call-frame table).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oracles import lines as oracle
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+SOURCES = {"go": PROGRAMS / "go" / "lines" / "main.go", "c": PROGRAMS / "c" / "lines.c",
+           "rust": PROGRAMS / "rust" / "lines" / "main.rs"}
+PROCESS = {"go": "main.process", "c": "process", "rust": "lines::process"}
+CLAMP = {"go": "main.clamp", "c": "clamp", "rust": "lines::clamp"}
+# Lines a probe in process would be put on, by their marker comment.
+MARKERS = ("for", "cost", "and", "accepted", "rejected", "return")
+
+
+@pytest.fixture
+def program(lines_program: tuple[str, Path]) -> tuple[str, Path]:
+    """(language, binary): each build of the lines program."""
+    return lines_program
+
+
+def test_lines_are_the_line_tables_statements(program: tuple[str, Path],
+                                              noop_json: Any) -> None:
+    lang, binary = program
+    got = noop_json("lines", "--json", binary, PROCESS[lang])
+    home = SOURCES[lang].name
+    assert got["file"].endswith("/" + home)
+    mine = {e["line"]: {s["address"] for s in e["sites"] if "in" not in s}
+            for e in got["lines"] if e["file"] == got["file"]}
+    want = oracle.stmt_sites(str(binary), PROCESS[lang], home)
+    assert {n: a for n, a in mine.items() if a} == want
+    root, _ = oracle.scopes_of(str(binary), PROCESS[lang])
+    inlines = {e["line"] for e in got["lines"] if e["inlines"] and e["file"] == got["file"]}
+    assert inlines == oracle.call_lines(root)
+    text = SOURCES[lang].read_text().splitlines()
+    for e in got["lines"]:
+        if e["file"] == got["file"]:
+            assert e["source"] == text[e["line"] - 1]
+    # the lines a probe would name have a statement of their own in every build but
+    # where the compiler merged them: what noop lists is what the table has
+    assert mine[oracle.source_line(SOURCES[lang], "cost")] or lang == "c"
+
+
+def _compare_vars(binary: Path, function: str, site: dict[str, Any]) -> int:
+    """Assert noop's values at a site are the oracle's; return how many were compared
+    (the oracle does not evaluate every form)."""
+    want = oracle.vars_at(str(binary), function, site["address"])
+    mine = {v["name"]: v for v in site["vars"]}
+    compared = 0
+    for name, where in want.items():
+        assert name in mine, (site["address"], name, sorted(mine))
+        got = mine[name]["location"]
+        if where == "unsupported":
+            continue
+        compared += 1
+        placed = [p for p in got or [] if not p.get("optimized_out")]
+        assert (placed or None) == (where or None), (hex(site["address"]), name, got, where)
+        if got is None:
+            assert mine[name].get("note"), name
+    for name, v in mine.items():
+        if name not in want:
+            assert v["location"] is None and v.get("note"), (name, v)
+    return compared
+
+
+def test_vars_at_a_line_are_the_dies(program: tuple[str, Path], noop_json: Any) -> None:
+    lang, binary = program
+    compared = 0
+    for marker in MARKERS:
+        number = oracle.source_line(SOURCES[lang], marker)
+        want = oracle.stmt_sites(str(binary), PROCESS[lang], SOURCES[lang].name).get(number)
+        if not want:
+            continue  # no statement of its own here: test_lines_are_... checked that
+        got = noop_json("vars", "--json", binary, f"{PROCESS[lang]}:{number}")
+        assert {s["address"] for s in got["sites"]} == want
+        for site in got["sites"]:
+            assert site["line"] == number and site["function"] == PROCESS[lang]
+            compared += _compare_vars(binary, PROCESS[lang], site)
+    assert compared >= 5  # clang -O2 keeps the fewest: six
+
+
+def test_file_line_inside_inlined_copies(program: tuple[str, Path], noop_json: Any) -> None:
+    """FILE:LINE finds a line of the inlined helper in each copy, and the helper's own
+    values there (not its caller's)."""
+    lang, binary = program
+    number = oracle.source_line(SOURCES[lang], "clamp-low")
+    want = {r.address for r in oracle.line_rows(str(binary))
+            if r.stmt and r.line == number and r.file == SOURCES[lang].name}
+    got = noop_json("vars", "--json", binary, f"{SOURCES[lang].name}:{number}")
+    assert {s["address"] for s in got["sites"]} == want
+    for site in got["sites"]:
+        assert site["function"] == CLAMP[lang]
+        if site.get("inlined_into"):
+            assert site["inlined_into"] == PROCESS[lang]
+            _compare_vars(binary, PROCESS[lang], site)
+            assert {v["name"] for v in site["vars"]} >= {"v", "hi"}
+
+
+def test_source_from_another_directory(go_lines: Path, noop: Any, tmp_path: Path) -> None:
+    """--source DIR: the text is read from there (the longest tail of the binary's path
+    found under DIR), not from where the binary was built."""
+    copy = tmp_path / "lines" / "main.go"
+    copy.parent.mkdir()
+    shutil.copy(SOURCES["go"], copy)
+    text = copy.read_text().replace("// at: and", "// at: and (the copy)")
+    copy.write_text(text)
+    done = noop("lines", go_lines, "main.process", "--source", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "(the copy)" in done.stdout
+
+
+@pytest.mark.parametrize("where, says", [
+    ("main.process:45", "has no code"),
+    ("main.process:9999", "has no code in the binary"),
+    ("nosuch.go:10", "no code of the binary comes from a file of that name"),
+    ("mian.go:47", "did you mean"),
+    ("main.nosuch:10", "not found"),
+    ("main.process:0", "is not FUNCTION:LINE"),
+])
+def test_bad_lines_are_one_line(go_lines: Path, noop: Any, where: str, says: str) -> None:
+    done = noop("vars", go_lines, where)
+    assert done.returncode != 0
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_unavailable_local_says_where_it_is(go_lines: Path, noop_json: Any) -> None:
+    """A local that no location covers at the line is "not available here", with the
+    lines where it is."""
+    number = oracle.source_line(SOURCES["go"], "cost")
+    got = noop_json("vars", "--json", go_lines, f"main.process:{number}")
+    notes = {v["name"]: v.get("note", "") for s in got["sites"] for v in s["vars"]
+             if v["location"] is None}
+    assert any("not available here" in n for n in notes.values()), notes
