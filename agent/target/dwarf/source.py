@@ -130,9 +130,8 @@ class Source:
                     if callee not in inl:
                         inl.append(callee)
         if not any_rows:
-            raise NoopError(f"function {name!r} has no line table rows: the binary keeps "
-                            "no source lines for it",
-                            "build with line tables (-g, debug = 1 or 2)")
+            raise NoopError(f"function {name!r} has no line table rows: {self._no_lines()}",
+                            self._lines_hint())
         if home is None:
             home = max({k[0] for k in found}, key=lambda f: sum(1 for k in found if k[0] == f))
         if isinstance(decl, int) and decl > 0:
@@ -152,6 +151,19 @@ class Source:
                                                         int(e["line"])))  # type: ignore[call-overload]
         return {"function": name, "file": home, "copies": len(bodies),
                 "out_of_line": any(not b.into for b in bodies), "lines": ordered}
+
+    def _no_lines(self) -> str:
+        if self.dwarf.from_metadata:
+            return ("this stripped Go binary is read from its runtime metadata, whose "
+                    "line tables noop does not read yet")
+        if self.dwarf.source.kind == "symbols":
+            return "the binary is a build without debug info: noop has its symbol table only"
+        return "the binary keeps no source lines for it"
+
+    def _lines_hint(self) -> str:
+        if self.dwarf.from_metadata:
+            return "give the binary's debug info (--debuginfo), or an unstripped build"
+        return "build with line tables (-g; Cargo: debug = 1, 2 or \"line-tables-only\")"
 
     # -- the sites of a line -----------------------------------------------------
 
@@ -204,6 +216,9 @@ class Source:
                     sub = self.lines.subprogram_at(r.address)
                     if sub is not None:
                         out.append(self._site(r, sub))
+        tables = (self.lines.table(cu) for cu in self.dwarf.units)
+        if not files and not any(t is not None and t.rows for t in tables):
+            raise NoopError(f"{named}: {self._no_lines()}", self._lines_hint())
         if not files:
             near = nearest(named, sorted(everything, key=len), 3) or nearest(
                 named.rsplit("/", 1)[-1], [f.rsplit("/", 1)[-1] for f in everything], 3)
