@@ -10,7 +10,7 @@ line). A line can be probed where the line table has a statement row for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from elftools.dwarf.die import DIE
@@ -45,6 +45,24 @@ class Site:
     into: str  # the out-of-line function holding the code, when that is another
     chain: tuple[Scope, ...]  # the body the line is in, and the blocks inside it holding it
     subprogram: DIE
+
+
+@dataclass(slots=True)
+class _Line:
+    """One line of a listing, as it is gathered: its statement addresses (each with the
+    function its copy is compiled into, '' for the out-of-line body) and the functions
+    inlined on it."""
+
+    file: str
+    line: int
+    sites: dict[int, str] = field(default_factory=dict)
+    inlines: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line,
+                "sites": [{"address": a, **({"in": into} if into else {})}
+                          for a, into in sorted(self.sites.items())],
+                "inlines": self.inlines}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,31 +120,25 @@ class Source:
                             "inlined copy with addresses")
         home = self.home(name)
         decl = attr(origin_of(self.functions.find(name)[1]), "DW_AT_decl_line")
-        found: dict[tuple[str, int], dict[str, object]] = {}
+        found: dict[tuple[str, int], _Line] = {}
 
-        def line(file: str, number: int) -> dict[str, object]:
-            return found.setdefault((file, number), {"file": file, "line": number,
-                                                     "sites": [], "inlines": []})
+        def line(file: str, number: int) -> _Line:
+            return found.setdefault((file, number), _Line(file, number))
 
         any_rows = False
         for b in bodies:
             rows = self.rows(b)
             any_rows = any_rows or bool(rows)
-            seen: set[tuple[str, int, int]] = set()
             for r in rows:
                 entry = line(r.file, r.line)
-                if r.stmt and (r.file, r.line, r.address) not in seen:
-                    seen.add((r.file, r.line, r.address))
-                    sites = entry["sites"]
-                    assert isinstance(sites, list)
-                    sites.append({"address": r.address, **({"in": b.into} if b.into else {})})
+                if r.stmt:
+                    entry.sites.setdefault(r.address, b.into)
             for inner in b.scope.inner_bodies():
                 file = self.lines.file_of(inner.die, "DW_AT_call_file")
                 number = attr(inner.die, "DW_AT_call_line")
                 callee = self.functions.function_name(origin_of(inner.die))
                 if file and isinstance(number, int) and callee:
-                    inl = line(file, number)["inlines"]
-                    assert isinstance(inl, list)
+                    inl = line(file, number).inlines
                     if callee not in inl:
                         inl.append(callee)
         if not any_rows:
@@ -141,16 +153,12 @@ class Source:
         for n in range(first, max(numbers)):  # the lines between, without code
             line(home, n)
         for key in [k for k, e in found.items() if k[0] == home and k[1] < first
-                    and not e["sites"] and not e["inlines"]]:
+                    and not e.sites and not e.inlines]:
             del found[key]  # a row of inlined code the compiler gave the caller's file
-        for entry in found.values():
-            sites = entry["sites"]
-            assert isinstance(sites, list)
-            sites.sort(key=lambda s: s["address"])
-        ordered = sorted(found.values(), key=lambda e: (e["file"] != home, str(e["file"]),
-                                                        int(e["line"])))  # type: ignore[call-overload]
+        ordered = sorted(found.values(), key=lambda e: (e.file != home, e.file, e.line))
         return {"function": name, "file": home, "copies": len(bodies),
-                "out_of_line": any(not b.into for b in bodies), "lines": ordered}
+                "out_of_line": any(not b.into for b in bodies),
+                "lines": [e.to_json() for e in ordered]}
 
     def _no_lines(self) -> str:
         if self.dwarf.from_metadata:
