@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 CACHELINE = 64
@@ -129,18 +130,12 @@ def lines_table(v: dict[str, Any]) -> str:
 def line_vars_table(v: dict[str, Any]) -> str:
     """What ``perf probe -V`` shows: at each statement address of the line, the values
     available and where each is; sites with the same answer are shown once."""
-    groups: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
-    for s in v["sites"]:
-        key = [(x["name"], x["kind"], x["type"], x["location"], x.get("note")) for x in s["vars"]]
-        for sites, vars_ in groups:
-            if [(x["name"], x["kind"], x["type"], x["location"], x.get("note"))
-                    for x in vars_] == key and sites[0]["function"] == s["function"]:
-                sites.append(s)
-                break
-        else:
-            groups.append(([s], s["vars"]))
+    groups: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for s in v["sites"]:  # the same function and the same values: one group
+        key = json.dumps([s["function"], s["vars"]], sort_keys=True)
+        groups.setdefault(key, ([], s["vars"]))[0].append(s)
     out = []
-    for sites, vars_ in groups:
+    for sites, vars_ in groups.values():
         first = sites[0]
         into = f", inlined into {first['inlined_into']}" if first.get("inlined_into") else ""
         addrs = ", ".join(f"{s['address']:#x}" for s in sites)

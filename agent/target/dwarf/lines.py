@@ -66,7 +66,6 @@ class Scope:
     die: DIE
     ranges: list[tuple[int, int]]
     children: list[Scope]
-    parent: Scope | None = None
 
     @property
     def body(self) -> bool:
@@ -117,6 +116,7 @@ class Lines:
     def __init__(self, dwarf: Dwarf) -> None:
         self.dwarf = dwarf
         self._tables: dict[int, Table | None] = {}
+        self._scopes: dict[int, Scope] = {}
 
     def table(self, cu: CompileUnit | TypeUnit) -> Table | None:
         """The unit's line table (None for a type unit, or a unit without one)."""
@@ -149,39 +149,18 @@ class Lines:
         return table.files.get(index) if table is not None else None
 
     def scopes(self, die: DIE) -> Scope:
-        """The scope tree of a subprogram or inlined copy."""
-        def build(d: DIE, parent: Scope | None) -> Scope:
-            ranges = self.dwarf.ranges(d)
-            if not ranges and parent is not None:  # a block with no code of its own
-                ranges = parent.ranges
-            s = Scope(d, ranges, [], parent)
+        """The scope tree of a subprogram or inlined copy (built once for each)."""
+        def build(d: DIE, outer: list[tuple[int, int]]) -> Scope:
+            ranges = self.dwarf.ranges(d) or outer  # a block with no code of its own
+            s = Scope(d, ranges, [])
             for c in d.iter_children():
                 if c.tag in SCOPE_TAGS:
-                    s.children.append(build(c, s))
+                    s.children.append(build(c, ranges))
             return s
 
-        return build(die, None)
-
-    def subprogram_at(self, pc: int) -> DIE | None:
-        """The out-of-line subprogram whose code holds ``pc``."""
-        cu = self.dwarf.unit_at(pc)
-        if cu is None:
-            return None
-        for die in _subprograms(cu.get_top_DIE()):
-            if any(lo <= pc < hi for lo, hi in self.dwarf.ranges(die)):
-                return die
-        return None
-
-
-def _subprograms(parent: DIE) -> Iterator[DIE]:
-    for die in parent.iter_children():
-        if die.tag == "DW_TAG_subprogram" and ("DW_AT_low_pc" in die.attributes
-                                               or "DW_AT_ranges" in die.attributes):
-            yield die
-        elif die.has_children and die.tag in ("DW_TAG_namespace", "DW_TAG_structure_type",
-                                               "DW_TAG_class_type", "DW_TAG_union_type",
-                                               "DW_TAG_enumeration_type"):
-            yield from _subprograms(die)
+        if die.offset not in self._scopes:
+            self._scopes[die.offset] = build(die, [])
+        return self._scopes[die.offset]
 
 
 def file_names(program: object, cu: CompileUnit) -> dict[int, str]:

@@ -202,11 +202,12 @@ class LocationReader:
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
             return cfa_base, cfa
-        if not at_entry and len(ops) == 1 and ops[0].op_name.startswith("DW_OP_reg") and \
-                ops[0].op_name != "DW_OP_regx" and int(ops[0].op_name[9:]) in DWARF_REGS \
-                and int(ops[0].op_name[9:]) != SP:
+        number = ops[0].op_name[9:] if len(ops) == 1 and \
+            ops[0].op_name.startswith("DW_OP_reg") else ""
+        if not at_entry and number.isdigit() and int(number) != SP and \
+                int(number) in DWARF_REGS:
             # A frame pointer (rbp at -O0): valid inside the body, after the prologue.
-            return DWARF_REGS[int(ops[0].op_name[9:])], 0
+            return DWARF_REGS[int(number)], 0
         if not at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
             # The frame base is rsp itself at the PC (inside the function's body, as at
             # an inlined copy; a single expression for a whole -O0 function is valid

@@ -375,6 +375,17 @@ class Dwarf:
                 return die
         return None
 
+    def subprogram_holding(self, pc: int) -> DIE | None:
+        """The concrete (out-of-line) subprogram DIE whose code holds ``pc``."""
+        cu = self.unit_at(pc)
+        if cu is None:
+            return None
+        for die in _walk_scopes(cu.get_top_DIE()):
+            if die.tag == "DW_TAG_subprogram" and any(
+                    lo <= pc < hi for lo, hi in self.ranges(die)):
+                return die
+        return None
+
     def line_at(self, address: int) -> str | None:
         """``file:line`` of the instruction at ``address``, from its unit's line table."""
         cu = self.unit_at(address)

@@ -98,11 +98,11 @@ class Source:
             out.append(Body(self.lines.scopes(copy.die), holder, outer))
         return out
 
-    def home(self, name: str) -> str | None:
-        """The file function ``name`` is declared in."""
-        _sym, die = self.functions.find(name)
-        decl = origin_of(die)
-        return self.lines.file_of(decl)
+    def home(self, name: str) -> tuple[str | None, int | None]:
+        """The file function ``name`` is declared in, and the line."""
+        decl = origin_of(self.functions.find(name)[1])
+        line = attr(decl, "DW_AT_decl_line")
+        return self.lines.file_of(decl), line if isinstance(line, int) and line > 0 else None
 
     def rows(self, body: Body) -> list[Row]:
         """The line-table rows of a body's own code (not of what is inlined into it)."""
@@ -118,8 +118,7 @@ class Source:
         if not bodies:
             raise NoopError(f"function {name!r} has no code: neither a body nor an "
                             "inlined copy with addresses")
-        home = self.home(name)
-        decl = attr(origin_of(self.functions.find(name)[1]), "DW_AT_decl_line")
+        home, decl = self.home(name)
         found: dict[tuple[str, int], _Line] = {}
 
         def line(file: str, number: int) -> _Line:
@@ -146,10 +145,10 @@ class Source:
                             self._lines_hint())
         if home is None:
             home = max({k[0] for k in found}, key=lambda f: sum(1 for k in found if k[0] == f))
-        if isinstance(decl, int) and decl > 0:
+        if decl is not None:
             line(home, decl)
         numbers = [n for f, n in found if f == home]
-        first = decl if isinstance(decl, int) and decl > 0 else min(numbers)
+        first = decl if decl is not None else min(numbers)
         for n in range(first, max(numbers)):  # the lines between, without code
             line(home, n)
         for key in [k for k, e in found.items() if k[0] == home and k[1] < first
@@ -184,7 +183,7 @@ class Source:
 
     def _function_sites(self, name: str, number: int) -> list[Site]:
         bodies = self.bodies(name)
-        home = self.home(name)
+        home, _decl = self.home(name)
         out = []
         lines_seen: set[int] = set()
         for b in bodies:
@@ -221,11 +220,10 @@ class Source:
                 files.add(r.file)
                 lines_seen.add(r.line)
                 if r.line == number and r.stmt:
-                    sub = self.lines.subprogram_at(r.address)
+                    sub = self.dwarf.subprogram_holding(r.address)
                     if sub is not None:
                         out.append(self._site(r, sub))
-        tables = (self.lines.table(cu) for cu in self.dwarf.units)
-        if not files and not any(t is not None and t.rows for t in tables):
+        if not everything:  # no unit has a line table naming a file
             raise NoopError(f"{named}: {self._no_lines()}", self._lines_hint())
         if not files:
             near = nearest(named, sorted(everything, key=len), 3) or nearest(
@@ -298,12 +296,9 @@ class Source:
         constant = _constant(self.dwarf, expr)
         if constant is not None:
             return None, f"the constant {constant} here (DWARF gives the value itself)"
+        reg, cfa = rule if rule is not None else ("rsp", None)
         try:
-            if rule is None:
-                loc = reader.pieces(expr, size, frame_base, at_entry=False, cfa=None)
-            else:
-                loc = reader.pieces(expr, size, frame_base, at_entry=False, cfa=rule[1],
-                                    cfa_reg=rule[0])
+            loc = reader.pieces(expr, size, frame_base, at_entry=False, cfa=cfa, cfa_reg=reg)
         except Unavailable as why:
             if "DW_OP_entry_value" in str(why):
                 return None, ("not available here: DWARF describes it only as the value "
