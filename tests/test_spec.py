@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 F = "p.yaml"  # the path every parsed text is reported under
 
 ONE_TARGET = "targets:\n  t: {binary: /x}\n"
-HINT_EXACTLY_ONE = "(function: exact name; match: a pattern such as 'main.handle*')"
+HINT_EXACTLY_ONE = ("(function: exact name; match: a pattern such as 'main.handle*'; or a "
+                    "line: FILE:LINE)")
 HINT_SELECTOR = ("(write a parameter name followed by .field, .0 and [index] steps, "
                  "or len(...) of one)")
 
@@ -105,6 +106,18 @@ def test_parse_match_probe_and_builtins() -> None:
         ("when", "$timestamp", "timestamp", None),
     ]
     assert {v.builtin for v in handlers.values} == set(spec.BUILTINS) - set(spec.EXIT_ONLY)
+
+
+def test_parse_line_probes() -> None:
+    s = spec.parse(ONE_TARGET + "probes:\n"
+                   "  - {name: a, line: 'main.go:73', values: {c: cost}}\n"
+                   "  - {name: b, function: main.process, line: 51}\n"
+                   "  - {name: c, line: ' internal/x/y.go:7 '}\n", F)
+    a, b, c = s.probes
+    assert (a.line, a.function, a.match, a.at) == ("main.go:73", None, None, "entry")
+    assert a.values[0].selector == "cost"
+    assert (b.line, b.function) == ("main.process:51", "main.process")
+    assert c.line == "internal/x/y.go:7"
 
 
 def test_single_target_is_implied() -> None:
@@ -310,6 +323,36 @@ BAD = [
     pytest.param(
         _probe("    function: f\n    at: exit\n    values: {v: {read: p.x, at: soon}}\n"),
         [f"{F}:7:33: probe a: at: 'soon' is neither entry nor exit"], id="bad-value-at"),
+    pytest.param(
+        _probe("    line: main.go\n"),
+        [f"{F}:5:11: probe a: line: 'main.go' is not FILE:LINE or a line number (e.g. line: "
+         "main.go:73, or function: main.process with line: 73)"], id="line-without-number"),
+    pytest.param(
+        _probe("    line: main.go:0\n"),
+        [f"{F}:5:11: probe a: line: 'main.go:0' is not FILE:LINE or a line number (e.g. "
+         "line: main.go:73, or function: main.process with line: 73)"], id="line-zero"),
+    pytest.param(
+        _probe("    line: 73\n"),
+        [f"{F}:5:11: probe a: line: 73 needs its file or function (line: FILE:73 (e.g. "
+         "main.go:73), or add function:)"], id="line-number-alone"),
+    pytest.param(
+        _probe("    function: main.f\n    line: main.go:73\n"),
+        [f"{F}:6:11: probe a: with function:, line: is the line number alone (line: 73 (or "
+         "drop function: and keep line: main.go:73))"], id="line-file-with-function"),
+    pytest.param(
+        _probe("    match: 'main.*'\n    line: 73\n"),
+        [f"{F}:6:11: probe a: line: is for one function or file, not a match: pattern "
+         "(give function: and its line number, or line: FILE:LINE alone)"],
+        id="line-with-match"),
+    pytest.param(
+        _probe("    line: main.go:73\n    at: exit\n"),
+        [f"{F}:6:9: probe a: at: exit is for a function's return; a line probe has a hit "
+         "per pass through its line (drop at:, or probe the function's exit in another "
+         "probe)"], id="line-at-exit"),
+    pytest.param(
+        _probe("    line: [main.go, 73]\n"),
+        [f"{F}:5:11: probe a: line must be FILE:LINE, or a line number with function:"],
+        id="line-is-a-list"),
 ]
 
 
@@ -450,12 +493,37 @@ def test_json_schema_structure() -> None:
     for key in spec.PROBE_KEYS:
         assert probe["properties"][key.name]["description"] == key.doc
     assert probe["required"] == ["name"]
-    assert probe["oneOf"] == [{"required": ["function"]}, {"required": ["match"]}]
+    assert probe["oneOf"] == [
+        {"required": ["function"]}, {"required": ["match"], "not": {"required": ["line"]}},
+        {"required": ["line"], "not": {"anyOf": [{"required": ["function"]},
+                                                 {"required": ["match"]}]}}]
 
     value = probe["properties"]["values"]["additionalProperties"]["oneOf"][1]
     assert set(value["properties"]) == {k.name for k in spec.VALUE_KEYS}
     assert value["properties"]["as"]["enum"] == list(spec.DECODINGS)
     assert value["properties"]["max"]["maximum"] == spec.MAX_MAX
+
+
+@pytest.mark.parametrize(("probe", "valid"), [
+    ({"name": "a", "line": "main.go:73"}, True),
+    ({"name": "a", "function": "main.f", "line": 73}, True),
+    ({"name": "a", "line": "main.go"}, False),
+    ({"name": "a", "line": 0}, False),
+    ({"name": "a", "match": "main.*", "line": "main.go:73"}, False),
+    ({"name": "a"}, False),
+])
+def test_json_schema_line_probes(probe: dict[str, object], valid: bool) -> None:
+    """The schema takes a line probe as the parser does (editors check specs with it)."""
+    import jsonschema
+    doc = {"targets": {"t": {"binary": "/x"}}, "probes": [probe]}
+    errors = list(jsonschema.Draft202012Validator(spec.json_schema()).iter_errors(doc))
+    assert (not errors) == valid, errors
+    try:
+        spec.parse(json.dumps(doc), F)
+        parsed = True
+    except spec.SpecError:
+        parsed = False
+    assert parsed == valid
 
 
 def test_json_schema_name_pattern_is_anchored() -> None:

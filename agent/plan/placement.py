@@ -32,7 +32,7 @@ from agent.target.dwarf.locations import Location, Piece
 FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
 
 
-def _registers(fetches: tuple[Fetch, ...]) -> set[str]:
+def registers(fetches: tuple[Fetch, ...]) -> set[str]:
     """Registers the fetches read."""
     return {r for f in fetches for r in f.regs} | {o.reg for f in fetches for o in f.ops
                                                   if o.reg}
@@ -137,7 +137,7 @@ def entry_site(b: Binary, function: str, fetches: tuple[Fetch, ...]) -> Site:
         return replace(site, why=site.why + "; no stack check, so each call passes it "
                        "once")
     jbe = check.jbe
-    clobbered = sorted(_registers(fetches) & check.writes)
+    clobbered = sorted(registers(fetches) & check.writes)
     if clobbered:
         return replace(site, why=site.why + f"; not the stack check's jbe: the prologue "
                        f"writes {', '.join(clobbered)} before it")

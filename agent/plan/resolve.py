@@ -20,7 +20,7 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.errors import NoopError, nearest
-from agent.plan import elsewhere, placement, plain
+from agent.plan import elsewhere, lines, placement, plain
 from agent.plan.binary import Binary
 from agent.plan.keys import KEY_LIMIT, bound, key_size
 from agent.plan.model import (
@@ -372,7 +372,16 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     roots = 0
     missed: dict[str, Counter[str]] = {}
     user = probe
-    fns, bare = _functions(b, user, out)
+    fns: list[str] = []
+    bare: list[str] = []
+    if user.line is not None:
+        try:
+            specs, sites = lines.line_sites(b, user)
+        except (NoopError, SelectError) as exc:
+            out.add(user.function_mark, exc.message, exc.hint, user.name)
+            return None
+    else:
+        fns, bare = _functions(b, user, out)
     whole = out
     if user.match is not None:  # problems of each matched function, folded below
         out = _Collector([])

@@ -90,7 +90,7 @@ class Probe:
     signature: str | None = None  # for a stripped Go binary whose metadata has none
     max_sites: int = 0  # for match: the most sites it may resolve to (0: MAX_SITES)
     budget: float | None = None  # share of one CPU per process; None: the spec's default
-
+    line: str | None = None  # a source line: "FILE:LINE", or "FUNCTION:N" with function
 
 @dataclass(frozen=True, slots=True)
 class Spec:
@@ -134,6 +134,10 @@ PROBE_KEYS = (
     Key("match", "str", "or: a shell-style pattern over full function names"),
     Key("max_sites", "int", f"with match: the most functions and sites it may resolve to "
         f"(default {MAX_SITES}; each site costs its service on every hit)"),
+    Key("line", "str", "instead of the entry: a source line, FILE:LINE (the file as the "
+        "binary names it, or a unique tail of its path such as main.go:73), or with "
+        "function: its line number; a hit per pass through the line, its values read "
+        "from the parameters and locals available there (noop vars BINARY FILE:LINE)"),
     Key("signature", "str", "for a stripped Go binary whose type metadata keeps no "
         "signature of the function: its Go type, e.g. \"func(o *main.Order, n int) "
         "(int, error)\" (a method's without its receiver); ignored where there is DWARF"),
@@ -189,13 +193,19 @@ def json_schema() -> dict[str, Any]:
         "aggregate": {"enum": list(sm.AGGREGATIONS)}})
     probe = obj(PROBE_KEYS, {
         "name": ident, "target": {"type": "string"}, "function": {"type": "string"},
-        "match": {"type": "string"}, "signature": {"type": "string", "pattern": "^func"},
+        "match": {"type": "string"},
+        "line": {"type": ["string", "integer"], "pattern": r"^(\S.*:)?[1-9][0-9]*$",
+                 "minimum": 1},
+        "signature": {"type": "string", "pattern": "^func"},
         "max_sites": {"type": "integer", "minimum": 1, "maximum": MAX_SITES_LIMIT},
         "budget": budget,
         "values": {"type": "object", "propertyNames": ident,
                    "additionalProperties": {"oneOf": [{"type": "string"}, value]}},
         "metrics": {"type": "array", "items": metric}})
-    probe["oneOf"] = [{"required": ["function"]}, {"required": ["match"]}]
+    probe["oneOf"] = [{"required": ["function"]},
+                      {"required": ["match"], "not": {"required": ["line"]}},
+                      {"required": ["line"], "not": {"anyOf": [{"required": ["function"]},
+                                                               {"required": ["match"]}]}}]
     target = obj(TARGET_KEYS, {"binary": {"type": "string", "minLength": 1},
                                "exe": {"type": "string", "minLength": 1},
                                "build_id": {"type": "string", "minLength": 1},
@@ -368,11 +378,18 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
         r.error(fields["name"][1], f"probe name {name!r} must be letters, digits and _")
     function = r.typed(fields["function"][1], str, "function") if "function" in fields else None
     match = r.typed(fields["match"][1], str, "match") if "match" in fields else None
-    if ("function" in fields) == ("match" in fields):
+    line = _line(r, fields, function, match)
+    if ("function" in fields) == ("match" in fields) and not (
+            "line" in fields and "function" not in fields and "match" not in fields):
         r.error(node, "a probe needs exactly one of 'function' and 'match'",
-                "function: exact name; match: a pattern such as 'main.handle*'")
+                "function: exact name; match: a pattern such as 'main.handle*'; or a "
+                "line: FILE:LINE")
     target = _probe_target(r, fields, node, targets)
     at = _at(r, fields["at"][1]) if "at" in fields else "entry"
+    if line is not None and at == "exit":
+        r.error(fields["at"][1], "at: exit is for a function's return; a line probe "
+                "has a hit per pass through its line", "drop at:, or probe the function's "
+                "exit in another probe")
     values = tuple(_values(r, fields["values"][1])) if "values" in fields else ()
     if at != "exit":
         for v in values:
@@ -383,7 +400,8 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
                            "add at: exit to the probe")
     metrics = tuple(spec_metrics.read(r, fields["metrics"][1], {v.name: v.mark for v in values})
                     ) if "metrics" in fields else ()
-    fnode = (fields.get("function") or fields.get("match") or (node, node))[1]
+    fnode = (fields.get("line") or fields.get("function") or fields.get("match")
+             or (node, node))[1]
     signature = r.typed(fields["signature"][1], str, "signature") \
         if "signature" in fields else None
     if signature is not None and (match is not None or not signature.startswith("func(")):
@@ -403,10 +421,44 @@ def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | N
         elif got is not None:
             max_sites = got
     budget = _budget(r, fields["budget"][1]) if "budget" in fields else None
-    if name is None or target is None or (function is None and match is None):
+    if name is None or target is None or (function is None and match is None
+                                          and line is None):
         return None
     return Probe(name, target, function, match, values, r.mark(node), r.mark(fnode), metrics,
-                 at or "entry", signature, max_sites, budget)
+                 at or "entry", signature, max_sites, budget, line)
+
+
+def _line(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]], function: str | None,
+          match: str | None) -> str | None:
+    """A probe's line as FILE:LINE or FUNCTION:N; None (with a problem) when malformed."""
+    if "line" not in fields:
+        return None
+    node = fields["line"][1]
+    if not isinstance(node, yaml.ScalarNode) or node.tag.endswith((":map", ":seq", ":null")):
+        r.error(node, "line must be FILE:LINE, or a line number with function:")
+        return None
+    text = str(node.value).strip()
+    head, sep, tail = text.rpartition(":")
+    number = tail if sep else text
+    if not number.isdigit() or int(number) <= 0 or (sep and not head.strip()):
+        r.error(node, f"line: {text!r} is not FILE:LINE or a line number",
+                "e.g. line: main.go:73, or function: main.process with line: 73")
+        return None
+    if match is not None:
+        r.error(node, "line: is for one function or file, not a match: pattern",
+                "give function: and its line number, or line: FILE:LINE alone")
+        return None
+    if function is not None:
+        if sep:
+            r.error(node, "with function:, line: is the line number alone",
+                    f"line: {int(number)} (or drop function: and keep line: {text})")
+            return None
+        return f"{function}:{int(number)}"
+    if not sep:
+        r.error(node, f"line: {text} needs its file or function",
+                f"line: FILE:{text} (e.g. main.go:{text}), or add function:")
+        return None
+    return f"{head.strip()}:{int(number)}"
 
 
 def _at(r: Reader, node: yaml.Node) -> str | None:

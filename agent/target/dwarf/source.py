@@ -73,6 +73,8 @@ class Var:
     size: int
     location: Location | None
     note: str = ""
+    tdie: DIE | None = field(default=None, compare=False, repr=False)  # its type's entry
+    constant: int | None = None  # the value itself, where DWARF gives it as a constant
 
 
 class Source:
@@ -187,12 +189,15 @@ class Source:
         out = []
         lines_seen: set[int] = set()
         for b in bodies:
+            own = len(out)
             for r in self.rows(b):
                 if home is not None and r.file != home:
                     continue
                 lines_seen.add(r.line)
                 if r.line == number and r.stmt:
                     out.append(self._site(r, b.subprogram))
+            if len(out) == own:  # a line of calls inlined and nothing else
+                out += self._calls(b.scope, b.subprogram, home, number)
         if not out:
             raise NoopError(f"{name}:{number}: {_no_code(number, lines_seen, home)}",
                             f"see the lines that can be probed: noop lines BINARY '{name}'")
@@ -203,6 +208,7 @@ class Source:
         everything: set[str] = set()
         out = []
         lines_seen: set[int] = set()
+        held: list[tuple[int, int, DIE]] = []  # the subprograms holding the file's code
         for cu in self.dwarf.units:
             program = self.dwarf.info.line_program_for_CU(cu)
             if program is None:
@@ -223,6 +229,12 @@ class Source:
                     sub = self.dwarf.subprogram_holding(r.address)
                     if sub is not None:
                         out.append(self._site(r, sub))
+                if not any(lo <= r.address < hi for lo, hi, _s in held):
+                    sub = self.dwarf.subprogram_holding(r.address)
+                    if sub is not None:
+                        held += [(lo, hi, sub) for lo, hi in self.dwarf.ranges(sub)]
+        for sub in {id(s): s for _lo, _hi, s in held}.values() if not out else ():
+            out += self._calls(self.lines.scopes(sub), sub, named, number, nested=True)
         if not everything:  # no unit has a line table naming a file
             raise NoopError(f"{named}: {self._no_lines()}", self._lines_hint())
         if not files:
@@ -241,15 +253,76 @@ class Source:
                             "see the lines that can be probed: noop lines BINARY FUNCTION")
         return _unique(out)
 
+    def _calls(self, body: Scope, sub: DIE, file: str | None, number: int,
+               nested: bool = False) -> list[Site]:
+        """A site at the start of each call inlined into ``body`` from line ``number``
+        of ``file``, for a line whose code is nothing else (a Rust ``for`` header is
+        its iterator's ``next``); ``nested``: in the bodies inlined into it too."""
+        out = []
+        for inner in body.inner_bodies():
+            line = attr(inner.die, "DW_AT_call_line")
+            called = self.lines.file_of(inner.die, "DW_AT_call_file")
+            if line == number and called and (file is None or same_file(file, called)) \
+                    and inner.ranges:
+                out.append(self.site_in(body, self.call_entry(inner), sub))
+            if nested:
+                out += self._calls(inner, sub, file, number, nested)
+        return out
+
+    def call_entry(self, inner: Scope) -> int:
+        """Where an inlined copy's code starts: its DW_AT_entry_pc, else its first
+        statement row, else its lowest address (its ranges may be scattered, a reload
+        of an argument placed before the rest)."""
+        entry = inner.die.attributes.get("DW_AT_entry_pc")
+        if entry is not None and entry.form == "DW_FORM_addr" and inner.covers(entry.value):
+            return int(entry.value)
+        table = self.lines.table(inner.die.cu)
+        stmts = [r.address for lo, hi in inner.ranges
+                 for r in (table.within(lo, hi) if table else []) if r.stmt]
+        return min(stmts) if stmts else min(lo for lo, _hi in inner.ranges)
+
     def _site(self, r: Row, sub: DIE) -> Site:
         root = self.lines.scopes(sub)
         chain = root.chain(r.address)
         inner = max(i for i, s in enumerate(chain) if s.body)
+        # A row of the call's own line at the start of an inlined copy is the caller's.
+        while inner and chain[inner].die.tag == "DW_TAG_inlined_subroutine" and \
+                attr(chain[inner].die, "DW_AT_call_line") == r.line and \
+                self.lines.file_of(chain[inner].die, "DW_AT_call_file") == r.file:
+            inner = max(i for i in range(inner) if chain[i].body)
         body = chain[inner]
         function = self.functions.function_name(origin_of(body.die))
         holder = self.functions.function_name(origin_of(sub))
         return Site(r.address, r.file, r.line, function,
                     holder if body.die.offset != sub.offset else "", tuple(chain[inner:]), sub)
+
+    def line_in(self, body: Scope, address: int) -> tuple[str, int] | None:
+        """The line of ``body`` an address of its code belongs to: the line table's
+        row in the body's own code; the call's line in code inlined into it; None
+        outside the body."""
+        if not body.covers(address):
+            return None
+        inner = next((i for i in body.inner_bodies() if i.covers(address)), None)
+        if inner is not None:
+            file = self.lines.file_of(inner.die, "DW_AT_call_file")
+            number = attr(inner.die, "DW_AT_call_line")
+            return (file or "", number if isinstance(number, int) else 0)
+        table = self.lines.table(body.die.cu)
+        row = table.row_at(address) if table is not None else None
+        return (row.file, row.line) if row is not None else None
+
+    def site_in(self, body: Scope, address: int, sub: DIE) -> Site:
+        """The site at ``address`` of ``body`` (an address of the body's code or of code
+        inlined into it), its chain the body and its blocks holding the address."""
+        chain = self.lines.scopes(sub).chain(address)
+        start = next(n for n, c in enumerate(chain) if c.die.offset == body.die.offset)
+        end = next((n for n in range(start + 1, len(chain)) if chain[n].body), len(chain))
+        file, number = self.line_in(body, address) or ("", 0)
+        function = self.functions.function_name(origin_of(body.die))
+        holder = self.functions.function_name(origin_of(sub))
+        return Site(address, file, number, function,
+                    holder if body.die.offset != sub.offset else "",
+                    tuple(chain[start:end]), sub)
 
     # -- what is available at a site ---------------------------------------------
 
@@ -276,39 +349,47 @@ class Source:
                 kind = "local" if decl.tag == "DW_TAG_variable" else (
                     "result" if attr(decl, "DW_AT_variable_parameter") else "param")
                 size = self.functions.namer.size(tdie) or 0
+                constant = None
                 if child is decl and scope.body and origin is not scope.die:
                     loc, note = None, "optimized away: this copy keeps no location"
                 else:
-                    loc, note = self._located(child, site, base, rule, size)
-                out.append(Var(name, kind, self.functions.namer.name(tdie), size, loc, note))
+                    loc, note, constant = self._located(child, site, base, rule, size)
+                out.append(Var(name, kind, self.functions.namer.name(tdie), size, loc, note,
+                               tdie, constant))
         return out
 
     def _located(self, var: DIE, site: Site, frame_base: list[int] | None,
-                 rule: tuple[str, int] | None, size: int) -> tuple[Location | None, str]:
+                 rule: tuple[str, int] | None, size: int
+                 ) -> tuple[Location | None, str, int | None]:
+        """Where a variable is at the site, or why it is not there; and its value when
+        DWARF gives the value itself (a constant)."""
         if "DW_AT_const_value" in var.attributes:
-            return None, f"always {attr(var, 'DW_AT_const_value')!r} (a constant)"
+            value = attr(var, "DW_AT_const_value")
+            return None, f"always {value!r} (a constant)", \
+                value if isinstance(value, int) else None
         reader = self.functions.locations
         expr = reader.expression_at(var, site.address)
         if not expr:
             if "DW_AT_location" not in var.attributes:
-                return None, "optimized away: no location anywhere"
-            return None, self._elsewhere(var, site)
+                return None, "optimized away: no location anywhere", None
+            return None, self._elsewhere(var, site), None
         constant = _constant(self.dwarf, expr)
         if constant is not None:
-            return None, f"the constant {constant} here (DWARF gives the value itself)"
+            return None, f"the constant {constant} here (DWARF gives the value itself)", \
+                constant
         reg, cfa = rule if rule is not None else ("rsp", None)
         try:
             loc = reader.pieces(expr, size, frame_base, at_entry=False, cfa=cfa, cfa_reg=reg)
         except Unavailable as why:
             if "DW_OP_entry_value" in str(why):
                 return None, ("not available here: DWARF describes it only as the value "
-                              "it had at the function's entry (DW_OP_entry_value)")
-            return None, f"not available here: {why}"
+                              "it had at the function's entry (DW_OP_entry_value)"), None
+            return None, f"not available here: {why}", None
         if not all(p.reg is not None or p.stack is not None for p in loc):
             if any(p.reg is not None or p.stack is not None for p in loc):
-                return loc, "in part optimized away here"
-            return None, "optimized away here"
-        return loc, ""
+                return loc, "in part optimized away here", None
+            return None, "optimized away here", None
+        return loc, "", None
 
     def _elsewhere(self, var: DIE, site: Site) -> str:
         """"not available here", with the lines (of this body) where it is."""

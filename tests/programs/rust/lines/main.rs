@@ -2,6 +2,10 @@
 //! taken for some items only, and a helper inlined into its caller. Each round prints,
 //! per item, one JSON line with what it computed, so a test can compare what a probe
 //! read with what the program had. Lines a test names carry a marker (at: NAME).
+//! The rejected branch goes through black_box so that it stays a branch: a release
+//! build would otherwise fold one of its two ways into the condition's code (a setge
+//! and an add that the line table gives to the condition's line), which no probe on
+//! the branch's own line can see.
 //!
 //! `lines ROUNDS [PAUSE_MS] [LIMIT]`: ROUNDS 0 runs until killed.
 
@@ -35,7 +39,7 @@ pub fn process(round: i64, orders: &[Order], limit: i64) -> i64 {
         if o.qty > 0 && cost < limit { // at: and
             total += clamped; // at: accepted
         } else {
-            rejected += 1; // at: rejected
+            rejected += std::hint::black_box(1); // at: rejected
         }
         let accepted = o.qty > 0 && cost < limit;
         let _ = writeln!(out, "{{\"round\":{},\"id\":{},\"cost\":{},\"clamped\":{},\"accepted\":{}}}",

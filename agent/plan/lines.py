@@ -1,0 +1,388 @@
+"""Probes at a source line: the instructions that together see every pass through a
+line exactly once, and the values read there from the parameters and locals DWARF
+places at each.
+
+A pass through line X starts when control reaches X's code from somewhere else. A
+line often has several statement addresses (a ``for`` header's init, condition and
+post; ``a && b``; a loop header the compiler duplicated), and code of X may be reached
+from code of X itself (the post statement jumping back to the condition). Each
+statement address S of X (in one body: the function's own code, or one inlined copy;
+code inlined into the body counts as its call's line) is classed by the statements
+that reach it, walking back over instructions that start none:
+
+- reached only from other lines (or from outside the body, or from nowhere noop
+  sees: the function's entry, a landing pad): every hit at S starts a pass, so S is a
+  site;
+- reached only from X itself: no pass starts there;
+- reached from both: the passes are the jumps into S from other lines; each such
+  predecessor that leads only to S (a jump, or an instruction falling through to S)
+  is a site instead, and when one leads elsewhere too the line is refused with why.
+
+A site is then moved forward, while nothing between changes what it reads and nothing
+else jumps in, to the first instruction the kernel emulates rather than
+single-steps (``sites.handling``); at the function's entry it is the entry probe's
+site (a Go stack check's ``jbe``, whose restarts are dropped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from elftools.dwarf.die import DIE
+
+from agent.errors import NoopError, nearest
+from agent.plan import placement
+from agent.plan.binary import Binary
+from agent.plan.model import Fetch, Site, ValueSpec
+from agent.plan.selectors import SelectError
+from agent.spec.probes import Probe, parse_selector
+from agent.target import sites
+from agent.target.dwarf import source as src
+from agent.target.dwarf.lines import Scope
+from agent.target.dwarf.locations import Piece
+
+_STOPS = ("ret", "ud2", "int3", "hlt")
+# Calls that do not come back: the instruction after one is not reached through it.
+_NO_RETURN_PREFIXES = ("runtime.morestack", "runtime.panic", "runtime.goPanic",
+                       "runtime.throw", "runtime.fatal", "runtime.gopanic",
+                       "core::panicking::", "core::slice::index::slice_", "core::result::"
+                       "unwrap_failed", "core::option::unwrap_failed",
+                       "core::option::expect_failed", "alloc::alloc::handle_alloc_error",
+                       "std::process::abort", "std::process::exit")
+_NO_RETURN = frozenset(("_Unwind_Resume", "abort", "exit", "_exit", "__stack_chk_fail",
+                        "__assert_fail", "__fortify_fail", "pthread_exit"))
+_MAX_MOVE = 16  # instructions a site may move forward to reach an emulated one
+
+
+def _no_return(name: str) -> bool:
+    return name in _NO_RETURN or name.startswith(_NO_RETURN_PREFIXES)
+
+
+class LineError(NoopError):
+    """A line that cannot be probed, or a value that cannot be read there."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    """An instruction to probe for a body's line, and why."""
+
+    address: int
+    why: str
+    site: src.Site  # where its values are looked up
+
+
+def line_sites(b: Binary, probe: Probe) -> tuple[tuple[ValueSpec, ...], list[Site]]:
+    """The value specs and sites of a line probe; LineError (or SelectError) saying
+    why when the line cannot be probed or a value read."""
+    assert probe.line is not None
+    source = src.Source(b.functions)
+    found = source.sites(probe.line)
+    by_body: dict[int, list[src.Site]] = {}
+    for s in found:
+        by_body.setdefault(s.chain[0].die.offset, []).append(s)
+    specs: tuple[ValueSpec, ...] | None = None
+    out: list[Site] = []
+    for group in by_body.values():
+        for chosen in _passes(b, source, group):
+            got, fetches = _values(b, source, probe, chosen.site)
+            if specs is not None and got != specs:
+                raise LineError(f"{probe.line}: the values have other types at "
+                                f"{chosen.address:#x} than at {out[0].address:#x}",
+                                "read values whose type is the same in every copy")
+            specs = got
+            out.append(_emulated(b, source, probe, chosen, got, fetches))
+    if specs is None:  # every statement of the line is reached from the line itself
+        raise LineError(f"{probe.line}: no pass through the line starts at a statement "
+                        "of it that noop can tell", "probe a line before or after it")
+    return specs, out
+
+
+# -- which instructions see each pass once ----------------------------------------------
+
+class _Flow:
+    """The control flow of the function holding a body, as the body's lines see it."""
+
+    def __init__(self, b: Binary, source: src.Source, site: src.Site) -> None:
+        self.b = b
+        self.source = source
+        self.body: Scope = site.chain[0]
+        self.sub: DIE = site.subprogram
+        self.holder = b.function_at(site.address) or ""
+        self.insns = b.instructions(self.holder) if self.holder else ()
+        self.at = {i.address: i for i in self.insns}
+        self.entry = self.insns[0].address if self.insns else -1
+        self.succs: dict[int, tuple[int, ...]] = {}
+        self.preds: dict[int, list[int]] = {i.address: [] for i in self.insns}
+        for i in self.insns:
+            nxt = tuple(a for a in self._successors(i) if a in self.preds)
+            self.succs[i.address] = nxt
+            for a in nxt:
+                self.preds[a].append(i.address)
+        self._lines: dict[int, tuple[str, int] | None] = {}
+        # The lines whose statements start at each address (several may: views of
+        # lines whose code is empty there); in code inlined into the body, the call's.
+        self.stmts: dict[int, set[tuple[str, int]]] = {}
+        table = source.lines.table(self.body.die.cu)
+        for lo, hi in self.body.ranges:
+            for r in (table.within(lo, hi) if table else []):
+                if r.stmt:
+                    here = self.line(r.address)
+                    own = here is not None and not any(
+                        i.covers(r.address) for i in self.body.inner_bodies())
+                    self.stmts.setdefault(r.address, set()).add(
+                        (r.file, r.line) if own or here is None else here)
+        # A call inlined into the body starts a statement of its line where DWARF
+        # says where it is entered.
+        for inner in self.body.inner_bodies():
+            e = inner.die.attributes.get("DW_AT_entry_pc")
+            if e is not None and e.form == "DW_FORM_addr" and inner.covers(e.value):
+                line = self.line(e.value)
+                if line is not None:
+                    self.stmts.setdefault(e.value, set()).add(line)
+
+    def _successors(self, i: sites.Insn) -> tuple[int, ...]:
+        if i.mnemonic in _STOPS:
+            return ()
+        if i.mnemonic == "jmp":
+            return (i.target,) if i.target is not None else ()
+        if i.mnemonic.startswith("j"):  # conditional: taken and not
+            return (i.target, i.end) if i.target is not None else (i.end,)
+        if i.mnemonic == "call" and i.target is not None and \
+                _no_return(self.b.symbol_name(i.target)):
+            return ()
+        return (i.end,)
+
+    def line(self, address: int) -> tuple[str, int] | None:
+        if address not in self._lines:
+            self._lines[address] = self.source.line_in(self.body, address)
+        return self._lines[address]
+
+    def _loops(self) -> None:
+        """The back edges (a depth-first walk from the entry meets an instruction still
+        on its path) and, for each instruction, the heads of the loops holding it."""
+        self.back: set[tuple[int, int]] = set()
+        state: dict[int, int] = {}  # 1: on the walk's path, 2: done
+        roots = [self.entry] + [a for a in self.preds if not self.preds[a]]
+        for root in roots:
+            if root in state:
+                continue
+            stack = [(root, iter(self.succs.get(root, ())))]
+            state[root] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                elif state.get(nxt) == 1:
+                    self.back.add((node, nxt))
+                elif nxt not in state:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(self.succs.get(nxt, ()))))
+        self.heads: dict[int, set[int]] = {}
+        for latch, head in self.back:
+            body = {head}
+            todo = [latch]
+            while todo:
+                a = todo.pop()
+                if a in body:
+                    continue
+                body.add(a)
+                todo.extend(self.preds.get(a, ()))
+            for a in body:
+                self.heads.setdefault(a, set()).add(head)
+
+    def starts_pass(self, s: int, p: int | None, x: tuple[str, int]) -> bool:
+        """Whether reaching statement ``s`` of line ``x`` (from ``p``; None: by a call
+        of the function) starts a pass through the line rather than going on with one.
+
+        It goes on with one when, walking back from ``p`` without taking a loop's
+        back edge and without leaving the current iteration of the loops holding
+        ``s``, every way meets a statement of ``x`` first: the line's code resumed
+        after code of other lines the compiler scheduled among it, or the other side
+        of an ``if`` joining (so a line counts once however its code is spread). A
+        way that meets the head of a loop holding ``s`` first, or the function's
+        entry, or code outside the body, starts a new pass."""
+        if p is None:
+            return True
+        heads = self.heads.get(s, set())
+        todo, seen = [p], set()
+        while todo:
+            a = todo.pop()
+            if a in seen:
+                continue
+            seen.add(a)
+            if self.line(a) is None or a in heads or a == self.entry:
+                if a in self.stmts and x in self.stmts[a] and a not in heads:
+                    continue  # the entry is a statement of the line: it goes on
+                return True
+            if a in self.stmts and x in self.stmts[a]:
+                continue
+            preds = [q for q in self.preds.get(a, ()) if (q, a) not in self.back]
+            if not preds:
+                return True
+            todo.extend(preds)
+        return False
+
+
+def _passes(b: Binary, source: src.Source, group: list[src.Site]) -> list[Chosen]:
+    """The instructions of one body that see each pass through the line of ``group``
+    (its statement sites in that body) once."""
+    flow = _Flow(b, source, group[0])
+    x = (group[0].file, group[0].line)
+    where = f"{x[0].rsplit('/', 1)[-1]}:{x[1]}"
+    if not flow.insns:
+        raise LineError(f"{where}: its code is in no function noop can read",
+                        "probe the function holding it")
+    flow._loops()
+    copy = f" (inlined into {b.functions.display_name(flow.holder)})" \
+        if group[0].into else ""
+    out: list[Chosen] = []
+    candidates = sorted(a for a, lines in flow.stmts.items() if x in lines and a in flow.at)
+    for s in candidates:
+        off = f"+{s - flow.entry:#x}"
+        ways: list[int | None] = list(flow.preds[s])
+        if s == flow.entry or not ways:
+            ways.append(None)  # called, or reached in a way noop does not see
+        new = [p for p in ways if flow.starts_pass(s, p, x)]
+        if not new:
+            continue  # within a pass
+        if len(new) == len(ways):
+            out.append(Chosen(s, f"line {where}{copy}: the statement at {off} "
+                              f"({flow.at[s].mnemonic}) starts a pass each time it runs",
+                              source.site_in(flow.body, s, flow.sub)))
+            continue
+        for p in new:
+            if p is None:
+                raise LineError(f"{where}: the function's first instruction is also reached "
+                                "from within a pass through the line: noop cannot tell a new "
+                                "call from a jump back", "probe another line")
+            if flow.succs[p] != (s,):
+                raise LineError(f"{where}: the statement at {off} starts a pass when reached "
+                                f"from +{p - flow.entry:#x}, but not when reached otherwise, "
+                                f"and the jump at +{p - flow.entry:#x} also goes elsewhere: no "
+                                "instruction sees each pass once",
+                                "probe a line inside the loop, or before it")
+            origin = flow.line(p)
+            from_line = f"line {origin[1]}" if origin else "outside the copy"
+            out.append(Chosen(p, f"line {where}{copy}: the statement at {off} starts a pass "
+                              f"only when reached from +{p - flow.entry:#x} "
+                              f"({flow.at[p].mnemonic}, in {from_line}), which leads only "
+                              "to it, so the pass is counted there",
+                              source.site_in(flow.body, p, flow.sub)
+                              if origin is not None else _outside(group[0], p)))
+    return out
+
+
+def _outside(site: src.Site, address: int) -> src.Site:
+    """A site outside the body: none of its values can be read there."""
+    return replace(site, address=address, chain=())
+
+
+# -- the values at a site ---------------------------------------------------------------
+
+def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
+            ) -> tuple[tuple[ValueSpec, ...], tuple[Fetch, ...]]:
+    """Each value's spec and its fetch at ``site``, from the variables there."""
+    variables = {v.name: v for v in source.vars_at(site)} if site.chain else {}
+    specs, fetches = [], []
+    for v in probe.values:
+        if v.builtin is not None:
+            specs.append(ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector))
+            fetches.append(Fetch("builtin", builtin=v.builtin))
+            continue
+        steps = parse_selector(v.selector)
+        root = str(steps[0][1])
+        var = variables.get(root)
+        line = f"{site.file.rsplit('/', 1)[-1]}:{site.line}"
+        if var is None:
+            near = nearest(root, list(variables), 1)
+            raise LineError(f"{v.name}: no parameter or local {root!r} is in scope at "
+                            f"{line} ({site.address:#x}), or the compiler kept nothing of it",
+                            (f"did you mean {near[0]!r}? " if near else "") + "in scope: "
+                            + (", ".join(variables) or "none")
+                            + f"; see noop vars BINARY {probe.line}")
+        constant = var.constant if len(steps) == 1 else None
+        try:
+            sel = b.walker.select(steps, var.location if constant is None else
+                                  (Piece(var.size or 8, reg="rax"),), var.tdie, v.decode,
+                                  v.max, var.note)
+            if constant is not None:  # the value the code holds as a constant here
+                sel = replace(sel, fetch=Fetch("const", offset=constant & 2**64 - 1,
+                                               size=sel.fetch.size,
+                                               why=f"the constant {constant} here"))
+        except SelectError as exc:
+            if var.location is None:
+                raise LineError(f"{v.name}: {root} at {line} ({site.address:#x}): "
+                                f"{var.note}", "read it at a line where it is available "
+                                f"(noop vars BINARY {probe.line}), or drop it") from None
+            raise LineError(f"{v.name}: {exc.message}", exc.hint) from None
+        if sel.fetch.kind == "unavailable":
+            raise LineError(f"{v.name}: {root} at {line} ({site.address:#x}): "
+                            f"{var.note or sel.fetch.why or 'not available'}",
+                            f"read it at a line where it is available (noop vars BINARY "
+                            f"{probe.line}), or drop it")
+        specs.append(ValueSpec(v.name, sel.decode, sel.size, sel.cap, sel.type, v.selector,
+                               sel.names, sel.other))
+        fetches.append(sel.fetch)
+    return tuple(specs), tuple(fetches)
+
+
+def _plain(fetches: tuple[Fetch, ...]) -> tuple[Fetch, ...]:
+    return tuple(replace(f, why="") for f in fetches)
+
+
+def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
+              specs: tuple[ValueSpec, ...], fetches: tuple[Fetch, ...]) -> Site:
+    """The site for ``chosen``: moved forward to an instruction the kernel emulates
+    when one follows with nothing between that changes the values or jumps in."""
+    holder = b.function_at(chosen.address) or ""
+    sym = b.functions.symbols.get(holder)
+    function = chosen.site.function or holder
+    if sym is not None and chosen.address == sym.address:
+        entry = placement.entry_site(b, holder, fetches)
+        return replace(entry, function=function, why=f"{chosen.why}; " + entry.why)
+    insns = b.instructions(holder)
+    index = {i.address: n for n, i in enumerate(insns)}
+    targets = {i.target for i in insns if i.target is not None}
+    n = index[chosen.address]
+    first = insns[n]
+    how = sites.handling(first.raw)
+    if how == sites.REFUSED:
+        raise LineError(f"{probe.line}: the kernel cannot put a uprobe on the instruction "
+                        f"at {first.address:#x} ({first.mnemonic})", "probe another line")
+    regs = placement.registers(fetches) | {"rsp"}
+    at, got = first, fetches
+    for i in insns[n + 1:n + 1 + _MAX_MOVE]:
+        if how == sites.EMULATED:
+            break
+        prev = insns[index[i.address] - 1]
+        if prev.mnemonic in _STOPS or prev.mnemonic.startswith("j") or \
+                prev.mnemonic in ("call", "push", "pop") or _stores(prev) or \
+                set(prev.writes) & regs or i.address in targets:
+            break
+        if sites.handling(i.raw) != sites.EMULATED:
+            continue
+        later = source.site_in(chosen.site.chain[0], i.address, chosen.site.subprogram) \
+            if chosen.site.chain and chosen.site.chain[0].covers(i.address) else None
+        if later is None:
+            break
+        try:
+            moved_specs, moved = _values(b, source, probe, later)
+        except (LineError, SelectError):
+            break
+        if moved_specs != specs or _plain(moved) != _plain(fetches):
+            break
+        at, got, how = i, moved, sites.EMULATED
+    why = chosen.why + (f"; probed {at.address - first.address} bytes on, at "
+                        f"{at.address:#x} ({at.mnemonic}, emulated): nothing between "
+                        "changes the values or jumps in" if at is not first else
+                        f" ({how})")
+    return Site(function, at.address, b.elf.file_offset(at.address), why, got,
+                handling=how)
+
+
+def _stores(i: sites.Insn) -> bool:
+    """Whether ``i`` may write memory: its destination is memory (compares aside)."""
+    return bool(i.operands) and i.operands[0][0] == "mem" and \
+        i.mnemonic not in ("cmp", "test", "bt", "ucomisd", "ucomiss", "comisd", "comiss")
