@@ -64,6 +64,8 @@ probes:
       tid: $tid
       goroutine: $goid
       when: $timestamp
+      who: $caller
+      where: $caller_line
 """
 
 
@@ -104,6 +106,8 @@ def test_parse_match_probe_and_builtins() -> None:
         ("tid", "$tid", "tid", None),
         ("goroutine", "$goid", "goid", None),
         ("when", "$timestamp", "timestamp", None),
+        ("who", "$caller", "caller", None),
+        ("where", "$caller_line", "caller_line", None),
     ]
     assert {v.builtin for v in handlers.values} == set(spec.BUILTINS) - set(spec.EXIT_ONLY)
 

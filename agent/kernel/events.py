@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.plan.model import ProbePlan, ValueSpec
+from agent.target import callers
+
+CALLERS = ("caller", "caller_line")  # decodings resolved through the binary
 
 # struct noop_hdr in bpf/noop.h: (name, struct format, offset)
 HEADER_FIELDS = (("ts", "Q", 0), ("goid", "Q", 8), ("pid", "I", 16), ("tid", "I", 20),
@@ -160,6 +163,8 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return bits != 0
     if v.decode == "variant":
         return v.variant(bits)
+    if v.decode in CALLERS:
+        return callers.name(v.binary, bits, v.decode == "caller_line")
     return bits
 
 
@@ -219,6 +224,8 @@ class Records:
             return _text(slot.value, record[i], record[i + 1])
         if slot.value.decode == "variant":
             return slot.value.variant(record[i])
+        if slot.value.decode in CALLERS:
+            return scalar(slot.value, record[i])
         return bool(record[i]) if slot.value.decode == "bool" else record[i]
 
 

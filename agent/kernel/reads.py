@@ -67,6 +67,9 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         out.append(f"\t{dst} = a;")
     elif fetch.kind == "mem":
         out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
+    elif fetch.kind == "caller":  # the binary's own address: less the load bias
+        out += ["\tu64 r = 0;", f"\tif (noop_read(&r, 8, {at})) {fault}",
+                f"\t{dst} = r - (ctx->{PT_REGS['rip']} - {fetch.base:#x}ULL);"]
     elif fetch.kind == "mem_slice":
         out += ["\tu64 h[2];", *_header("h", at, fetch.length, fault),
                 f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from elftools.dwarf.die import DIE
 
 from agent.errors import NoopError, nearest
-from agent.plan import placement
+from agent.plan import callers, placement
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch, Site, ValueSpec
 from agent.plan.selectors import SelectError
@@ -288,7 +288,9 @@ def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
     specs, fetches = [], []
     for v in probe.values:
         if v.builtin is not None:
-            specs.append(ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector))
+            specs.append(ValueSpec(v.name, v.builtin if v.builtin in callers.BUILTINS
+                                   else "uint", 8, 0, "builtin", v.selector,
+                                   binary=b.path if v.builtin in callers.BUILTINS else ""))
             fetches.append(Fetch("builtin", builtin=v.builtin))
             continue
         steps = parse_selector(v.selector)

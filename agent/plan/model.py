@@ -105,6 +105,9 @@ class Fetch:
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
     - ``unavailable``: cannot be read here; ``why`` says so
+    - ``caller``: the return address, 8 bytes at acc + ``offset`` (acc the frame's
+      canonical address, after ``ops``), made the binary's own: less the load bias,
+      the site's address in the process less ``base``, its address in the binary
 
     The two halves of an exit probe add:
     - ``root`` (at the call's entry): keep acc, after ``ops``, as pointer ``slot``
@@ -122,6 +125,7 @@ class Fetch:
     slot: int = 0
     formula: str = ""
     length: int | None = None
+    base: int = 0
 
     @property
     def words(self) -> int:
@@ -152,6 +156,10 @@ class Fetch:
             return f"the constant {self.offset:#x} (in the code)"
         if self.kind == "derived":
             return FORMULAS[self.formula].format(*self.regs)
+        if self.kind == "caller":
+            reg = self.ops[0].reg if self.ops and self.ops[0].op == "reg" else "rsp"
+            return (f"the return address at {reg} {self.offset:+d} (the frame's canonical "
+                    "address - 8), less the load bias")
         if self.kind == "root":
             return f"{path}: kept as pointer {self.slot}"
         if self.kind == "later":
@@ -164,8 +172,10 @@ class Fetch:
         out: dict[str, Any] = {"kind": self.kind}
         if self.ops:
             out["ops"] = [o.to_json() for o in self.ops]
-        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const"):
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const", "caller"):
             out["offset"] = self.offset
+        if self.base:
+            out["base"] = f"{self.base:#x}"
         if self.length is not None:
             out["length"] = self.length
         if self.kind in ("mem", "reg"):
@@ -189,7 +199,7 @@ class ValueSpec:
     """A value of a probe's event: its name, how it decodes, and the type it came from."""
 
     name: str
-    decode: str  # int, uint, float, bool, string, bytes, addr, variant
+    decode: str  # int, uint, float, bool, string, bytes, addr, variant, caller, caller_line
     size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
     cap: int
     type: str
@@ -198,6 +208,7 @@ class ValueSpec:
     # names of the values, and the name of every other value (None: the number).
     names: tuple[tuple[int, str], ...] = ()
     other: str | None = None
+    binary: str = ""  # caller, caller_line: the file whose addresses the value holds
 
     def variant(self, raw: int) -> str:
         """The name of the variant whose discriminant is ``raw`` (the low ``size``

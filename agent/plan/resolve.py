@@ -20,7 +20,7 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.errors import NoopError, nearest
-from agent.plan import elsewhere, lines, placement, plain
+from agent.plan import callers, elsewhere, lines, placement, plain
 from agent.plan.binary import Binary
 from agent.plan.keys import KEY_LIMIT, bound, key_size
 from agent.plan.model import (
@@ -167,7 +167,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
         here = path if path.startswith(str(discover.PROC) + "/") else str(Path(path).resolve())
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
-        found += got
+        found += [(n, callers.bind(plan, here)) for n, plan in got]
     # What a probe may cost is the spec's word, not the binary's: set after the cache.
     probes = [replace(plan, budget=spec.probes[n].budget if spec.probes[n].budget is not None
                       else spec.budget) for n, plan in sorted(found, key=lambda f: f[0])]
@@ -466,6 +466,7 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
         return None
     if not sites or specs is None:
         return None
+    sites = callers.at_sites(b, probe, sites)
     for v, message, hint in elsewhere.never_read(b, probe, sites):
         out.add(v.mark, message, hint, probe.name)
     wants_goid = any(v.builtin == "goid" for v in probe.values)
@@ -550,7 +551,8 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fet
                     + entry.why), *exits], len(roots)
 
 
-_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr", "variant")
+_LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr", "variant", "caller",
+                    "caller_line")
 _NUMBERS = ("int", "uint", "float", "bool", "addr")
 
 
@@ -616,6 +618,9 @@ def _signed(b: Binary, function: str) -> bool:
 
 def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
            out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
+    if v.builtin in callers.BUILTINS:  # read at each site (callers.at_sites)
+        return (ValueSpec(v.name, str(v.builtin), 8, 0, "builtin", v.selector,
+                          binary=b.path), Fetch("builtin", builtin=v.builtin))
     if v.builtin is not None:
         return (ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector),
                 Fetch("builtin", builtin=v.builtin))

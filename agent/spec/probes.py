@@ -34,7 +34,9 @@ DECODINGS = ("int", "uint", "float", "bool", "string", "bytes", "addr")
 BUILTINS = {"pid": "process id (the tgid)", "tid": "thread id",
             "goid": "Go goroutine id, from the g in r14 and runtime.g.goid",
             "timestamp": "time of the hit, nanoseconds since the epoch",
-            "duration": "nanoseconds from the call's entry to its return (at: exit)"}
+            "duration": "nanoseconds from the call's entry to its return (at: exit)",
+            "caller": "the function that called the probed one (inlining-aware; a label)",
+            "caller_line": "the file:line of that call"}
 AT = ("entry", "exit")
 EXIT_ONLY = ("duration",)
 DEFAULT_MAX = 64  # bytes kept of a string or byte slice

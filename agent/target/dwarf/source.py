@@ -186,7 +186,7 @@ class Source:
     def _function_sites(self, name: str, number: int) -> list[Site]:
         bodies = self.bodies(name)
         home, _decl = self.home(name)
-        out = []
+        out: list[Site] = []
         lines_seen: set[int] = set()
         for b in bodies:
             own = len(out)

@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 			orders[i].qty = (r + i) % 4;
 			orders[i].price = 7 + i * 13;
 		}
-		long total = process(r, orders, n, limit);
+		long total = process(r, orders, n, limit); /* at: call-process */
 		fprintf(stderr, "round %ld total %ld\n", r, total);
 		if (pause > 0) {
 			struct timespec ts = {pause / 1000, (pause % 1000) * 1000000L};

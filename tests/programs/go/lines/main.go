@@ -73,7 +73,7 @@ func main() {
 	limit := flag.Int("limit", 60, "the cost above which an order is rejected")
 	flag.Parse()
 	for r := 0; *rounds == 0 || r < *rounds; r++ {
-		total := process(r, orders(r), *limit)
+		total := process(r, orders(r), *limit) // at: call-process
 		fmt.Fprintf(os.Stderr, "round %d total %d\n", r, total)
 		time.Sleep(*every)
 	}

@@ -58,7 +58,7 @@ fn main() {
         let orders: Vec<Order> = (0..n)
             .map(|i| Order { id: r * 10 + i, qty: (r + i) % 4, price: 7 + i * 13 })
             .collect();
-        let total = process(r, std::hint::black_box(&orders), limit);
+        let total = process(r, std::hint::black_box(&orders), limit); // at: call-process
         eprintln!("round {} total {}", r, total);
         if pause > 0 {
             std::thread::sleep(std::time::Duration::from_millis(pause as u64));
