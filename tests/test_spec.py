@@ -25,8 +25,8 @@ F = "p.yaml"  # the path every parsed text is reported under
 ONE_TARGET = "targets:\n  t: {binary: /x}\n"
 HINT_EXACTLY_ONE = ("(function: exact name; match: a pattern such as 'main.handle*'; or a "
                     "line: FILE:LINE)")
-HINT_SELECTOR = ("(write a parameter name followed by .field, .0 and [index] steps, "
-                 "or len(...) of one)")
+HINT_SELECTOR = ("(write a parameter name followed by .field, .0, [index] and Go's .(TYPE) "
+                 "steps (and .Error() last), or len(...) of one)")
 
 
 def problems(text: str) -> list[str]:

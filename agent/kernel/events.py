@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.plan.model import ProbePlan, ValueSpec
-from agent.target import callers
+from agent.target import callers, gotypes
 
-CALLERS = ("caller", "caller_line")  # decodings resolved through the binary
+CALLERS = ("caller", "caller_line")
+RESOLVED = (*CALLERS, "gotype")  # decodings resolved through the binary
 
 # struct noop_hdr in bpf/noop.h: (name, struct format, offset)
 HEADER_FIELDS = (("ts", "Q", 0), ("goid", "Q", 8), ("pid", "I", 16), ("tid", "I", 20),
@@ -165,6 +166,8 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return v.variant(bits)
     if v.decode in CALLERS:
         return callers.name(v.binary, bits, v.decode == "caller_line")
+    if v.decode == "gotype":
+        return gotypes.name(v.binary, bits)
     return bits
 
 
@@ -224,7 +227,7 @@ class Records:
             return _text(slot.value, record[i], record[i + 1])
         if slot.value.decode == "variant":
             return slot.value.variant(record[i])
-        if slot.value.decode in CALLERS:
+        if slot.value.decode in RESOLVED:
             return scalar(slot.value, record[i])
         return bool(record[i]) if slot.value.decode == "bool" else record[i]
 

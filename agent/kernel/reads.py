@@ -43,6 +43,13 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',
                 f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));"]
+    if fetch.kind == "gotype":  # a Go interface's dynamic type: its descriptor's address
+        word = [f"\tu64 t = ctx->{PT_REGS[fetch.regs[0]]};"] if fetch.regs else [
+            "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({fetch.offset}))) {fault}"]
+        return ["do {", "\tu64 a = 0;", *("\t" + line for op in fetch.ops
+                                          for line in _op(op, fault, gone)),
+                *word, *([f"\tif (t && noop_read(&t, 8, t + 8)) {fault}"] if fetch.slot
+                         else []), f"\t{dst} = t;", "} while (0);"]
     xmm = xmm_register(fetch)
     if xmm is not None:  # only with the kernel's XMM reader (see unreadable)
         return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
@@ -98,6 +105,13 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
                 *_header("s", f"a + ({op.offset})", op.length, fault),
                 f"\tif (s[1] <= {op.index}) {gone}",
                 f"\ta = s[0] + {op.index * op.size};", "}"]
+    if op.op == "itype":  # a Go type assertion: absent unless the dynamic type is one
+        read = [f"\tu64 t = ctx->{PT_REGS[op.reg]};"] if op.reg else [
+            "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({op.offset}))) {fault}"]
+        test = " || ".join(f"t == {v:#x}ULL" for v in op.values) or "0"
+        return ["{", *read, f"\tif (!t) {gone}",
+                *([f"\tif (noop_read(&t, 8, t + 8)) {fault}"] if op.index else []),
+                f"\tif (!({test})) {gone}", "}"]
     if op.op == "when":  # an enum's variant: absent unless the discriminant matches
         mask = (1 << 8 * op.size) - 1 if op.size < 8 else 0
         read = ([f"\tu64 d = ctx->{PT_REGS[op.reg]}{f' & {mask:#x}ULL' if mask else ''};"]

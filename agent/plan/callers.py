@@ -19,14 +19,15 @@ from agent.target.dwarf.lines import Lines
 from agent.target.dwarf.reader import origin_of
 
 BUILTINS = ("caller", "caller_line")
+RESOLVED = (*BUILTINS, "gotype")  # values named through the binary when shown
 
 
 def bind(plan: ProbePlan, binary: str) -> ProbePlan:
     """``plan`` with its caller values resolved through ``binary`` (the file as this
     run reads it: a plan kept from another run may name another copy)."""
-    if not any(v.decode in BUILTINS for v in plan.values):
+    if not any(v.decode in RESOLVED for v in plan.values):
         return plan
-    return replace(plan, values=tuple(replace(v, binary=binary) if v.decode in BUILTINS
+    return replace(plan, values=tuple(replace(v, binary=binary) if v.decode in RESOLVED
                                       else v for v in plan.values))
 
 

@@ -28,6 +28,10 @@ class Op:
     - ``when``: the ``size``-byte discriminant at acc + ``offset`` (or in the register
       ``reg``) is one of ``values`` (with ``negate``: none of them), else the value is
       absent: the active variant of a Rust enum, ``Some`` of an ``Option``
+    - ``itype``: the Go interface at acc + ``offset`` (its first word in the register
+      ``reg``) holds a value of one of the types whose descriptors are at ``values``
+      (``index`` 1: an interface with methods, whose first word is an itab with the
+      type at +8), else the value is absent (nil too): a type assertion
     - ``root``: acc = pointer ``index`` saved by the call's entry (exit probes)
     - ``add``: acc += offset (an address inside what acc points to)
     """
@@ -45,9 +49,10 @@ class Op:
         keep = {"reg": ("reg",), "sp": ("offset",), "deref": ("offset",),
                 "index": ("offset", "index", "size"), "bound": ("reg", "index"),
                 "root": ("index",), "add": ("offset",),
-                "when": ("reg", "offset", "size", "values", "negate")}[self.op]
+                "when": ("reg", "offset", "size", "values", "negate"),
+                "itype": ("reg", "offset", "index", "values")}[self.op]
         out = {"op": self.op, **{k: getattr(self, k) for k in keep}}
-        if self.op == "when":
+        if self.op in ("when", "itype"):
             out["values"] = list(self.values)
             if self.reg:
                 del out["offset"]
@@ -70,6 +75,11 @@ class Op:
             return f"pointer {self.index} saved at entry"
         if self.op == "add":
             return f"+{self.offset}"
+        if self.op == "itype":
+            where = self.reg or f"+{self.offset}"
+            types = ", ".join(f"{v:#x}" for v in self.values)
+            return (f"if the interface at {where} holds type {types} "
+                    f"({'through its itab' if self.index else 'its type word'})")
         if self.op == "when":
             where = self.reg or f"+{self.offset}"
             return (f"if {where}[{self.size}] {'not in' if self.negate else 'in'} "
@@ -105,6 +115,9 @@ class Fetch:
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
     - ``unavailable``: cannot be read here; ``why`` says so
+    - ``gotype``: the address of the dynamic type's descriptor of the Go interface
+      whose first word is at acc + ``offset`` (or in ``regs[0]``); ``slot`` 1: the
+      first word is an itab (the type at +8); 0 when the interface is nil
     - ``caller``: the return address, 8 bytes at acc + ``offset`` (acc the frame's
       canonical address, after ``ops``), made the binary's own: less the load bias,
       the site's address in the process less ``base``, its address in the binary
@@ -156,6 +169,10 @@ class Fetch:
             return f"the constant {self.offset:#x} (in the code)"
         if self.kind == "derived":
             return FORMULAS[self.formula].format(*self.regs)
+        if self.kind == "gotype":
+            word = self.regs[0] if self.regs else f"{at or 'acc'}"
+            return (f"the dynamic type of the interface at {word}" +
+                    (" (through its itab)" if self.slot else ""))
         if self.kind == "caller":
             reg = self.ops[0].reg if self.ops and self.ops[0].op == "reg" else "rsp"
             return (f"the return address at {reg} {self.offset:+d} (the frame's canonical "
@@ -186,7 +203,7 @@ class Fetch:
             out["builtin"] = self.builtin
         if self.why:
             out["why"] = self.why
-        if self.kind in ("root", "saved"):
+        if self.kind in ("root", "saved", "gotype"):
             out["slot"] = self.slot
         if self.formula:
             out["formula"] = self.formula
@@ -199,7 +216,8 @@ class ValueSpec:
     """A value of a probe's event: its name, how it decodes, and the type it came from."""
 
     name: str
-    decode: str  # int, uint, float, bool, string, bytes, addr, variant, caller, caller_line
+    # int, uint, float, bool, string, bytes, addr, variant, caller, caller_line, gotype
+    decode: str
     size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
     cap: int
     type: str
@@ -208,7 +226,7 @@ class ValueSpec:
     # names of the values, and the name of every other value (None: the number).
     names: tuple[tuple[int, str], ...] = ()
     other: str | None = None
-    binary: str = ""  # caller, caller_line: the file whose addresses the value holds
+    binary: str = ""  # caller, caller_line, gotype: the file whose addresses it holds
 
     def variant(self, raw: int) -> str:
         """The name of the variant whose discriminant is ``raw`` (the low ``size``

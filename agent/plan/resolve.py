@@ -552,7 +552,7 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fet
 
 
 _LABEL_DECODINGS = ("string", "bytes", "int", "uint", "bool", "addr", "variant", "caller",
-                    "caller_line")
+                    "caller_line", "gotype")
 _NUMBERS = ("int", "uint", "float", "bool", "addr")
 
 

@@ -491,7 +491,8 @@ def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
     return target if isinstance(target, str) else None
 
 
-_PATH = r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*|\.\d+)*"
+_PATH = (r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*|\.\d+"
+         r"|\.\([^()\s]+\))*(\.Error\(\))?")
 _SELECTOR = re.compile(rf"(?:{_PATH}|len\(\s*{_PATH}\s*\))\Z")
 
 
@@ -533,8 +534,8 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
                 continue
         elif not _SELECTOR.match(selector):
             r.error(snode, f"value {name!r}: {selector!r} is not a selector",
-                    "write a parameter name followed by .field, .0 and [index] steps, "
-                    "or len(...) of one")
+                    "write a parameter name followed by .field, .0, [index] and Go's "
+                    ".(TYPE) steps (and .Error() last), or len(...) of one")
             continue
         elif any(int(i) > MAX_INDEX for i in re.findall(r"\[(\d+)\]|\.(\d+)", selector)
                  for i in i if i):
@@ -566,17 +567,24 @@ Step = tuple[str, str | int]
 
 def parse_selector(text: str) -> tuple[Step, ...]:
     """``o.Items[0].Qty`` -> (("name","o"), ("field","Items"), ("index",0), ("field","Qty"));
-    ``len(o.Items)`` ends in ("len", 0); a tuple's ``t.0`` is ("field", "0")."""
+    ``len(o.Items)`` ends in ("len", 0); a tuple's ``t.0`` is ("field", "0"); Go's
+    ``err.(*errors.errorString)`` is ("assert", "*errors.errorString") and a last
+    ``.Error()`` ("error", 0)."""
     steps: list[Step] = []
     inner = re.fullmatch(r"len\(\s*(.*?)\s*\)", text.strip())
-    for m in re.finditer(r"\[(\d+)\]|\.(\d+)|\.?(~[rp]\d+|[A-Za-z_][A-Za-z0-9_]*)",
+    for m in re.finditer(r"\[(\d+)\]|\.\(([^()\s]+)\)|\.(Error)\(\)|\.(\d+)"
+                         r"|\.?(~[rp]\d+|[A-Za-z_][A-Za-z0-9_]*)",
                          inner.group(1) if inner else text):
         if m.group(1) is not None:
             steps.append(("index", int(m.group(1))))
         elif m.group(2) is not None:
-            steps.append(("field", m.group(2)))
+            steps.append(("assert", m.group(2)))
+        elif m.group(3) is not None:
+            steps.append(("error", 0))
+        elif m.group(4) is not None:
+            steps.append(("field", m.group(4)))
         else:
-            steps.append(("field" if steps else "name", m.group(3)))
+            steps.append(("field" if steps else "name", m.group(5)))
     if inner:
         steps.append(("len", 0))
     return tuple(steps)
