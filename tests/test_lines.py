@@ -161,3 +161,56 @@ def test_builds_without_lines_say_what_would_help(stripped_example: Path,
             line = done.stderr.strip()
             assert len(line.splitlines()) == 1 and "Traceback" not in line, line
             assert says in line, line
+
+
+@pytest.fixture(scope="module", params=["1.19", "newest"])
+def go_lines_twins(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                   ) -> tuple[Path, Path]:
+    """The Go lines program and its stripped twin (-ldflags='-s -w'), one toolchain."""
+    from conftest import PROGRAMS as SRC
+    from conftest import _go_build, go_toolchain
+    go = go_toolchain(request.param)
+    out = tmp_path_factory.mktemp(f"lines-twins-{request.param}")
+    plain = _go_build(go, out / "lines", out / "gocache", SRC / "go" / "lines")
+    stripped = _go_build(go, out / "lines-stripped", out / "gocache", SRC / "go" / "lines",
+                         ("-ldflags=-s -w",))
+    return plain, stripped
+
+
+def test_stripped_go_lines_come_from_pclntab(go_lines_twins: tuple[Path, Path],
+                                             noop_json: Any) -> None:
+    """A stripped Go binary's lines, read from pclntab, are its unstripped twin's: every
+    address noop lists for a line has that line in the twin's DWARF line table, the
+    lines with code are the twin's, and the calls inlined on each line are too; a line
+    probe there is refused (pclntab marks no statements) in one line."""
+    plain, stripped = go_lines_twins
+    got = noop_json("lines", "--json", stripped, "main.process")
+    assert got["file"].endswith("/main.go")
+    rows = [r for r in oracle.line_rows(str(plain)) if r.file == "main.go"]
+    root, _ = oracle.scopes_of(str(plain), "main.process")
+    inlined = oracle.inlined_ranges(root)
+    own = [r for r in rows if root.covers(r.address)
+           and not any(lo <= r.address < hi for lo, hi in inlined)]
+    starts = sorted({r.address for r in oracle.line_rows(str(plain))})
+
+    def line_at(address: int) -> int:
+        at = max(a for a in starts if a <= address)
+        return [r.line for r in oracle.line_rows(str(plain)) if r.address == at][-1]
+
+    mine = {e["line"]: [int(s["address"]) for s in e["sites"]] for e in got["lines"]
+            if e["file"] == got["file"] and e["sites"]}
+    assert mine, got
+    for line, addresses in mine.items():
+        assert all(line_at(a) == line for a in addresses), (line, addresses)
+    assert set(mine) == {r.line for r in own if r.line}
+    inlines = {e["line"] for e in got["lines"] if e["inlines"] and e["file"] == got["file"]}
+    assert inlines == oracle.call_lines(root)
+    spec_text = (f"targets: {{t: {{binary: {stripped}}}}}\n"
+                 "probes: [{name: p, line: 'main.go:51'}]\n")
+    from agent.plan import resolve
+    from agent.spec import probes as spec
+    from agent.spec.reader import SpecError
+    with pytest.raises(SpecError) as info:
+        resolve.resolve(spec.parse(spec_text, "p.yaml"))
+    (problem,) = info.value.problems
+    assert "marks no statements" in problem.message, problem.message

@@ -75,6 +75,12 @@ def line_sites(b: Binary, probe: Probe) -> tuple[tuple[ValueSpec, ...], list[Sit
     """The value specs and sites of a line probe; LineError (or SelectError) saying
     why when the line cannot be probed or a value read."""
     assert probe.line is not None
+    if b.dwarf.from_metadata:
+        raise LineError(f"{probe.line}: this stripped Go binary's line table (its pclntab) "
+                        "marks no statements, so noop cannot tell where a pass through a "
+                        "line starts (noop lines shows its lines all the same)",
+                        "give the binary's debug info (debuginfo: in the target, or an "
+                        "unstripped build)")
     source = src.Source(b.functions)
     found = source.sites(probe.line)
     by_body: dict[int, list[src.Site]] = {}

@@ -163,8 +163,8 @@ class Source:
 
     def _no_lines(self) -> str:
         if self.dwarf.from_metadata:
-            return ("this stripped Go binary is read from its runtime metadata, whose "
-                    "line tables noop does not read yet")
+            return ("this stripped Go binary's pclntab, which noop reads its lines from, "
+                    "has none for it")
         if self.dwarf.source.kind == "symbols":
             return "the binary is a build without debug info: noop has its symbol table only"
         return "the binary keeps no source lines for it"

@@ -23,7 +23,7 @@ _AT = {"name": 0x03, "byte_size": 0x0B, "encoding": 0x3E, "type": 0x49,
        "high_pc": 0x12, "ranges": 0x55, "count": 0x37, "external": 0x3F,
        "prototyped": 0x27, "variable_parameter": 0x4B, "abstract_origin": 0x31,
        "inline": 0x20, "go_kind": 0x2900, "go_key": 0x2901, "go_elem": 0x2902,
-       "go_embedded": 0x2903}
+       "go_embedded": 0x2903, "stmt_list": 0x10, "call_file": 0x58, "call_line": 0x59}
 _FORM = {"addr": 0x01, "data1": 0x0B, "data2": 0x05, "data8": 0x07, "string": 0x08,
          "udata": 0x0F, "ref_addr": 0x10, "sec_offset": 0x17, "flag_present": 0x19,
          "flag": 0x0C}
@@ -39,6 +39,60 @@ def uleb(v: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+def sleb(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if (v == 0 and not b & 0x40) or (v == -1 and b & 0x40):
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+
+
+# A row of a line table: [lo, hi) of code, its file (an index of the unit's file table,
+# from 1) and line; a statement starts at ``lo`` when the line changes there.
+LineRow = tuple[int, int, int, int]
+
+
+def line_program(files: list[str], sequences: list[list[LineRow]]) -> bytes:
+    """One unit's ``.debug_line`` program (DWARF 4): its file table (full paths, no
+    directories) and a sequence of rows for each run of contiguous code."""
+    table = b"".join(name.encode() + b"\0" + uleb(0) + uleb(0) + uleb(0) for name in files)
+    opcodes = bytes([0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1])  # lengths of opcodes 1..12
+    # minimum_instruction_length, max ops, default_is_stmt, line_base (-5), line_range,
+    # opcode_base
+    header = bytes([1, 1, 1]) + struct.pack("<b", -5) + bytes([14, 13]) + opcodes + \
+        b"\0" + table + b"\0"
+    body = bytearray()
+    for rows in sequences:
+        if not rows:
+            continue
+        body += b"\0" + uleb(9) + b"\x02" + struct.pack("<Q", rows[0][0])  # set_address
+        pc, file, line, stmt = rows[0][0], 1, 1, True
+        for lo, _hi, f, n in rows:
+            want = n != line or f != file or lo == rows[0][0]
+            if lo > pc:
+                body += b"\x02" + uleb(lo - pc)  # advance_pc
+                pc = lo
+            if f != file:
+                body += b"\x04" + uleb(f)  # set_file
+                file = f
+            if n != line:
+                body += b"\x03" + sleb(n - line)  # advance_line
+            if want != stmt:
+                body += b"\x06"  # negate_stmt
+                stmt = want
+            line = n
+            body += b"\x01"  # copy
+        end = rows[-1][1]
+        if end > pc:
+            body += b"\x02" + uleb(end - pc)
+        body += b"\0\x01\x01"  # end_sequence
+    head = struct.pack("<H", 4) + struct.pack("<I", len(header)) + header
+    return struct.pack("<I", len(head) + len(body)) + head + bytes(body)
 
 
 def abbrev_section(abbrevs: Abbrevs) -> bytes:

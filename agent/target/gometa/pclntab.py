@@ -167,17 +167,50 @@ class Pclntab:
         the compiler made, such as ABI wrappers)."""
         rec = self._func(func.offset)
         ranges = self.pcvalue(rec[5], func.entry) if rec[5] else []
-        if not ranges:
-            return ""
-        index = rec[8] + ranges[0][2]
-        cutab = self._table(self.cu_off, self.filetab_off - self.cu_off, "pclntab's units")
+        return self._file(rec[8] + ranges[0][2]) if ranges else ""
+
+    def lines(self, func: Func) -> list[tuple[int, int, str, int]]:
+        """``func``'s line table: each range [lo, hi) of its code with the file and line
+        it comes from (inside inlined code, the inlined function's), from its pcfile and
+        pcln tables."""
+        rec = self._func(func.offset)
+        if not rec[5] or not rec[6]:
+            return []
+        files = self.pcvalue(rec[5], func.entry)
+        numbers = self.pcvalue(rec[6], func.entry)
+        out: list[tuple[int, int, str, int]] = []
+        i = 0
+        for lo, hi, line in numbers:
+            while i < len(files) and files[i][1] <= lo:
+                i += 1
+            at = lo
+            while at < hi and i < len(files):
+                _lo, fhi, fileno = files[i]
+                end = min(hi, fhi)
+                if line > 0 and end > at:
+                    out.append((at, end, self._file(rec[8] + fileno), line))
+                at = end
+                if fhi <= at:
+                    i += 1
+        return out
+
+    def _file(self, index: int) -> str:
+        cutab = self._cutab
         if not 0 <= index < len(cutab) // 4:
             return ""
         (off,) = struct.unpack_from("<I", cutab, 4 * index)
-        files = self._table(self.filetab_off, self.pctab_off - self.filetab_off,
-                            "pclntab's files")
+        files = self._filetab
         end = files.find(b"\0", off)
         return files[off:end].decode(errors="replace") if off < len(files) else ""
+
+    @cached_property
+    def _cutab(self) -> bytes:
+        return self._table(self.cu_off, self.filetab_off - self.cu_off, "pclntab's units")
+
+    @cached_property
+    def _filetab(self) -> bytes:
+        return self._table(self.filetab_off, self.pctab_off - self.filetab_off,
+                           "pclntab's files")
 
     def _func(self, offset: int) -> tuple[int, ...]:
         table = self._pclntable

@@ -24,14 +24,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from agent.errors import NoopError
-from agent.target.dwarf.writer import Info, abbrev_section, uleb, write_elf
+from agent.target.dwarf.writer import Info, LineRow, abbrev_section, line_program, uleb, write_elf
 from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
 from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
 from agent.target.gometa.program import Function, GoProgram, Signature
 
 PRODUCER = "noop from Go runtime metadata (pclntab, type descriptors); regabi"
-FORMAT = 2  # bump when what is written changes: cached copies are then made anew
+FORMAT = 3  # bump when what is written changes: cached copies are then made anew
 
 _ENCODING = {rt.BOOL: 0x02, rt.FLOAT32: 0x04, rt.FLOAT64: 0x04, rt.COMPLEX64: 0x03,
              rt.COMPLEX128: 0x03, **dict.fromkeys(
@@ -43,7 +43,8 @@ _ABBREVS: dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]] = {
                                    ("producer", "string"), ("low_pc", "addr"))),
     "cu_ranges": ("compile_unit", True, (("name", "string"), ("language", "data2"),
                                          ("producer", "string"), ("low_pc", "addr"),
-                                         ("ranges", "sec_offset"))),
+                                         ("ranges", "sec_offset"),
+                                         ("stmt_list", "sec_offset"))),
     "base": ("base_type", False, (("name", "string"), ("encoding", "data1"),
                                   ("byte_size", "udata"), ("go_kind", "data1"))),
     "struct": ("structure_type", True, (("name", "string"), ("byte_size", "udata"),
@@ -71,7 +72,8 @@ _ABBREVS: dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]] = {
     "param": ("formal_parameter", False, (("name", "string"), ("type", "ref_addr"),
                                           ("variable_parameter", "flag"))),
     "inlined": ("inlined_subroutine", True, (("abstract_origin", "ref_addr"),
-                                             ("ranges", "sec_offset"))),
+                                             ("ranges", "sec_offset"), ("call_file", "udata"),
+                                             ("call_line", "udata"))),
 }
 # Go's basic types: (kind, size, DW_ATE encoding), for those without a descriptor.
 _BASIC = {"bool": (rt.BOOL, 1, 0x02), "int": (rt.INT, 8, 0x05), "int8": (rt.INT8, 1, 0x05),
@@ -96,12 +98,14 @@ def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = Non
     declared = {fn: _declared(fn, text, by_name, aux)
                 for fn, text in (signatures or {}).items()}
     _types_unit(info, types, aux, by_name)
-    _functions_units(info, program, declared)
+    lines = bytearray()
+    _functions_units(info, program, declared, lines)
     info.patch()
     frame = _frames(program)
     symtab, strtab = _symbols(program)
     sections = [(".debug_abbrev", abbrev_section(_ABBREVS)), (".debug_info", bytes(info.buf)),
                 (".debug_ranges", bytes(info.ranges)), (".debug_frame", frame),
+                (".debug_line", bytes(lines)),
                 (".symtab", symtab), (".strtab", strtab)]
     write_elf(out, sections, program.module.text, program.module.etext)
 
@@ -281,7 +285,8 @@ def _package(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
-def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declared]) -> None:
+def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declared],
+                     lines: bytearray) -> None:
     functions = program.functions
     by_package: dict[str, list[Function]] = defaultdict(list)
     for f in functions:
@@ -299,7 +304,16 @@ def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declare
     for pkg, funcs in sorted(by_package.items()):
         start = info.begin_unit()
         spans = _merge([(f.entry, f.entry + max(f.size, 1)) for f in funcs])
-        info.die("cu_ranges", pkg, _GO_LANGUAGE, PRODUCER, 0, info.range_list(spans))
+        # The unit's line table, from each function's pcfile and pcln tables.
+        files: dict[str, int] = {}
+        rows = {f.name: [(lo, hi, files.setdefault(name, len(files) + 1), line)
+                         for lo, hi, name, line in program.pclntab.lines(f.func)]
+                for f in funcs}
+        stmt_list = len(lines)
+        lines += line_program(list(files), [rows[f.name] for f in
+                                            sorted(funcs, key=lambda f: f.entry)])
+        info.die("cu_ranges", pkg, _GO_LANGUAGE, PRODUCER, 0, info.range_list(spans),
+                 stmt_list)
         for f in funcs:
             sig = signatures.get(f.entry)
             receiver = _receiver(f.name, by_type_name) if sig is None else sig.receiver
@@ -310,7 +324,7 @@ def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declare
                      key=("fn", f.name))
             _params(info, sig, receiver, given)
             for node in (n for n in trees.get(f.name, []) if n.parent < 0):
-                _inlined(info, program, f, trees[f.name], node)
+                _inlined(info, program, f, trees[f.name], node, rows[f.name])
             info.end_children()
         for name in sorted(n for n in inlined_names if _package(n) == pkg and n not in named):
             info.die("abstract", name, 1, key=("fn", name))
@@ -363,8 +377,9 @@ def _params(info: Info, sig: Signature | None, receiver: rt.GoType | None,
 
 
 def _inlined(info: Info, program: GoProgram, f: Function, tree: list[InlinedCall],
-             node: InlinedCall) -> None:
-    """The inlined copy ``node`` of function ``f``, with the copies inlined into it."""
+             node: InlinedCall, rows: list[LineRow]) -> None:
+    """The inlined copy ``node`` of function ``f``, with the copies inlined into it, each
+    with the file and line of its call: those of its ``parent_pc`` in ``rows``."""
     func = f.func
     ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
     parents = {n.index: n.parent for n in tree}
@@ -380,7 +395,9 @@ def _inlined(info: Info, program: GoProgram, f: Function, tree: list[InlinedCall
         if not got:
             return
         name = n.name.replace("·", ".")
-        info.die("inlined", ("fn", name), info.range_list(got))
+        at = next(((file, line) for lo, hi, file, line in rows if lo <= n.parent_pc < hi),
+                  (0, 0))
+        info.die("inlined", ("fn", name), info.range_list(got), *at)
         for child in tree:
             if child.parent == n.index:
                 emit(child)
