@@ -625,7 +625,7 @@ class Walker:
                                       f"variant {name!r}", self._fields(tdie))
                 place, tdie = step
                 continue
-            if kind not in ("struct", "string", "slice") or tdie is None:
+            if kind not in ("struct", "string", "slice", "interface") or tdie is None:
                 raise SelectError(f"{path} is {self.namer.name(tdie)}, not a struct or a "
                                   "pointer to one", f"drop '.{name}'")
             members = self.members(tdie)
