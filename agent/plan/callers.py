@@ -12,14 +12,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Op, ProbePlan, Site
-from agent.spec.probes import Probe
+from agent.plan.model import Fetch, Op, ProbePlan, Site, ValueSpec
+from agent.spec.probes import Probe, Value
 from agent.target.callers import INLINED
 from agent.target.dwarf.lines import Lines
 from agent.target.dwarf.reader import origin_of
 
 BUILTINS = ("caller", "caller_line")
 RESOLVED = (*BUILTINS, "gotype")  # values named through the binary when shown
+
+
+def builtin(v: Value) -> tuple[ValueSpec, Fetch]:
+    """A built-in value's spec and its fetch before the sites are known: ``$caller``
+    and ``$caller_line`` are read at each site (``at_sites``), named through the binary
+    ``bind`` gives them; the others are the BPF program's own."""
+    decode = str(v.builtin) if v.builtin in BUILTINS else "uint"
+    return (ValueSpec(v.name, decode, 8, 0, "builtin", v.selector),
+            Fetch("builtin", builtin=v.builtin or ""))
 
 
 def bind(plan: ProbePlan, binary: str) -> ProbePlan:

@@ -62,13 +62,14 @@ class LineError(NoopError):
     """A line that cannot be probed, or a value that cannot be read there."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Chosen:
     """An instruction to probe for a body's line, and why."""
 
     address: int
     why: str
     site: src.Site  # where its values are looked up
+    flow: _Flow  # the control flow of the function holding it
 
 
 def line_sites(b: Binary, probe: Probe) -> tuple[tuple[ValueSpec, ...], list[Site]]:
@@ -129,22 +130,22 @@ class _Flow:
         # lines whose code is empty there); in code inlined into the body, the call's.
         self.stmts: dict[int, set[tuple[str, int]]] = {}
         table = source.lines.table(self.body.die.cu)
+        inner = list(self.body.inner_bodies())
         for lo, hi in self.body.ranges:
             for r in (table.within(lo, hi) if table else []):
                 if r.stmt:
-                    here = self.line(r.address)
-                    own = here is not None and not any(
-                        i.covers(r.address) for i in self.body.inner_bodies())
+                    called = any(c.covers(r.address) for c in inner)
                     self.stmts.setdefault(r.address, set()).add(
-                        (r.file, r.line) if own or here is None else here)
+                        self.line(r.address) or (r.file, r.line) if called
+                        else (r.file, r.line))
         # A call inlined into the body starts a statement of its line where DWARF
         # says where it is entered.
-        for inner in self.body.inner_bodies():
-            e = inner.die.attributes.get("DW_AT_entry_pc")
-            if e is not None and e.form == "DW_FORM_addr" and inner.covers(e.value):
-                line = self.line(e.value)
-                if line is not None:
-                    self.stmts.setdefault(e.value, set()).add(line)
+        for copy in inner:
+            entry = src.entry_pc(copy)
+            line = self.line(entry) if entry is not None else None
+            if entry is not None and line is not None:
+                self.stmts.setdefault(entry, set()).add(line)
+        self._loops()
 
     def _successors(self, i: sites.Insn) -> tuple[int, ...]:
         if i.mnemonic in _STOPS:
@@ -240,7 +241,6 @@ def _passes(b: Binary, source: src.Source, group: list[src.Site]) -> list[Chosen
     if not flow.insns:
         raise LineError(f"{where}: its code is in no function noop can read",
                         "probe the function holding it")
-    flow._loops()
     copy = f" (inlined into {b.functions.display_name(flow.holder)})" \
         if group[0].into else ""
     out: list[Chosen] = []
@@ -256,7 +256,7 @@ def _passes(b: Binary, source: src.Source, group: list[src.Site]) -> list[Chosen
         if len(new) == len(ways):
             out.append(Chosen(s, f"line {where}{copy}: the statement at {off} "
                               f"({flow.at[s].mnemonic}) starts a pass each time it runs",
-                              source.site_in(flow.body, s, flow.sub)))
+                              source.site_in(flow.body, s, flow.sub), flow))
             continue
         for p in new:
             if p is None:
@@ -276,7 +276,7 @@ def _passes(b: Binary, source: src.Source, group: list[src.Site]) -> list[Chosen
                               f"({flow.at[p].mnemonic}, in {from_line}), which leads only "
                               "to it, so the pass is counted there",
                               source.site_in(flow.body, p, flow.sub)
-                              if origin is not None else _outside(group[0], p)))
+                              if origin is not None else _outside(group[0], p), flow))
     return out
 
 
@@ -294,10 +294,9 @@ def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
     specs, fetches = [], []
     for v in probe.values:
         if v.builtin is not None:
-            specs.append(ValueSpec(v.name, v.builtin if v.builtin in callers.BUILTINS
-                                   else "uint", 8, 0, "builtin", v.selector,
-                                   binary=b.path if v.builtin in callers.BUILTINS else ""))
-            fetches.append(Fetch("builtin", builtin=v.builtin))
+            spec, fetch = callers.builtin(v)
+            specs.append(spec)
+            fetches.append(fetch)
             continue
         steps = parse_selector(v.selector)
         root = str(steps[0][1])
@@ -344,16 +343,13 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
               specs: tuple[ValueSpec, ...], fetches: tuple[Fetch, ...]) -> Site:
     """The site for ``chosen``: moved forward to an instruction the kernel emulates
     when one follows with nothing between that changes the values or jumps in."""
-    holder = b.function_at(chosen.address) or ""
-    sym = b.functions.symbols.get(holder)
-    function = chosen.site.function or holder
-    if sym is not None and chosen.address == sym.address:
-        entry = placement.entry_site(b, holder, fetches)
+    flow = chosen.flow
+    function = chosen.site.function or flow.holder
+    if chosen.address == flow.entry:
+        entry = placement.entry_site(b, flow.holder, fetches)
         return replace(entry, function=function, why=f"{chosen.why}; " + entry.why)
-    insns = b.instructions(holder)
-    index = {i.address: n for n, i in enumerate(insns)}
-    targets = {i.target for i in insns if i.target is not None}
-    n = index[chosen.address]
+    insns = flow.insns
+    n = next(k for k, i in enumerate(insns) if i.address == chosen.address)
     first = insns[n]
     how = sites.handling(first.raw)
     if how == sites.REFUSED:
@@ -361,13 +357,12 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
                         f"at {first.address:#x} ({first.mnemonic})", "probe another line")
     regs = placement.registers(fetches) | {"rsp"}
     at, got = first, fetches
-    for i in insns[n + 1:n + 1 + _MAX_MOVE]:
+    for prev, i in zip(insns[n:n + _MAX_MOVE], insns[n + 1:n + 1 + _MAX_MOVE], strict=False):
         if how == sites.EMULATED:
             break
-        prev = insns[index[i.address] - 1]
         if prev.mnemonic in _STOPS or prev.mnemonic.startswith("j") or \
                 prev.mnemonic in ("call", "push", "pop") or _stores(prev) or \
-                set(prev.writes) & regs or i.address in targets:
+                set(prev.writes) & regs or flow.preds[i.address] != [prev.address]:
             break
         if sites.handling(i.raw) != sites.EMULATED:
             continue

@@ -618,12 +618,8 @@ def _signed(b: Binary, function: str) -> bool:
 
 def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
            out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
-    if v.builtin in callers.BUILTINS:  # read at each site (callers.at_sites)
-        return (ValueSpec(v.name, str(v.builtin), 8, 0, "builtin", v.selector,
-                          binary=b.path), Fetch("builtin", builtin=v.builtin))
     if v.builtin is not None:
-        return (ValueSpec(v.name, "uint", 8, 0, "builtin", v.selector),
-                Fetch("builtin", builtin=v.builtin))
+        return callers.builtin(v)
     steps = parse_selector(v.selector)
     root = str(steps[0][1])
     var = next((p for p in fv.params if p.name == root), None)

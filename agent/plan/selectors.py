@@ -444,16 +444,8 @@ class Walker:
 
     def _data(self, place: _Mem | _Regs | None) -> _Mem | None:
         """What an interface's data word points to."""
-        word = place.covering(8, 8) if isinstance(place, _Regs) else \
-            _Mem(place.ops, place.offset + 8) if isinstance(place, _Mem) else None
-        if isinstance(word, _Regs):
-            piece = word.covering(0, 8)
-            reg = piece.pieces[0][2] if piece is not None else None
-            return _Mem((*word.guards, Op("reg", reg=reg)), 0) \
-                if reg and not is_vector(reg) else None
-        if isinstance(word, _Mem):
-            return _Mem((*word.ops, Op("deref", offset=word.offset)), 0)
-        return None
+        return _follow(place.covering(8, 8) if isinstance(place, _Regs) else
+                       _Mem(place.ops, place.offset + 8) if isinstance(place, _Mem) else None)
 
     def _assert(self, place: _Mem | _Regs | None, tdie: DIE | None, name: str, path: str
                 ) -> tuple[_Mem | _Regs | None, DIE | None]:
@@ -518,15 +510,7 @@ class Walker:
         if target is None:
             raise SelectError(f"{path} is an untyped pointer ({self.namer.name(tdie)})",
                               "read it as a value, or cast in the program")
-        if isinstance(place, _Regs):
-            piece = place.covering(0, 8)
-            reg = piece.pieces[0][2] if piece is not None else None
-            return (_Mem((*place.guards, Op("reg", reg=reg),
-                          *((Op("add", offset=place.add),) if place.add else ())), 0)
-                    if reg and not is_vector(reg) else None), target
-        if isinstance(place, _Mem):
-            return _Mem((*place.ops, Op("deref", offset=place.offset)), 0), target
-        return None, target
+        return _follow(place), target
 
     def _member(self, place: _Mem | _Regs | None, member: tuple[int, DIE | None]
                 ) -> tuple[_Mem | _Regs | None, DIE | None]:
@@ -868,6 +852,20 @@ def _variant_name(member: DIE, vtype: DIE | None) -> str:
     if name.isdigit() and vtype is not None and die_name(vtype):
         return die_name(vtype) or name
     return name
+
+
+def _follow(place: _Mem | _Regs | None) -> _Mem | None:
+    """What the pointer at ``place`` points to: the memory at the address its
+    register holds (plus the address's offset), or at the word it reads."""
+    if isinstance(place, _Regs):
+        piece = place.covering(0, 8)
+        reg = piece.pieces[0][2] if piece is not None else None
+        return (_Mem((*place.guards, Op("reg", reg=reg),
+                      *((Op("add", offset=place.add),) if place.add else ())), 0)
+                if reg and not is_vector(reg) else None)
+    if isinstance(place, _Mem):
+        return _Mem((*place.ops, Op("deref", offset=place.offset)), 0)
+    return None
 
 
 def _start(loc: Location | None) -> _Mem | _Regs | None:

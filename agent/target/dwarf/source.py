@@ -273,9 +273,9 @@ class Source:
         """Where an inlined copy's code starts: its DW_AT_entry_pc, else its first
         statement row, else its lowest address (its ranges may be scattered, a reload
         of an argument placed before the rest)."""
-        entry = inner.die.attributes.get("DW_AT_entry_pc")
-        if entry is not None and entry.form == "DW_FORM_addr" and inner.covers(entry.value):
-            return int(entry.value)
+        entry = entry_pc(inner)
+        if entry is not None:
+            return entry
         table = self.lines.table(inner.die.cu)
         stmts = [r.address for lo, hi in inner.ranges
                  for r in (table.within(lo, hi) if table else []) if r.stmt]
@@ -406,6 +406,14 @@ class Source:
             return "not available here"
         shown = ", ".join(map(str, sorted(here)[:6])) + (", …" if len(here) > 6 else "")
         return f"not available here (it is at line{'s' if len(here) > 1 else ''} {shown})"
+
+
+def entry_pc(inner: Scope) -> int | None:
+    """An inlined copy's DW_AT_entry_pc, when it is an address inside the copy."""
+    entry = inner.die.attributes.get("DW_AT_entry_pc")
+    if entry is not None and entry.form == "DW_FORM_addr" and inner.covers(entry.value):
+        return int(entry.value)
+    return None
 
 
 def _constant(dwarf: Any, expr: list[int]) -> int | None:
