@@ -300,8 +300,8 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-overhead", metavar="SHARE", type=_share,
                     default=_share(DEFAULT_BUDGET),
                     help="the CPU a probe may cost each target process, a share of one "
-                    f"CPU, for probes whose spec sets no budget: (default {DEFAULT_BUDGET}; "
-                    "none: unbounded)")
+                    "CPU, for probes whose spec sets no budget (default "
+                    f"{DEFAULT_BUDGET.replace('%', '%%')}; none: unbounded)")  # % for argparse
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:

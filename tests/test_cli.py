@@ -125,3 +125,22 @@ def test_usage_errors_exit_2(noop: NoopRun, command: str) -> None:
     done = noop(command)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """`noop --help` and `noop COMMAND --help` print usage and exit 0, for every command
+    the parser has (a stray % in a help string once made them a traceback)."""
+    import argparse
+
+    from agent.cli import parser
+
+    p = parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    commands = sorted(sub.choices)
+    assert {"run", "check", "funcs", "doctor"} <= set(commands)
+    for argv in ([], *([c] for c in commands)):
+        with pytest.raises(SystemExit) as done:
+            parser().parse_args([*argv, "--help"])
+        out = capsys.readouterr().out
+        assert done.value.code == 0, argv
+        assert out.startswith("usage: noop"), (argv, out)
