@@ -120,8 +120,8 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
         ex.terminate()
         ex.wait(timeout=10)
     series = {k: v for k, v in truth.items() if k.startswith(
-        ("fake_", "another_", "sub_", "dec_")) and not k.startswith("fake_histogram")}
-    assert len(series) == 15
+        ("fake_", "another_", "sub_", "dec_", "shop_")) and not k.startswith("fake_histogram")}
+    assert len(series) == 18
     for s, want in series.items():
         name, labels = _labels_text(s)
         key = tuple(sorted({**base, "metric": name, "labels": labels}.items()))
@@ -131,15 +131,15 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     assert got[("noop_metric_value", hist)] == truth["fake_histogram_count"] == TICKS
     updates = {(dict(k)["metric"], dict(k)["labels"], dict(k)["op"]): v
                for (n, k), v in got.items() if n == "noop_metric_updates_total"}
-    children = {(_labels_text(s)[1]): v for s, v in series.items()
-                if s.startswith("fake_requests_total")}
+    children = {_labels_text(s): v for s, v in series.items()
+                if s.startswith(("fake_requests_total", "shop_orders_total"))}
     assert updates == {
         ("fake_counter", "", "Inc"): TICKS, ("another_fake_counter", "", "Inc"): 2 * TICKS,
         ("fake_gauge", "", "Inc"): TICKS, ("another_fake_gauge", "", "Add"): TICKS,
         ("sub_fake_gauge", "", "Sub"): TICKS, ("dec_fake_gauge", "", "Dec"): TICKS,
         ("fake_set_gauge", "", "Set"): TICKS, ("fake_float_counter", "", "Add"): TICKS,
         ("fake_int_counter", "", "Add"): TICKS, ("fake_histogram", "", "Observe"): TICKS,
-        **{("fake_requests_total", k, "Inc"): v for k, v in children.items()}}
+        **{(name, k, "Inc"): v for (name, k), v in children.items()}}
     # One description per metric object, through the ring buffer; none lost.
     produced = sum(v for (n, _), v in got.items() if n == "noop_events_produced_total")
     seen = sum(v for (n, _), v in got.items() if n == "noop_events_total")

@@ -132,7 +132,7 @@ def test_preset_values_equal_the_programs_own_metrics(preset: Traced) -> None:
         if line["kind"] in ("counter", "gauge"):
             last[_series(line["metric"], line["labels"])] = line["value"]
     truth = {k: v for k, v in preset.metrics.items()
-             if k.startswith(("fake_", "another_", "sub_", "dec_"))
+             if k.startswith(("fake_", "another_", "sub_", "dec_", "shop_"))
              and not k.startswith("fake_histogram")}
     assert truth, "the example's /metrics had no series"
     assert last == truth
@@ -144,11 +144,12 @@ def test_preset_one_line_per_update(preset: Traced) -> None:
         "fake_counter": TICKS, "another_fake_counter": 2 * TICKS, "fake_gauge": TICKS,
         "another_fake_gauge": TICKS, "sub_fake_gauge": TICKS, "dec_fake_gauge": TICKS,
         "fake_histogram": TICKS, "fake_requests_total": TICKS, "fake_set_gauge": TICKS,
-        "fake_float_counter": TICKS, "fake_int_counter": TICKS}
+        "fake_float_counter": TICKS, "fake_int_counter": TICKS, "shop_orders_total": TICKS}
+    vecs = ("fake_requests_total", "shop_orders_total")
     per_child = Counter(_series(x["metric"], x["labels"]) for x in preset.lines
-                        if x["metric"] == "fake_requests_total")
+                        if x["metric"] in vecs)
     assert {k: float(v) for k, v in per_child.items()} == {
-        k: v for k, v in preset.metrics.items() if k.startswith("fake_requests_total")}
+        k: v for k, v in preset.metrics.items() if k.startswith(vecs)}
 
 
 def test_preset_ops_and_increments(preset: Traced) -> None:
@@ -263,7 +264,7 @@ def test_spec_probes_read_what_the_program_passed(privileged: None, example: Pat
     assert len(goids) == 1 and goids.pop() > 0  # tick runs on one goroutine (main's)
     incs = Counter(x["values"]["metric"] for x in got.lines if x["probe"] == "counter_inc")
     assert incs == {"fake_counter": TICKS, "another_fake_counter": 2 * TICKS,
-                    "fake_requests_total": TICKS}
+                    "fake_requests_total": TICKS, "shop_orders_total": TICKS}
     adds = [x["values"] for x in got.lines if x["probe"] == "gauge_add"]
     by = {m: [(a["delta"], a["now"]) for a in adds if a["metric"] == m]
           for m in {a["metric"] for a in adds}}

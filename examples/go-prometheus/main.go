@@ -33,6 +33,7 @@ type metrics struct {
 	intFakeCounter     prometheus.Counter
 	fakeHistogram      prometheus.Histogram
 	requests           *prometheus.CounterVec
+	orders             *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,10 +73,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fake_requests_total", Help: "Fake requests by method and code.",
 		}, []string{"method", "code"}),
+		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shop_orders_total", Help: "Orders placed, by customer.",
+		}, []string{"customer"}),
 	}
 	reg.MustRegister(m.fakeCounter, m.anotherFakeCounter, m.fakeGauge,
 		m.anotherFakeGauge, m.subFakeGauge, m.decFakeGauge, m.setFakeGauge,
-		m.floatFakeCounter, m.intFakeCounter, m.fakeHistogram, m.requests)
+		m.floatFakeCounter, m.intFakeCounter, m.fakeHistogram, m.requests, m.orders)
 	return m
 }
 
@@ -111,8 +115,10 @@ func placeOrder(o *order) int {
 }
 
 func (m *metrics) tick(n int) {
-	placeOrder(&order{ID: int64(n), Customer: customers[n%len(customers)],
-		Items: []item{{SKU: "sku-1", Qty: n}, {SKU: "sku-2", Qty: 2 * n}}})
+	o := &order{ID: int64(n), Customer: customers[n%len(customers)],
+		Items: []item{{SKU: "sku-1", Qty: n}, {SKU: "sku-2", Qty: 2 * n}}}
+	placeOrder(o)
+	m.orders.WithLabelValues(o.Customer).Inc() // what a spec on placeOrder counts too
 	m.fakeCounter.Inc()
 	m.anotherFakeCounter.Inc()
 	m.anotherFakeCounter.Inc()
