@@ -21,7 +21,7 @@ log() { printf '==> %s\n' "$*"; }
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
-	librust-prometheus-dev)
+	librust-prometheus-dev podman runc netavark aardvark-dns mmdebstrap)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc)
 missing=()
 for p in "${packages[@]}"; do
