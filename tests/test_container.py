@@ -1,0 +1,452 @@
+"""noop's image and its DaemonSet pod, really run with podman: the image built offline by
+deploy/build-image; the pod template of deploy/kubernetes/noop.yaml run with every
+setting it has (hostPID, the capabilities, the read-only root, the mounts, the
+ConfigMap's spec, the resources); the example service in a container of its own, at a
+path that exists only there. What noop's pod exports must equal what the example itself
+exports; a restarted target is probed again; a killed noop leaves no uprobe behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
+from elftools.elf.elffile import ELFFile
+from test_deploy import _get as get_status
+from test_run import Samples, samples
+
+from agent import __version__
+
+REPO = Path(__file__).resolve().parent.parent
+MANIFEST = REPO / "deploy" / "kubernetes" / "noop.yaml"
+BUILD_IMAGE = REPO / "deploy" / "build-image"
+PREFIX = "noop-test-"  # every container these tests make; removed at the end
+
+# This machine's podman needs three settings a cluster node's runtime does not: runc
+# (crun refuses this hybrid cgroup layout), cgroupfs (no systemd), and ulimits below the
+# hard limit of the shell (podman's default nofile is over it). They go in a
+# containers.conf of the tests' own, never the machine's.
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+log_driver = "k8s-file"
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+@dataclass
+class Podman:
+    env: dict[str, str]
+    made: list[str] = field(default_factory=list)
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 120
+                 ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["podman", *args], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        if check and done.returncode != 0:
+            pytest.fail(f"podman {' '.join(args)}: {done.stderr.strip()}", pytrace=False)
+        return done
+
+    def inspect(self, name: str, fmt: str) -> str:
+        return self("inspect", "--format", fmt, name).stdout.strip()
+
+    def pid(self, name: str) -> int:
+        """The container's first process, as the host numbers it."""
+        return int(self.inspect(name, "{{.State.Pid}}"))
+
+    def ip(self, name: str) -> str:
+        return self.inspect(name, "{{.NetworkSettings.IPAddress}}")
+
+    def logs(self, name: str) -> str:
+        done = self("logs", name, check=False)
+        return done.stdout + done.stderr
+
+    def remove(self) -> None:
+        for name in self.made:
+            self("rm", "--force", "--time", "0", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def podman(privileged: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+    _need(shutil.which("podman"), "podman (apt-get install podman)")
+    conf = tmp_path_factory.mktemp("podman") / "containers.conf"
+    conf.write_text(CONTAINERS_CONF)
+    p = Podman({**os.environ, "CONTAINERS_CONF": str(conf)})
+    left = p("ps", "--all", "--format", "{{.Names}}").stdout.split()
+    for name in left:  # from a run that was killed before it could clean up
+        if name.startswith(PREFIX):
+            p("rm", "--force", "--time", "0", name, check=False)
+    yield p
+    p.remove()
+
+
+def _documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+def _kind(kind: str) -> dict[str, Any]:
+    return next(d for d in _documents() if d["kind"] == kind)
+
+
+@pytest.fixture(scope="module")
+def noop_image(podman: Podman) -> str:
+    """deploy/build-image, as a user runs it (its base is reused when current)."""
+    done = subprocess.run([str(BUILD_IMAGE)], env={**podman.env, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"localhost/noop:\S+: \d+ MB", done.stderr), done.stderr
+    return done.stdout.strip()
+
+
+def _target_path() -> str:
+    """Where the ConfigMap's spec says the workload's binary is, inside its container."""
+    spec = yaml.safe_load(_kind("ConfigMap")["data"]["probes.yaml"])
+    (target,) = spec["targets"].values()
+    return str(target["binary"])
+
+
+@dataclass(frozen=True)
+class ExampleImage:
+    name: str
+    binary: Path  # the same file, here, for the oracles below
+
+
+@pytest.fixture(scope="module")
+def example_image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> ExampleImage:
+    """examples/go-prometheus (static, Debian's Go) alone in an image, at the path the
+    ConfigMap's spec names: a path that does not exist on this host."""
+    inside = _target_path()
+    assert not os.path.exists(inside), f"{inside} exists on the host: the test would cheat"
+    out = tmp_path_factory.mktemp("example-image")
+    (out / "root" / inside.lstrip("/")).parent.mkdir(parents=True)
+    binary = _go_build(_need(DEBIAN_GO, "Debian's Go (golang-go)"), out / "root" /
+                       inside.lstrip("/"), out / "gocache", EXAMPLE)
+    subprocess.run(["tar", "-C", str(out / "root"), "-cf", str(out / "root.tar"), "."],
+                   check=True)
+    name = "localhost/noop-test-example:latest"
+    podman("import", "--quiet", "--change", f'ENTRYPOINT ["{inside}"]', str(out / "root.tar"),
+           name)
+    return ExampleImage(name, binary)
+
+
+# ---------------------------------------------------------------------------------------
+# The pod template as podman run arguments: every field is applied, or said not to apply
+# to one container on one node; a field this does not know fails the test.
+
+NOT_APPLICABLE = {
+    "serviceAccountName": "no API server: the account only names the pod's identity",
+    "tolerations": "scheduling onto tainted nodes: there is one node",
+}
+
+
+def _bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
+    m = re.fullmatch(r"(\d+)([KMG]i?)?", str(quantity))
+    assert m, quantity
+    return int(m.group(1)) * units.get(m.group(2) or "", 1)
+
+
+def _millicpu(quantity: str) -> int:
+    q = str(quantity)
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def pod_args(template: dict[str, Any], cm: dict[str, Any], work: Path, name: str,
+             drop: str | None = None) -> list[str]:
+    """``podman run`` arguments for the template's one container; ``drop``: a capability
+    taken out of the ones it adds."""
+    spec = dict(template["spec"])
+    (c,) = spec.pop("containers")
+    args = ["run", "--detach", "--name", name]
+    for key, value in template.get("metadata", {}).get("labels", {}).items():
+        args += ["--label", f"{key}={value}"]
+    if spec.pop("hostPID", False):
+        args.append("--pid=host")
+    if spec.pop("automountServiceAccountToken", True) is not False:
+        pytest.fail("the pod mounts an API token; noop never talks to the API server")
+    args += ["--stop-timeout", str(spec.pop("terminationGracePeriodSeconds", 30))]
+    volumes = {v["name"]: v for v in spec.pop("volumes", [])}
+    for key in NOT_APPLICABLE:
+        spec.pop(key, None)
+    assert not spec, f"pod fields this test does not apply: {sorted(spec)}"
+
+    c = dict(c)
+    c.pop("name")
+    image = c.pop("image")
+    args.append({"IfNotPresent": "--pull=missing", "Never": "--pull=never",
+                 "Always": "--pull=always"}[c.pop("imagePullPolicy", "IfNotPresent")])
+    for e in c.pop("env", []):
+        args += ["--env", f"{e['name']}={e['value']}"]
+    ports = c.pop("ports", [])
+    assert all(p.get("protocol", "TCP") == "TCP" for p in ports)
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        c.pop(probe, None)  # HTTP GETs the test makes itself (see http_probes)
+    res = c.pop("resources", {})
+    limits, requests = res.get("limits", {}), res.get("requests", {})
+    if "cpu" in limits:
+        args.append(f"--cpus={_millicpu(limits['cpu']) / 1000}")
+    if "memory" in limits:
+        args.append(f"--memory={_bytes(limits['memory'])}")
+    if "cpu" in requests:
+        args.append(f"--cpu-shares={max(2, _millicpu(requests['cpu']) * 1024 // 1000)}")
+    if "memory" in requests:
+        args.append(f"--memory-reservation={_bytes(requests['memory'])}")
+    sc = dict(c.pop("securityContext", {}))
+    if sc.pop("privileged", False):
+        args.append("--privileged")
+    if sc.pop("allowPrivilegeEscalation", True) is False:
+        args += ["--security-opt", "no-new-privileges"]
+    if sc.pop("readOnlyRootFilesystem", False):
+        args += ["--read-only", "--read-only-tmpfs=false"]  # no tmpfs Kubernetes lacks
+    if "runAsUser" in sc:
+        args += ["--user", str(sc.pop("runAsUser"))]
+    sc.pop("runAsNonRoot", None)  # false: nothing to check
+    caps = sc.pop("capabilities", {})
+    args += [f"--cap-drop={x}" for x in caps.get("drop", [])]
+    args += [f"--cap-add={x}" for x in caps.get("add", []) if x != drop]
+    seccomp = sc.pop("seccompProfile", {"type": "RuntimeDefault"})
+    assert seccomp == {"type": "RuntimeDefault"}, seccomp  # podman's default profile
+    assert not sc, f"securityContext fields this test does not apply: {sorted(sc)}"
+    for m in c.pop("volumeMounts", []):
+        args += _mount(volumes[m["name"]], m, cm, work)
+    cmd = c.pop("command", None)
+    if cmd:
+        args += ["--entrypoint", json.dumps(cmd)]
+    rest = c.pop("args", [])
+    assert not c, f"container fields this test does not apply: {sorted(c)}"
+    return [*args, image, *rest]
+
+
+def _mount(volume: dict[str, Any], m: dict[str, Any], cm: dict[str, Any], work: Path
+           ) -> list[str]:
+    ro = ",ro" if m.get("readOnly") else ""
+    dest = m["mountPath"]
+    if "configMap" in volume:
+        assert volume["configMap"]["name"] == cm["metadata"]["name"]
+        d = work / volume["name"]
+        d.mkdir()
+        for key, text in cm["data"].items():
+            (d / key).write_text(text)
+        return ["--mount", f"type=bind,source={d},destination={dest}{ro}"]
+    if "emptyDir" in volume:
+        e = volume["emptyDir"] or {}
+        if e.get("medium") == "Memory":
+            size = f",tmpfs-size={_bytes(e['sizeLimit'])}" if "sizeLimit" in e else ""
+            return ["--mount", f"type=tmpfs,destination={dest}{size}"]
+        d = work / volume["name"]
+        d.mkdir()
+        return ["--mount", f"type=bind,source={d},destination={dest}{ro}"]
+    if "hostPath" in volume:
+        h = volume["hostPath"]
+        if h.get("type") == "Directory":
+            assert os.path.isdir(h["path"]), f"hostPath {h['path']} is not on this node"
+        return ["--mount", f"type=bind,source={h['path']},destination={dest}{ro}"]
+    pytest.fail(f"a volume this test does not apply: {volume}")
+
+
+def container_port(c: dict[str, Any], port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    return int(next(p["containerPort"] for p in c["ports"] if p["name"] == port))
+
+
+def _get(url: str) -> tuple[int, str]:
+    """Status and body; 0 while nothing listens yet."""
+    try:
+        return get_status(url)
+    except OSError as e:
+        return 0, str(e)
+
+
+@dataclass
+class NoopPod:
+    podman: Podman
+    name: str
+    url: str  # http://IP:PORT of the pod's metrics port
+    container: dict[str, Any]  # the manifest's container
+
+    def metrics(self) -> Samples:
+        status, text = _get(self.url + "/metrics")
+        assert status == 200, text
+        return samples(text)
+
+    def wait(self, what: str, ok: Any, timeout: float = 60) -> Samples:
+        deadline = time.monotonic() + timeout
+        got: Samples = {}
+        while time.monotonic() < deadline:
+            got = self.metrics()
+            if ok(got):
+                return got
+            time.sleep(0.2)
+        pytest.fail(f"noop's pod: {what} did not happen in {timeout}s; log:\n"
+                    f"{self.podman.logs(self.name)}", pytrace=False)
+
+
+def start_pod(podman: Podman, work: Path, name: str, drop: str | None = None) -> NoopPod:
+    ds, cm = _kind("DaemonSet"), _kind("ConfigMap")
+    template = ds["spec"]["template"]
+    work.mkdir(parents=True, exist_ok=True)
+    podman(*pod_args(template, cm, work, PREFIX + name, drop))
+    podman.made.append(PREFIX + name)
+    (c,) = template["spec"]["containers"]
+    port = container_port(c, c["ports"][0]["name"])
+    return NoopPod(podman, PREFIX + name, f"http://{podman.ip(PREFIX + name)}:{port}", c)
+
+
+def http_probes(pod: NoopPod, timeout: float = 180) -> dict[str, int]:
+    """Each of the manifest's HTTP probes, made as the kubelet makes it: the status of
+    the first answer (the startup probe may take its failureThreshold x periodSeconds)."""
+    out = {}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        get = pod.container[probe]["httpGet"]
+        host = pod.url.rsplit(":", 1)[0]
+        url = f"{host}:{container_port(pod.container, get['port'])}{get['path']}"
+        deadline = time.monotonic() + timeout
+        status = 0
+        while time.monotonic() < deadline:
+            status, _ = _get(url)
+            if status == 200:
+                break
+            time.sleep(0.3)
+        out[probe] = status
+    return out
+
+
+def start_example(podman: Podman, image: ExampleImage, name: str, ticks: int) -> None:
+    """The example in its own container (own PID, mount and network namespaces), held
+    before its first tick until SIGUSR1, then lingering to be scraped."""
+    podman("run", "--detach", "--name", PREFIX + name, image.name, "-listen", ":9091",
+           "-period", "20ms", "-ticks", str(ticks), "-linger", "600s", "-hold")
+    podman.made.append(PREFIX + name)
+
+
+def example_metrics(podman: Podman, name: str, ticks: int, run: int = 1) -> Samples:
+    """The example's own /metrics once it has made its ticks (in its ``run``-th start:
+    the container's log holds every run's)."""
+    deadline = time.monotonic() + 60
+    while len(re.findall(rf"tick {ticks}$", podman.logs(PREFIX + name), re.M)) < run:
+        assert time.monotonic() < deadline, podman.logs(PREFIX + name)
+        time.sleep(0.1)
+    status, text = _get(f"http://{podman.ip(PREFIX + name)}:9091/metrics")
+    assert status == 200, text
+    return samples(text)
+
+
+def orders(s: Samples) -> dict[str, float]:
+    return {dict(k)["customer"]: v for (n, k), v in s.items() if n == "shop_orders_total"}
+
+
+def _target(s: Samples, metric: str) -> float:
+    return s.get((metric, (("target", "shop"),)), 0)
+
+
+def text_bytes(binary: Path, function: str) -> tuple[int, bytes]:
+    """The function's address and machine code, from the file's symbol table."""
+    with open(binary, "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        (sym,) = symtab.get_symbol_by_name(function)
+        addr, size = sym["st_value"], sym["st_size"]
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + \
+                    seg["p_filesz"]:
+                f.seek(seg["p_offset"] + addr - seg["p_vaddr"])
+                return addr, f.read(size)
+    raise AssertionError(f"{function} is in no loaded segment")
+
+
+def breakpoints(pid: int, addr: int, code: bytes) -> list[int]:
+    """Where the process's copy of the code differs from the file: each an int3 that a
+    uprobe put there (the binary is not PIE: its addresses are the file's)."""
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(addr)
+        live = mem.read(len(code))
+    diff = [i for i, (a, b) in enumerate(zip(live, code, strict=True)) if a != b]
+    assert all(live[i] == 0xCC for i in diff), (live.hex(), code.hex())
+    return diff
+
+
+def _uprobe_events() -> str:
+    return Path("/sys/kernel/tracing/uprobe_events").read_text()
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_image_is_built_offline_without_a_compiler(podman: Podman, noop_image: str) -> None:
+    """The image deploy/build-image made is the one the manifest names; it holds this
+    tree's noop, imports Debian's BCC, has kernel headers, and no compiler, linker or
+    package installer."""
+    (c,) = _kind("DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert noop_image == f"localhost/{c['image']}" == f"localhost/noop:{__version__}"
+    script = ("/opt/noop/bin/noop --version; python3 -c 'import bcc; print(\"bcc ok\")'; "
+              'ls "$BCC_KERNEL_SOURCE/include/linux/kernel.h"; '
+              "for t in gcc cc c++ clang clang-14 ld as make pip pip3 pytest; do "
+              'command -v $t && echo "found $t"; done; true')
+    done = podman("run", "--rm", "--entrypoint", "sh", noop_image, "-c", script)
+    assert done.stdout.splitlines()[:3] == [
+        f"noop {__version__}", "bcc ok",
+        "/usr/share/noop/kernel-headers/debian/include/linux/kernel.h"], done.stdout
+    assert "found" not in done.stdout, done.stdout
+
+
+def test_daemonset_pod_mirrors_the_example_in_another_container(
+        podman: Podman, noop_image: str, example_image: ExampleImage, tmp_path: Path) -> None:
+    """noop's pod, as the manifest writes it, finds the example running in a container
+    of its own by the path the spec names, and exports exactly the orders the example
+    counts itself; the manifest's probes answer; the restarted example is probed again;
+    a SIGKILLed noop leaves no uprobe in the example's memory or in tracefs."""
+    ticks = 11
+    pod = start_pod(podman, tmp_path / "pod", "noop")
+    assert http_probes(pod) == {"startupProbe": 200, "livenessProbe": 200,
+                                "readinessProbe": 200}
+    addr, code = text_bytes(example_image.binary, "main.placeOrder")
+
+    def run_once(first: bool) -> tuple[Samples, int]:
+        if first:
+            start_example(podman, example_image, "shop", ticks)
+        else:
+            podman("start", PREFIX + "shop")
+        pid = podman.pid(PREFIX + "shop")
+        pod.wait("attaching to the example", lambda s: _target(s, "noop_target_up") == 1 and
+                 _target(s, "noop_probes_attached") >= 1)
+        assert breakpoints(pid, addr, code), "no uprobe in the example's placeOrder"
+        podman("kill", "--signal", "USR1", PREFIX + "shop")
+        return example_metrics(podman, "shop", ticks, 1 if first else 2), pid
+
+    own, _ = run_once(first=True)
+    want = orders(own)
+    assert sum(want.values()) == ticks and len(want) == 3
+    pod.wait("counting every order", lambda s: orders(s) == want)
+
+    # The example stops and starts again (a new process of the same file): its own
+    # counters start over, noop's go on from where they were.
+    podman("stop", "--time", "10", PREFIX + "shop")
+    pod.wait("seeing the example exit", lambda s: _target(s, "noop_target_up") == 0)
+    own, pid = run_once(first=False)
+    assert orders(own) == want
+    pod.wait("counting the restarted example", lambda s: orders(s) == {
+        c: 2 * n for c, n in want.items()})
+
+    noop_pid = podman.pid(pod.name)
+    assert f"bcc_{noop_pid}" in _uprobe_events() or breakpoints(pid, addr, code)
+    podman("kill", "--signal", "KILL", pod.name)
+    deadline = time.monotonic() + 20
+    while breakpoints(pid, addr, code) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert breakpoints(pid, addr, code) == [], "a uprobe outlived noop's container"
+    assert f"bcc_{noop_pid}" not in _uprobe_events()
