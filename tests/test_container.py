@@ -78,6 +78,7 @@ class Podman:
     def remove(self) -> None:
         for name in self.made:
             self("rm", "--force", "--time", "0", name, check=False)
+        self.made.clear()
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,14 @@ def podman(privileged: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             p("rm", "--force", "--time", "0", name, check=False)
     yield p
     p.remove()
+
+
+@pytest.fixture(autouse=True)
+def _containers_go(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test's containers are gone before the next test starts."""
+    yield
+    if "podman" in request.fixturenames:
+        request.getfixturevalue("podman").remove()
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -135,8 +144,12 @@ def example_image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> E
     (out / "root" / inside.lstrip("/")).parent.mkdir(parents=True)
     binary = _go_build(_need(DEBIAN_GO, "Debian's Go (golang-go)"), out / "root" /
                        inside.lstrip("/"), out / "gocache", EXAMPLE)
-    subprocess.run(["tar", "-C", str(out / "root"), "-cf", str(out / "root.tar"), "."],
-                   check=True)
+    # Owned by another user and readable by it alone (0711): what CAP_DAC_READ_SEARCH
+    # is in the DaemonSet for. The container's own root runs it all the same.
+    os.chown(binary, 1000, 1000)
+    binary.chmod(0o711)
+    subprocess.run(["tar", "-C", str(out / "root"), "--numeric-owner", "-cf",
+                    str(out / "root.tar"), "."], check=True)
     name = "localhost/noop-test-example:latest"
     podman("import", "--quiet", "--change", f'ENTRYPOINT ["{inside}"]', str(out / "root.tar"),
            name)
@@ -288,16 +301,22 @@ class NoopPod:
         deadline = time.monotonic() + timeout
         got: Samples = {}
         while time.monotonic() < deadline:
-            got = self.metrics()
-            if ok(got):
+            status, text = _get(self.url + "/metrics")  # 0 until noop listens
+            got = samples(text) if status == 200 else {}
+            if got and ok(got):
                 return got
             time.sleep(0.2)
         pytest.fail(f"noop's pod: {what} did not happen in {timeout}s; log:\n"
                     f"{self.podman.logs(self.name)}", pytrace=False)
 
 
-def start_pod(podman: Podman, work: Path, name: str, drop: str | None = None) -> NoopPod:
+def start_pod(podman: Podman, work: Path, name: str, drop: str | None = None,
+              spec: str | None = None) -> NoopPod:
+    """noop's pod as the manifest writes it (``drop``: but for one capability; ``spec``:
+    with another probes.yaml in its ConfigMap)."""
     ds, cm = _kind("DaemonSet"), _kind("ConfigMap")
+    if spec is not None:
+        cm = {**cm, "data": {"probes.yaml": spec}}
     template = ds["spec"]["template"]
     work.mkdir(parents=True, exist_ok=True)
     podman(*pod_args(template, cm, work, PREFIX + name, drop))
@@ -326,12 +345,14 @@ def http_probes(pod: NoopPod, timeout: float = 180) -> dict[str, int]:
     return out
 
 
-def start_example(podman: Podman, image: ExampleImage, name: str, ticks: int) -> None:
+def start_example(podman: Podman, image: ExampleImage, name: str, ticks: int,
+                  *flags: str) -> str:
     """The example in its own container (own PID, mount and network namespaces), held
-    before its first tick until SIGUSR1, then lingering to be scraped."""
-    podman("run", "--detach", "--name", PREFIX + name, image.name, "-listen", ":9091",
-           "-period", "20ms", "-ticks", str(ticks), "-linger", "600s", "-hold")
+    before its first tick until SIGUSR1, then lingering to be scraped; its id."""
+    podman("run", "--detach", "--name", PREFIX + name, *flags, image.name, "-listen",
+           ":9091", "-period", "20ms", "-ticks", str(ticks), "-linger", "600s", "-hold")
     podman.made.append(PREFIX + name)
+    return podman.inspect(PREFIX + name, "{{.Id}}")
 
 
 def example_metrics(podman: Podman, name: str, ticks: int, run: int = 1) -> Samples:
@@ -450,3 +471,104 @@ def test_daemonset_pod_mirrors_the_example_in_another_container(
         time.sleep(0.1)
     assert breakpoints(pid, addr, code) == [], "a uprobe outlived noop's container"
     assert f"bcc_{noop_pid}" not in _uprobe_events()
+
+
+POD_UID = "6f1d2c3b-4a59-4e8d-9c7b-0a1b2c3d4e5f"  # as the kubelet names a pod's cgroup
+
+
+def _by_container(s: Samples) -> dict[tuple[str, str], dict[str, float]]:
+    """noop's orders per (container id, pod UID) of the process they came from."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for (name, key), v in s.items():
+        if name == "shop_orders_total":
+            d = dict(key)
+            where = (d.pop("container_id", ""), d.pop("pod_uid", ""))
+            out.setdefault(where, {})[d.pop("customer")] = v
+            assert not d, key  # no label but those
+    return out
+
+
+def _two_examples(podman: Podman, image: ExampleImage, pod: NoopPod, ticks: dict[str, int],
+                  want_processes: int) -> dict[str, tuple[str, Samples]]:
+    """Two containers of the example's one image, "a" plain and "b" in a pod's cgroup,
+    each making its own number of ticks once noop has attached; each one's id and own
+    /metrics."""
+    ids = {"a": start_example(podman, image, "a", ticks["a"]),
+           "b": start_example(podman, image, "b", ticks["b"], "--cgroup-parent",
+                              f"/kubepods/besteffort/pod{POD_UID}")}
+    pod.wait(f"{want_processes} process(es) of the example found", lambda s: _target(
+        s, "noop_target_processes") == want_processes and _target(
+        s, "noop_probes_attached") >= 1)
+    for name in ids:
+        podman("kill", "--signal", "USR1", PREFIX + name)
+    return {name: (ids[name], example_metrics(podman, name, ticks[name])) for name in ids}
+
+
+def test_two_containers_of_one_image_have_their_own_series(
+        podman: Podman, noop_image: str, example_image: ExampleImage, tmp_path: Path) -> None:
+    """Both containers run one file (overlayfs shows it under a device per container,
+    the kernel probes the image layer's one inode): noop attaches once, counts each
+    hit once, and every series carries the container id of the process it came from,
+    and the pod UID where the cgroup path holds one; each equals that container's own."""
+    pod = start_pod(podman, tmp_path / "pod", "noop2")
+    own = _two_examples(podman, example_image, pod, {"a": 5, "b": 7}, 2)
+    want = {(own["a"][0], ""): orders(own["a"][1]), (own["b"][0], POD_UID): orders(own["b"][1])}
+    assert [sum(w.values()) for w in want.values()] == [5, 7]
+    got = pod.wait("each container's orders", lambda s: _by_container(s) == want)
+    assert _target(got, "noop_probes_attached") == _target(
+        pod.metrics(), "noop_probes_attached")  # attached once, not per container
+    assert not [k for (n, k), _ in got.items() if n.startswith("noop_probe_hits")
+                and ("container_id" in dict(k))]  # noop's own series are noop's
+
+
+def test_a_target_limited_to_a_pod(podman: Podman, noop_image: str,
+                                   example_image: ExampleImage, tmp_path: Path) -> None:
+    """The ConfigMap's spec with `pod: UID` on its target: only the container in that
+    pod's cgroup is counted, found and shown; the other's hits (the same uprobe fires
+    for both) are left out."""
+    text = _kind("ConfigMap")["data"]["probes.yaml"]
+    limited = re.sub(r"(\n( +)binary: .*\n)", rf"\1\2pod: {POD_UID}\n", text, count=1)
+    assert limited != text
+    pod = start_pod(podman, tmp_path / "pod", "noop3", spec=limited)
+    own = _two_examples(podman, example_image, pod, {"a": 5, "b": 7}, 1)
+    want = {(own["b"][0], POD_UID): orders(own["b"][1])}
+    pod.wait("the pod's orders alone", lambda s: _by_container(s) == want)
+    time.sleep(1.5)  # a scan later: still nothing of container a
+    assert _by_container(pod.metrics()) == want
+
+
+# The capabilities the DaemonSet adds, and what each one's comment says fails without
+# it: each dropped in turn from the pod as written.
+def _exits(pod: NoopPod, podman: Podman, code: int, *needles: str) -> None:
+    deadline = time.monotonic() + 60
+    while podman.inspect(pod.name, "{{.State.Running}}") == "true":
+        assert time.monotonic() < deadline, podman.logs(pod.name)
+        time.sleep(0.2)
+    log = podman.logs(pod.name)
+    assert podman.inspect(pod.name, "{{.State.ExitCode}}") == str(code), log
+    assert "Traceback" not in log and all(n in log for n in needles), log
+
+
+def _fails_without(cap: str, pod: NoopPod, podman: Podman) -> None:
+    if cap == "SYS_ADMIN":  # noop stops at start, in one line
+        _exits(pod, podman, 1, "missing CAP_SYS_ADMIN")
+    elif cap == "DAC_READ_SEARCH":  # it finds the example, cannot read its 0711 binary
+        _exits(pod, podman, 2, "/app/shop: permission denied", "CAP_DAC_READ_SEARCH")
+    else:  # SYS_PTRACE: the other container's process is never found
+        assert http_probes(pod, 60)["readinessProbe"] == 200  # it runs, and waits
+        time.sleep(3)  # a few passes over /proc with the example running
+        log = podman.logs(pod.name)
+        assert _target(pod.metrics(), "noop_target_processes") == 0, log
+        assert "waiting for a process running" in log and f"without CAP_{cap}" in log, log
+
+
+def test_each_capability_is_needed(podman: Podman, noop_image: str,
+                                   example_image: ExampleImage, tmp_path: Path) -> None:
+    (c,) = _kind("DaemonSet")["spec"]["template"]["spec"]["containers"]
+    caps = c["securityContext"]["capabilities"]["add"]
+    assert caps == ["SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"]
+    start_example(podman, example_image, "held", 1)  # runs, held before its first tick
+    for cap in caps:
+        pod = start_pod(podman, tmp_path / cap, f"drop-{cap.lower()}", drop=cap)
+        _fails_without(cap, pod, podman)
+        podman("rm", "--force", "--time", "0", pod.name)

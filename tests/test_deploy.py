@@ -274,7 +274,7 @@ def test_daemonset_config_is_a_valid_spec(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------
 # Privileges: only the capabilities the unit and the DaemonSet list.
 
-CAP_BITS = {"sys_admin": 21, "bpf": 39, "perfmon": 38, "sys_ptrace": 19, "dac_read_search": 2}
+CAP_BITS = {"sys_admin": 21, "sys_ptrace": 19, "dac_read_search": 2}
 
 
 def _listed() -> set[str]:

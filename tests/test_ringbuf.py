@@ -394,7 +394,7 @@ def batched(bodies: list[bytes], cuts: list[int]) -> UserMetrics:
     spec = events.records(LAYOUT, ringbuf.stride(LAYOUT.size))
     assert not faulty(records)
     for a, b in zip([0, *cuts], [*cuts, len(records)], strict=True):
-        users.on_records(PROBE, spec, records[a:b])
+        users.on_records(1, spec, records[a:b])  # PROBE is the plan's second
     return users
 
 
@@ -497,7 +497,7 @@ def test_gauge_keeps_the_latest_hit(hits: list[tuple[int, int, int]], want: int)
     (run,) = runs_of(ring([Rec(b) for b in bodies]))
     spec = events.records(lay, run.stride)
     batch, single = UserMetrics(plan), UserMetrics(plan)
-    batch.on_records(probe, spec, list(spec.struct.iter_unpack(run.data)))
+    batch.on_records(0, spec, list(spec.struct.iter_unpack(run.data)))
     for body in bodies:
         single.on_event(probe, events.decode(lay, body))
     assert [s.value for f in single.families({}) for s in f.samples] == [want]

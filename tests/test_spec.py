@@ -678,3 +678,25 @@ def test_c_header_checks_match_the_header() -> None:
     # The offsets agree with the struct format the decoder unpacks with.
     fmt = "<" + "".join(f for _n, f, _o in events.HEADER_FIELDS)
     assert struct.calcsize(fmt) + 4 == events.HEADER_SIZE  # + the trailing _pad word
+
+
+def test_target_limited_to_a_container_and_a_pod() -> None:
+    """An id as written (all digits is still an id, not a number); a bad id or UID is
+    one problem each, with its place; the JSON Schema agrees."""
+    uid = "0b7f9c1e-3d2a-4c5b-9e8f-1a2b3c4d5e6f"
+    s = spec.parse(_probe("    function: f\n", "targets:\n  t:\n    binary: /x\n"
+                          f"    container: 123456789012\n    pod: {uid}\n"), F)
+    (t,) = s.targets
+    assert (t.container, t.pod) == ("123456789012", uid)
+    assert problems(_probe("    function: f\n", "targets:\n  t:\n    binary: /x\n"
+                           "    container: docker://4f1c\n    pod: 42\n")) == [
+        f"{F}:4:16: container 'docker://4f1c' is not one (a container id is hex: 1 to 64 "
+        "of 0-9a-f)",
+        f"{F}:5:10: pod '42' is not one (a pod UID is a UUID: 8-4-4-4-12 hex digits)"]
+    import jsonschema
+    validator = jsonschema.Draft202012Validator(spec.json_schema())
+    doc = {"targets": {"t": {"binary": "/x", "container": "4f1c", "pod": uid}},
+           "probes": [{"name": "p", "function": "f"}]}
+    assert not list(validator.iter_errors(doc))
+    doc["targets"]["t"]["container"] = "4F1C"  # type: ignore[index]
+    assert list(validator.iter_errors(doc))

@@ -559,7 +559,7 @@ def test_int_histogram_is_aggregated_in_the_kernel(example: Path) -> None:
                    (LabelRule("customer", "who"),), 20, "kernel", "m0", ""),)
     agg = probe.aggregate
     assert agg is not None
-    assert (agg.keys, agg.max_series) == (("who",), 20)
+    assert (agg.keys, agg.max_series) == (("$pid", "who"), 20)  # $pid: whose hit
     (column,) = agg.columns
     assert (column.name, column.op, column.value) == ("m0", "hist", "id")
     # Integer bounds: 2.5 holds the integers up to 2, one more than 1 does.
@@ -580,8 +580,8 @@ def test_key_too_large_is_rejected(example: Path) -> None:
         "        type: counter\n"
         "        labels: {customer: who, sku: sku, id: id}\n"
     )) == [
-        # 8 bytes of flags, then 8 + 256 per string and 8 for the integer
-        "m.yaml:11:9: probe order: the labels of this probe's metrics take 544 bytes in the "
+        # 8 bytes of flags, 8 for the process, then 8 + 256 per string and 8 for the integer
+        "m.yaml:11:9: probe order: the labels of this probe's metrics take 552 bytes in the "
         "kernel's key; at most 256 (lower max: of the string values used as labels)"]
     assert keys.KEY_LIMIT == 256
 
@@ -598,5 +598,5 @@ def test_string_labels_of_the_default_size_fit(example: Path) -> None:
     ))
     (probe,) = plan.probes
     assert probe.aggregate is not None
-    assert probe.aggregate.keys == ("who", "sku")
+    assert probe.aggregate.keys == ("$pid", "who", "sku")
     assert probe.aggregate.columns == ()  # a counter of calls: the row's hits

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-PRIV_FIX = ("run as root, or with CAP_SYS_ADMIN CAP_BPF CAP_PERFMON (and CAP_SYS_PTRACE "
-            "CAP_DAC_READ_SEARCH to reach every target)")
+PRIV_FIX = ("run as root, or with CAP_SYS_ADMIN (and CAP_SYS_PTRACE CAP_DAC_READ_SEARCH "
+            "to reach every target)")
 
 
-CAPS = {21: "CAP_SYS_ADMIN", 38: "CAP_PERFMON", 39: "CAP_BPF"}
+# CAP_SYS_ADMIN: kernels with the 2025 uprobe fix refuse a uprobe perf event for every
+# process without it, CAP_BPF and CAP_PERFMON or not; and it stands for both of those
+# (the kernel's bpf_capable() and perfmon_capable() accept it), so they add nothing.
+CAPS = {21: "CAP_SYS_ADMIN"}
 # Not needed to load and attach, but without them some targets are out of reach.
 ADVISED = {19: ("CAP_SYS_PTRACE", "processes of other users, or with capabilities noop "
                 "lacks, cannot be followed through /proc/PID/root and /proc/PID/exe"),
@@ -23,11 +26,7 @@ def _effective(status_text: str) -> int:
 
 
 def missing_caps(status_text: str, last_cap: int = 40) -> tuple[str, ...]:
-    """Names of the capabilities noop needs that CapEff lacks.
-
-    Kernels older than 5.8 (last_cap < 38) have no CAP_BPF/CAP_PERFMON;
-    there CAP_SYS_ADMIN alone covers both.
-    """
+    """Names of the capabilities noop needs that CapEff lacks."""
     eff = _effective(status_text)
     return tuple(n for bit, n in sorted(CAPS.items()) if bit <= last_cap and not eff >> bit & 1)
 

@@ -52,6 +52,9 @@ class Session:
     seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
     decode_errors: int = 0
     overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
+    # held while reading rows into metrics, and while moving exited processes' rows
+    # from the kernel's maps into noop
+    lock: threading.Lock = field(default_factory=threading.Lock)
     _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
 
     def on_run(self, run: ringbuf.Run) -> None:
@@ -73,7 +76,7 @@ class Session:
             skip = set(bad)
             records = [r for i, r in enumerate(records) if i not in skip]
         self.seen[probe] = self.seen.get(probe, 0) + len(records)
-        self.users.on_records(self.plan.probes[probe], spec, spec.finish(records))
+        self.users.on_records(probe, spec, spec.finish(records))
         for i in bad:
             self.on_record(ringbuf.record(run, i))
 
@@ -141,11 +144,11 @@ class Exporter(Collector):
         yield from self._self(s, produced)
         if s is None:
             return
-        rows = s.rows()
-        yield from _hits(s, rows, produced)
-        if s.meta is not None:
-            yield from s.meta.families(rows)
-        yield from s.users.families(rows)
+        with s.lock:
+            rows = s.rows()
+            families = [*_hits(s, rows, produced), *(s.meta.families(rows) if s.meta
+                                                     else ()), *s.users.families(rows)]
+        yield from families
         over = CounterMetricFamily(
             "noop_overflow_updates", "Updates of label sets beyond a metric's max_series, "
             "folded into its overflow series", labels=["metric"])

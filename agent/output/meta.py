@@ -19,10 +19,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
 from agent.output import updates
+from agent.output.usermetrics import with_labels
 from agent.plan import rust_prometheus
 from agent.plan.client_golang import COUNT_MASK
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.presets import library
+from agent.target.cgroups import Processes
 
 LABELS = ("target", "pid", "library", "metric", "labels")
 
@@ -98,9 +100,10 @@ class _Object:
 class PresetMeta:
     """``on_event`` learns each object's name and labels; ``families`` reads the rows."""
 
-    def __init__(self, plan: Plan, target: str) -> None:
+    def __init__(self, plan: Plan, target: str, processes: Processes | None = None) -> None:
         self.plan = plan
         self.target = target
+        self.processes = processes or Processes()
         self.library = library(plan)
         self._lock = threading.Lock()
         self._names: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, object) -> ...
@@ -153,6 +156,8 @@ class PresetMeta:
             if name is None:
                 continue  # its description is still in the ring buffer
             labels = [self.target, str(pid), self.library, *name]
+            where = self.processes.labels(pid)  # the container's, none on the host
+            marks = [len(f.samples) for f in (updates, value, incs)]
             for op, n in sorted(o.updates.items()):
                 updates.add_metric([*labels, op], n)
             now = o.value()
@@ -161,6 +166,8 @@ class PresetMeta:
                 since = o.increments(now)
                 if since is not None:
                     incs.add_metric(labels, since)
+            for f, mark in zip((updates, value, incs), marks, strict=True):
+                with_labels(f, mark, where)
         yield from (updates, value, incs)
 
 

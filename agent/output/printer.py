@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from agent.kernel.events import Event
 from agent.output import updates
 from agent.plan.model import Plan
+from agent.target.cgroups import Processes
 
 # CLOCK_MONOTONIC (bpf_ktime_get_ns) -> wall clock, fixed once at start.
 _EPOCH_OFFSET = time.time_ns() - time.monotonic_ns()
@@ -61,15 +62,19 @@ Sink = Callable[[Event], None]
 
 
 def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
-    """Lines for probes of a spec: time, probe, pid/tid, then name=value pairs."""
+    """Lines for probes of a spec: time, probe, pid/tid, then name=value pairs; hits in
+    processes outside the container or pod a target is limited to are left out."""
     told: set[tuple[int, int]] = set()
+    processes = Processes(plan.limits())
 
     def emit(e: Event) -> None:
+        if not processes.admits(e.probe, e.pid):
+            return
         probe = plan.probes[e.probe]
         site = probe.sites[e.site]
         if as_json:
             obj = {"time": _iso(e.ts), "probe": probe.name, "function": site.function,
-                   "pid": e.pid, "tid": e.tid,
+                   "pid": e.pid, "tid": e.tid, **dict(processes.labels(e.pid)),
                    "values": {k: _json_value(v) for k, v in e.values.items()}}
             for key in ("faults", "absent", "truncated"):
                 if getattr(e, key):

@@ -8,7 +8,7 @@ import threading
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any
 
@@ -21,13 +21,17 @@ from prometheus_client.core import (
 
 from agent.kernel import events
 from agent.kernel.aggregate import Row
-from agent.kernel.events import ABSENT, FAULTS, TS, Event, Records
+from agent.kernel.events import ABSENT, FAULTS, PID, TS, Event, Records
 from agent.plan.model import MetricPlan, Plan, ProbePlan, ValueSpec
 from agent.spec import decoders
 from agent.spec.decoders import go_float
+from agent.target.cgroups import Processes
 
 OVERFLOW = "__overflow__"  # every label's value in a metric's overflow series
-Labels = tuple[str, ...]
+PID_KEY = "$pid"  # the part of every in-kernel key that says which process hit
+# A series: the metric's own label values, then the labels of the process's container
+# (container_id, pod_uid; none on the host).
+Labels = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
 @dataclass
@@ -46,7 +50,7 @@ class _Series:
             self.kept[labels] = None
             return labels
         self.overflow_updates += updates
-        return tuple(OVERFLOW for _ in labels)
+        return tuple(OVERFLOW for _ in labels[0]), ()
 
 
 @dataclass
@@ -63,12 +67,16 @@ class UserMetrics:
     """Every user metric of a plan. ``on_event`` takes events of probes aggregated in
     noop; ``families`` builds the metrics of a scrape from the kernel's rows."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, processes: Processes | None = None) -> None:
         self.plan = plan
+        self.processes = processes or Processes(plan.limits())
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
         self._events: dict[str, dict[Labels, _Acc]] = {}
         self._kernel_overflow: dict[str, int] = {}
+        # rows of processes that exited, folded here and deleted from the kernel's map
+        self._retired: dict[str, dict[Labels, _Acc]] = {}
+        self._retired_overflow: dict[str, int] = {}
         for probe in plan.probes:
             for m in probe.metrics:
                 self._series[m.name] = _Series(m.max_series)
@@ -86,34 +94,41 @@ class UserMetrics:
         with self._lock:
             return {name: len(s.kept) for name, s in self._series.items()}
 
-    def _labels(self, m: MetricPlan, values: dict[str, Any]) -> Labels:
-        return tuple(d(values.get(r.value)) for d, r in zip(self._decoders[m.name], m.labels,
-                                                             strict=True))
+    def _labels(self, m: MetricPlan, values: dict[str, Any], pid: int) -> Labels:
+        return (tuple(d(values.get(r.value)) for d, r in zip(self._decoders[m.name], m.labels,
+                                                              strict=True)),
+                self.processes.labels(pid))
 
     def on_event(self, probe: ProbePlan, event: Event) -> None:
+        if not self.processes.admits(event.probe, event.pid):
+            return
         with self._lock:
             for m in probe.metrics:
                 if m.where != "events":
                     continue
-                labels = self._series[m.name].admit(self._labels(m, event.values), 1)
+                labels = self._series[m.name].admit(
+                    self._labels(m, event.values, event.pid), 1)
                 acc = self._events[m.name].setdefault(labels, _Acc())
                 x = event.values.get(m.value) if m.value else None
                 _fold(m, acc, 1, x, event.ts)
 
-    def on_records(self, probe: ProbePlan, spec: Records, records: list[tuple[Any, ...]]
-                   ) -> None:
+    def on_records(self, pi: int, spec: Records, records: list[tuple[Any, ...]]) -> None:
         """Fold many records of ``probe`` at once, unpacked by ``spec``, none with a
         fault or an absent value (``on_event`` takes those): each metric groups them by
         their raw label fields first, so labels are decoded once per distinct set."""
+        records = [r for r in records if self.processes.admits(pi, r[PID])]
         with self._lock:
-            for m in probe.metrics:
+            for m in self.plan.probes[pi].metrics:
                 if m.where == "events":
                     self._fold_records(m, spec, records)
 
     def _fold_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]]
                       ) -> None:
-        at = [spec.fields[r.value] + k for r in m.labels for k in range(spec.width(r.value))]
-        keys = list(map(itemgetter(*at), records)) if at else [()] * len(records)
+        at = [PID, *(spec.fields[r.value] + k for r in m.labels
+                     for k in range(spec.width(r.value)))]
+        keys = list(map(itemgetter(*at), records))
+        if len(at) == 1:
+            keys = [(k,) for k in keys]
         counts = Counter(keys)
         sample = dict(zip(keys, records, strict=True))
         accs = self._events[m.name]
@@ -121,7 +136,7 @@ class UserMetrics:
         by_key: dict[Any, _Acc] = {}
         for key, n in counts.items():
             own = self._labels(m, {r.value: spec.value(r.value, sample[key])
-                                   for r in m.labels})
+                                   for r in m.labels}, key[0])
             acc = by_key[key] = accs.setdefault(series.admit(own, n), _Acc())
             if m.value is None and m.kind == "counter":
                 acc.count += n
@@ -158,27 +173,47 @@ class UserMetrics:
                 values = {v.name: v for v in probe.values}
                 for m in probe.metrics:
                     if m.where == "kernel":
-                        accs = self._from_rows(m, rows.get(pi, []), values)
+                        accs = {k: replace(a, buckets=list(a.buckets))
+                                for k, a in self._retired.get(m.name, {}).items()}
+                        live = self._fold_rows(pi, m, rows.get(pi, []), values, accs)
+                        self._kernel_overflow[m.name] = \
+                            self._retired_overflow.get(m.name, 0) + live
                     else:
                         accs = self._events[m.name]
                     yield _family(m, accs)
 
-    def _from_rows(self, m: MetricPlan, rows: list[Row], values: dict[str, ValueSpec]
-                   ) -> dict[Labels, _Acc]:
-        accs: dict[Labels, _Acc] = {}
-        self._kernel_overflow[m.name] = 0
+    def retire(self, pi: int, rows: list[Row]) -> None:
+        """Fold the rows of processes that exited (their keys are about to be deleted
+        from the kernel's map) into what noop keeps: their series go on."""
+        probe = self.plan.probes[pi]
+        values = {v.name: v for v in probe.values}
+        with self._lock:
+            for m in probe.metrics:
+                if m.where == "kernel":
+                    accs = self._retired.setdefault(m.name, {})
+                    folded = self._fold_rows(pi, m, rows, values, accs)
+                    self._retired_overflow[m.name] = \
+                        self._retired_overflow.get(m.name, 0) + folded
+
+    def _fold_rows(self, pi: int, m: MetricPlan, rows: list[Row],
+                   values: dict[str, ValueSpec], accs: dict[Labels, _Acc]) -> int:
+        """Fold kernel rows into ``accs``; the hits that went to the overflow series."""
+        overflow = 0
         series = self._series[m.name]
         for row in sorted(rows, key=lambda r: r.born):  # label sets kept as first hit
             if row.key is None and not row.hits:
                 continue  # the overflow row noop made at load; nothing folded yet
             if row.key is None:  # the kernel's own overflow row: its map was full
-                labels = tuple(OVERFLOW for _ in m.labels)
-                self._kernel_overflow[m.name] += row.hits
+                labels: Labels = (tuple(OVERFLOW for _ in m.labels), ())
+                overflow += row.hits
             else:
-                own = self._labels(m, row.key)
+                pid = int(row.key[PID_KEY])
+                if not self.processes.admits(pi, pid):
+                    continue
+                own = self._labels(m, row.key, pid)
                 labels = series.admit(own, 0)
                 if row.hits and labels != own:
-                    self._kernel_overflow[m.name] += row.hits  # folded here, this scrape
+                    overflow += row.hits  # folded here, this scrape
             acc = accs.setdefault(labels, _Acc())
             if m.value is None:
                 acc.count += row.hits
@@ -194,7 +229,7 @@ class UserMetrics:
                 acc.buckets = [a + b for a, b in zip(acc.buckets or [0] * n, got[:n],
                                                      strict=True)]
                 acc.sum += _signed(v, got[n])
-        return accs
+        return overflow
 
 
 def faulty(records: list[tuple[Any, ...]]) -> list[int]:
@@ -223,26 +258,37 @@ def _fold(m: MetricPlan, acc: _Acc, hits: int, x: Any, ts: int) -> None:
         acc.sum += value
 
 
+def with_labels(family: Metric, since: int, extra: tuple[tuple[str, str], ...]) -> None:
+    """Give the samples ``family`` got since its ``since``-th the labels ``extra`` too
+    (a family's label names are fixed; a process's container is known per series)."""
+    if extra:
+        family.samples[since:] = [s._replace(labels={**s.labels, **dict(extra)})
+                                  for s in family.samples[since:]]
+
+
 def _family(m: MetricPlan, accs: dict[Labels, _Acc]) -> Metric:
     names = [r.name for r in m.labels]
     doc = m.help or f"noop: {m.kind} of probe value {m.value or 'calls'}"
+    fam: Metric
     if m.kind == "counter":
-        c = CounterMetricFamily(m.name, doc, labels=names)
-        for labels, acc in sorted(accs.items()):
-            c.add_metric(labels, acc.count)
-        return c
-    if m.kind == "gauge":
-        g = GaugeMetricFamily(m.name, doc, labels=names)
-        for labels, acc in sorted(accs.items()):
+        fam = CounterMetricFamily(m.name, doc, labels=names)
+    elif m.kind == "gauge":
+        fam = GaugeMetricFamily(m.name, doc, labels=names)
+    else:
+        fam = HistogramMetricFamily(m.name, doc, labels=names)
+    for (labels, extra), acc in sorted(accs.items()):
+        since = len(fam.samples)
+        if isinstance(fam, CounterMetricFamily):
+            fam.add_metric(labels, acc.count)
+        elif isinstance(fam, GaugeMetricFamily):
             if acc.last is not None:
-                g.add_metric(labels, acc.last[1])
-        return g
-    h = HistogramMetricFamily(m.name, doc, labels=names)
-    for labels, acc in sorted(accs.items()):
-        counts = acc.buckets or [0] * (len(m.buckets) + 1)
-        running, out = 0, []
-        for bound, n in zip([*map(go_float, m.buckets), "+Inf"], counts, strict=True):
-            running += n
-            out.append((bound, float(running)))
-        h.add_metric(labels, out, acc.sum)
-    return h
+                fam.add_metric(labels, acc.last[1])
+        else:
+            counts = acc.buckets or [0] * (len(m.buckets) + 1)
+            running, out = 0, []
+            for bound, n in zip([*map(go_float, m.buckets), "+Inf"], counts, strict=True):
+                running += n
+                out.append((bound, float(running)))
+            fam.add_metric(labels, out, acc.sum)
+        with_labels(fam, since, extra)
+    return fam

@@ -443,6 +443,15 @@ class Plan:
     def target(self, name: str) -> TargetPlan:
         return next(t for t in self.targets if t.name == name)
 
+    def limits(self) -> dict[int, tuple[str | None, str | None]]:
+        """Per probe (by index) whose target is limited to a container or a pod: them."""
+        out = {}
+        for pi, probe in enumerate(self.probes):
+            sel = next((t.selector for t in self.targets if t.name == probe.target), None)
+            if sel is not None and (sel.container is not None or sel.pod is not None):
+                out[pi] = (sel.container, sel.pod)
+        return out
+
     @property
     def warnings(self) -> tuple[str, ...]:
         return tuple(f"probe {p.name}: {u}" for p in self.probes for u in p.unseen)

@@ -81,8 +81,10 @@ class NotRunning(NoopError):
 def selector_of(spec: Spec, t: Target) -> discover.Selector:
     """How ``t`` names its program, its path made absolute."""
     if t.binary is not None:
-        return discover.Selector(path=binary_path(spec, t.binary))
-    return discover.Selector(exe=t.exe, build_id=t.build_id)
+        return discover.Selector(path=binary_path(spec, t.binary), container=t.container,
+                                 pod=t.pod)
+    return discover.Selector(exe=t.exe, build_id=t.build_id, container=t.container,
+                             pod=t.pod)
 
 
 def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[str, ...]]:
@@ -94,9 +96,10 @@ def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[st
         path = binary_path(spec, t.binary)
         if not Path(t.binary).is_absolute() or os.path.lexists(path):
             return path, ()
-        selector = discover.Selector(path=t.binary)
+        selector = discover.Selector(path=t.binary, container=t.container, pod=t.pod)
     else:
-        selector = discover.Selector(exe=t.exe, build_id=t.build_id)
+        selector = discover.Selector(exe=t.exe, build_id=t.build_id, container=t.container,
+                                     pod=t.pod)
     found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
     if not found:
         runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"
@@ -590,7 +593,9 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
     if not kernel:
         return tuple(plans), None
     used = {r.value for p in kernel for r in p.labels}
-    keys = tuple(v.name for v in specs if v.name in used)
+    # Which process hit comes first: a series carries its container's labels, and the
+    # rows of a process that exited are folded in noop and deleted from the map.
+    keys = ("$pid", *(v.name for v in specs if v.name in used))
     columns = []
     for p in kernel:
         if not p.column or p.value is None:

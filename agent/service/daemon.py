@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
 PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited
+# Every row of every map is read when a process that hit has exited, and at least every
+# this many sweeps (a process beyond the hit-count table's room exits unseen).
+FULL_SWEEP = 15
 
 
 @dataclass
@@ -124,8 +127,9 @@ class Daemon:
         finally:
             progress.done()
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
-        session = Session(plan, program, loaded, UserMetrics(plan),
-                          PresetMeta(plan, target) if self.opts.preset else None)
+        users = UserMetrics(plan)
+        session = Session(plan, program, loaded, users, PresetMeta(
+            plan, target, users.processes) if self.opts.preset else None)
         session.overhead = budget.Overhead(plan, program, self.costs, self.run_times,
                                            self.opts.max_overhead, time.monotonic(),
                                            self.opts.window)
@@ -152,6 +156,7 @@ class Daemon:
             log(f"a uprobe hit costs {self.costs.describe()} here"
                 + (" (measured before)" if self.costs.cached else " (measured now)"))
         self.run_times = cost.RunTimes()
+        self._sweeps = 0  # prune's
         if not self.run_times.available:
             log("this kernel does not time BPF programs (BPF_ENABLE_STATS): "
                 "costs count the traps only", logs.WARNING)
@@ -299,26 +304,38 @@ class Daemon:
         # the processes the last look at the budgets counted hits of
         seen = s.overhead.seen if s.overhead is not None else loaded.traps()
         exited = {pid for _site, pid in seen if pid and not alive(pid)}
+        for pid in {pid for _site, pid in seen if pid} - exited:
+            s.users.processes.of(pid)  # where it runs, read while it does (once each)
         if exited:
             loaded.forget_traps(exited)
-        if s.meta is None:
-            return
-        running: dict[int, bool] = {}
+        self._sweeps += 1
+        if not exited and self._sweeps % FULL_SWEEP:
+            return  # no row can be of a process that exited: not worth reading them all
+        running: dict[int, bool] = {pid: False for pid in exited}
         for pi, lay in s.program.aggregates.items():
             gone = []
-            for key, _ in loaded.rows(pi):
+            for key, per_cpu in loaded.rows(pi):
                 values, _bad = aggregate.decode_key(lay, key)
-                if values is None:  # the overflow row stays
+                if values is None or "$pid" not in values:  # the overflow row stays
                     continue
                 pid = int(values["$pid"])
                 if pid not in running:
                     running[pid] = alive(pid)
+                    if running[pid]:  # where it runs, read while it still does
+                        s.users.processes.of(pid)
                 if not running[pid]:
-                    gone.append(key)
-            loaded.forget(pi, gone)
+                    gone.append((key, per_cpu))
+            if not gone:
+                continue
+            with s.lock:  # a scrape sees the rows in the map or in noop, never in both
+                if s.meta is None:  # a user metric's series outlive their process
+                    s.users.retire(pi, [aggregate.merge(lay, k, v) for k, v in gone])
+                loaded.forget(pi, [k for k, _ in gone])
         dead = {pid for pid, up in running.items() if not up}
         if dead:
-            s.meta.forget(dead)
+            if s.meta is not None:
+                s.meta.forget(dead)
+            s.users.processes.forget(dead)
 
     def run(self) -> int:
         def on_signal(signum: int, _frame: FrameType | None) -> None:

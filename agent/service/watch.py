@@ -80,14 +80,15 @@ class Watch:
                 state.append((t.binary, frozenset([str(now_stamp)])))
                 if now_stamp != self._pinned.get(t.binary) and not why:
                     why = f"target {t.name}: {t.binary} changed on disk"
-            running = {p.file: p for p in mine}
+            # by inode number: one file in every container of an image (distinct_files)
+            running = {p.ino: p for p in discover.distinct_files(mine)}
             on = attached(t.name)
             for path in on:
                 if path not in self._files:
                     got = discover.stamp(path)  # the file, while a process still runs it
                     if got is not None:
                         self._files[path] = got
-            have = {self._files[p][:2] for p in on if p in self._files}
+            have = {self._files[p][1] for p in on if p in self._files}
             for f, p in running.items():
                 if f not in have:
                     attach.append((t.name, p.path))
@@ -95,7 +96,7 @@ class Watch:
                 if t.pinned and path == t.binary:
                     continue  # named on this host: probed whether or not it runs
                 was = self._files.get(path)
-                now = running.get(was[:2]) if was is not None else None
+                now = running.get(was[1]) if was is not None else None
                 if was is None or now is None:
                     detach.append(path)  # no process runs it any more
                 elif (now.mtime_ns, now.size) != was[2:] and not why:

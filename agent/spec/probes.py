@@ -55,6 +55,8 @@ class Target:
     exe: str | None = None
     build_id: str | None = None
     debuginfo: str | None = None  # its separate debug file, when it is stripped
+    container: str | None = None  # only processes in this container (an id, or a prefix)
+    pod: str | None = None  # only processes in this Kubernetes pod (its UID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,10 @@ TARGET_KEYS = (
     Key("build_id", "str", "instead of binary: the executable's build-id (as noop check "
         "prints it), in every process and container"),
     Key("pid", "int", "only this process (default: every process running the binary)"),
+    Key("container", "str", "only processes in this container: its id, or a prefix of it "
+        "(as docker ps and crictl ps show it), read from /proc/PID/cgroup"),
+    Key("pod", "str", "only processes in this Kubernetes pod: its UID (kubectl get pod NAME "
+        "-o jsonpath='{.metadata.uid}')"),
     Key("debuginfo", "str", "the binary's separate debug file (relative paths start at "
         "this file's directory); by default looked for under /usr/lib/debug, by debuglink "
         "and in a debuginfod cache"),
@@ -212,7 +218,9 @@ def json_schema() -> dict[str, Any]:
                                "exe": {"type": "string", "minLength": 1},
                                "build_id": {"type": "string", "minLength": 1},
                                "pid": {"type": "integer", "minimum": 1, "maximum": PID_MAX},
-                               "debuginfo": {"type": "string", "minLength": 1}})
+                               "debuginfo": {"type": "string", "minLength": 1},
+                               "container": {"type": "string", "pattern": CONTAINER_ID},
+                               "pod": {"type": "string", "pattern": POD_UID}})
     target["oneOf"] = [{"required": [k]} for k in _NAMED_BY]
     top = obj(TOP_KEYS, {"version": {"const": SPEC_VERSION},
                          "targets": {"type": "object", "minProperties": 1,
@@ -363,7 +371,8 @@ def _targets(r: Reader, node: yaml.Node) -> Iterator[Target]:
             debug = r.typed(fields["debuginfo"][1], str, "debuginfo") \
                 if "debuginfo" in fields else None
             yield Target(name, how if key == "binary" else None, pid, r.mark(knode),
-                         **({key: how} if key != "binary" else {}), debuginfo=debug or None)
+                         **({key: how} if key != "binary" else {}), debuginfo=debug or None,
+                         **_where(r, fields))
 
 
 def _probe(r: Reader, node: yaml.Node, targets: tuple[Target, ...]) -> Probe | None:
@@ -556,6 +565,30 @@ def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
         t = replace(t, binary=str(Path(binary).resolve()), exe=None, build_id=None)
     t = replace(t, pid=pid if pid is not None else t.pid)
     return replace(s, targets=(t,))
+
+
+CONTAINER_ID = "^[0-9a-f]{1,64}$"
+POD_UID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+
+def _where(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]]) -> dict[str, str]:
+    """A target's container and pod limits, checked for their form."""
+    out = {}
+    for key, pattern, hint in (
+            ("container", CONTAINER_ID, "a container id is hex: 1 to 64 of 0-9a-f"),
+            ("pod", POD_UID, "a pod UID is a UUID: 8-4-4-4-12 hex digits")):
+        if key not in fields:
+            continue
+        node = fields[key][1]
+        # As written: an id that is all digits (or 1e5) is still an id, not a number.
+        got = node.value if isinstance(node, yaml.ScalarNode) else r.typed(node, str, key)
+        if got is None:
+            continue
+        if re.match(pattern, got):
+            out[key] = got
+        else:
+            r.error(fields[key][1], f"{key} {got!r} is not one", hint)
+    return out
 
 
 _NAMED_BY = ("binary", "exe", "build_id")  # how a target names its program: exactly one

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import NoopError
+from agent.target import cgroups
 from agent.target.elf import ElfFile
 
 PROC = Path("/proc")
@@ -33,7 +34,7 @@ class Process:
 
     @property
     def file(self) -> tuple[int, int]:
-        """The file's identity: what a uprobe attaches to."""
+        """The file's identity, as a path names it (device and inode)."""
         return self.dev, self.ino
 
     @property
@@ -48,13 +49,30 @@ class Selector:
     path: str | None = None  # as the host or the process's own container sees it
     exe: str | None = None  # the executable's file name
     build_id: str | None = None  # as ``noop check`` prints it
+    # and, whichever names it, only processes in this container (an id or a prefix of
+    # one) and this Kubernetes pod (a UID), as /proc/PID/cgroup says
+    container: str | None = None
+    pod: str | None = None
 
     def describe(self) -> str:
         if self.path is not None:
-            return self.path
-        if self.exe is not None:
-            return f"an executable named {self.exe}"
-        return f"build-id {self.build_id}"
+            what = self.path
+        elif self.exe is not None:
+            what = f"an executable named {self.exe}"
+        else:
+            what = f"build-id {self.build_id}"
+        if self.container is not None:
+            what += f" in container {self.container}"
+        if self.pod is not None:
+            what += f" in pod {self.pod}"
+        return what
+
+    def admits(self, pid: int, proc: Path = PROC) -> bool:
+        """Whether process ``pid`` is in the container and pod, if any, it is limited to."""
+        if self.container is None and self.pod is None:
+            return True
+        w = cgroups.where(pid, proc)
+        return w is not None and cgroups.matches(w, self.container, self.pod)
 
 
 def process(pid: int, proc: Path = PROC) -> Process | None:
@@ -153,14 +171,18 @@ def find(selector: Selector, pid: int | None = None, proc: Path = PROC,
             hit = p.name == selector.exe
         else:
             hit = ids.of(p) == selector.build_id
-        if hit:
+        if hit and selector.admits(p.pid, proc):
             out.append(p)
     return out
 
 
 def distinct_files(found: list[Process]) -> list[Process]:
-    """One process per file, lowest PID first."""
-    seen: dict[tuple[int, int], Process] = {}
+    """One process per file a uprobe attaches to, lowest PID first (``found`` run one
+    build). Containers of one image show its file on an overlayfs mount each, every
+    mount a device of its own, but with the inode number of the image layer's file: the
+    one file the kernel puts a uprobe on (and runs it for every container). Attaching
+    once per device would run the probe once per container on every hit."""
+    seen: dict[int, Process] = {}
     for p in sorted(found, key=lambda p: p.pid):
-        seen.setdefault(p.file, p)
+        seen.setdefault(p.ino, p)
     return list(seen.values())

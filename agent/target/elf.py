@@ -71,7 +71,9 @@ class ElfFile:
         except IsADirectoryError:
             raise BinaryError(f"{self.path}: is a directory", "name the executable") from None
         except PermissionError:
-            raise BinaryError(f"{self.path}: permission denied", "run as root") from None
+            raise BinaryError(f"{self.path}: permission denied", "noop needs "
+                              "CAP_DAC_READ_SEARCH to read a file only its owner may read"
+                              if os.geteuid() == 0 else "run as root") from None
         head = self._f.read(64)
         if head[:4] != _ELF_MAGIC:
             self._f.close()
