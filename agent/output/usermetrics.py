@@ -116,7 +116,8 @@ class UserMetrics:
         """Fold many records of ``probe`` at once, unpacked by ``spec``, none with a
         fault or an absent value (``on_event`` takes those): each metric groups them by
         their raw label fields first, so labels are decoded once per distinct set."""
-        records = [r for r in records if self.processes.admits(pi, r[PID])]
+        if self.processes.limited(pi):
+            records = [r for r in records if self.processes.admits(pi, r[PID])]
         with self._lock:
             for m in self.plan.probes[pi].metrics:
                 if m.where == "events":

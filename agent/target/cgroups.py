@@ -88,19 +88,28 @@ class Processes:
         self._limits = {pi: lim for pi, lim in (limits or {}).items() if lim != (None, None)}
         self._proc = proc
         self._known: dict[int, Where] = {}
+        self._gone: set[int] = set()  # exited before noop looked: not read again
 
     def of(self, pid: int) -> Where | None:
         """Where ``pid`` runs; None when it exited before noop could look."""
         w = self._known.get(pid)
-        if w is None:
+        if w is None and pid not in self._gone:
             w = where(pid, self._proc)
             if w is not None:
                 self._known[pid] = w
+            else:
+                if len(self._gone) >= 4096:  # bounded; and a number comes back one day
+                    self._gone.clear()
+                self._gone.add(pid)
         return w
 
     def labels(self, pid: int) -> tuple[tuple[str, str], ...]:
         w = self.of(pid)
         return w.labels() if w is not None else ()
+
+    def limited(self, probe: int) -> bool:
+        """Whether ``probe``'s target is limited to a container or a pod."""
+        return probe in self._limits
 
     def admits(self, probe: int, pid: int) -> bool:
         """Whether a hit of ``probe`` in ``pid`` counts: its target is limited to no
@@ -114,3 +123,4 @@ class Processes:
     def forget(self, pids: set[int]) -> None:
         for pid in pids:
             self._known.pop(pid, None)
+            self._gone.discard(pid)  # the number may be a new process's next
