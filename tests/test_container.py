@@ -23,6 +23,7 @@ import pytest
 import yaml
 from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
 from elftools.elf.elffile import ELFFile
+from test_deploy import _documents
 from test_deploy import _get as get_status
 from test_run import Samples, samples
 
@@ -103,12 +104,8 @@ def _containers_go(request: pytest.FixtureRequest) -> Iterator[None]:
         request.getfixturevalue("podman").remove()
 
 
-def _documents() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
-
-
 def _kind(kind: str) -> dict[str, Any]:
-    return next(d for d in _documents() if d["kind"] == kind)
+    return next(d for d in _documents(MANIFEST) if d["kind"] == kind)
 
 
 @pytest.fixture(scope="module")

@@ -96,10 +96,7 @@ def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[st
         path = binary_path(spec, t.binary)
         if not Path(t.binary).is_absolute() or os.path.lexists(path):
             return path, ()
-        selector = discover.Selector(path=t.binary, container=t.container, pod=t.pod)
-    else:
-        selector = discover.Selector(exe=t.exe, build_id=t.build_id, container=t.container,
-                                     pod=t.pod)
+    selector = selector_of(spec, t)  # an absolute path not here: as processes see it
     found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
     if not found:
         runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"

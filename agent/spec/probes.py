@@ -587,7 +587,7 @@ def _where(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]]) -> dict[st
         if re.match(pattern, got):
             out[key] = got
         else:
-            r.error(fields[key][1], f"{key} {got!r} is not one", hint)
+            r.error(node, f"{key} {got!r} is not one", hint)
     return out
 
 
