@@ -1,20 +1,33 @@
 """On-disk cache of resolved answers and plans, keyed by the binary's build-id.
 
 What is cached depends only on the binary's bytes, so an entry is never stale: a
-rebuilt binary has a new build-id. Writes are atomic; a broken entry is a miss.
+rebuilt binary has a new build-id. An entry is one header line, ``noop-cache FORMAT
+SHA256``, then its JSON text, the digest taken over those bytes as written. ``get``
+gives out nothing it has not verified: a damaged, truncated or foreign entry, or a
+value of a shape its caller cannot use, is a miss and the answer is computed again.
+Writes are atomic, and a write that fails leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import tempfile
+import types
+import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from agent import __version__
+
+T = TypeVar("T")
+
+FORMAT = 1  # the entry's layout: the header line, then {"key": ..., "value": ...}
+_MAGIC = b"noop-cache"
 
 
 def _code_stamp() -> str:
@@ -57,31 +70,174 @@ def _digest(path: str, _dev: int, _ino: int, _size: int, _mtime: int) -> str:
 
 
 def _path(build_id: str, kind: str, key: str) -> Path:
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    # surrogatepass: a key from the command line may hold bytes that are not UTF-8
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
     return cache_dir() / "dwarf" / _SCHEMA / build_id / f"{kind}-{digest}.json"
 
 
-def get(build_id: str, kind: str, key: str) -> Any | None:
+def _header(body: bytes) -> bytes:
+    return b"%s %d %s\n" % (_MAGIC, FORMAT, hashlib.sha256(body).hexdigest().encode())
+
+
+def encode(key: str, value: Any) -> bytes:
+    """The bytes of an entry: the header line with the digest of the JSON text after it."""
+    body = json.dumps({"key": key, "value": value}, separators=(",", ":"),
+                      allow_nan=False).encode()
+    return _header(body) + body
+
+
+def decode(raw: bytes, key: str) -> Any:
+    """The value an entry's bytes keep for ``key``; ValueError when the header is not
+    this format's, the digest is not the text's, or the entry is for another key."""
+    head, newline, body = raw.partition(b"\n")
+    if not newline or head + newline != _header(body):
+        raise ValueError("not an entry of this format, or its digest does not match")
+    entry = json.loads(body)
+    if not isinstance(entry, dict) or entry.get("key") != key or "value" not in entry:
+        raise ValueError("an entry for another key")
+    return entry["value"]
+
+
+def _raw(value: Any) -> Any:
+    return value
+
+
+@overload
+def get(build_id: str, kind: str, key: str) -> Any | None: ...
+@overload
+def get(build_id: str, kind: str, key: str, load: Callable[[Any], T]) -> T | None: ...
+def get(build_id: str, kind: str, key: str, load: Callable[[Any], Any] = _raw) -> Any:
+    """``load(value)`` of the entry kept for (build_id, kind, key), or None: a miss when
+    there is none, when it does not verify, or when ``load`` raises anything. ``load``
+    turns the JSON into the shape its caller needs and raises on any other (``shaped``
+    makes one from a type); without it the value is given as read."""
     if os.environ.get("NOOP_NO_CACHE"):
         return None
     try:
-        with open(_path(build_id, kind, key), encoding="utf-8") as f:
-            entry = json.load(f)
-    except (OSError, ValueError):
+        raw = _path(build_id, kind, key).read_bytes()
+    except (OSError, ValueError):  # ValueError: a NUL in a name
         return None
-    return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
+    # Broad on purpose: whatever is wrong with an entry (damaged bytes, JSON nested past
+    # the recursion limit, a value no caller of this noop wrote, a loader's KeyError on
+    # it), it is not used, and the answer is computed again as on a miss.
+    try:
+        return load(decode(raw, key))
+    except Exception:
+        return None
 
 
 def put(build_id: str, kind: str, key: str, value: Any) -> None:
-    """Store ``value``; a cache that cannot be written is silently skipped."""
+    """Store ``value``; never raises: a cache that cannot be written (a full or read-only
+    disk, no permission) or a value JSON cannot keep is skipped, and a write that fails
+    removes its temporary file."""
     if os.environ.get("NOOP_NO_CACHE"):
         return
-    path = _path(build_id, kind, key)
     try:
+        data = encode(key, value)
+    except (TypeError, ValueError, RecursionError):
+        return
+    try:
+        path = _path(build_id, kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"key": key, "value": value}, f, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
+    except (OSError, ValueError):
         return
+    done = False
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        done = True
+    except OSError:
+        pass
+    finally:  # also when interrupted: a partial entry never stays to fill the disk
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+@overload
+def shaped(kind: type[T]) -> Callable[[Any], T]: ...
+@overload
+def shaped(kind: Any) -> Callable[[Any], Any]: ...
+def shaped(kind: Any) -> Callable[[Any], Any]:
+    """A loader for ``get``: the value as read when it is JSON of the shape the type
+    ``kind`` describes, else ValueError. Types: str, int, float (an int too), bool,
+    None, Any, ``list[X]``, ``tuple[X, ...]`` and ``tuple[X, Y]`` (a JSON list),
+    ``dict[str, X]``, unions, ``Literal``, and TypedDicts (their required keys there, no
+    key they do not name). Nothing is converted: what the caller relies on is checked."""
+    fits = _fits(kind)  # a type this cannot read fails here, not as a miss in get
+
+    def load(data: Any) -> Any:
+        if not fits(data):
+            raise ValueError(f"a cached value not of the shape {kind}")
+        return data
+
+    return load
+
+
+@overload
+def check(kind: type[T], data: Any) -> T: ...
+@overload
+def check(kind: Any, data: Any) -> Any: ...
+def check(kind: Any, data: Any) -> Any:
+    """``data`` itself when it has the shape of ``kind`` (see ``shaped``), else ValueError."""
+    return shaped(kind)(data)
+
+
+_PLAIN: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), bool: (bool,),
+                                       float: (int, float), None: (type(None),),
+                                       type(None): (type(None),)}
+
+
+@functools.cache
+def _fits(kind: Any) -> Callable[[Any], bool]:
+    """Whether JSON data has the shape of ``kind``, made once per type: an index of a
+    large binary has 10^5 entries, so items of a plain type are checked in one loop."""
+    if kind is Any:
+        return lambda _data: True
+    if kind in _PLAIN:
+        plain = _PLAIN[kind]
+        return lambda data: type(data) in plain
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        options = [_fits(a) for a in args]
+        return lambda data: any(f(data) for f in options)
+    if origin is typing.Literal:
+        return lambda data: any(type(data) is type(a) and data == a for a in args)
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+        items = _items(args[0])
+        return lambda data: type(data) is list and items(data)
+    if origin is tuple:
+        each = [_fits(a) for a in args]
+        return lambda data: type(data) is list and len(data) == len(each) and all(
+            f(x) for f, x in zip(each, data, strict=False))
+    if origin is dict:
+        keys, values = _items(args[0]), _items(args[1])
+        return lambda data: type(data) is dict and keys(data.keys()) and values(data.values())
+    if typing.is_typeddict(kind):
+        fields = {name: _fits(hint) for name, hint in typing.get_type_hints(kind).items()}
+        required = frozenset(kind.__required_keys__)
+        return lambda data: type(data) is dict and required <= data.keys() and all(
+            name in fields and fields[name](v) for name, v in data.items())
+    raise TypeError(f"the cache cannot check a value of type {kind!r}")
+
+
+def _items(kind: Any) -> Callable[[Iterable[Any]], bool]:
+    """Whether every item of an iterable has the shape of ``kind``."""
+    if kind in _PLAIN:
+        plain = _PLAIN[kind]
+        return lambda items: all(type(x) in plain for x in items)
+    fits = _fits(kind)
+    return lambda items: all(map(fits, items))
+
+
+def drop(prefix: str) -> None:
+    """Forget every answer kept for the builds whose keys start with ``prefix`` (a plan
+    that did not hold for its file: nothing else kept with it is trusted either)."""
+    import shutil
+
+    if not prefix or "/" in prefix or prefix.startswith("."):
+        return
+    for entry in (cache_dir() / "dwarf" / _SCHEMA).glob(prefix + "*"):
+        shutil.rmtree(entry, ignore_errors=True)

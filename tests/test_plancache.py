@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import cache
 from agent.plan import binary, plain, presets, resolve
 from agent.plan.model import Plan
 from agent.spec import probes as spec
@@ -65,10 +66,9 @@ def test_a_damaged_plan_is_resolved_again(example: Path, tmp_path: Path,
     made = resolve.resolve(_spec(example), False, wait=True)
     entries = list(tmp_path.rglob("plan-*.json"))
     assert entries
-    for entry in entries:  # sound JSON, but not a plan
-        doc = json.loads(entry.read_text())
-        doc["value"] = [{"name": 3}, []]
-        entry.write_text(json.dumps(doc))
+    for entry in entries:  # sound JSON under a sound digest, but not a plan
+        doc = json.loads(entry.read_bytes().splitlines()[-1])
+        entry.write_bytes(cache.encode(doc["key"], [{"name": 3}, []]))
     assert resolve.resolve(_spec(example), False, wait=True) == made
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import mmap
 import os
 import platform
@@ -30,6 +31,7 @@ from pathlib import Path
 from agent import cache as disk
 from agent.errors import NoopError
 from agent.kernel import bpfsys
+from agent.plan import plain
 from agent.target import sites
 
 EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
@@ -81,11 +83,11 @@ def costs() -> Costs:
     """This machine's costs: from the cache, else calibrated now (needs root; under a
     second) and cached."""
     key = machine()
-    got = disk.get("machine", "uprobe-costs", key)
-    if isinstance(got, dict) and all(isinstance(got.get(c), (int, float)) for c in CLASSES):
-        return Costs({c: float(got[c]) for c in CLASSES}, key, cached=True)
+    kept = _kept(key)
+    if kept is not None:
+        return kept
     measured = calibrate()
-    disk.put("machine", "uprobe-costs", key, measured.ns)
+    disk.put("machine", "uprobe-costs", key, measured.ns)  # never raises: skipped if full
     return measured
 
 
@@ -93,10 +95,21 @@ def known() -> Costs | None:
     """The costs if they are cached (or measured already): never calibrates."""
     if costs.cache_info().currsize:
         return costs()
-    got = disk.get("machine", "uprobe-costs", machine())
-    if isinstance(got, dict) and all(isinstance(got.get(c), (int, float)) for c in CLASSES):
-        return Costs({c: float(got[c]) for c in CLASSES}, machine(), cached=True)
-    return None
+    return _kept(machine())
+
+
+def _kept(key: str) -> Costs | None:
+    """The costs the cache keeps for machine ``key``, if they are ones calibrate gives."""
+    got = disk.get("machine", "uprobe-costs", key, load=_ns)
+    return Costs(got, key, cached=True) if got is not None else None
+
+
+def _ns(value: object) -> dict[str, float]:
+    """A cached ``Costs.ns``: a finite, non-negative number for each class, else raises."""
+    ns: dict[str, float] = plain.load(dict[str, float], value)
+    if not all(math.isfinite(ns[c]) and ns[c] >= 0 for c in CLASSES):
+        raise ValueError(f"not costs: {value!r}")
+    return {c: ns[c] for c in CLASSES}
 
 
 def calibrate() -> Costs:
@@ -145,9 +158,13 @@ def _loop() -> Iterator[tuple[str, Callable[[int], object]]]:
             continue
         path = os.path.join(workdir, "loop")
         try:
-            with open(path, "wb") as f:
-                f.write(LOOP.ljust(mmap.PAGESIZE, b"\xcc"))
-            fd = os.open(path, os.O_RDONLY)
+            try:  # a full or read-only disk: the next directory
+                with open(path, "wb") as f:
+                    f.write(LOOP.ljust(mmap.PAGESIZE, b"\xcc"))
+                fd = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                why = f"{parent}: {exc.strerror or exc}"
+                continue
             try:
                 addr = libc.mmap(None, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC,
                                  mmap.MAP_PRIVATE, fd, 0)

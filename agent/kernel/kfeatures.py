@@ -12,12 +12,13 @@ import gzip
 import os
 import platform
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+T = TypeVar("T")
 
 # Kernel functions that would let a uprobe program read the user's XMM
 # (SSE) registers, where Go and the SysV ABI pass float arguments. Mainline
@@ -198,7 +199,7 @@ def call_of(name: str, facts: BtfFacts) -> tuple[int, int] | None:
 def xmm_helper_available(path: Path = VMLINUX_BTF) -> str | None:
     """Name of a kernel helper that reads XMM registers from a uprobe, or None."""
     found = _kernel_fact(path, "xmm", ",".join(XMM_HELPERS),
-                         lambda facts: find_xmm_helper(facts) if facts else None)
+                         lambda facts: find_xmm_helper(facts) if facts else None, _xmm_answer)
     return str(found) if found else None
 
 
@@ -208,12 +209,32 @@ def attach_cookies(path: Path = VMLINUX_BTF) -> bool:
     one shape, each site telling it which it is."""
     return bool(_kernel_fact(path, "cookie", "get_attach_cookie",
                              lambda facts: facts is not None and
-                             "BPF_FUNC_get_attach_cookie" in facts.helper_ids))
+                             "BPF_FUNC_get_attach_cookie" in facts.helper_ids,
+                             _cookie_answer))
 
 
-def _kernel_fact(path: Path, kind: str, key: str, compute: Any) -> Any:
+def _xmm_answer(entry: Any) -> tuple[str | None]:
+    """A cached ``{"answer": helper}``: one of XMM_HELPERS or None, in a 1-tuple (so that
+    None is not a miss); anything else raises."""
+    answer = entry["answer"]
+    if answer is not None and (type(answer) is not str or answer not in XMM_HELPERS):
+        raise ValueError(f"no XMM helper {answer!r}")
+    return (answer,)
+
+
+def _cookie_answer(entry: Any) -> tuple[bool]:
+    """A cached ``{"answer": flag}``, in a 1-tuple; anything else raises."""
+    answer = entry["answer"]
+    if type(answer) is not bool:
+        raise ValueError(f"not a flag: {answer!r}")
+    return (answer,)
+
+
+def _kernel_fact(path: Path, kind: str, key: str, compute: Callable[[BtfFacts | None], T],
+                 load: Callable[[Any], tuple[T]]) -> T:
     """``compute(BTF facts)``, kept in noop's cache per kernel (release and BTF size):
-    parsing the kernel's BTF takes a tenth of a second of every start."""
+    parsing the kernel's BTF takes a tenth of a second of every start. A cached answer
+    is used only when ``load`` finds it one ``compute`` can give; else it is computed."""
     from agent import cache
 
     try:
@@ -221,9 +242,9 @@ def _kernel_fact(path: Path, kind: str, key: str, compute: Any) -> Any:
     except OSError:
         size = -1
     kernel = f"kernel-{platform.release()}-{size}"
-    hit = cache.get(kernel, kind, key) if path == VMLINUX_BTF else None
-    if isinstance(hit, dict) and "answer" in hit:
-        return hit["answer"]
+    hit = cache.get(kernel, kind, key, load=load) if path == VMLINUX_BTF else None
+    if hit is not None:
+        return hit[0]
     found = compute(vmlinux_btf(path))
     if path == VMLINUX_BTF:
         cache.put(kernel, kind, key, {"answer": found})

@@ -65,6 +65,18 @@ class FunctionSummary:
     inlined: int  # DW_TAG_inlined_subroutine instances of this function
 
 
+_offsets = cache.shaped(dict[str, list[int]])  # DIE offsets by name, as cached
+
+
+def _by_offset(value: object) -> dict[str, list[int]]:
+    """The cached inlined index: DIE offsets by a DIE offset written in decimal."""
+    index: dict[str, list[int]] = _offsets(value)
+    # _named reads each key as a number, and inlined() looks one up as str(offset)
+    if not all(k.isascii() and k.isdigit() and str(int(k)) == k for k in index):
+        raise ValueError("an inlined index keyed by other than offsets")
+    return index
+
+
 class Functions:
     """Function lookups over one binary."""
 
@@ -119,8 +131,8 @@ class Functions:
         if self._index is not None:
             return self._index
         build_id = self.dwarf.cache_id
-        index = cache.get(build_id, "inlined", "v1") if build_id else None
-        if not isinstance(index, dict):
+        index = cache.get(build_id, "inlined", "v1", load=_by_offset) if build_id else None
+        if index is None:
             index = self.dwarf.inlined_index()
             if build_id:
                 cache.put(build_id, "inlined", "v1", index)
@@ -134,8 +146,8 @@ class Functions:
         if self._names is not None:
             return self._names
         build_id = self.dwarf.cache_id
-        got = cache.get(build_id, "inlined-names", "v1") if build_id else None
-        if not isinstance(got, dict):
+        got = cache.get(build_id, "inlined-names", "v1", load=_offsets) if build_id else None
+        if got is None:
             got = {}
             keys = {int(k) for k in self._inlined_index()}
             fast = self.dwarf.names_at(keys)

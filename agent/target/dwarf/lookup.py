@@ -14,6 +14,7 @@ from agent.target.dwarf.reader import Dwarf, attr
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
 _KEYWORDS = ("struct ", "union ", "class ", "enum ")
+_cached_index = cache.shaped(dict[str, list[int]])  # an index as the cache keeps it
 
 
 def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
@@ -27,8 +28,8 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     key = "complete" if complete or dwarf.language != "go" else "go-types"
     if key in dwarf.type_indexes:  # read once per open binary: a plan looks up dozens
         return dwarf.type_indexes[key]
-    cached = cache.get(bid, "types", key)
-    if isinstance(cached, dict):
+    cached = cache.get(bid, "types", key, load=_cached_index)
+    if cached is not None:
         dwarf.type_indexes[key] = cached
         return cached
     index: dict[str, list[int]] = {}

@@ -336,10 +336,9 @@ class Dwarf:
         bid = self.cache_id
         key = f"{pc:#x}"
         if bid:
-            hit = cache.get(bid, "cfa-rule", key)
-            if isinstance(hit, dict):
-                got = hit.get("rule")
-                return (str(got[0]), int(got[1])) if isinstance(got, list) else None
+            hit = cache.get(bid, "cfa-rule", key, load=_cfa_entry)
+            if hit is not None:
+                return hit[0]
         rule = self._cfa_rule(pc)
         if bid:
             cache.put(bid, "cfa-rule", key, {"rule": list(rule) if rule else None})
@@ -438,6 +437,15 @@ def referred(die: DIE, name: str) -> DIE | None:
         raise DWARFError(f"{name} of the DIE at +{die.offset:#x} has form {got.form}, "
                          "not a reference")
     return die.get_DIE_from_attribute(name)
+
+
+def _cfa_entry(value: Any) -> tuple[tuple[str, int] | None]:
+    """A cached CFA rule, ``{"rule": [register, offset] | null}``, for ``cache.get``:
+    the rule in a 1-tuple (so that no rule is not a miss); anything else raises."""
+    rule = cache.check(dict[str, tuple[str, int] | None], value)["rule"]
+    if rule is not None and rule[0] not in DWARF_REGS.values():
+        raise ValueError(f"no register {rule[0]!r}")
+    return ((rule[0], rule[1]) if rule is not None else None,)
 
 
 def origin_of(die: DIE) -> DIE:
