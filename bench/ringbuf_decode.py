@@ -319,9 +319,9 @@ def samples(session: Session) -> Samples:
 
 def check(case: Case, session: Session, want: Samples, n: int) -> None:
     """Raise unless the session decoded every record and holds exactly ``want``."""
-    if session.seen != {0: n} or session.decode_errors:
+    if session.seen != {0: n} or session.undecodable.total():
         raise AssertionError(f"{case.name}: decoded {session.seen}, "
-                             f"{session.decode_errors} errors, of {n} records")
+                             f"{session.undecodable.total()} errors, of {n} records")
     got = samples(session)
     if got.keys() != want.keys():
         raise AssertionError(f"{case.name}: samples {sorted(got)} != {sorted(want)}")

@@ -157,6 +157,17 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE)
 
 
+@pytest.fixture(scope="session", params=["go1.19", "go-newest"])
+def go_allops(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Path:
+    """tests/programs/go/allops: every update method the client_golang preset's rules
+    name, on plain metrics and on *Vec children, once per tick; built by Debian's Go
+    (1.19) and by the newest Go."""
+    out = tmp_path_factory.mktemp("allops-" + request.param)
+    return _go_build(go_toolchain("1.19" if request.param == "go1.19" else "newest"),
+                     out / "allops", out / "gocache", PROGRAMS / "go" / "allops")
+
+
 @pytest.fixture(scope="session")
 def stripped_example(example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``example``'s twin: the same toolchain, with -ldflags='-s -w' (no DWARF, no
@@ -278,6 +289,14 @@ def rust_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     as setup.sh builds it."""
     return _cargo_build(tmp_path_factory, REPO / "examples" / "rust-prometheus",
                         "prometheus-0.13.*", "librust-prometheus-dev")
+
+
+@pytest.fixture(scope="session")
+def rust_allops(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/allops (the prometheus crate's updates examples/rust-prometheus
+    does not make), a release build with debug info."""
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "allops", "prometheus-0.13.*",
+                        "librust-prometheus-dev")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,9 @@ from agent import __version__
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.aggregate import Row
 from agent.kernel.codegen import Program
+from agent.output import undecodable
 from agent.output.meta import PresetMeta
+from agent.output.undecodable import Tally
 from agent.output.usermetrics import UserMetrics, faulty
 from agent.plan.model import Plan
 
@@ -49,13 +51,18 @@ class Session:
     maps: Maps
     users: UserMetrics
     meta: PresetMeta | None
-    seen: dict[int, int] = field(default_factory=dict)  # events decoded, per probe
-    decode_errors: int = 0
+    seen: dict[int, int] = field(default_factory=dict)  # records read, per probe
     overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
     # held while reading rows into metrics, and while moving exited processes' rows
     # from the kernel's maps into noop
     lock: threading.Lock = field(default_factory=threading.Lock)
     _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
+
+    @property
+    def undecodable(self) -> Tally:
+        """What the session could not decode: one tally, kept by its user metrics (the
+        daemon hands them the rows of exited processes)."""
+        return self.users.undecodable
 
     def on_run(self, run: ringbuf.Run) -> None:
         """A run of ring records of one probe: folded all at once when the probe only
@@ -63,21 +70,31 @@ class Session:
         probe = run.probe
         if probe is None or not 0 <= probe < len(self.program.layouts) \
                 or run.length < self.program.layouts[probe].size:
-            self.decode_errors += run.count
+            for record in ringbuf.records(run):
+                self.on_record(record)  # each counted as what it is
             return
-        spec = self._records(probe, run.stride)
+        try:
+            spec = self._records(probe, run.stride)
+        except ValueError:  # a stride its layout does not fit: one by one, each counted
+            spec = None
         if spec is None:
             for record in ringbuf.records(run):
                 self.on_record(record)
             return
-        records = list(spec.struct.iter_unpack(run.data))
-        bad = faulty(records)  # values read as None: one by one, as events
-        if bad:
-            skip = set(bad)
-            records = [r for i, r in enumerate(records) if i not in skip]
-        self.seen[probe] = self.seen.get(probe, 0) + len(records)
-        self.users.on_records(probe, spec, spec.finish(records))
-        for i in bad:
+        try:
+            records = list(spec.struct.iter_unpack(run.data))
+            sites = len(self.plan.probes[probe].sites)
+            # values read as None, or a site not the probe's: one by one, as events
+            bad = set(faulty(records))
+            bad.update(i for i, r in enumerate(records) if r[events.SITE] >= sites)
+            good = [r for i, r in enumerate(records) if i not in bad]
+            self.users.on_records(probe, spec, spec.finish(good))
+        except Exception:  # nothing was folded: each record on its own, counted if bad
+            for record in ringbuf.records(run):
+                self.on_record(record)
+            return
+        self.seen[probe] = self.seen.get(probe, 0) + len(good)
+        for i in sorted(bad):
             self.on_record(ringbuf.record(run, i))
 
     def _records(self, probe: int, stride: int) -> events.Records | None:
@@ -93,21 +110,36 @@ class Session:
         return self._formats[key]
 
     def on_record(self, data: bytes) -> None:
+        """One record: decoded and folded, or counted as undecodable and dropped."""
+        name = ""
+        if len(data) >= events.HEADER_SIZE:  # read, whether or not it decodes
+            index, _site = events.header(data)
+            if index < len(self.plan.probes):
+                self.seen[index] = self.seen.get(index, 0) + 1
         try:
-            event = self.program.decode(data)
-        except (IndexError, ValueError):
-            self.decode_errors += 1
-            return
-        self.seen[event.probe] = self.seen.get(event.probe, 0) + 1
-        if self.meta is not None:
-            self.meta.on_event(event.probe, event)
-        else:
-            self.users.on_event(self.plan.probes[event.probe], event)
+            event = undecodable.record(self.program, self.plan, data)
+            probe = self.plan.probes[event.probe]
+            name = probe.name
+            if self.meta is not None:
+                self.meta.on_event(event.probe, event)
+            else:
+                self.users.on_event(probe, event)
+        except Exception as exc:  # never into the reader: counted, said once, dropped
+            self.undecodable.add(undecodable.why(exc, name, f"record {bytes(data[:64]).hex()}"))
 
     def rows(self) -> dict[int, list[Row]]:
-        out = {}
+        """Each aggregated probe's rows, merged over CPUs; a row that cannot be read is
+        left out (and counted)."""
+        out: dict[int, list[Row]] = {}
         for pi, lay in self.program.aggregates.items():
-            out[pi] = [aggregate.merge(lay, k, vs) for k, vs in self.maps.rows(pi)]
+            out[pi] = []
+            for k, vs in self.maps.rows(pi):
+                try:
+                    out[pi].append(aggregate.merge(lay, k, vs))
+                except Exception as exc:  # that row only: the scrape goes on
+                    name = self.plan.probes[pi].name if pi < len(self.plan.probes) else ""
+                    self.undecodable.row(undecodable.why(exc, name, f"row key {k.hex()}"),
+                                         (pi, bytes(k)), 1)
         return out
 
 
@@ -146,8 +178,9 @@ class Exporter(Collector):
             return
         with s.lock:
             rows = s.rows()
-            families = [*_hits(s, rows, produced), *(s.meta.families(rows) if s.meta
-                                                     else ()), *s.users.families(rows)]
+            families = [*_hits(s, rows, produced),
+                        *(s.meta.families(rows, s.undecodable) if s.meta else ()),
+                        *s.users.families(rows)]
         yield from families
         over = CounterMetricFamily(
             "noop_overflow_updates", "Updates of label sets beyond a metric's max_series, "
@@ -228,8 +261,7 @@ class Exporter(Collector):
                 if metric != "noop_exits_unpaired" or probe.at == "exit":
                     fam.add_metric([probe.name], values.get(pi, 0))
             yield fam
-        yield CounterMetricFamily("noop_decode_errors", "Records noop could not decode",
-                                  value=s.decode_errors)
+        yield s.undecodable.family()
         if s.overhead is not None:
             yield from _overhead(s.overhead)
 

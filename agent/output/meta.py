@@ -3,7 +3,8 @@ crate's), for ``noop run --binary``: how often each series is updated (by operat
 its value as seen in the process's memory, and the sum of the increments noop saw.
 Built at scrape time from the preset's in-kernel rows; each metric object's name and
 labels come from the one event the BPF program sends the first time it sees the
-object. Imports no BPF."""
+object. An event it cannot decode raises Undecodable; a row, only that row is left out
+of the scrape (and counted). Imports no BPF."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -19,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
 from agent.output import updates
+from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
 from agent.plan import rust_prometheus
 from agent.plan.client_golang import COUNT_MASK
@@ -109,8 +111,10 @@ class PresetMeta:
         self._names: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, object) -> ...
 
     def on_event(self, probe_index: int, event: Event) -> None:
-        probe = self.plan.probes[probe_index]
-        u = updates.update(event, probe.sites[event.site].tag, self.library)
+        """Learns the name and labels of the event's metric object; Undecodable when the
+        event tells no update of the preset's."""
+        probe = probe_of(self.plan, replace(event, probe=probe_index))
+        u = updates.update(event, probe, self.library)
         if u.metric == "?":  # the name could not be read; try again on the next one
             return
         labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
@@ -122,24 +126,42 @@ class PresetMeta:
             for key in [k for k in self._names if k[0] in pids]:
                 del self._names[key]
 
-    def objects(self, rows: dict[int, list[Row]]) -> dict[tuple[int, int], _Object]:
+    def objects(self, rows: dict[int, list[Row]], tally: Tally
+                ) -> dict[tuple[int, int], _Object]:
+        """Each metric object's rows merged; a row that cannot be decoded is left out and
+        its hits counted in ``tally``."""
         objs: dict[tuple[int, int], _Object] = {}
         for pi, probe in enumerate(self.plan.probes):
             for row in rows.get(pi, []):
                 if row.key is None:
                     continue
-                key = (int(row.key["$pid"]), int(row.key["object"] or 0))
-                site = int(row.key["$site"])
-                kind, op, *_ = rust_prometheus.parse_tag(probe.sites[site].tag)
-                o = objs.setdefault(key, _Object(kind))
-                o.updates[op] = o.updates.get(op, 0) + row.hits
-                if self.library == rust_prometheus.LIBRARY:
-                    _fold_rust(probe, site, o, row.columns, row.hits)
-                else:
-                    _fold(probe.name, o, row.columns, row.hits)
+                try:
+                    key, o = self._fold_row(probe, row, objs)
+                except Exception as exc:  # that row only: the scrape goes on
+                    tally.row(why(exc, probe.name, f"row {row.key!r}: {row.columns!r}"),
+                              row_ident(pi, row), row.hits)
+                    continue
+                objs[key] = o
         return objs
 
-    def families(self, rows: dict[int, list[Row]]) -> Iterator[Metric]:
+    def _fold_row(self, probe: ProbePlan, row: Row, objs: dict[tuple[int, int], _Object]
+                  ) -> tuple[tuple[int, int], _Object]:
+        """The object ``row`` is of, with the row folded into a copy of what ``objs``
+        holds of it (kept only when all of the row could be read)."""
+        assert row.key is not None
+        key = (int(row.key["$pid"]), int(row.key["object"] or 0))
+        site = int(row.key["$site"])
+        kind, op = updates.operation(probe, site, self.library)
+        had = objs.get(key)
+        o = _Object(kind) if had is None else replace(had, updates=dict(had.updates))
+        o.updates[op] = o.updates.get(op, 0) + row.hits
+        if self.library == rust_prometheus.LIBRARY:
+            _fold_rust(probe, site, o, row.columns, row.hits)
+        else:
+            _fold(probe.name, o, row.columns, row.hits)
+        return key, o
+
+    def families(self, rows: dict[int, list[Row]], tally: Tally) -> Iterator[Metric]:
         updates = CounterMetricFamily(
             "noop_metric_updates", "Updates of the program's own metric series seen by "
             "noop, by operation", labels=[*LABELS, "op"])
@@ -151,7 +173,7 @@ class PresetMeta:
             "minus the value before the first update it saw", labels=list(LABELS))
         with self._lock:
             names = dict(self._names)
-        for (pid, obj), o in sorted(self.objects(rows).items()):
+        for (pid, obj), o in sorted(self.objects(rows, tally).items()):
             name = names.get((pid, obj))
             if name is None:
                 continue  # its description is still in the ring buffer
@@ -207,7 +229,8 @@ def _fold_rust(probe: ProbePlan, site: int, o: _Object, cols: dict[str, Any], hi
                ) -> None:
     """A prometheus crate probe's row (see ``rust_prometheus.columns``): integers and
     f64 bits as the probe decodes them."""
-    kind, _op, sign, adjust = rust_prometheus.parse_tag(probe.sites[site].tag)
+    tag = rust_prometheus.parse_tag(probe.sites[site].tag)
+    kind, sign, adjust = tag.kind, tag.sign, tag.adjust
     if kind == "histogram":
         if cols.get("count") is not None:
             o.count = max(o.count or 0, cols["count"])

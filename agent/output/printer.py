@@ -1,5 +1,6 @@
 """Terminal output of a trace: one line per event, as text (under 80 columns where the
-values allow) or as one JSON object per line."""
+values allow) or as one JSON object per line. An event that cannot be shown raises
+Undecodable before anything of it is written."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any, TextIO
 
 from agent.kernel.events import Event
 from agent.output import updates
-from agent.plan.model import Plan
+from agent.output.undecodable import probe_of, shown, why
+from agent.plan.model import Plan, ProbePlan
 from agent.target.cgroups import Processes
 
 # CLOCK_MONOTONIC (bpf_ktime_get_ns) -> wall clock, fixed once at start.
@@ -61,6 +63,22 @@ def _json_value(value: Any) -> Any:
 Sink = Callable[[Event], None]
 
 
+def _spec_line(e: Event, probe: ProbePlan, processes: Processes, as_json: bool) -> str:
+    if as_json:
+        obj = {"time": _iso(e.ts), "probe": probe.name,
+               "function": probe.sites[e.site].function, "pid": e.pid, "tid": e.tid,
+               **dict(processes.labels(e.pid)),
+               "values": {k: _json_value(v) for k, v in e.values.items()}}
+        for key in ("faults", "absent", "truncated"):
+            if getattr(e, key):
+                obj[key] = list(getattr(e, key))
+        if e.unreadable:
+            obj["unreadable"] = e.unreadable
+        return json.dumps(obj) + "\n"
+    pairs = " ".join(f"{k}={_text_value(e, k, v)}" for k, v in e.values.items())
+    return f"{_clock(e.ts)} {probe.name} {e.pid}/{e.tid} {pairs}\n"
+
+
 def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
     """Lines for probes of a spec: time, probe, pid/tid, then name=value pairs; hits in
     processes outside the container or pod a target is limited to are left out."""
@@ -68,27 +86,18 @@ def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
     processes = Processes(plan.limits())
 
     def emit(e: Event) -> None:
+        probe = probe_of(plan, e)
         if not processes.admits(e.probe, e.pid):
             return
-        probe = plan.probes[e.probe]
-        site = probe.sites[e.site]
-        if as_json:
-            obj = {"time": _iso(e.ts), "probe": probe.name, "function": site.function,
-                   "pid": e.pid, "tid": e.tid, **dict(processes.labels(e.pid)),
-                   "values": {k: _json_value(v) for k, v in e.values.items()}}
-            for key in ("faults", "absent", "truncated"):
-                if getattr(e, key):
-                    obj[key] = list(getattr(e, key))
-            if e.unreadable:
-                obj["unreadable"] = e.unreadable
-            out.write(json.dumps(obj) + "\n")
-        else:
-            pairs = " ".join(f"{k}={_text_value(e, k, v)}" for k, v in e.values.items())
-            out.write(f"{_clock(e.ts)} {probe.name} {e.pid}/{e.tid} {pairs}\n")
-            if e.unreadable and (e.probe, e.site) not in told:
-                told.add((e.probe, e.site))
-                for k, why in e.unreadable.items():
-                    out.write(f"  note: {probe.name}.{k} is <unreadable>: {why}\n")
+        try:
+            line = _spec_line(e, probe, processes, as_json)
+        except Exception as exc:  # a value noop cannot show: counted by the caller
+            raise why(exc, probe.name, shown(e)) from exc
+        out.write(line)
+        if not as_json and e.unreadable and (e.probe, e.site) not in told:
+            told.add((e.probe, e.site))
+            for k, why_not in e.unreadable.items():
+                out.write(f"  note: {probe.name}.{k} is <unreadable>: {why_not}\n")
         out.flush()
 
     return emit
@@ -102,25 +111,30 @@ def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
         f"{'TIME':<15} {'PID':>7} {'OBJECT':<14} {'OP':<9} METRIC VALUE (INC)\n"]
 
     def emit(e: Event) -> None:
+        probe = probe_of(plan, e)
+        try:
+            line = _preset_line(updates.update(e, probe, lib), e, as_json)
+        except Exception as exc:  # an update noop cannot show: counted by the caller
+            raise why(exc, probe.name, shown(e)) from exc
         if header:
             out.write(header.pop())
-        site = plan.probes[e.probe].sites[e.site]
-        u = updates.update(e, site.tag, lib)
-        if as_json:
-            obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
-                   "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
-                   "labels": u.labels, "op": u.op, "value": u.value, "inc": u.inc}
-            if u.note:
-                obj["note"] = u.note
-            out.write(json.dumps(obj) + "\n")
-        else:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(u.labels.items()))
-            name = u.metric + (f"{{{labels}}}" if labels else "")
-            inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}" \
-                f"{updates.number(u.inc)})"
-            note = f"  [{u.note}]" if u.note else ""
-            out.write(f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
-                      f"{name} {updates.number(u.value)}{inc}{note}\n")
+        out.write(line)
         out.flush()
 
     return emit
+
+
+def _preset_line(u: updates.Update, e: Event, as_json: bool) -> str:
+    if as_json:
+        obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
+               "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
+               "labels": u.labels, "op": u.op, "value": u.value, "inc": u.inc}
+        if u.note:
+            obj["note"] = u.note
+        return json.dumps(obj) + "\n"
+    labels = ",".join(f'{k}="{v}"' for k, v in sorted(u.labels.items()))
+    name = u.metric + (f"{{{labels}}}" if labels else "")
+    inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}{updates.number(u.inc)})"
+    note = f"  [{u.note}]" if u.note else ""
+    return (f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
+            f"{name} {updates.number(u.value)}{inc}{note}\n")

@@ -8,21 +8,23 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import budget, ringbuf
 from agent.kernel.codegen import Program
+from agent.output import undecodable
 from agent.output.printer import Sink
+from agent.output.undecodable import Tally
 from agent.plan.model import Plan
 
 
 @dataclass
 class Stats:
     events: int = 0
-    decode_errors: int = 0
+    undecodable: Tally = field(default_factory=Tally)  # events dropped, by probe and reason
     lost: int = 0
     faults: int = 0
     reason: str = ""
@@ -70,21 +72,19 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
         with loaded:
             def on_record(data: bytes) -> None:
                 try:
-                    event = program.decode(data)
-                except (IndexError, ValueError):
-                    stats.decode_errors += 1
+                    event = undecodable.record(program, plan, data)
+                    if not failures and "output closed" not in stop:
+                        sink(event)  # after a signal, what the ring holds is still printed
+                except undecodable.Undecodable as err:  # counted, said once, dropped
+                    stats.undecodable.add(err)
                     return
-                stats.events += 1
-                if failures or "output closed" in stop:
-                    return  # after a signal, what the ring already holds is still printed
-                try:
-                    sink(event)
                 except BrokenPipeError:  # the reader went away (| head): stop quietly
                     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                     stop.append("output closed")
                 except Exception as exc:  # never let it escape into BCC's C callback
                     failures.append(exc)
                     stop.append("error")
+                stats.events += 1
 
             def on_run(run: ringbuf.Run) -> None:
                 for record in ringbuf.records(run):
@@ -129,8 +129,8 @@ def summary(stats: Stats) -> str:
     parts = [f"{stats.events} events", f"{stats.lost} lost"]
     if stats.faults:
         parts.append(f"{stats.faults} with values not read (user-memory faults)")
-    if stats.decode_errors:
-        parts.append(f"{stats.decode_errors} undecodable")
+    if stats.undecodable.total():
+        parts.append(f"{stats.undecodable.total()} undecodable")
     if stats.overhead is not None:
         parts.append(f"the probes cost the targets ~{stats.overhead:.3g} s of CPU")
     if stats.detached:

@@ -1,6 +1,7 @@
 """User metrics of a spec as Prometheus metric families: from in-kernel aggregate rows
 (read at scrape time) or from events aggregated here, labels through the spec's
-decoders, each metric held to its series cap. Imports no BPF; rows come in as data."""
+decoders, each metric held to its series cap; an event or row that cannot be read is
+counted, never folded in part. Imports no BPF; rows come in as data."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from prometheus_client.core import (
 from agent.kernel import events
 from agent.kernel.aggregate import Row
 from agent.kernel.events import ABSENT, FAULTS, PID, TS, Event, Records
+from agent.output.undecodable import Tally, Undecodable, row_ident, shown, why
+from agent.output.undecodable import value as read
 from agent.plan.model import MetricPlan, Plan, ProbePlan, ValueSpec
 from agent.spec import decoders
 from agent.spec.decoders import go_float
@@ -67,9 +70,13 @@ class UserMetrics:
     """Every user metric of a plan. ``on_event`` takes events of probes aggregated in
     noop; ``families`` builds the metrics of a scrape from the kernel's rows."""
 
-    def __init__(self, plan: Plan, processes: Processes | None = None) -> None:
+    def __init__(self, plan: Plan, processes: Processes | None = None,
+                 undecodable: Tally | None = None) -> None:
         self.plan = plan
         self.processes = processes or Processes(plan.limits())
+        # what could not be decoded: the session's one tally (the daemon hands rows of
+        # exited processes here, not to the session)
+        self.undecodable = undecodable or Tally()
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
         self._events: dict[str, dict[Labels, _Acc]] = {}
@@ -100,31 +107,39 @@ class UserMetrics:
                 self.processes.labels(pid))
 
     def on_event(self, probe: ProbePlan, event: Event) -> None:
+        """Fold an event of ``probe`` into its metrics aggregated here; Undecodable (and
+        nothing folded) when a value they need is missing or not a number."""
         if not self.processes.admits(event.probe, event.pid):
             return
+        mine = [m for m in probe.metrics if m.where == "events"]
         with self._lock:
-            for m in probe.metrics:
-                if m.where != "events":
-                    continue
-                labels = self._series[m.name].admit(
-                    self._labels(m, event.values, event.pid), 1)
+            read = [(m, self._labels(m, _needed(m, event), event.pid), _number(m, event))
+                    for m in mine]
+            for m, own, x in read:
+                labels = self._series[m.name].admit(own, 1)
                 acc = self._events[m.name].setdefault(labels, _Acc())
-                x = event.values.get(m.value) if m.value else None
                 _fold(m, acc, 1, x, event.ts)
 
     def on_records(self, pi: int, spec: Records, records: list[tuple[Any, ...]]) -> None:
         """Fold many records of ``probe`` at once, unpacked by ``spec``, none with a
         fault or an absent value (``on_event`` takes those): each metric groups them by
-        their raw label fields first, so labels are decoded once per distinct set."""
+        their raw label fields first, so labels are decoded once per distinct set. All
+        labels are decoded before anything is folded: when one cannot be, this raises
+        and nothing of the records is folded (the caller takes them one by one)."""
         if self.processes.limited(pi):
             records = [r for r in records if self.processes.admits(pi, r[PID])]
         with self._lock:
-            for m in self.plan.probes[pi].metrics:
-                if m.where == "events":
-                    self._fold_records(m, spec, records)
+            read = [(m, *self._read_records(m, spec, records))
+                    for m in self.plan.probes[pi].metrics if m.where == "events"]
+            for m, keys, counts, owns in read:
+                self._fold_records(m, spec, records, keys, counts, owns)
 
-    def _fold_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]]
-                      ) -> None:
+    def _read_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]]
+                      ) -> tuple[list[Any], Counter[Any], dict[Any, Labels]]:
+        """The records' raw label keys, how many have each, and each key's labels."""
+        if m.value is not None and spec.slots[m.value].cap:
+            raise Undecodable("bad_value", f"{m.value} is text or bytes, which metric "
+                              f"{m.name} cannot count or observe")
         at = [PID, *(spec.fields[r.value] + k for r in m.labels
                      for k in range(spec.width(r.value)))]
         keys = list(map(itemgetter(*at), records))
@@ -132,13 +147,18 @@ class UserMetrics:
             keys = [(k,) for k in keys]
         counts = Counter(keys)
         sample = dict(zip(keys, records, strict=True))
+        owns = {key: self._labels(m, {r.value: spec.value(r.value, sample[key])
+                                      for r in m.labels}, key[0]) for key in counts}
+        return keys, counts, owns
+
+    def _fold_records(self, m: MetricPlan, spec: Records, records: list[tuple[Any, ...]],
+                      keys: list[Any], counts: Counter[Any], owns: dict[Any, Labels]
+                      ) -> None:
         accs = self._events[m.name]
         series = self._series[m.name]
         by_key: dict[Any, _Acc] = {}
         for key, n in counts.items():
-            own = self._labels(m, {r.value: spec.value(r.value, sample[key])
-                                   for r in m.labels}, key[0])
-            acc = by_key[key] = accs.setdefault(series.admit(own, n), _Acc())
+            acc = by_key[key] = accs.setdefault(series.admit(owns[key], n), _Acc())
             if m.value is None and m.kind == "counter":
                 acc.count += n
         if m.value is None:
@@ -198,39 +218,69 @@ class UserMetrics:
 
     def _fold_rows(self, pi: int, m: MetricPlan, rows: list[Row],
                    values: dict[str, ValueSpec], accs: dict[Labels, _Acc]) -> int:
-        """Fold kernel rows into ``accs``; the hits that went to the overflow series."""
+        """Fold kernel rows into ``accs``; the hits that went to the overflow series. A
+        row that cannot be read is left out (and counted): the scrape goes on."""
         overflow = 0
         series = self._series[m.name]
+        probe = self.plan.probes[pi].name
         for row in sorted(rows, key=lambda r: r.born):  # label sets kept as first hit
             if row.key is None and not row.hits:
                 continue  # the overflow row noop made at load; nothing folded yet
-            if row.key is None:  # the kernel's own overflow row: its map was full
+            try:
+                read = self._read_row(pi, m, row, values)
+            except Exception as exc:  # that row only
+                self.undecodable.row(why(exc, probe, f"row {row.key!r}: {row.columns!r}"),
+                                     row_ident(pi, row), row.hits)
+                continue
+            if read is None:
+                continue
+            own, got = read
+            if own is None:  # the kernel's own overflow row: its map was full
                 labels: Labels = (tuple(OVERFLOW for _ in m.labels), ())
                 overflow += row.hits
             else:
-                pid = int(row.key[PID_KEY])
-                if not self.processes.admits(pi, pid):
-                    continue
-                own = self._labels(m, row.key, pid)
                 labels = series.admit(own, 0)
                 if row.hits and labels != own:
                     overflow += row.hits  # folded here, this scrape
             acc = accs.setdefault(labels, _Acc())
             if m.value is None:
                 acc.count += row.hits
-                continue
-            v, got = values[m.value], row.columns.get(m.column)
-            if m.kind == "counter":
-                acc.count += _signed(v, got or 0)
+            elif m.kind == "counter":
+                acc.count += got
             elif m.kind == "gauge" and got is not None:
-                if acc.last is None or got[1] > acc.last[0]:
-                    acc.last = (got[1], events.scalar(v, got[0]))
+                if acc.last is None or got[0] > acc.last[0]:
+                    acc.last = got
             elif m.kind == "histogram" and got is not None:
-                n = len(m.buckets) + 1
-                acc.buckets = [a + b for a, b in zip(acc.buckets or [0] * n, got[:n],
-                                                     strict=True)]
-                acc.sum += _signed(v, got[n])
+                buckets, total = got
+                acc.buckets = [a + b for a, b in zip(acc.buckets or [0] * len(buckets),
+                                                     buckets, strict=True)]
+                acc.sum += total
         return overflow
+
+    def _read_row(self, pi: int, m: MetricPlan, row: Row, values: dict[str, ValueSpec]
+                  ) -> tuple[Labels | None, Any] | None:
+        """What ``row`` adds to ``m``: its own labels (None: the kernel's overflow row)
+        and its column, decoded (a counter's sum, a gauge's (time, value), a histogram's
+        (buckets, sum)); None for a process the target is not limited to."""
+        own: Labels | None = None
+        if row.key is not None:
+            pid = int(row.key[PID_KEY])
+            if not self.processes.admits(pi, pid):
+                return None
+            own = self._labels(m, _row_needed(m, row.key), pid)
+        if m.value is None:
+            return own, None
+        v, got = values[m.value], row.columns.get(m.column)
+        if m.kind == "counter":
+            return own, _signed(v, _whole(got or 0))
+        if got is None:
+            return own, None
+        if m.kind == "gauge":
+            return own, (_whole(got[1]), events.scalar(v, _whole(got[0])))
+        n = len(m.buckets) + 1
+        if len(got) <= n:
+            raise Undecodable("bad_value", f"{m.column}: {len(got)} words, not {n + 1}")
+        return own, ([_whole(x) for x in got[:n]], _signed(v, _whole(got[n])))
 
 
 def faulty(records: list[tuple[Any, ...]]) -> list[int]:
@@ -238,6 +288,38 @@ def faulty(records: list[tuple[Any, ...]]) -> list[int]:
     if not any(map(itemgetter(FAULTS), records)) and not any(map(itemgetter(ABSENT), records)):
         return []
     return [i for i, r in enumerate(records) if r[FAULTS] or r[ABSENT]]
+
+
+def _needed(m: MetricPlan, event: Event) -> dict[str, Any]:
+    """The event's values; Undecodable when one metric ``m`` takes is not there, or is
+    None without the event saying why."""
+    for name in (*(r.value for r in m.labels), *((m.value,) if m.value else ())):
+        read(event, name)
+    return event.values
+
+
+def _number(m: MetricPlan, event: Event) -> Any:
+    """The value metric ``m`` counts or observes: None when not read, or a number."""
+    x = event.values.get(m.value) if m.value else None
+    if x is not None and not isinstance(x, int | float):
+        raise Undecodable("bad_value", f"{m.value}={x!r}, not a number, for metric "
+                          f"{m.name}: {shown(event)}")
+    return x
+
+
+def _row_needed(m: MetricPlan, key: dict[str, Any]) -> dict[str, Any]:
+    for r in m.labels:
+        if r.value not in key:
+            raise Undecodable("missing_value", f"no key part {r.value!r} for metric "
+                              f"{m.name} in row {key!r}")
+    return key
+
+
+def _whole(x: Any) -> int:
+    """A word of an in-kernel row."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise Undecodable("bad_value", f"{x!r} where a row has a 64-bit word")
+    return x
 
 
 def _signed(v: ValueSpec, raw: int) -> int:

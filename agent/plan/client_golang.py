@@ -19,6 +19,7 @@ instructions in the methods' machine code and probes them, not the methods' entr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +82,22 @@ class Rule:
     field: str
     after: bool  # probe the next instruction (the kernel will not probe a LOCK one)
     zf: bool = False  # keep only hits with ZF set: the compare-and-swap succeeded
+    # Methods whose increment is a constant of the method (Inc adds 1, Dec -1), said as
+    # it is rather than as new - old (xadd leaves no increment in a register at all)
+    steps: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def sets(self) -> bool:
+        """Whether its updates store a new value (an exchange): no increment."""
+        return self.mnemonic == "xchg"
 
 
 RULES = (
-    Rule("counter_int", "counter", ("Inc", "Add"), "xadd", "valInt", True),
+    Rule("counter_int", "counter", ("Inc", "Add"), "xadd", "valInt", True,
+         steps=(("Inc", 1),)),
     Rule("counter_float", "counter", ("Add",), "cmpxchg", "valBits", True, zf=True),
     Rule("gauge_add", "gauge", ("Inc", "Dec", "Add", "Sub"), "cmpxchg", "valBits", True,
-         zf=True),
+         zf=True, steps=(("Inc", 1), ("Dec", -1))),
     Rule("gauge_set", "gauge", ("Set", "SetToCurrentTime"), "xchg", "valBits", False),
     Rule("histogram", "histogram", ("Observe", "observe"), "xadd", "countAndHotIdx", True),
 )
@@ -228,7 +238,7 @@ def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
             at = next((i for i in insns if i.address == address), None)
             out.append(Site(fn, address, b.elf.file_offset(address), how,
                             tuple(f for _, f in pairs), when_zf=zf, skip_flags=skip,
-                            tag=f"{rule.kind}.{_op(method)}",
+                            tag=f"{rule.kind}.{method_op(method)}",
                             handling=sites.handling(at.raw) if at is not None else ""))
     if not out or layout is None:
         return None
@@ -255,6 +265,20 @@ def _specific(b: Binary, rule: Rule, recv: Any, a: sites.Atomic, fn: str,
 
 # The methods whose updates ``_cheap`` finds a cheaper site for, by rule.
 CHEAP_METHODS = {"counter_int": ("Add",), "histogram": ("Observe", "observe")}
+# The probes ``_cheap`` makes, by rule (the histogram's keeps the rule's name).
+CHEAP_PROBES = {"counter_int": "counter_add", "histogram": "histogram"}
+
+
+@cache
+def rule_of(probe: str) -> Rule | None:
+    """The rule the preset's probe named ``probe`` follows; a cheaper site's probe
+    (``counter_add``) follows its rule for the methods it takes."""
+    for rule in RULES:
+        if rule.probe == probe:
+            return rule
+        if CHEAP_PROBES.get(rule.probe) == probe:
+            return replace(rule, methods=CHEAP_METHODS[rule.probe])
+    return None
 
 
 def _cheap(b: Binary, rule: Rule) -> ProbePlan | None:
@@ -290,7 +314,7 @@ def _counter_add(b: Binary) -> ProbePlan | None:
         out.append(Site(a.function, a.address, b.elf.file_offset(a.address), a.why,
                         tuple(f for _, f in pairs), when_zf=a.when_zf,
                         skip_flags=a.skip_flags, handling=a.handling, tag="counter.Add"))
-    return ProbePlan("counter_add", TARGET, layout, tuple(out))
+    return ProbePlan(CHEAP_PROBES["counter_int"], TARGET, layout, tuple(out))
 
 
 def _observe_entry(b: Binary) -> ProbePlan | None:
@@ -315,5 +339,7 @@ def _observe_entry(b: Binary) -> ProbePlan | None:
                      (replace(site, tag="histogram.Observe"),))
 
 
-def _op(method: str) -> str:
+def method_op(method: str) -> str:
+    """The operation a method's updates are tagged with: the exported method a program
+    calls (``observe`` runs for ``Observe`` and ``ObserveWithExemplar``)."""
     return {"observe": "Observe"}.get(method, method)

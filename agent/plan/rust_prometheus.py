@@ -17,8 +17,9 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   ``lock cmpxchg`` the bits before are in rax and the bits after in its source
   register, and ZF says the swap won. The increment is the loop's constant when the
   program passed one (read from the binary), else new - old.
-- ``set``: a plain store, probed where the value is in a general register (the store
-  itself, with the old value still in memory) or else just after it.
+- ``set`` (and ``reset``, a set of 0): a plain store, probed where the new value is a
+  general register or the instruction's constant (the store itself, with the old
+  value still in memory) or else just after it.
 - histograms: ``HistogramCore::observe`` counts in ``shard_and_count`` with a ``lock
   xadd`` whose old value is left in its register: the count is exact.
 
@@ -102,25 +103,46 @@ class Found:
     field: int  # the updated field's offset in it
 
 
-def _tag(kind: str, op: str, sign: int = 1, adjust: int = 0) -> str:
-    """A site's tag: kind.op, with ``neg`` when the increment is the negation of the
-    register read (``lock sub``), and ``adjust`` when the memory read comes after later
-    updates of the same field by constants (subtract them back)."""
-    extra = ("" if sign > 0 else ";neg") + (f";adjust={adjust}" if adjust else "")
+KINDS = ("counter", "gauge", "histogram")
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    """What a site's tag says of its updates: the kind and the method the program
+    called; ``sign`` -1 when the increment is the negation of the register read
+    (``lock sub``); ``adjust``, what later updates of the same field by constants add
+    before the memory read (subtracted back); ``store``, a store of the new value (a
+    set: no increment)."""
+
+    kind: str
+    op: str
+    sign: int = 1
+    adjust: int = 0
+    store: bool = False
+
+
+def _tag(kind: str, op: str, sign: int = 1, adjust: int = 0, store: bool = False) -> str:
+    """A site's tag: kind.op, then its flags (``Tag``): ``neg``, ``adjust=N``, ``set``."""
+    extra = ("" if sign > 0 else ";neg") + (f";adjust={adjust}" if adjust else "") + \
+        (";set" if store else "")
     return f"{kind}.{op}{extra}"
 
 
-def parse_tag(tag: str) -> tuple[str, str, int, int]:
-    """(kind, op, sign, adjust) of a site's tag."""
+def parse_tag(tag: str) -> Tag:
+    """What a site's tag says; ValueError when it is not one."""
     head, *flags = tag.split(";")
-    kind, op = head.split(".", 1)
-    sign, adjust = 1, 0
+    kind, dot, op = head.partition(".")
+    if not dot:
+        raise ValueError(f"no kind.op in tag {tag!r}")
+    sign, adjust, store = 1, 0, False
     for f in flags:
         if f == "neg":
             sign = -1
         elif f.startswith("adjust="):
             adjust = int(f.removeprefix("adjust="))
-    return kind, op, sign, adjust
+        elif f == "set":
+            store = True
+    return Tag(kind, op, sign, adjust, store)
 
 
 def links_crate(b: Binary) -> bool:
@@ -321,9 +343,9 @@ def _qword(i: sites.Insn) -> bool:
 def _is_update(i: sites.Insn, number: str, store: bool) -> bool:
     if _mem_reg(i) is None or not _qword(i):
         return False
-    if store:  # a plain or exchanging store of the new value
+    if store:  # a plain or exchanging store of the new value: a register or a constant
         return i.mnemonic in _STORES and i.operands[0][0] == "mem" \
-            and len(i.operands) == 2 and i.operands[1][0] == "reg"
+            and len(i.operands) == 2 and i.operands[1][0] in ("reg", "imm")
     if number == "f64":
         return i.lock and i.mnemonic == "cmpxchg"
     return i.lock and i.mnemonic in _LOCK_OPS
@@ -411,18 +433,24 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
     what = f"{'lock ' * i.lock}{i.mnemonic} on the {f.kind}'s {field} at {i.address:#x}"
     targets = {x.target for x in insns if x.target is not None}
     src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
     if not i.lock and i.mnemonic in _STORES:
+        if imm is not None:  # at the store of a constant (reset's 0): the new value
+            new = Fetch("const", offset=imm & 2**64 - 1)
+            return (i.address, (gone, new, _field(f), *_now(f, new)),
+                    f"at the store of the constant {imm:#x} ({what})",
+                    _tag(f.kind, f.op, store=True))
         if src is not None and src.startswith("r"):  # at the store: new in a register
             new = Fetch("reg", size=8, regs=(src,))
             return (i.address, (gone, new, _field(f), *_now(f, new)),
                     f"at the store of the new value ({what}) from {src}",
-                    _tag(f.kind, f.op))
+                    _tag(f.kind, f.op, store=True))
         after = _after(insns, f.n, targets)
         if after is None:
             return None
         return (insns[after].address, (gone, _field(f), gone, *_now(f, _field(f))),
                 f"after the store of the new value ({what}), read back from memory",
-                _tag(f.kind, f.op))
+                _tag(f.kind, f.op, store=True))
     after = _after(insns, f.n, targets)
     if after is None:
         return None
@@ -442,7 +470,6 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
                 + (", the increment a constant of the loop" if delta is not None else ""),
                 _tag(f.kind, f.op))
     sign = _LOCK_OPS[i.mnemonic]
-    imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
     if i.mnemonic in ("inc", "dec"):
         delta_fetch, reg_sign = Fetch("const", offset=sign & 2**64 - 1), 1
     elif imm is not None:

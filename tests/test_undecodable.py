@@ -1,0 +1,409 @@
+"""Ring records noop cannot decode, fed to every path records take: the terminal
+(trace's reader and the printers) and noop run's events (Session, one by one and in
+batches, into the preset's meta-metrics and user metrics). Whatever comes (an
+operation the preset does not make, a value missing or of the wrong type, a record
+cut short, a probe or site index out of range, a decoder that raises), nothing
+raises: each is counted by (probe, reason), said once per (probe, reason), and
+dropped, and the good records around it are decoded as before. Events handed over
+decoded and scrape-time rows: tests/test_undecodable_decoded.py. Unit tests: no root,
+no BPF.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_ringbuf import Rec, ring
+
+from agent.errors import NoopError
+from agent.kernel import ringbuf
+from agent.kernel.codegen import Program
+from agent.kernel.events import HEADER, HEADER_SIZE, Layout, layout
+from agent.output import printer, trace
+from agent.output.exporter import Exporter, Health, Session
+from agent.output.meta import PresetMeta
+from agent.output.undecodable import Tally
+from agent.output.usermetrics import UserMetrics
+from agent.plan import client_golang, rust_prometheus
+from agent.plan.model import Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
+from agent.spec.decoders import LabelRule
+
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+Want = tuple[str, str]  # (probe, reason)
+
+
+def _v(name: str, decode: str) -> ValueSpec:
+    if decode == "string":
+        return ValueSpec(name, "string", 16, 16, "string", name)
+    return ValueSpec(name, decode, 8, 0, decode, name)
+
+
+COMMON = (_v("metric", "string"), *(_v(f"l{i}_{p}", "string") for i in range(4)
+                                    for p in ("name", "value")), _v("object", "addr"))
+GO = {"counter_int": (("before", "uint"), ("valInt", "uint"), ("valBits", "float")),
+      "counter_add": (("delta", "uint"), ("valInt", "uint"), ("valBits", "float")),
+      "counter_float": (("old", "float"), ("new", "float"), ("valInt", "uint")),
+      "gauge_add": (("old", "float"), ("new", "float")),
+      "gauge_set": (("new", "float"), ("valBits", "float")),
+      "histogram": (("before", "uint"), ("observed", "float"))}
+RUST = {"counter_u64": (("delta", "uint"), ("value", "uint"), ("before", "uint")),
+        "gauge_f64": (("delta", "float"), ("value", "float"), ("before", "float"),
+                      ("now", "float")),
+        "histogram": (("before", "uint"), ("observed", "float"))}
+# Every tag each probe's sites get: the preset's own (the rules', the crate's flags).
+GO_TAGS = {p: tuple(dict.fromkeys(f"{r.kind}.{client_golang.method_op(m)}"
+                                  for m in r.methods))
+           for p in GO if (r := client_golang.rule_of(p)) is not None}
+RUST_TAGS = {"counter_u64": ("counter.inc", "counter.inc_by", "counter.reset;set"),
+             "gauge_f64": ("gauge.add", "gauge.sub;neg", "gauge.set;set", "gauge.inc"),
+             "histogram": ("histogram.observe",)}
+# A tag of each kind the preset does not make: client_golang's name its methods; the
+# crate's take any method name, their flags must parse.
+GO_BAD = {"counter": "counter.Frobnicate", "gauge": "gauge.reset",
+          "histogram": "histogram.observe;x"}
+RUST_BAD = {"counter": "counter.", "gauge": "gauge", "histogram": "histogram.observe;adjust=x"}
+
+
+def _probe(name: str, values: tuple[ValueSpec, ...], tags: tuple[str, ...]) -> ProbePlan:
+    fetches = tuple(Fetch("unavailable", why="test") for _ in values)
+    return ProbePlan(name, "main", values, tuple(Site("f", 0x1000 + i, 0, "test", fetches,
+                                                      tag=t) for i, t in enumerate(tags)))
+
+
+@dataclass(frozen=True)
+class Case:
+    """A plan, its program, and the probes whose records the program lays out other
+    than the plan says (what their events then lack or hold), with the reason."""
+
+    plan: Plan
+    program: Program
+    good: tuple[int, ...]  # probes whose sites all but the last (a bad tag) decode
+    odd: dict[int, str]
+    ops: bool = True  # a preset's: each good probe's last site has a bad tag
+
+
+def _case(source: str, specific: dict[str, tuple[tuple[str, str], ...]],
+          tags: dict[str, tuple[str, ...]], bad_tags: dict[str, str],
+          odd: dict[str, tuple[str, str, str]]) -> Case:
+    """``odd``: probe -> (value, how the program lays it out: ``drop`` or a decode,
+    the reason); a probe's last site has a tag its preset does not make."""
+    probes, lays, derived = [], [], {}
+    for name, values in specific.items():
+        bad = bad_tags[next(iter(tags[name])).split(".")[0]]
+        probes.append(_probe(name, COMMON + tuple(_v(*v) for v in values),
+                             (*tags[name], bad)))
+    reasons = {}
+    for name, (value, how, reason) in odd.items():
+        plain = _probe(name, COMMON + tuple(_v(*v) for v in specific[name]), tags[name])
+        probes.append(plain)
+        reasons[len(probes) - 1] = reason
+        if how == "derive":  # two words' formula on a one-word value: its decoder raises
+            derived[(len(probes) - 1, 0)] = {value: "new-old"}
+    for i, p in enumerate(probes):
+        values = p.values
+        if i in reasons and odd[p.name][1] == "drop":
+            values = tuple(v for v in values if v.name != odd[p.name][0])
+        elif i in reasons and odd[p.name][1] == "string":
+            values = tuple(_v(v.name, "string") if v.name == odd[p.name][0] else v
+                           for v in values)
+        lays.append(layout(i, replace(p, values=values)))
+    program = Program("", tuple(lays), {}, (), {}, derived)
+    return Case(Plan(source, (), tuple(probes)), program,
+                tuple(range(len(specific))), reasons)
+
+
+GO_CASE = _case("client_golang preset", GO, GO_TAGS, GO_BAD, {
+    "gauge_add": ("old", "drop", "missing_value"), "gauge_set": ("new", "string", "bad_value"),
+    "counter_float": ("old", "derive", "ValueError")})
+RUST_CASE = _case(rust_prometheus.SOURCE, RUST, RUST_TAGS, RUST_BAD, {
+    "gauge_f64": ("before", "drop", "missing_value"),
+    "counter_u64": ("value", "string", "bad_value"), "histogram": ("observed", "derive",
+                                                                   "ValueError")})
+
+
+def _encode(lay: Layout, probe: int, site: int, values: dict[str, Any], pid: int,
+            faults: int = 0) -> bytes:
+    out = bytearray(HEADER.pack(pid, 0, pid, pid, probe, site, faults, 0, 0))
+    for s in lay.slots:
+        x = values[s.value.name]
+        if s.cap:
+            raw = x.encode()
+            out += struct.pack("<I4x", len(raw)) + raw[:s.cap].ljust(s.cap, b"\0")
+        else:
+            out += struct.pack("<d" if s.value.decode == "float" else "<Q", x)
+    return bytes(out)
+
+
+def _values(lay: Layout) -> st.SearchStrategy[dict[str, Any]]:
+    by = {"string": st.text("abcxyz_", min_size=1, max_size=16),
+          "float": st.floats(width=64), "uint": st.integers(0, 2**64 - 1),
+          "addr": st.integers(1, 2**48)}
+    return st.fixed_dictionaries({s.value.name: by[s.value.decode] for s in lay.slots})
+
+
+@dataclass(frozen=True)
+class Item:
+    data: bytes
+    want: Want | None  # undecodable: (probe, reason); None: a good record
+    values: dict[str, Any]
+    pid: int
+
+    @property
+    def metric(self) -> str:
+        return str(self.values["metric"])
+
+    def name(self) -> tuple[tuple[int, int], tuple[str, str]]:
+        """What the preset learns of a good one's metric object: its name and labels."""
+        labels = {self.values[f"l{i}_name"]: self.values[f"l{i}_value"] for i in range(4)}
+        return (self.pid, self.values["object"]), (self.metric, ",".join(
+            f"{k}={v}" for k, v in sorted(labels.items())))
+
+
+@st.composite
+def items(draw: st.DrawFn, case: Case) -> Item:
+    """One ring record of ``case``'s program: good, or undecodable in one way."""
+    plan, program = case.plan, case.program
+    kind = draw(st.sampled_from(["good", "good", "good", "odd", "short", "probe", "site",
+                                 *(["op"] if case.ops else [])]))
+    pi = draw(st.sampled_from(sorted(case.odd) if kind == "odd" else case.good))
+    probe = plan.probes[pi]
+    last = len(probe.sites) - (pi in case.good and case.ops)
+    site = last if kind == "op" else draw(st.integers(0, last - 1))
+    values = draw(_values(program.layouts[pi]))
+    pid = draw(st.integers(1, 2**31))
+    data = _encode(program.layouts[pi], pi, site, values, pid)
+    if kind == "good":
+        return Item(data, None, values, pid)
+    if kind == "short":
+        n = draw(st.integers(0, len(data) - 1))
+        return Item(data[:n], ("" if n < HEADER_SIZE else probe.name, "too_short"),
+                    values, pid)
+    if kind == "probe":
+        index = draw(st.integers(len(plan.probes), 2**16 - 1))
+        return Item(data[:24] + struct.pack("<H", index) + data[26:],
+                    ("", "probe_out_of_range"), values, pid)
+    if kind == "site":
+        index = draw(st.integers(len(probe.sites), 2**16 - 1))
+        return Item(data[:26] + struct.pack("<H", index) + data[28:],
+                    (probe.name, "site_out_of_range"), values, pid)
+    return Item(data, (probe.name, "unexpected_op" if kind == "op" else case.odd[pi]),
+                values, pid)
+
+
+def _said(lines: list[str], want: Counter[Want]) -> None:
+    """Each (probe, reason) said once, and nothing else said about decoding."""
+    told = [line for line in lines if "cannot decode" in line]
+    assert len(told) == len(want), told
+    for probe, reason in want:
+        assert sum(f"probe {probe or '(none)'}: an event noop cannot decode ({reason})"
+                   in line for line in told) == 1, (probe, reason, told)
+
+
+class _Loaded:
+    """What trace.run needs of a loaded program: the ring's runs, handed over once."""
+
+    attachments: ClassVar[list[Any]] = []
+
+    def __init__(self, runs: list[ringbuf.Run]) -> None:
+        self.runs = runs
+
+    def __enter__(self) -> _Loaded:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+    def wait(self, _timeout: float) -> None:
+        return None
+
+    def read(self, on_run: Any) -> None:
+        runs, self.runs = self.runs, []
+        for run in runs:
+            on_run(run)
+
+    def lost(self) -> int:
+        return 0
+
+    def faults(self) -> dict[int, int]:
+        return {}
+
+
+def _runs(got: list[Item]) -> list[ringbuf.Run]:
+    return list(ringbuf.runs(memoryview(ring([Rec(i.data) for i in got]))))
+
+
+def _no_costs() -> Any:
+    raise NoopError("no costs in a unit test")
+
+
+@pytest.mark.parametrize("case", [GO_CASE, RUST_CASE], ids=["client_golang", "rust"])
+@SETTINGS
+@given(data=st.data())
+def test_terminal(case: Case, data: st.DataObject, capsys: pytest.CaptureFixture[str]
+                  ) -> None:
+    """noop --binary: trace's reader and the preset printer, records in ring runs."""
+    got = data.draw(st.lists(items(case), min_size=1, max_size=30))
+    capsys.readouterr()
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("agent.kernel.load.Loaded", lambda *_a: _Loaded(_runs(got)))
+        mp.setattr("agent.kernel.cost.costs", _no_costs)
+        stats = trace.run((case.plan, case.program,
+                           printer.preset_printer(case.plan, out, True)), duration=0.01)
+    want = Counter(i.want for i in got if i.want is not None)
+    assert stats.undecodable.counts() == want
+    _said(capsys.readouterr().err.splitlines(), want)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [x["metric"] for x in lines] == [i.metric for i in got if i.want is None]
+    assert stats.events == len(lines)
+    if want:
+        assert f"{sum(want.values())} undecodable" in trace.summary(stats)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_terminal_spec(data: st.DataObject, capsys: pytest.CaptureFixture[str]) -> None:
+    """noop --config: trace's reader and the spec printer, which shows whatever values a
+    record holds (a missing or text one too): only what is not a record of the plan
+    (cut short, an index out of range, a decoder that raises) is undecodable."""
+    got = data.draw(st.lists(items(SPEC_CASE), min_size=1, max_size=30))
+    capsys.readouterr()
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("agent.kernel.load.Loaded", lambda *_a: _Loaded(_runs(got)))
+        mp.setattr("agent.kernel.cost.costs", _no_costs)
+        stats = trace.run((SPEC_PLAN, SPEC_CASE.program,
+                           printer.spec_printer(SPEC_PLAN, out, True)), duration=0.01)
+    shown = [i for i in got if i.want is None or i.want[1] in ("missing_value", "bad_value")]
+    want = Counter(i.want for i in got if i.want is not None and i not in shown)
+    assert stats.undecodable.counts() == want
+    _said(capsys.readouterr().err.splitlines(), want)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(x["probe"], x["pid"]) for x in lines] == [
+        (SPEC_PLAN.probes[struct.unpack_from("<H", i.data, 24)[0]].name, i.pid)
+        for i in shown]
+
+
+@pytest.mark.parametrize("case", [GO_CASE, RUST_CASE], ids=["client_golang", "rust"])
+@SETTINGS
+@given(data=st.data())
+def test_run_events(case: Case, data: st.DataObject) -> None:
+    """noop run --binary: Session.on_run and on_record into the preset's meta-metrics."""
+    got = data.draw(st.lists(items(case), min_size=1, max_size=30))
+    said: list[str] = []
+    users = UserMetrics(case.plan, undecodable=Tally(said.append))
+    session = Session(case.plan, case.program, _Maps(), users, PresetMeta(case.plan, "t"))
+    for n, run in enumerate(_runs(got)):
+        if n % 2:
+            session.on_run(run)
+        else:
+            for record in ringbuf.records(run):
+                session.on_record(record)
+    want = Counter(i.want for i in got if i.want is not None)
+    assert session.undecodable.counts() == want
+    _said(said, want)
+    assert session.meta is not None
+    assert session.meta._names == dict(i.name() for i in got if i.want is None)
+    read = [i for i in got if len(i.data) >= HEADER_SIZE
+            and struct.unpack_from("<H", i.data, 24)[0] < len(case.plan.probes)]
+    assert sum(session.seen.values()) == len(read)  # read, whether decoded or not
+    assert _undecodable_samples(session) == want
+
+
+class _Maps:
+    """What the collector needs of a loaded program: rows (raw, by probe), no counts."""
+
+    attachments: ClassVar[list[Any]] = []
+
+    def __init__(self, rows: dict[int, list[tuple[bytes, list[bytes]]]] | None = None
+                 ) -> None:
+        self._rows = rows or {}
+
+    def rows(self, probe: int) -> list[tuple[bytes, list[bytes]]]:
+        return self._rows.get(probe, [])
+
+    def produced(self) -> dict[int, int]:
+        return {}
+
+    lost_by_probe = faults = unpaired = cancelled = produced
+
+
+def _undecodable_samples(session: Session) -> dict[Want, float]:
+    """noop_events_undecodable_total of a scrape of the session."""
+    ex = Exporter(Health())
+    ex.use(session)
+    fam = next(f for f in ex.collect() if f.name == "noop_events_undecodable")
+    return {(s.labels["probe"], s.labels["reason"]): s.value for s in fam.samples}
+
+
+# ---------------------------------------------------------------------------------------
+# noop run --config: records of a spec's probes into user metrics aggregated in noop,
+# a run at once (the batch path) or one by one.
+
+WHO = LabelRule("who", "who")
+
+
+def _spec_probe(n: int, values: tuple[ValueSpec, ...]) -> ProbePlan:
+    metrics = (MetricPlan(f"calls_{n}", "counter", "", None, (), (WHO,), 100, "events"),
+               MetricPlan(f"xs_{n}", "histogram", "", "x", (1.0, 2.0), (), 100, "events"),
+               MetricPlan(f"last_{n}", "gauge", "", "n", (), (WHO,), 100, "events"))
+    return replace(_probe(f"req{n}", values, ("", "")), metrics=metrics)
+
+
+SPEC_VALUES = (_v("who", "string"), _v("n", "uint"), _v("x", "float"))
+SPEC_PLAN = Plan("probes.yaml", (), tuple(_spec_probe(n, SPEC_VALUES) for n in range(4)))
+SPEC_CASE = Case(SPEC_PLAN, Program("", (
+    layout(0, SPEC_PLAN.probes[0]),
+    layout(1, replace(SPEC_PLAN.probes[1], values=SPEC_VALUES[1:])),  # no who
+    layout(2, replace(SPEC_PLAN.probes[2], values=(*SPEC_VALUES[:2], _v("x", "string")))),
+    layout(3, SPEC_PLAN.probes[3])), {}, (), {},
+    {(3, site): {"x": "new-old"} for site in (0, 1)}),  # two words' formula on one word
+    (0,), {1: "missing_value", 2: "bad_value", 3: "ValueError"}, ops=False)
+
+
+# A decoder that raises (probe 3's) raises only record by record: the batch path never
+# derives a one-word value (no plan has one, only SPEC_CASE's program).
+USERS_CASE = replace(SPEC_CASE, odd={1: "missing_value", 2: "bad_value"})
+
+
+@st.composite
+def spec_items(draw: st.DrawFn) -> Item:
+    """A record of USERS_CASE, good (its x faulted, at times) or not."""
+    item = draw(items(USERS_CASE))
+    if item.want is not None or not draw(st.booleans()):
+        return item
+    faults = 1 << 2  # x's read faulted: None, said why; the calls still count
+    return replace(item, data=item.data[:28] + struct.pack("<I", faults) + item.data[32:])
+
+
+@SETTINGS
+@given(got=st.lists(spec_items(), min_size=1, max_size=40), batch=st.booleans())
+def test_user_metric_events(got: list[Item], batch: bool) -> None:
+    said: list[str] = []
+    users = UserMetrics(SPEC_PLAN, undecodable=Tally(said.append))
+    session = Session(SPEC_PLAN, SPEC_CASE.program, _Maps(), users, None)
+    for run in _runs(got):
+        if batch:
+            session.on_run(run)
+        else:
+            for record in ringbuf.records(run):
+                session.on_record(record)
+    want = Counter(i.want for i in got if i.want is not None)
+    assert session.undecodable.counts() == want
+    _said(said, want)
+    fams = {f.name: f for f in users.families({})}
+    good = [i for i in got if i.want is None]
+    assert {s.labels["who"]: s.value for s in fams["calls_0"].samples} == \
+        Counter(i.values["who"] for i in good)
+    for n in (1, 2, 3):  # nothing of a bad record folded
+        assert not fams[f"calls_{n}"].samples and not fams[f"last_{n}"].samples
+    assert _undecodable_samples(session) == want
