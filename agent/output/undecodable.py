@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any, Literal
-
-from prometheus_client.core import CounterMetricFamily
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent import logs
 from agent.kernel import events
@@ -17,6 +15,9 @@ from agent.kernel.aggregate import Row
 from agent.kernel.codegen import Program
 from agent.kernel.events import Event
 from agent.plan.model import Plan, ProbePlan
+
+if TYPE_CHECKING:
+    from prometheus_client.core import CounterMetricFamily
 
 # What went wrong, when noop knows; otherwise the reason is the class name of the
 # exception the decoder raised (``reason``: a bounded set, the exceptions of noop's own
@@ -174,6 +175,9 @@ class Tally:
             return sum(self._counts.values())
 
     def family(self) -> CounterMetricFamily:
+        # imported here: the terminal counts through a Tally too, and serves nothing
+        from prometheus_client.core import CounterMetricFamily
+
         fam = CounterMetricFamily(FAMILY, "Events (records, or in-kernel rows' hits) noop "
                                   "could not decode and dropped, by probe and reason",
                                   labels=["probe", "reason"])
