@@ -181,20 +181,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from agent.output import printer, trace
     progress = logs.Progress(live=sys.stderr.isatty() and not args.json)
-    try:
+
+    def prepare() -> trace.Prepared:
         progress.step("resolving")
         plan = _plan(args)
         from agent.kernel import codegen
         from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
-        from agent.output import printer, trace
         program = codegen.generate(plan, xmm_helper_available(), cookies=attach_cookies())
+        make = printer.spec_printer if args.config else printer.preset_printer
+        return plan, program, make(plan, sys.stdout, args.json)
+
+    try:
+        first = prepare()
     except BaseException:
         progress.done()
         raise
-    make = printer.spec_printer if args.config else printer.preset_printer
-    stats = trace.run(plan, program, make(plan, sys.stdout, args.json), args.duration,
-                      progress, args.max_overhead, args.budget_window)
+    stats = trace.run(first, args.duration, progress, args.max_overhead,
+                      args.budget_window, again=prepare)
     print(trace.summary(stats), file=sys.stderr)
     return 0
 

@@ -180,7 +180,8 @@ def test_check_prices_a_rate(privileged: None, go_hotloop: Path, tmp_path: Path,
     assert done.returncode == 0, done.stderr
     assert re.search(r"cost: 1 hits/s x ~[\d,]+ ns = 0\.\d\d% of a CPU per process, "
                      r"budget 1%\n", done.stdout)
-    assert re.search(r"file offset 0x[0-9a-f]+, (emulated|single-stepped), ~[\d,]+ ns a hit",
+    assert re.search(r"file offset 0x[0-9a-f]+, bytes [0-9a-f]+, "
+                     r"(emulated|single-stepped), ~[\d,]+ ns a hit",
                      done.stdout)
 
 

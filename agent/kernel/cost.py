@@ -32,7 +32,7 @@ from agent import cache as disk
 from agent.errors import NoopError
 from agent.kernel import bpfsys
 from agent.plan import plain
-from agent.target import sites
+from agent.target import proof, sites
 
 EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
 CLASSES = (sites.EMULATED, sites.SINGLE_STEPPED)
@@ -124,7 +124,8 @@ def calibrate() -> Costs:
             n = HITS[c]
             run(n)  # fault the page in, warm the caches
             samples = []
-            with load.Bare(EMPTY_C, path, AT[c], "noop_bench_empty"):
+            with load.Bare(EMPTY_C, path, AT[c], "noop_bench_empty",
+                           proof.of_code(LOOP, 0, AT[c])):
                 run(n)
                 for _ in range(ROUNDS):
                     samples.append(_time(run, n))

@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from agent.errors import NoopError
 from agent.kernel import aggregate, bpfsys, ringbuf
@@ -19,10 +20,33 @@ from agent.kernel.codegen import RINGBUF_BYTES, Program
 from agent.kernel.compile import Compiled, compile_c
 from agent.kernel.compile import bcc_version as bcc_version
 from agent.plan.model import Plan
+from agent.target import debuginfo
+from agent.target.proof import Opened, Proof
+
+P = TypeVar("P")
 
 
 class LoadError(NoopError):
     """The kernel or BCC refused: no privileges, no headers, no uprobes."""
+
+
+class BuildChanged(LoadError):
+    """A file is not what its plan was made from: another build is at its path now
+    (``changed``), or the plan does not hold for it (a damaged cache entry, say).
+    Either way the answer is to resolve it again, trusting nothing kept about it."""
+
+    def __init__(self, path: str, why: str, changed: bool) -> None:
+        super().__init__((f"the build changed under noop: {path}: {why}" if changed else
+                          f"{path}: the plan does not hold for this file: {why}"),
+                         "noop resolves the file that is there now")
+        self.path = path
+        self.changed = changed
+
+    def distrust(self) -> None:
+        """Forget what noop kept about the file now at the path: a plan did not hold
+        for it, and planning again must not read the same answers back (a new build
+        has nothing kept yet, so forgetting costs nothing then)."""
+        debuginfo.forget(self.path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +129,27 @@ def check_privileges() -> None:
 _WARNED: set[str] = set()
 
 
+REPLANS = 2  # plans made again when a file is not what its plan was made from
+
+
+def settle(made: P, load: Callable[[P], Loaded], again: Callable[[], P] | None,
+           say: Callable[[str], None]) -> tuple[P, Loaded]:
+    """``load(made)``; when a file turns out not to be what ``made`` was planned from
+    (BuildChanged: a new build renamed over its path, a damaged cache entry), what noop
+    kept about that build is forgotten and ``again()`` is planned and loaded instead,
+    up to REPLANS times; ``say`` hears why."""
+    for attempt in range(REPLANS + 1):
+        try:
+            return made, load(made)
+        except BuildChanged as exc:
+            if again is None or attempt == REPLANS:
+                raise
+            exc.distrust()
+            say(f"{exc.message}: resolving again")
+            made = again()
+    raise AssertionError("unreachable")
+
+
 class Object:
     """A compiled program in the kernel: its maps created, its functions loaded (the
     stand-in calls of ``calls`` linked first). ``close`` frees all of it."""
@@ -170,7 +215,9 @@ class Loaded:
         self.attachments: list[Attachment] = []
         self._probes: list[bpfsys.Probe] = []
         self.off: set[int] = set()  # probes taken off (their budget): not attached
-        self._files: dict[str, set[str]] = {}  # target -> the files it is attached to
+        # target -> the files it is attached to, each open: checked and attached through
+        # the descriptor, so that whatever is renamed over the path later is not used
+        self._files: dict[str, dict[str, Opened]] = {}
         self.obj: Object | None = None
         self.ring: ringbuf.Ring | None = None
         names = list(dict.fromkeys(fn for _pi, _si, fn in program.functions))
@@ -194,36 +241,56 @@ class Loaded:
     def attach_file(self, target: str, path: str) -> int:
         """Put every probe of ``target`` on the file at ``path`` too (one of the same
         build, run by other processes); the number of uprobes. Every process running
-        the file is probed: a --pid filter is in the program."""
+        the file is probed: a --pid filter is in the program. The file is opened once
+        and kept open: every site is proven on it, and attached through it
+        (BuildChanged when a site cannot be proven there)."""
         assert self.obj is not None
-        n = self._attach(path, lambda pi: self.plan.probes[pi].target == target
-                         and pi not in self.off)
-        self._files.setdefault(target, set()).add(path)
+        files = self._files.setdefault(target, {})
+        opened = files.get(path)
+        fresh = opened is None
+        if opened is None:
+            opened = Opened(path)
+        try:
+            n = self._attach(path, opened, lambda pi: self.plan.probes[pi].target == target
+                             and pi not in self.off)
+        except BaseException:
+            if fresh:
+                opened.close()
+            raise
+        files[path] = opened
         return n
 
-    def _attach(self, path: str, which: Callable[[int], bool]) -> int:
+    def stamp(self, path: str) -> tuple[int, int, int, int] | None:
+        """(device, inode, mtime, size) of the file attached at ``path``, as opened."""
+        return next((f[path].stamp for f in self._files.values() if path in f), None)
+
+    def _attach(self, path: str, opened: Opened, which: Callable[[int], bool]) -> int:
         assert self.obj is not None
-        n = 0
+        chosen: list[tuple[Attachment, Uprobe]] = []
         for pi, si, fn in self.program.functions:
-            probe = self.plan.probes[pi]
             if not which(pi):
                 continue
+            probe = self.plan.probes[pi]
             site = probe.sites[si]
             pid = self.plan.target(probe.target).pid
-            self._probes.append(attach_at(path, site.file_offset, self.obj.progs[fn],
-                                        f"{probe.name} at {site.function} "
-                                        f"({site.address:#x})",
-                                        si if self.program.cookies else None))
-            self.attachments.append(Attachment(pi, si, path, site.address,
-                                               pid if pid is not None else -1))
-            n += 1
-        return n
+            chosen.append((Attachment(pi, si, path, site.address,
+                                      pid if pid is not None else -1),
+                           Uprobe(site.file_offset, site.proof, self.obj.progs[fn],
+                                  f"{probe.name} at {site.function} ({site.address:#x})",
+                                  si if self.program.cookies else None)))
+        probes = attach_proven(path, opened, [u for _a, u in chosen])
+        self.attachments += [a for a, _u in chosen]
+        self._probes += probes
+        return len(probes)
 
     def detach_file(self, path: str) -> int:
         """Take every uprobe off the file at ``path``; how many there were."""
+        n = self._detach(lambda a: a.binary == path)
         for files in self._files.values():
-            files.discard(path)
-        return self._detach(lambda a: a.binary == path)
+            opened = files.pop(path, None)
+            if opened is not None:
+                opened.close()
+        return n
 
     def _detach(self, which: Callable[[Attachment], bool]) -> int:
         """Take the uprobes ``which`` picks off; how many there were."""
@@ -246,9 +313,10 @@ class Loaded:
         uprobes. A file whose process exited meanwhile is left to the next pass."""
         self.off.discard(pi)
         n = 0
-        for path in sorted(self.files(self.plan.probes[pi].target)):
+        files = self._files.get(self.plan.probes[pi].target, {})
+        for path in sorted(files):
             try:
-                n += self._attach(path, lambda p: p == pi)
+                n += self._attach(path, files[path], lambda p: p == pi)
             except NoopError:
                 continue
         return n
@@ -368,6 +436,9 @@ class Loaded:
         for probe in self._probes:
             probe.close()
         self._probes.clear()
+        for files in self._files.values():
+            for opened in files.values():
+                opened.close()
         self._files.clear()
         if self.ring is not None:
             self.ring.close()
@@ -389,13 +460,16 @@ class Bare:
     of every process running ``binary``: what ``noop bench`` measures noop's generated
     programs against. Use as a context manager; leaving it detaches."""
 
-    def __init__(self, text: str, binary: str, offset: int, function: str) -> None:
+    def __init__(self, text: str, binary: str, offset: int, function: str,
+                 proof: Proof | None) -> None:
         check_privileges()
         self.obj: Object | None = build(text, [function])
         self.probe: bpfsys.Probe | None = None
         try:
-            self.probe = attach_at(binary, offset, self.obj.progs[function],
-                                 f"at file offset {offset:#x} of {binary}")
+            with Opened(binary) as opened:
+                (self.probe,) = attach_proven(binary, opened, [Uprobe(
+                    offset, proof, self.obj.progs[function],
+                    f"at file offset {offset:#x} of {binary}")])
         except BaseException:
             self.close()
             raise
@@ -462,8 +536,46 @@ def link_calls(code: bytearray, calls: Mapping[int, tuple[int, int]]) -> int:
     return n
 
 
+@dataclass(frozen=True, slots=True)
+class Uprobe:
+    """A uprobe to put on: file ``offset`` and its ``proof``, the program, what it is
+    (for errors) and its cookie."""
+
+    offset: int
+    proof: Proof | None
+    prog: int
+    what: str
+    cookie: int | None = None
+
+
+def attach_proven(path: str, opened: Opened, wanted: list[Uprobe]) -> list[bpfsys.Probe]:
+    """``wanted`` on the file ``opened`` at ``path``: each offset proven an instruction
+    boundary of the build its plan was made from, through the open file, before any
+    goes on; attached through that descriptor; then the code read again, in case the
+    file was written meanwhile. All of them, or none (BuildChanged, or the kernel's
+    refusal)."""
+    for u in wanted:
+        why = opened.check(u.proof, u.offset)
+        if why:
+            changed = u.proof is not None and bool(u.proof.build) and \
+                opened.build() != u.proof.build
+            raise BuildChanged(path, f"{u.what}: {why}", changed)
+    out: list[bpfsys.Probe] = []
+    try:
+        for u in wanted:
+            out.append(attach_at(opened.path, u.offset, u.prog, u.what, u.cookie))
+        why = opened.unchanged([u.proof for u in wanted if u.proof is not None])
+        if why:
+            raise BuildChanged(path, why, True)
+    except BaseException:
+        for probe in out:
+            probe.close()
+        raise
+    return out
+
+
 def attach_at(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
-            ) -> bpfsys.Probe:
+              ) -> bpfsys.Probe:
     """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process (with
     ``cookie`` for the program to read)."""
     try:

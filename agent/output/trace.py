@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -32,15 +33,20 @@ class Stats:
     detached: int = 0  # times a probe came off for its budget
 
 
-def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
+Prepared = tuple[Plan, Program, Sink]
+
+
+def run(prepared: Prepared, duration: float | None = None,
         progress: logs.Progress | None = None, max_overhead: float = float("inf"),
-        window: float = budget.WINDOW) -> Stats:
+        window: float = budget.WINDOW, again: Callable[[], Prepared] | None = None
+        ) -> Stats:
     """Attach, hand every event to ``sink`` until a signal, ``duration`` or the
     targets' exit, detach. ``progress`` hears the steps of attaching, and is done
     before the line that says the probes are on. Probes are held to their budgets
-    (``max_overhead`` for those the spec sets none for) as in ``noop run``."""
+    (``max_overhead`` for those the spec sets none for) as in ``noop run``. When a
+    file is not the build its plan was made from, ``again()`` plans anew."""
     from agent.kernel import cost
-    from agent.kernel.load import Loaded, alive
+    from agent.kernel.load import Loaded, alive, settle
 
     stats = Stats()
     stop: list[str] = []
@@ -62,7 +68,9 @@ def run(plan: Plan, program: Program, sink: Sink, duration: float | None = None,
             logs.say(f"{exc.message}: budgets are not held", logs.WARNING)
             costs = None
         try:
-            loaded = Loaded(plan, program, progress.step if progress else None)
+            (plan, program, sink), loaded = settle(
+                prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
+                again, lambda why: logs.say(f"noop: {why}", logs.WARNING))
         finally:
             if progress is not None:
                 progress.done()

@@ -5,13 +5,14 @@ each function's instructions)."""
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
 from agent.errors import NoopError
-from agent.plan.model import TargetPlan
+from agent.plan.model import ProbePlan, Site, TargetPlan
 from agent.plan.selectors import Walker
-from agent.target import discover, sites
+from agent.target import discover, proof, sites
 from agent.target.dwarf.functions import Functions
 from agent.target.dwarf.lookup import find_type
 from agent.target.dwarf.reader import Dwarf
@@ -106,6 +107,33 @@ class Binary:
         table = self._by_address
         i = bisect.bisect_right(table, (address, 2**64)) - 1
         return table[i][2] if i >= 0 and table[i][0] <= address < table[i][1] else None
+
+    def code_holding(self, address: int) -> tuple[int, int]:
+        """(first address, size) of the function whose code holds ``address``: its
+        symbol, else its DWARF entry's range there."""
+        table = self._by_address
+        i = bisect.bisect_right(table, (address, 2**64))
+        # a symbol inside another: the nearest that holds it
+        for lo, hi, _name in reversed(table[max(0, i - 8):i]):
+            if lo <= address < hi:
+                return lo, hi - lo
+        die = self.dwarf.subprogram_holding(address)
+        for lo, hi in self.dwarf.ranges(die) if die is not None else ():
+            if lo <= address < hi:
+                return lo, hi - lo
+        raise proof.Unprovable(f"no function holds {address:#x}")
+
+    def prove_at(self, address: int) -> proof.Proof:
+        """That ``address`` starts an instruction of this build (Unprovable if not)."""
+        return proof.make(self.elf, self.code_holding(address), address)
+
+    def prove(self, site: Site) -> Site:
+        """``site`` with the proof that its offset starts an instruction of this build."""
+        return replace(site, proof=self.prove_at(site.address))
+
+    def proven(self, probe: ProbePlan) -> ProbePlan:
+        """``probe`` with every site proven (Unprovable for one that cannot be)."""
+        return replace(probe, sites=tuple(self.prove(s) for s in probe.sites))
 
     def symbol_name(self, address: int) -> str:
         """The function at ``address`` as a user writes it (demangled), else the address."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.spec.decoders import LabelRule
 from agent.target.discover import Selector
+from agent.target.proof import Proof
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +258,10 @@ class Site:
     that key, ``call`` sites at its first poll, ``return`` sites where its state
     becomes ``Returned``, and ``drop`` sites where a future is dropped (before it
     completed: the call was cancelled).
+
+    ``proof`` is what the file must hold for a uprobe to go at ``file_offset``: its
+    build, the code around it and the instruction there (``agent.target.proof``),
+    checked before every attach.
     """
 
     function: str
@@ -272,6 +277,7 @@ class Site:
     gate: Fetch | None = None
     gate_values: tuple[int, ...] = ()
     key: Fetch | None = None
+    proof: Proof | None = None
 
     def to_json(self, values: tuple[ValueSpec, ...]) -> dict[str, Any]:
         return {"function": self.function, "address": f"{self.address:#x}",
@@ -284,6 +290,7 @@ class Site:
                 **({"gate": {**self.gate.to_json(), "values": list(self.gate_values)}}
                    if self.gate is not None else {}),
                 **({"key": self.key.to_json()} if self.key is not None else {}),
+                **({"instruction": self.proof.insn} if self.proof is not None else {}),
                 "values": {v.name: f.to_json() for v, f in zip(values, self.fetches,
                                                                strict=True)}}
 

@@ -4,7 +4,6 @@ crate, chosen by the binary's language. Plans are kept in noop's cache by build-
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from agent.errors import NoopError
 from agent.plan import client_golang, plain, rust_prometheus
 from agent.plan.binary import Binary
 from agent.plan.model import Plan
-from agent.target import debuginfo, discover
+from agent.target import debuginfo, discover, proof
 from agent.target.dwarf.reader import damage_said
 from agent.target.elf import ElfFile
 
@@ -33,11 +32,9 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
     build_id = debuginfo.cache_id(elf)
     key = f"aggregate={aggregate}"
-    kept = cache.get(build_id, "preset", key) if build_id else None
-    made: Plan | None = None
-    if kept is not None:
-        with contextlib.suppress(ValueError, TypeError, KeyError):
-            made = plain.load(Plan, kept)
+    made: Plan | None = cache.get(build_id, "preset", key,
+                                  load=lambda data: plain.load(Plan, data)) \
+        if build_id else None
     if made is None:
         made = _make(path, aggregate)
         if build_id:
@@ -55,10 +52,15 @@ def _make(path: str, aggregate: bool) -> Plan:
 def _preset(path: str, aggregate: bool) -> Plan:
     b = Binary(path)
     language = b.dwarf.language
-    if language == "go":
-        return client_golang.make(b, aggregate)
-    if language == "rust":
-        return rust_prometheus.make(b, aggregate)
+    if language in ("go", "rust"):
+        made = client_golang.make(b, aggregate) if language == "go" else \
+            rust_prometheus.make(b, aggregate)
+        try:
+            return replace(made, probes=tuple(b.proven(p) for p in made.probes))
+        except proof.Unprovable as exc:
+            raise NoopError(f"{path}: {exc.message}: noop puts a uprobe only where it can "
+                            "show that an instruction starts",
+                            "report it, with the binary") from None
     raise NoopError(f"{path} is a {language.upper()} program: the built-in presets mirror "
                     "Go's client_golang and Rust's prometheus crate",
                     "write a probes.yaml for it and use --config")

@@ -47,7 +47,7 @@ from agent.spec.probes import (
     parse_selector,
 )
 from agent.spec.reader import Mark, Problem, SpecError
-from agent.target import debuginfo, discover
+from agent.target import debuginfo, discover, proof
 from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
 from agent.target.dwarf.reader import damage_said, die_name, origin_of
@@ -190,13 +190,11 @@ def _key(probes: list[tuple[int, Probe]], xmm_readable: bool) -> str | None:
 def _kept(build_id: str, key: str) -> tuple[TargetPlan, list[tuple[int, ProbePlan]]] | None:
     """A target's plan and its probes' plans as a start with the same spec and build
     made them; None when there are none (or they do not read back)."""
-    data = cache.get(build_id, "plan", key)
-    if data is None:
+    kept = cache.get(build_id, "plan", key, load=lambda data: plain.load(
+        tuple[TargetPlan, tuple[tuple[int, ProbePlan], ...]], data))
+    if kept is None:
         return None
-    try:
-        target, got = plain.load(tuple[TargetPlan, tuple[tuple[int, ProbePlan], ...]], data)
-    except (ValueError, TypeError, KeyError):
-        return None
+    target, got = kept
     return target, list(got)
 
 
@@ -467,6 +465,13 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     if not sites or specs is None:
         return None
     sites = callers.at_sites(b, probe, sites)
+    try:
+        sites = [b.prove(s) for s in sites]
+    except proof.Unprovable as exc:
+        out.add(probe.function_mark, f"{exc.message}: noop puts a uprobe only where it "
+                "can show that an instruction starts", "report it, with the binary",
+                probe.name)
+        return None
     for v, message, hint in elsewhere.never_read(b, probe, sites):
         out.add(v.mark, message, hint, probe.name)
     wants_goid = any(v.builtin == "goid" for v in probe.values)

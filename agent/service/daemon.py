@@ -24,6 +24,7 @@ from agent import logs
 from agent.errors import NoopError
 from agent.kernel import aggregate, budget, codegen
 from agent.kernel.kfeatures import attach_cookies
+from agent.kernel.load import BuildChanged
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.meta import PresetMeta
 from agent.output.serve import Server
@@ -108,19 +109,27 @@ class Daemon:
             return False, "attaching"
         return True, self._status()  # also with no target on this node: nothing to do
 
-    def _load(self, plan: Plan) -> tuple[Session | None, Loaded | None]:
+    def _load(self, plan: Plan) -> tuple[Plan, Session | None, Loaded | None]:
+        """``plan`` loaded and attached, with its session; when a file turns out not to
+        be the build the plan was made from, the plan made again and loaded instead."""
         from agent.kernel import load
 
-        program = codegen.generate(plan, self.opts.xmm_helper, mode="run",
-                                   cookies=attach_cookies())
+        def program_of(plan: Plan) -> codegen.Program:
+            return codegen.generate(plan, self.opts.xmm_helper, mode="run",
+                                    cookies=attach_cookies())
+
+        program = program_of(plan)
         if not program.functions and plan.waiting:
-            return None, None  # every target still to start: nothing to load yet
+            return plan, None, None  # every target still to start: nothing to load yet
         if not program.functions:
             raise NoopError("nothing to export: no probe of the spec has metrics",
                             "add metrics: to a probe (see probes.yaml)")
         progress = logs.Progress(live=False, log=True)
         try:
-            loaded = load.Loaded(plan, program, progress.step)
+            (plan, program), loaded = load.settle(
+                (plan, program), lambda made: load.Loaded(made[0], made[1], progress.step),
+                lambda: (again := self._plan(), program_of(again)),
+                lambda why: log(why, logs.WARNING))
         except NoopError:
             self.health.attach_errors += 1
             raise
@@ -133,7 +142,7 @@ class Daemon:
         session.overhead = budget.Overhead(plan, program, self.costs, self.run_times,
                                            self.opts.max_overhead, time.monotonic(),
                                            self.opts.window)
-        return session, loaded
+        return plan, session, loaded
 
     def _plan(self) -> Plan:
         try:
@@ -168,7 +177,7 @@ class Daemon:
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
-        session, self.loaded = self._load(plan)
+        self.plan, session, self.loaded = self._load(plan)
         self.exporter.use(session)
         self._files_changed()
         self.started = True
@@ -187,8 +196,7 @@ class Daemon:
         with self.lock:
             self.written.clear()  # what is written from now on, the new plan may not know
         try:
-            plan = self._plan()
-            session, loaded = self._load(plan)
+            plan, session, loaded = self._load(self._plan())
         except NoopError as exc:
             if reason:
                 self.watch.refuse()  # not again until what runs changes
@@ -231,7 +239,8 @@ class Daemon:
             return
         with self.lock:
             step = self.watch.step(self.plan, loaded.files if loaded is not None
-                                   else lambda _t: set())
+                                   else lambda _t: set(),
+                                   stamp=loaded.stamp if loaded is not None else None)
         self.health.processes = step.processes
         if step.replan:
             self.reload(step.replan)
@@ -243,15 +252,23 @@ class Daemon:
                 n = loaded.detach_file(path)
                 self.watch.forget(path)
                 log(f"detached {n} uprobes from {path}: no process runs it")
+            changed = None
             for target, path in step.attach:
                 try:
                     n = loaded.attach_file(target, path)
+                except BuildChanged as exc:  # not the plan's build: plan it again
+                    changed = exc
+                    break
                 except NoopError as exc:  # its process exited meanwhile: the next pass
                     loaded.detach_file(path)
                     log(f"target {target}: cannot attach to {path}: {exc.message}",
                         logs.WARNING)
                     continue
                 log(f"target {target}: attached {n} uprobes to {path}")
+        if changed is not None:
+            changed.distrust()
+            self.reload(changed.message)
+            return
         self._files_changed()
 
     def _files_changed(self) -> None:

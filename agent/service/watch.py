@@ -20,6 +20,7 @@ from agent.plan.model import Plan
 from agent.target import discover
 
 SCAN_EVERY = 1.0  # seconds between passes over /proc
+Stamp = tuple[int, int, int, int]  # a file's version: device, inode, mtime, size
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,18 +39,23 @@ class Watch:
     def __init__(self) -> None:
         self.ids = discover.BuildIds()
         self._plan: Plan | None = None
-        self._pinned: dict[str, tuple[int, int, int, int] | None] = {}
-        self._files: dict[str, tuple[int, int, int, int]] = {}  # probed path -> its stamp
+        self._pinned: dict[str, Stamp | None] = {}
+        self._files: dict[str, Stamp] = {}  # probed path -> its stamp
         self._state: object = None  # what ran at the last pass: builds per target
         self._refused: object = None  # what ran when making the plan again failed
 
     def step(self, plan: Plan, attached: Callable[[str], set[str]],
-             procs: list[discover.Process] | None = None) -> Step:
-        """One pass, for ``plan`` with its probes on ``attached(target)``."""
+             procs: list[discover.Process] | None = None,
+             stamp: Callable[[str], Stamp | None] | None = None) -> Step:
+        """One pass, for ``plan`` with its probes on ``attached(target)``; ``stamp(path)``
+        is the version of the file attached at ``path`` as it was opened to attach (a
+        file renamed over the path since is another version), else read now."""
+        def version(path: str) -> Stamp | None:
+            return (stamp(path) if stamp is not None else None) or discover.stamp(path)
+
         if plan is not self._plan:  # a new plan: what its files are now
             self._plan = plan
-            self._pinned = {t.binary: discover.stamp(t.binary)
-                            for t in plan.targets if t.pinned}
+            self._pinned = {t.binary: version(t.binary) for t in plan.targets if t.pinned}
             self._files = {}
             self._refused = None
         procs = list(discover.processes()) if procs is None else procs
@@ -85,7 +91,7 @@ class Watch:
             on = attached(t.name)
             for path in on:
                 if path not in self._files:
-                    got = discover.stamp(path)  # the file, while a process still runs it
+                    got = version(path)  # the file, while a process still runs it
                     if got is not None:
                         self._files[path] = got
             have = {self._files[p][1] for p in on if p in self._files}

@@ -14,6 +14,7 @@ debuglink names; any other is refused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -64,6 +65,22 @@ def cache_id(elf: ElfFile, source: Source | None = None) -> str:
     if source.kind == SEPARATE:
         parts.append(cache.fingerprint(source.path))
     return "-".join(parts) + source.cache_tag
+
+
+def forget(path: str) -> None:
+    """Forget what noop's cache keeps about the binary at ``path``: its answers, from
+    whatever DWARF, and the DWARF noop made for it (when a plan made from them did not
+    hold for the file)."""
+    try:
+        with ElfFile(path) as elf:
+            build = elf.build_id
+            cache.drop(f"{build}-{cache.fingerprint(path)}")
+    except (BinaryError, OSError):
+        return
+    for kind in ("gometa", "symtab"):
+        for made in (cache.cache_dir() / kind).glob(f"{build}.v*.debug"):
+            with contextlib.suppress(OSError):
+                made.unlink()
 
 
 def name(binary: str, debug_file: str) -> None:

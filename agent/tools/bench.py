@@ -208,7 +208,7 @@ def _empty(site: Site) -> Iterator[Attached]:
     from agent.kernel import load
     from agent.kernel.cost import EMPTY_C
 
-    with load.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty"):
+    with load.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty", site.proof):
         yield Attached()
 
 
@@ -237,7 +237,7 @@ def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | Non
     if chosen.address == site.address or not (first or site.fixed):
         return plan
     moved = replace(chosen, address=site.address, file_offset=site.file_offset,
-                    why="the bench's site", skip_flags=0, handling="")
+                    why="the bench's site", skip_flags=0, handling="", proof=site.proof)
     return replace(plan, probes=(replace(probe, sites=(moved,)),))
 
 

@@ -85,6 +85,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     time is taken off at once, and said so (``stopped``)."""
     from agent.kernel import codegen, load
     from agent.kernel.bpfsys import Probe
+    from agent.target.proof import Opened
 
     load.check_privileges()
     load.check_targets(plan)
@@ -101,15 +102,17 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
         table = obj.maps["noop_traps"]
         for n in range(len(index)):
             table.update(n.to_bytes(4, "little") + bytes(4), bytes(8))
-        for n, (pi, si) in enumerate(index):
-            site = plan.probes[pi].sites[si]
-            for target in plan.targets:
-                if target.name != plan.probes[pi].target:
-                    continue
-                for path in target.files:
-                    attached.setdefault(pi, []).append(load.attach_at(
-                        path, site.file_offset, obj.progs[names[n]],
-                        f"{plan.probes[pi].name} at {site.function} ({site.address:#x})"))
+        for target in plan.targets:
+            for path in target.files:
+                with Opened(path) as opened:  # proven and attached through one descriptor
+                    for n, (pi, si) in enumerate(index):
+                        site = plan.probes[pi].sites[si]
+                        if target.name == plan.probes[pi].target:
+                            attached.setdefault(pi, []).extend(load.attach_proven(
+                                path, opened, [load.Uprobe(
+                                    site.file_offset, site.proof, obj.progs[names[n]],
+                                    f"{plan.probes[pi].name} at {site.function} "
+                                    f"({site.address:#x})")]))
         t0 = time.monotonic()
         started = {pi: t0 for pi in attached}
         while (now := time.monotonic()) - t0 < seconds:

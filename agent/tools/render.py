@@ -194,7 +194,8 @@ def plan(data: dict[str, Any]) -> str:
             ns = f", ~{e['sites_ns'][n]:,.0f} ns a hit" if "sites_ns" in e else ""
             how = f", {s['handling']}{ns}" if s.get("handling") else \
                 f", single-stepped{ns}" if ns else ""
-            lines.append(f"  at {s['address']} (file offset {s['file_offset']}{how}) "
+            insn = f", bytes {s['instruction']}" if "instruction" in s else ""
+            lines.append(f"  at {s['address']} (file offset {s['file_offset']}{insn}{how}) "
                          f"{s['function']}")
             lines.append(f"     why: {s['why']}{when}")
             for name, f in s["values"].items():

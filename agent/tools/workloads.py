@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError, NotFound
+from agent.target.proof import Proof, Unprovable
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "bench"
 DEBIAN_GO = Path("/usr/bin/go")  # Debian's Go builds client_golang from GOPATH, offline
@@ -44,6 +45,7 @@ class Site:
     file_offset: int
     entry: bool  # the address is the function's first instruction
     fixed: bool = False  # the address was asked for: noop's arms probe it too
+    proof: Proof | None = None  # that the address starts an instruction of this build
 
 
 def workload_function(kind: str, op: str) -> str:
@@ -109,8 +111,13 @@ def make_site(binary: str | Path, function: str, address: int | None = None) -> 
     if not sym.address <= at < sym.address + max(sym.size, 1):
         raise NoopError(f"address {at:#x} is outside {function}",
                         f"{function} spans {sym.address:#x}..{sym.address + sym.size:#x}")
+    try:
+        proven = b.prove_at(at)
+    except Unprovable as exc:
+        raise NoopError(f"{function}: {exc.message}", "give the address of an instruction "
+                        "(objdump -d shows them)") from None
     return Site(str(Path(binary).resolve()), function, at, b.elf.file_offset(at),
-                at == sym.address, address is not None)
+                at == sym.address, address is not None, proven)
 
 
 def run_workload(site: Site, op: str, calls: int, rounds: int, timeout: float,
