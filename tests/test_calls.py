@@ -67,9 +67,11 @@ def _first_instruction_counter(binary: Path, function: str) -> Any:
     plan = resolve.resolve(spec.parse(text, "<naive>"))
     (probe,) = plan.probes
     (site,) = probe.sites
-    sym, _ = resolve.Binary(str(binary)).functions.find(f"main.{function}")
-    first = replace(site, address=sym.address, file_offset=site.file_offset
-                    - (site.address - sym.address), skip_flags=0, why="first instruction")
+    b = resolve.Binary(str(binary))
+    sym, _ = b.functions.find(f"main.{function}")
+    first = b.prove(replace(site, address=sym.address, file_offset=site.file_offset
+                            - (site.address - sym.address), skip_flags=0,
+                            why="first instruction"))  # a site moved is proven again
     plan = replace(plan, probes=(replace(probe, sites=(first,)),))
     return plan, codegen.generate(plan, None, mode="run"), load
 

@@ -191,10 +191,10 @@ def test_proofs_decode_as_objdump_does(which: str, example: Path, other_build: P
     assert sites
     for s in sites:
         assert s.proof is not None and s.proof.build == build
-        mine, _end = proof.starts(data[s.proof.start:s.proof.start + s.proof.size],
-                                  s.proof.start)
+        table = proof.decoded(data[s.proof.start:s.proof.start + s.proof.size])
+        mine = {s.proof.start + i for i, n in enumerate(table.lengths) if n}
         span = {o for o in theirs if s.proof.start <= o < s.proof.start + s.proof.size}
-        assert set(mine) == span, s.function
+        assert mine == span, s.function
         assert s.file_offset in span
 
 
@@ -369,7 +369,8 @@ def test_noop_run_resolves_a_corrupted_plan_again(privileged: None, example: Pat
         assert changed
         ticked(ex)
         own = own_counts_exact(url)
-        mirrored = _mirrored(agent)
+        mirrored = _mirrored(agent, {"fake_counter", "another_fake_gauge", "fake_set_gauge",
+                                     "fake_float_counter", "fake_int_counter"})
         for name in ("fake_counter", "another_fake_gauge", "fake_set_gauge",
                      "fake_float_counter", "fake_int_counter"):
             assert mirrored.get(name) == own[name], (name, mirrored)
@@ -378,14 +379,14 @@ def test_noop_run_resolves_a_corrupted_plan_again(privileged: None, example: Pat
     assert cache.get(cid, "preset", key) != value  # the corrupted plan is gone
 
 
-def _mirrored(agent: Agent) -> dict[str, float]:
+def _mirrored(agent: Agent, names: set[str]) -> dict[str, float]:
     """The preset's mirrored values in noop run's /metrics, by metric name (series
-    without labels), once they stop changing."""
+    without labels), once each of ``names`` is there and nothing changes."""
     last: dict[str, float] = {}
-    for _ in range(40):
+    for _ in range(60):
         got = {dict(labels)["metric"]: v for (name, labels), v in agent.metrics().items()
                if name == "noop_metric_value" and dict(labels).get("labels") == ""}
-        if got and got == last:
+        if names <= set(got) and got == last:
             return got
         last = got
         time.sleep(0.25)
@@ -554,3 +555,154 @@ def test_the_plan_shows_each_sites_instruction(example: Path) -> None:
         for s, site in zip(p["sites"], probe.sites, strict=True):
             assert isinstance(site, Site) and site.proof is not None
             assert s["instruction"] == site.proof.insn
+
+
+# --- a copy of the build that does not hold the plan's code -------------------------
+
+
+def _altered(example: Path, plan: Plan, where: Path) -> Path:
+    """A copy of ``example`` with its build-id, one byte of a probed function's code
+    changed (never run: it is only proven)."""
+    where.mkdir()
+    copy = where / "go-prometheus"
+    data = bytearray(example.read_bytes())
+    p = plan.probes[0].sites[0].proof
+    assert p is not None
+    data[p.start + p.size - 1] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    return copy
+
+
+@ONE_COMPILER
+def test_a_copy_of_the_build_with_other_code_is_refused_alone(privileged: None,
+                                                               example: Path,
+                                                               tmp_path: Path) -> None:
+    """Another container's file with the target's build-id but not its code: the load
+    probes the target's own file and leaves that one out, saying why in one line;
+    the target's own file failing fails the load."""
+    plan = _preset(example)
+    copy = _altered(example, plan, tmp_path / "other")
+    (target,) = plan.targets
+    with_copy = replace(plan, targets=(replace(target, also=(str(copy),)),))
+    with load.Loaded(with_copy, _program(with_copy)) as loaded:
+        assert {a.binary for a in loaded.attachments} == {target.binary}
+        (why,) = loaded.refused.values()
+        assert str(copy) in why and "does not hold" in why and "\n" not in why
+    first = replace(plan, targets=(replace(target, binary=str(copy),
+                                           also=(target.binary,)),))
+    with pytest.raises(load.BuildChanged, match="does not hold"):
+        load.Loaded(first, _program(first))
+
+
+def test_the_watch_leaves_a_refused_file_until_it_changes(tmp_path: Path) -> None:
+    """A file refused a plan's probes is not offered again to that plan while it stays
+    as it is; once it changes, or for another plan, it is."""
+    from agent.plan.model import TargetPlan
+    from agent.service import watch
+    from agent.target import discover
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"a")
+    b.write_bytes(b"a")
+
+    def proc(pid: int, path: Path) -> discover.Process:
+        st = path.stat()
+        return discover.Process(pid, "/app/shop", str(path), st.st_dev, st.st_ino,
+                                st.st_mtime_ns, st.st_size)
+
+    target = TargetPlan("shop", str(a), "A", "go", None, None,
+                        selector=discover.Selector(exe="shop"), pinned=False)
+    plan = Plan("<t>", (target,), ())
+    w = watch.Watch()
+    w.ids.of = lambda p: "A"  # type: ignore[method-assign]
+    on = {str(a)}
+    assert w.step(plan, lambda _t: on, [proc(1, a), proc(2, b)]).attach == (("shop", str(b)),)
+    w.refuse_file(str(b), None, plan)
+    assert w.step(plan, lambda _t: on, [proc(1, a), proc(2, b)]).attach == ()
+    other = replace(plan)
+    assert w.step(other, lambda _t: on, [proc(1, a), proc(2, b)]).attach == (("shop", str(b)),)
+    w.refuse_file(str(b), None, other)
+    b.write_bytes(b"a2")  # a new version of the file
+    assert w.step(other, lambda _t: on, [proc(1, a), proc(3, b)]).attach == (("shop", str(b)),)
+
+
+def test_the_watch_compares_with_the_file_as_attached(tmp_path: Path) -> None:
+    """A pinned file renamed over after noop attached to it, before the watch's first
+    look: the watch compares with the file as it was opened to attach, sees it changed
+    and asks for a new plan (read now, it would take the new file for the probed one)."""
+    from agent.plan.model import TargetPlan
+    from agent.service import watch
+    from agent.target import discover
+    a = tmp_path / "shop"
+    a.write_bytes(b"old")
+    attached = discover.stamp(str(a))
+    staged = tmp_path / "shop.new"
+    staged.write_bytes(b"new build")
+    os.replace(staged, a)
+    target = TargetPlan("shop", str(a), "A", "go", None, None,
+                        selector=discover.Selector(path=str(a)), pinned=True)
+    plan = Plan("<t>", (target,), ())
+    step = watch.Watch().step(plan, lambda _t: {str(a)}, [], stamp=lambda _p: attached)
+    assert step.replan == f"target shop: {a} changed on disk"
+    assert watch.Watch().step(plan, lambda _t: {str(a)}, []).replan == ""  # as it was
+
+
+@ONE_COMPILER
+def test_noop_run_refuses_another_containers_copy_without_planning_again(
+        privileged: None, example: Path, tmp_path: Path) -> None:
+    """noop run finds a process running a copy of the build whose code is not the
+    plan's: it says so once and leaves that file unprobed, without making the plan
+    again, pass after pass; the target's own process stays probed and counted."""
+    from agent.kernel.kfeatures import xmm_helper_available
+    from agent.service import daemon
+    from agent.target import discover
+
+    with path_of(example, tmp_path, "a") as own:
+        plan = _preset(own)
+        (target,) = plan.targets
+        plan = replace(plan, targets=(replace(
+            target, selector=discover.Selector(exe="go-prometheus"), pinned=False),))
+        copy = _altered(example, plan, tmp_path / "b")
+        copy.chmod(0o755)
+        said: list[str] = []
+        opts = daemon.Options(lambda: plan, plan, True, "127.0.0.1:0", None,
+                              xmm_helper_available())
+        d = daemon.Daemon(opts)
+        original_log = daemon.log
+        daemon.log = lambda message, priority=0: said.append(message)  # type: ignore[assignment]
+        try:
+            d.start()
+            with held(own) as (ex, url):
+                idle = subprocess.Popen(["sleep", "60"])  # stands in for the copy's process
+                try:
+                    d.watch.ids.of = lambda p: target.build_id  # type: ignore[method-assign]
+                    fake = discover.Process(idle.pid, str(copy), str(copy),
+                                            *[getattr(copy.stat(), k) for k in
+                                              ("st_dev", "st_ino", "st_mtime_ns",
+                                               "st_size")])
+                    d.watch.step = _with(d.watch.step, fake)  # type: ignore[method-assign]
+                    for _ in range(3):
+                        d.rescan()
+                finally:
+                    idle.kill()
+                    idle.wait()
+                assert d.health.replans == 0
+                assert [m for m in said if "does not hold" in m and str(copy) in m] \
+                    and len([m for m in said if str(copy) in m]) == 1, said
+                assert d.loaded is not None
+                assert {a.binary for a in d.loaded.attachments} == {str(own)}
+                ticked(ex)
+                own_counts_exact(url)
+        finally:
+            daemon.log = original_log  # type: ignore[assignment]
+            if d.loaded is not None:
+                d.loaded.close()
+
+
+def _with(step: Callable[..., Any], extra: Any) -> Callable[..., Any]:
+    """Watch.step seeing ``extra`` among the processes it finds."""
+    from agent.target import discover
+
+    def stepped(plan: Plan, attached: Callable[[str], set[str]], procs: Any = None,
+                stamp: Any = None) -> Any:
+        return step(plan, attached, [*discover.processes(), extra], stamp=stamp)
+    return stepped

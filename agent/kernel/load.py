@@ -21,6 +21,7 @@ from agent.kernel.compile import Compiled, compile_c
 from agent.kernel.compile import bcc_version as bcc_version
 from agent.plan.model import Plan
 from agent.target import debuginfo
+from agent.target.discover import Stamp
 from agent.target.proof import Opened, Proof
 
 P = TypeVar("P")
@@ -218,6 +219,7 @@ class Loaded:
         # target -> the files it is attached to, each open: checked and attached through
         # the descriptor, so that whatever is renamed over the path later is not used
         self._files: dict[str, dict[str, Opened]] = {}
+        self.refused: dict[str, str] = {}  # files not probed: why, in a line
         self.obj: Object | None = None
         self.ring: ringbuf.Ring | None = None
         names = list(dict.fromkeys(fn for _pi, _si, fn in program.functions))
@@ -234,9 +236,18 @@ class Loaded:
             raise
 
     def _attach_all(self) -> None:
+        """Every target's files. A copy of the target's build elsewhere (another
+        container's) whose code is not the plan's, its build-id the same, is refused
+        alone (``refused``): planning again would give the same plan. The target's own
+        file failing, or a copy of another build, fails the load (to be planned again)."""
         for target in self.plan.targets:
-            for path in target.files:
-                self.attach_file(target.name, path)
+            for n, path in enumerate(target.files):
+                try:
+                    self.attach_file(target.name, path)
+                except BuildChanged as exc:
+                    if n == 0 or exc.changed:
+                        raise
+                    self.refused[path] = exc.message
 
     def attach_file(self, target: str, path: str) -> int:
         """Put every probe of ``target`` on the file at ``path`` too (one of the same
@@ -260,7 +271,7 @@ class Loaded:
         files[path] = opened
         return n
 
-    def stamp(self, path: str) -> tuple[int, int, int, int] | None:
+    def stamp(self, path: str) -> Stamp | None:
         """(device, inode, mtime, size) of the file attached at ``path``, as opened."""
         return next((f[path].stamp for f in self._files.values() if path in f), None)
 
@@ -317,6 +328,9 @@ class Loaded:
         for path in sorted(files):
             try:
                 n += self._attach(path, files[path], lambda p: p == pi)
+            except BuildChanged as exc:  # written in place meanwhile: off it entirely
+                self.detach_file(path)
+                self.refused[path] = exc.message
             except NoopError:
                 continue
         return n

@@ -74,6 +74,8 @@ def run(prepared: Prepared, duration: float | None = None,
         finally:
             if progress is not None:
                 progress.done()
+        for _path, why in sorted(loaded.refused.items()):
+            logs.say(f"noop: {why}: that file is not probed", logs.WARNING)
         overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
                                    time.monotonic(), window)
         next_look = time.monotonic() + budget.EVERY

@@ -178,10 +178,11 @@ class Daemon:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
+        self._refused_at_load()
         self.exporter.use(session)
         self._files_changed()
         self.started = True
-        for name, selector in plan.waiting:
+        for name, selector in self.plan.waiting:
             log(f"target {name}: waiting for a process running {selector.describe()}")
         settled()
 
@@ -214,6 +215,7 @@ class Daemon:
             if loaded is not None:
                 for path in self.written:  # written while the new plan was being made:
                     loaded.detach_file(path)  # off now, and made again at the next pass
+        self._refused_at_load()
         self._files_changed()
         if old is not None:
             old.close()
@@ -256,20 +258,33 @@ class Daemon:
             for target, path in step.attach:
                 try:
                     n = loaded.attach_file(target, path)
-                except BuildChanged as exc:  # not the plan's build: plan it again
-                    changed = exc
-                    break
+                except BuildChanged as exc:
+                    if exc.changed:  # another build: plan it again
+                        changed = exc
+                        break
+                    self._refuse(path, exc.message)  # this build, other code: not it
+                    continue
                 except NoopError as exc:  # its process exited meanwhile: the next pass
                     loaded.detach_file(path)
                     log(f"target {target}: cannot attach to {path}: {exc.message}",
                         logs.WARNING)
                     continue
                 log(f"target {target}: attached {n} uprobes to {path}")
+        self._files_changed()
         if changed is not None:
             changed.distrust()
             self.reload(changed.message)
-            return
-        self._files_changed()
+
+    def _refuse(self, path: str, why: str) -> None:
+        """Leave the file at ``path`` unprobed while it stays as it is, said once."""
+        self.watch.refuse_file(path, None, self.plan)
+        log(f"{why}: that file is not probed", logs.WARNING)
+
+    def _refused_at_load(self) -> None:
+        """Files the load left unprobed (``Loaded.refused``), said and remembered."""
+        if self.loaded is not None:
+            for path, why in sorted(self.loaded.refused.items()):
+                self._refuse(path, why)
 
     def _files_changed(self) -> None:
         """Watch for writes exactly the files probes are on now."""
@@ -345,8 +360,7 @@ class Daemon:
             if not gone:
                 continue
             with s.lock:  # a scrape sees the rows in the map or in noop, never in both
-                if s.meta is None:  # a user metric's series outlive their process
-                    s.users.retire(pi, [aggregate.merge(lay, k, v) for k, v in gone])
+                s.retire(pi, gone)
                 loaded.forget(pi, [k for k, _ in gone])
         dead = {pid for pid, up in running.items() if not up}
         if dead:

@@ -20,7 +20,7 @@ from agent.plan.model import Plan
 from agent.target import discover
 
 SCAN_EVERY = 1.0  # seconds between passes over /proc
-Stamp = tuple[int, int, int, int]  # a file's version: device, inode, mtime, size
+Stamp = discover.Stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,9 @@ class Watch:
         self._files: dict[str, Stamp] = {}  # probed path -> its stamp
         self._state: object = None  # what ran at the last pass: builds per target
         self._refused: object = None  # what ran when making the plan again failed
+        # files refused a plan's probes (their code is not the plan's): as they were,
+        # and the plan
+        self._refused_files: dict[str, tuple[Stamp, Plan]] = {}
 
     def step(self, plan: Plan, attached: Callable[[str], set[str]],
              procs: list[discover.Process] | None = None,
@@ -96,7 +99,7 @@ class Watch:
                         self._files[path] = got
             have = {self._files[p][1] for p in on if p in self._files}
             for f, p in running.items():
-                if f not in have:
+                if f not in have and not self._turned_away(p, plan):
                     attach.append((t.name, p.path))
             for path in on:
                 if t.pinned and path == t.binary:
@@ -116,6 +119,21 @@ class Watch:
         """Making the plan again failed for what the last pass saw: do not ask again
         until something else runs."""
         self._refused = self._state
+
+    def refuse_file(self, path: str, version: Stamp | None, plan: Plan) -> None:
+        """The file at ``path`` cannot take ``plan``'s probes: not offered again for
+        that plan while the file stays this version (``version``: None, as it is now)."""
+        got = version or discover.stamp(path)
+        self._refused_files = {p: r for p, r in self._refused_files.items()
+                               if r[1] is plan}  # those of older plans are moot
+        if got is not None:
+            self._refused_files[path] = (got, plan)
+
+    def _turned_away(self, p: discover.Process, plan: Plan) -> bool:
+        """Whether the file ``p`` runs was refused ``plan``'s probes as it is now."""
+        got = self._refused_files.get(p.path)
+        return got is not None and got[1] is plan and \
+            got[0] == (p.dev, p.ino, p.mtime_ns, p.size)
 
     def forget(self, path: str) -> None:
         """``path`` lost its probes."""

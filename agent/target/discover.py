@@ -142,8 +142,11 @@ def _build_id(path: str) -> str | None:
         return None
 
 
-def stamp(path: str) -> tuple[int, int, int, int] | None:
-    """A file's version: (device, inode, mtime, size); None when it is gone."""
+Stamp = tuple[int, int, int, int]  # a file's version: device, inode, mtime, size
+
+
+def stamp(path: str | int) -> Stamp | None:
+    """A file's version (of a path, or of an open descriptor); None when it is gone."""
     try:
         st = os.stat(path)
     except OSError:

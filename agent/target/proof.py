@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any
 
 from agent.errors import BinaryError, NoopError
+from agent.target.discover import Stamp, stamp
 from agent.target.elf import ElfFile
 
 MAX_CODE = 1 << 24  # bytes of code a proof may decode (the largest function seen: ~1 MB)
@@ -56,34 +57,54 @@ def _lite() -> Any:
     return capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
 
 
-_STARTS: OrderedDict[tuple[str, int], tuple[dict[int, int], int]] = OrderedDict()
-_STARTS_KEPT = 256
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """``code`` decoded from its first byte: ``lengths[i]`` is the length of the
+    instruction starting ``i`` bytes in (0 where none starts), ``end`` how many bytes
+    decoded (fewer than all: capstone met a byte it cannot decode). One byte per byte
+    of code, whatever the function."""
+
+    lengths: bytes
+    end: int
+
+    def length(self, at: int) -> int:
+        """The length of the instruction starting ``at`` bytes in; 0 when none does."""
+        return self.lengths[at] if 0 <= at < len(self.lengths) else 0
+
+
+_DECODED: OrderedDict[tuple[str, int], Decoded] = OrderedDict()
+_DECODED_BYTES = 16 << 20  # what the kept tables may take in all
 _lock = threading.Lock()
 
 
-def starts(code: bytes, start: int) -> tuple[dict[int, int], int]:
-    """The file offsets where instructions begin when ``code`` (at file offset ``start``)
-    is decoded from its first byte, with each one's length, and where decoding
-    stopped: past the end, or at
-    the first byte capstone cannot decode. Kept for the last few hundred pieces of code
-    (by digest): many files of one build, and many sites in one function."""
-    key = (digest(code), start)
+def decoded(code: bytes) -> Decoded:
+    """``code`` decoded from its first byte. Kept, up to 16 MB of tables in all, by
+    digest: many files of one build, and many sites in one function, decode once."""
+    key = (digest(code), len(code))
     with _lock:
-        got = _STARTS.get(key)
+        got = _DECODED.get(key)
         if got is not None:
-            _STARTS.move_to_end(key)
+            _DECODED.move_to_end(key)
             return got
-    found = {}
-    end = start
-    for address, size, _mnemonic, _operands in _lite().disasm_lite(code, start):
-        found[address] = size
+    lengths = bytearray(len(code))
+    end = 0
+    for address, size, _mnemonic, _operands in _lite().disasm_lite(code, 0):
+        lengths[address] = size
         end = address + size
-    got = (found, end)
+    got = Decoded(bytes(lengths), end)
     with _lock:
-        _STARTS[key] = got
-        while len(_STARTS) > _STARTS_KEPT:
-            _STARTS.popitem(last=False)
+        _DECODED[key] = got
+        kept = sum(len(d.lengths) for d in _DECODED.values())
+        while kept > _DECODED_BYTES and len(_DECODED) > 1:
+            kept -= len(_DECODED.popitem(last=False)[1].lengths)
     return got
+
+
+def _insn(code: bytes, start: int, offset: int) -> bytes | None:
+    """The bytes of the instruction at file ``offset`` of ``code`` (at file offset
+    ``start``), decoded from its first byte; None when none starts there."""
+    n = decoded(code).length(offset - start)
+    return code[offset - start:offset - start + n] if n else None
 
 
 def make(elf: ElfFile, code: tuple[int, int], address: int) -> Proof:
@@ -107,13 +128,13 @@ def make(elf: ElfFile, code: tuple[int, int], address: int) -> Proof:
 def of_code(code: bytes, start: int, offset: int, build: str = "") -> Proof:
     """The proof for file ``offset`` in ``code`` (at file offset ``start``) of the build
     ``build`` ('' for a file that is not ELF: its code alone is checked)."""
-    found, end = starts(code, start)
-    if offset not in found:
-        stop = f" (capstone stopped {end - start:#x} bytes in)" if end < offset else ""
+    insn = _insn(code, start, offset)
+    if insn is None:
+        end = decoded(code).end
+        stop = f" (capstone stopped {end:#x} bytes in)" if start + end < offset else ""
         raise Unprovable(f"file offset {offset:#x} does not start an instruction of the "
                          f"code from {start:#x}{stop}")
-    return Proof(build, start, len(code), digest(code),
-                 code[offset - start:offset - start + found[offset]].hex())
+    return Proof(build, start, len(code), digest(code), insn.hex())
 
 
 class Opened:
@@ -131,8 +152,12 @@ class Opened:
         except OSError as exc:
             raise BinaryError(f"{path}: {exc.strerror or exc}",
                               "noop needs to read the file it probes") from None
-        st = os.fstat(self.fd)
-        self.stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        got = stamp(self.fd)
+        if got is None:
+            os.close(self.fd)
+            raise BinaryError(f"{path}: cannot be read", "noop needs to read the file "
+                              "it probes")
+        self.stamp: Stamp = got
         self._build: str | None = None
 
     @property
@@ -150,18 +175,25 @@ class Opened:
         return self._build
 
     def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``; none where the file cannot be read there
+        (a directory renamed over the path, an I/O error): that proves nothing."""
         if not (0 < size <= MAX_CODE and 0 <= offset < 1 << 62):
             return b""
-        return os.pread(self.fd, size, offset)
+        try:
+            return os.pread(self.fd, size, offset)
+        except OSError:
+            return b""
 
     def check(self, proof: Proof | None, offset: int) -> str:
         """Why a uprobe may not go at file ``offset`` ('' when it may)."""
         if proof is None:
             return "the plan proves nothing about it"
-        build = self.build() if proof.build else ""
-        if build != proof.build:
+        build = self.build()
+        if proof.build and build != proof.build:
             return f"the file is build {build[:20]} now, the plan was made for " \
                 f"{proof.build[:20]}"
+        if not proof.build and not build.startswith("none ("):
+            return "the plan proves a file that is not ELF, and this one is"
         if not 0 < proof.size <= MAX_CODE:
             return f"the plan names {proof.size} bytes of code around it"
         code = self.read(proof.start, proof.size)
@@ -170,13 +202,12 @@ class Opened:
         if not proof.start <= offset < proof.start + proof.size:
             return f"file offset {offset:#x} is outside the code the plan names " \
                 f"({proof.start:#x}..{proof.start + proof.size:#x})"
-        found, _end = starts(code, proof.start)
-        if offset not in found:
+        at = _insn(code, proof.start, offset)
+        if at is None:
             return f"file offset {offset:#x} does not start an instruction"
-        at = code[offset - proof.start:offset - proof.start + found[offset]]
         if at.hex() != proof.insn:
-            return f"the instruction at file offset {offset:#x} is {at.hex() or 'none'}, " \
-                f"the plan expects {proof.insn[:32]}"
+            return f"the instruction at file offset {offset:#x} is {at.hex()}, the plan " \
+                f"expects {proof.insn[:32]}"
         return ""
 
     def unchanged(self, proofs: list[Proof]) -> str:
