@@ -17,11 +17,12 @@ fi
 log() { printf '==> %s\n' "$*"; }
 
 # 1. Debian packages. BCC comes from the distribution (python3-bpfcc); PyPI's "bcc" is an
-#    unrelated project and is never installed.
+#    unrelated project and is never installed. iptables: podman's network helper
+#    (netavark) runs it, and --no-install-recommends leaves it out.
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
-	librust-prometheus-dev podman runc netavark aardvark-dns mmdebstrap)
+	librust-prometheus-dev podman runc netavark aardvark-dns iptables mmdebstrap)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc)
 missing=()
 for p in "${packages[@]}"; do

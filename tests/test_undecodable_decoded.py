@@ -275,3 +275,39 @@ def test_session_rows_it_cannot_merge() -> None:
     assert session.undecodable.counts() == {("k", "struct.error"): 2}
     assert _undecodable_samples(session) == {("k", "struct.error"): 2}
     _said(said, Counter({("k", "struct.error"): 2}))
+
+
+@pytest.mark.parametrize("preset", [False, True])
+def test_hits_of_retired_rows_stay_counted(preset: bool) -> None:
+    """Rows of a process that exited move out of the kernel's map (the prune sweep):
+    noop_probe_hits_total keeps their hits, for a spec's metrics and the preset's, and
+    a row that cannot be merged is counted as undecodable, not raised."""
+    from agent.output.exporter import _hits
+    probe = replace(KERNEL, metrics=(replace(KERNEL.metrics[0], labels=()),),
+                    aggregate=Aggregate(("$pid",), (Column("c", "sum", "n"),), 100))
+    plan = Plan("probes.yaml", (), (probe,))
+    lay = aggregate.layout(0, probe)
+
+    def row(pid: int, hits: int) -> tuple[bytes, list[bytes]]:
+        key = bytearray(lay.key_size)
+        struct.pack_into("<Q", key, lay.parts[0].offset, pid)
+        value = bytearray(lay.row_size)
+        struct.pack_into("<QQQ", value, 0, hits, 1, hits)
+        return bytes(key), [bytes(value)]
+
+    maps = _Maps({0: [row(1, 7), row(2, 5)]})
+    users = UserMetrics(plan, undecodable=Tally(lambda _m: None))
+    session = Session(plan, Program("", (layout(0, probe),), {0: lay}, (), {}, {}), maps,
+                      users, PresetMeta(plan, "t") if preset else None)
+
+    def hits() -> float:
+        (fam,) = _hits(session, session.rows(), {})
+        return fam.samples[0].value
+
+    assert hits() == 12
+    gone = [r for r in maps._rows[0] if struct.unpack_from(
+        "<Q", r[0], lay.parts[0].offset)[0] == 2]
+    session.retire(0, [*gone, (b"\1", [b"\0"])])  # and one that cannot be merged
+    maps._rows[0] = [r for r in maps._rows[0] if r not in gone]
+    assert hits() == 12
+    assert session.undecodable.total() == 1

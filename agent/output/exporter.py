@@ -52,6 +52,8 @@ class Session:
     users: UserMetrics
     meta: PresetMeta | None
     seen: dict[int, int] = field(default_factory=dict)  # records read, per probe
+    # hits of rows of processes that exited, moved out of the kernel's map, per probe
+    retired_hits: dict[int, int] = field(default_factory=dict)
     overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
     # held while reading rows into metrics, and while moving exited processes' rows
     # from the kernel's maps into noop
@@ -130,17 +132,28 @@ class Session:
     def rows(self) -> dict[int, list[Row]]:
         """Each aggregated probe's rows, merged over CPUs; a row that cannot be read is
         left out (and counted)."""
-        out: dict[int, list[Row]] = {}
-        for pi, lay in self.program.aggregates.items():
-            out[pi] = []
-            for k, vs in self.maps.rows(pi):
-                try:
-                    out[pi].append(aggregate.merge(lay, k, vs))
-                except Exception as exc:  # that row only: the scrape goes on
-                    name = self.plan.probes[pi].name if pi < len(self.plan.probes) else ""
-                    self.undecodable.row(undecodable.why(exc, name, f"row key {k.hex()}"),
-                                         (pi, bytes(k)), 1)
+        return {pi: self._merged(pi, self.maps.rows(pi)) for pi in self.program.aggregates}
+
+    def _merged(self, pi: int, raw: list[tuple[bytes, list[bytes]]]) -> list[Row]:
+        lay = self.program.aggregates[pi]
+        out = []
+        for k, vs in raw:
+            try:
+                out.append(aggregate.merge(lay, k, vs))
+            except Exception as exc:  # that row only: the scrape goes on
+                name = self.plan.probes[pi].name if pi < len(self.plan.probes) else ""
+                self.undecodable.row(undecodable.why(exc, name, f"row key {k.hex()}"),
+                                     (pi, bytes(k)), 1)
         return out
+
+    def retire(self, pi: int, raw: list[tuple[bytes, list[bytes]]]) -> None:
+        """Rows of processes that exited, about to be deleted from the kernel's map:
+        their hits stay counted, and a user metric's series go on (the preset's
+        meta-metrics of a process end with it). Called with ``lock`` held."""
+        rows = self._merged(pi, raw)
+        self.retired_hits[pi] = self.retired_hits.get(pi, 0) + sum(r.hits for r in rows)
+        if self.meta is None:
+            self.users.retire(pi, rows)
 
 
 @dataclass
@@ -293,8 +306,9 @@ def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]
     fam = CounterMetricFamily("noop_probe_hits", "Hits of a probe: folded into its "
                               "in-kernel aggregate, or else records it made", labels=["probe"])
     for pi, probe in enumerate(s.plan.probes):
-        if pi in rows:
-            fam.add_metric([probe.name], sum(r.hits for r in rows[pi]))
+        if pi in rows:  # the rows in the kernel, and those of processes that exited
+            fam.add_metric([probe.name], sum(r.hits for r in rows[pi])
+                           + s.retired_hits.get(pi, 0))
         elif probe.events:
             fam.add_metric([probe.name], produced.get(pi, 0))
     yield fam
