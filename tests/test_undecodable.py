@@ -212,6 +212,7 @@ class _Loaded:
     """What trace.run needs of a loaded program: the ring's runs, handed over once."""
 
     attachments: ClassVar[list[Any]] = []
+    refused: ClassVar[dict[str, str]] = {}
 
     def __init__(self, runs: list[ringbuf.Run]) -> None:
         self.runs = runs
