@@ -66,18 +66,18 @@ def test_imports_run_down_the_stages() -> None:
         "\n".join(wrong)
 
 
-def test_no_import_cycles() -> None:
-    graph = _graph()
+def cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every circle of imports a depth-first walk of ``graph`` meets, as "a -> b -> a"."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
-    cycles = []
+    found = []
 
     def visit(m: str, path: list[str]) -> None:
         state[m] = 1
-        for d in sorted(graph[m]):
+        for d in sorted(graph.get(m, ())):
             if d == "agent":
                 continue
             if state.get(d) == 1:
-                cycles.append(" -> ".join([*path[path.index(d):], d]))
+                found.append(" -> ".join([*path[path.index(d):], d]))
             elif d not in state:
                 visit(d, [*path, d])
         state[m] = 2
@@ -85,7 +85,12 @@ def test_no_import_cycles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(_graph())
+    assert not found, "import cycles:\n" + "\n".join(found)
 
 
 def test_only_the_compiler_child_imports_bcc() -> None:
@@ -104,6 +109,10 @@ def test_the_checker_sees_a_wrong_import(tmp_path: Path) -> None:
     lower.write_text("from agent.tools import bench\n")
     assert _imports(lower, {"agent.tools.bench"}) == {"agent.tools.bench"}
     assert _rank("agent.tools.bench") > _rank("agent.plan.model")
+    ring = {"agent.plan.a": {"agent.plan.b"}, "agent.plan.b": {"agent.plan.c"},
+            "agent.plan.c": {"agent.plan.a", "agent"}, "agent.plan.d": {"agent.plan.a"}}
+    assert cycles(ring) == ["agent.plan.a -> agent.plan.b -> agent.plan.c -> agent.plan.a"]
+    assert cycles({**ring, "agent.plan.c": {"agent"}}) == []
 
 
 def test_every_package_is_packaged() -> None:
