@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import builds, tiers
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -48,21 +49,46 @@ def _build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) 
                     pytrace=False)
 
 
-def _go_build(go: Path, out: Path, cache: Path, src: Path = PROGRAMS / "go" / "layouts",
-              flags: tuple[str, ...] = (), cgo: bool = False) -> Path:
+def _go_build(go: Path, out: Path, _cache: Path | None = None,
+              src: Path = PROGRAMS / "go" / "layouts", flags: tuple[str, ...] = (),
+              cgo: bool = False) -> Path:
+    """``go build FLAGS`` of the package at ``src`` (GOPATH mode, Debian's libraries),
+    kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
+    toolchain shares its Go build cache (the third argument is not used)."""
     _need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
-    env = {
-        **os.environ,
-        "GO111MODULE": "off",
-        "GOPATH": str(GOPATH),
-        "GOFLAGS": "",
-        "GOPROXY": "off",
-        "GOTOOLCHAIN": "local",
-        "GOCACHE": str(cache),
-        "CGO_ENABLED": "1" if cgo else "0",
-    }
-    _build([str(go), "build", *flags, "-o", str(out), "."], cwd=src, env=env)
-    return out
+    settings = {"GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "", "GOPROXY": "off",
+                "GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0"}
+    env = {**os.environ, **settings, "GOCACHE": str(builds.go_cache(go))}
+    inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": settings,
+              "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
+              **({"cc": builds.tool(str(_tool("gcc")))} if cgo else {})}
+    return builds.kept(out.name, inputs, lambda d: _build(
+        [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src, env=env), out)
+
+
+def _rustc(out: Path, src: Path, *flags: str) -> Path:
+    """``rustc FLAGS -o OUT SRC``, kept by its inputs, copied to ``out``."""
+    rustc = _tool("rustc")
+    inputs = {"tool": builds.tool(str(rustc)), "flags": flags, "sources": builds.tree(src)}
+    return builds.kept(out.name, inputs, lambda d: _build(
+        [str(rustc), *flags, "-o", str(d / out.name), str(src)], cwd=d), out)
+
+
+def _workload(kind: str, out_dir: Path) -> Path:
+    """``noop bench``'s workload of ``kind`` (examples/bench), as its own
+    ``build_workload`` builds it, kept by its inputs and copied into ``out_dir``."""
+    from agent.tools import workloads
+    src = workloads.EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
+    compiler = str(DEBIAN_GO) if kind == "go" else str(_tool("gcc"))
+    inputs = {"tool": builds.tool(compiler), "sources": builds.tree(src),
+              "libraries": builds.packages("golang-*") if kind == "go" else "",
+              "builder": builds.tree(Path(workloads.__file__))}
+
+    def make(d: Path) -> None:
+        workloads.build_workload(kind, d)
+        shutil.rmtree(d / ".gocache", ignore_errors=True)  # its own Go build cache
+
+    return builds.kept(src.name, inputs, make, out_dir / src.name)
 
 
 # The Go toolchains whose stripped builds noop reads: Debian's, those setup.sh installs
@@ -134,10 +160,8 @@ def lines_program(request: pytest.FixtureRequest, go_lines: Path,
         return "go", _go_lines(tmp_path_factory, "newest")
     if build == "rust-release":
         out = tmp_path_factory.mktemp("rust-lines") / "lines"
-        _build([str(_tool("rustc")), "-C", "opt-level=3", "-C", "debuginfo=2",
-                "--crate-name", "lines", "-o", str(out),
-                str(PROGRAMS / "rust" / "lines" / "main.rs")], cwd=out.parent)
-        return "rust", out
+        return "rust", _rustc(out, PROGRAMS / "rust" / "lines" / "main.rs", "-C",
+                              "opt-level=3", "-C", "debuginfo=2", "--crate-name", "lines")
     compiler, level = build.split("-")
     return "c", _c_build(tmp_path_factory, f"-{level}", "lines", compiler)
 
@@ -182,20 +206,19 @@ def stripped_example(example: Path, tmp_path_factory: pytest.TempPathFactory) ->
 @pytest.fixture(scope="session")
 def rust_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Rust test program, unoptimised, with debug information."""
-    rustc = _tool("rustc")
     out = tmp_path_factory.mktemp("rust") / "layouts"
-    _build([str(rustc), "-g", "-C", "opt-level=0", "--crate-name", "layouts", "-o", str(out),
-            str(PROGRAMS / "rust" / "layouts" / "main.rs")], cwd=out.parent)
-    return out
+    return _rustc(out, PROGRAMS / "rust" / "layouts" / "main.rs", "-g", "-C", "opt-level=0",
+                  "--crate-name", "layouts")
 
 
 def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str, program: str = "layouts",
              compiler: str = "gcc") -> Path:
     cc = _tool(compiler)
     out = tmp_path_factory.mktemp(f"{program}-{compiler}{level}") / program
-    _build([str(cc), "-g", level, "-o", str(out), str(PROGRAMS / "c" / f"{program}.c")],
-           cwd=out.parent)
-    return out
+    src = PROGRAMS / "c" / f"{program}.c"
+    inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", level], "sources": builds.tree(src)}
+    return builds.kept(program, inputs, lambda d: _build(
+        [str(cc), "-g", level, "-o", str(d / program), str(src)], cwd=d), out)
 
 
 @pytest.fixture(scope="session")
@@ -225,18 +248,15 @@ def c_dropped_clang(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def rust_dropped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/rust/dropped as a release build with debug information."""
-    rustc = _tool("rustc")
     out = tmp_path_factory.mktemp("rust-dropped") / "dropped"
-    _build([str(rustc), "-C", "opt-level=3", "-C", "debuginfo=2", "--crate-name", "dropped",
-            "-o", str(out), str(PROGRAMS / "rust" / "dropped" / "main.rs")], cwd=out.parent)
-    return out
+    return _rustc(out, PROGRAMS / "rust" / "dropped" / "main.rs", "-C", "opt-level=3", "-C",
+                  "debuginfo=2", "--crate-name", "dropped")
 
 
 def _ledger(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "ledger"
-    _build([str(_tool("rustc")), "-C", "opt-level=3", *flags, "--crate-name", "ledger",
-            "-o", str(out), str(PROGRAMS / "rust" / "ledger" / "main.rs")], cwd=out.parent)
-    return out
+    return _rustc(out, PROGRAMS / "rust" / "ledger" / "main.rs", "-C", "opt-level=3", *flags,
+                  "--crate-name", "ledger")
 
 
 @pytest.fixture(scope="session")
@@ -263,17 +283,25 @@ def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate:
     settings), from Debian's packaged crates, offline (its .cargo/config.toml), built
     from a copy (its Cargo.lock stays there); ``crate``: the registry's crate it needs
     (a glob of its directory), ``package``: the Debian package that has it."""
-    work = tmp_path_factory.mktemp(project.name)
-    src = work / project.name
-    shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
     _need(next(Path("/usr/share/cargo/registry").glob(crate), None),
           f"Debian's {crate.split('-')[0]} crate ({package})")
-    env = {**os.environ, "CARGO_TARGET_DIR": str(work / "target"),
-           "CARGO_HOME": str(work / "cargo-home"),
-           **{f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}}
-    _build([str(_tool("cargo")), "build", "--release", "--offline", "--quiet"], cwd=src,
-           env=env)
-    return work / "target" / "release" / project.name
+    settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
+    cargo, rustc = _tool("cargo"), _tool("rustc")
+    inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": settings,
+              "sources": builds.tree(project), "libraries": builds.packages("librust-*")}
+
+    def make(d: Path) -> None:
+        src = d / "src" / project.name
+        shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
+        env = {**os.environ, "CARGO_TARGET_DIR": str(d / "target"),
+               "CARGO_HOME": str(d / "cargo-home"), **settings}
+        _build([str(cargo), "build", "--release", "--offline", "--quiet"], cwd=src, env=env)
+        shutil.copy2(d / "target" / "release" / project.name, d / project.name)
+        for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files
+            shutil.rmtree(d / scratch)
+
+    out = tmp_path_factory.mktemp(project.name) / "target" / "release" / project.name
+    return builds.kept(project.name, inputs, make, out)
 
 
 @pytest.fixture(scope="session")
@@ -386,3 +414,19 @@ def agent_cleanup() -> Iterator[list[Any]]:
         if a.proc.poll() is None:
             a.proc.kill()
             a.proc.wait()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tiers.classify(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    tiers.entering(item)  # before its fixtures: a build in one of them is its build
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    tiers.entering(None)

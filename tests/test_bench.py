@@ -17,10 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import _workload
 
 from agent.errors import NoopError, NotFound
 from agent.tools import bench
 from agent.tools import workloads as wl
+
+pytestmark = pytest.mark.slow  # benchmarks: every arm timed
 
 CALLS = 100_000
 ROUNDS = 2
@@ -32,7 +35,7 @@ TRACEFS = Path("/sys/kernel/tracing")
 def workloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bench")
     try:
-        return {kind: wl.build_workload(kind, out) for kind in wl.KINDS}
+        return {kind: _workload(kind, out) for kind in wl.KINDS}
     except NoopError as exc:
         pytest.fail(f"{exc}: run ./setup.sh to install the test toolchains", pytrace=False)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DEBIAN_GO, PROGRAMS, _go_build, _need
+from conftest import DEBIAN_GO, PROGRAMS, _go_build, _need, _workload
 from test_run import Agent, _one, settle, start
 from test_trace import _no_probe_left, tracing
 
@@ -181,6 +181,7 @@ def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: 
 SOAK_SECONDS = 120
 
 
+@pytest.mark.slow  # minutes of load, on purpose
 def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
         privileged: None, calls: Path, tmp_path: Path, agent_cleanup: list[Agent]) -> None:
     """Minutes of recursion on fresh goroutines (each grows its stack from the start)
@@ -245,8 +246,7 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
 
 def test_c_exit_probe_pairs_by_thread_and_stack(privileged: None, tmp_path: Path) -> None:
     """C's work(x) returns x + 1: each return pairs with its own call's entry."""
-    from agent.tools import workloads
-    loop = workloads.build_workload("c", tmp_path / "loop")
+    loop = _workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(f"targets: {{c: {{binary: {loop}}}}}\nprobes:\n  - name: work_exit\n"
                     "    function: work\n    at: exit\n"

@@ -106,6 +106,7 @@ def test_a_damaged_entry_is_compiled_again(privileged: None, tmp_path: Path,
     assert compile.cached(text) is not None  # and kept, sound, again
 
 
+@pytest.mark.builds  # BCC compiles, in its child process: seconds
 def test_a_compile_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
     with pytest.raises(compile.CompileError, match=r"could not compile .*undeclared") as e:

@@ -29,6 +29,8 @@ from test_run import Samples, samples
 
 from agent import __version__
 
+pytestmark = pytest.mark.slow  # containers: an image built, pods run under podman
+
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "deploy" / "kubernetes" / "noop.yaml"
 BUILD_IMAGE = REPO / "deploy" / "build-image"

@@ -79,6 +79,7 @@ def test_damaged_debug_info(noop: NoopRun, c_layouts: Path, tmp_path: Path) -> N
     _refused(noop("funcs", copy), 1, "debug info is damaged")
 
 
+@pytest.mark.builds  # an object file and a shared library, built here
 def test_an_object_file_and_a_shared_library(noop: NoopRun, tmp_path: Path) -> None:
     src = tmp_path / "f.c"
     src.write_text("int f(int x) { return x + 1; }\n")
@@ -148,6 +149,7 @@ def test_a_globs_repeated_errors_fold(noop: NoopRun, example: Path, tmp_path: Pa
         > 1000, done.stderr  # type: ignore[union-attr]
 
 
+@pytest.mark.builds  # a C program with an assembly function, built here
 def test_a_glob_skips_functions_without_debug_info(noop_json: NoopRun, tmp_path: Path
                                                    ) -> None:
     """An assembly function a pattern matches is left out with a warning, not an

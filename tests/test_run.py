@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import _workload
 from prometheus_client.parser import text_string_to_metric_families
 from test_example import scrape
 from test_trace import TICKS, _no_probe_left, _wait_for
@@ -425,8 +426,7 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
     """work(x) called with x = 0 .. 999999: every metric keeps its first 1000 label sets
     (the default cap), folds the rest into the overflow series and counts each of them;
     the kernel map and noop's memory stay bounded."""
-    from agent.tools import workloads
-    loop = workloads.build_workload("c", tmp_path / "loop")
+    loop = _workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(MILLION_SPEC.format(binary=loop))
     agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # a hot loop, counted

@@ -260,6 +260,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_example: Path,
     assert summed == _updates_made()
 
 
+@pytest.mark.builds  # each asks for its build by name
 @pytest.mark.parametrize("what", ["no-crate", "no-debug-info", "line-tables-only",
                                   "unoptimized"])
 def test_what_the_preset_needs(noop: Any, request: pytest.FixtureRequest, what: str) -> None:

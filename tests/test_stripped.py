@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GO_TOOLCHAINS, PROGRAMS, _go_build, go_toolchain
+from harness import builds
 
 from agent.target.elf import ElfFile, Symbol
 
@@ -190,6 +191,7 @@ def test_layouts_equal_dwarf_member_for_member(stripped_example: Path, example: 
     assert _same_layouts(example, stripped_example) > 700
 
 
+@pytest.mark.builds
 @pytest.mark.parametrize("version", GO_TOOLCHAINS)
 def test_test_program_layouts_equal_dwarf(version: str, tmp_path_factory: pytest.TempPathFactory,
                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -354,19 +356,26 @@ def test_goid_offsets_by_version_equal_dwarf(twins: tuple[Path, Path]) -> None:
     assert GOID_OFFSETS[b.build.version] == b.goid_offset
 
 
+@pytest.mark.builds
 def test_the_preset_refuses_update_methods_it_does_not_know(tmp_path: Path) -> None:
     """A client_golang whose counter is not updated atomically: one line, nothing
     attached, with what the build says of client_golang's version."""
-    gopath = tmp_path / "gopath"
-    pkg = gopath / "src" / "github.com" / "prometheus" / "client_golang" / "prometheus"
-    shutil.copytree(PROGRAMS / "go" / "fakeprom" / "prometheus", pkg)
-    main = gopath / "src" / "fake"
-    shutil.copytree(PROGRAMS / "go" / "fakeprom" / "main", main)
-    out = tmp_path / "fake"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOFLAGS": "",
-           "GOCACHE": str(tmp_path / "cache"), "CGO_ENABLED": "0"}
-    subprocess.run([str(go_toolchain("1.19")), "build", "-ldflags=-s -w", "-o", str(out), "."],
-                   cwd=main, env=env, check=True, capture_output=True)
+    go = go_toolchain("1.19")
+    src = PROGRAMS / "go" / "fakeprom"
+
+    def make(d: Path) -> None:
+        gopath = d / "gopath"
+        pkg = gopath / "src" / "github.com" / "prometheus" / "client_golang" / "prometheus"
+        shutil.copytree(src / "prometheus", pkg)
+        main = gopath / "src" / "fake"
+        shutil.copytree(src / "main", main)
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOFLAGS": "",
+               "GOCACHE": str(builds.go_cache(go)), "CGO_ENABLED": "0"}
+        subprocess.run([str(go), "build", "-ldflags=-s -w", "-o", str(d / "fake"), "."],
+                       cwd=main, env=env, check=True, capture_output=True)
+
+    out = builds.kept("fake", {"tool": builds.tool(str(go)), "sources": builds.tree(src),
+                               "flags": ["-ldflags=-s -w"]}, make, tmp_path / "fake")
     done = noop("check", "--binary", str(out), cache=tmp_path / "c")
     assert done.returncode != 0
     (line,) = done.stderr.strip().splitlines()

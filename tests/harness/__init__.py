@@ -1,0 +1,1 @@
+"""The test harness: programs built once and kept."""
