@@ -1,0 +1,401 @@
+/* noop.h: hand-written helpers for the BPF programs noop generates.
+ *
+ * Included once at the top of every generated program (noop check --emit-c shows
+ * the whole text). The event header below must match agent/events.py: the
+ * generated code asserts every offset at compile time.
+ */
+#include <uapi/linux/ptrace.h>
+
+#define NOOP_EFLAGS_ZF 0x40 /* x86 zero flag: set after a compare-and-swap that won */
+
+struct noop_hdr {
+	u64 ts;      /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	u64 goid;    /* Go goroutine id, when the probe asks for it */
+	u32 pid;     /* tgid, as the host sees it */
+	u32 tid;
+	u16 probe;   /* index of the probe in the plan */
+	u16 site;    /* index of the site in the probe */
+	u32 faults;  /* bit i: value i could not be read (user memory fault) */
+	u32 absent;  /* bit i: value i does not exist (index past a slice's length) */
+	u32 _pad;
+};
+
+/* An exit probe's call in progress: Go: (g, g.stack.hi - rsp); C, Rust: (pid_tgid, rsp). */
+struct noop_callkey {
+	u64 a;
+	u64 b;
+};
+
+/* Strings and byte slices: the full length, then the first bytes. */
+#define NOOP_BYTES(cap) struct { u32 len; u32 _pad; char s[cap]; }
+
+static __always_inline int noop_read(void *dst, u32 size, u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+
+/* Copy up to cap bytes from user address ptr into s; record the full length n in *len.
+ * Go strings are not NUL-terminated: their length comes from the string header.
+ * A function, not a statement-expression macro: BCC's front end takes many times
+ * longer over the macro's expansions than over calls of an inlined function. */
+static __always_inline int noop_copy_n(u32 *len, char *s, u32 cap, u64 ptr, u64 n)
+{
+	*len = n > 0xffffffffULL ? 0xffffffffU : (u32)n;
+	if (n > cap)
+		n = cap;
+	return n ? bpf_probe_read_user(s, n, (const void *)ptr) : 0;
+}
+
+#define noop_copy(slot, ptr, n) \
+	noop_copy_n(&(slot)->len, (slot)->s, sizeof((slot)->s), (u64)(ptr), (u64)(n))
+
+static __always_inline void noop_header(struct noop_hdr *h, u16 probe, u16 site)
+{
+	u64 id = bpf_get_current_pid_tgid();
+
+	h->ts = bpf_ktime_get_ns();
+	h->goid = 0;
+	h->pid = id >> 32;
+	h->tid = (u32)id;
+	h->probe = probe;
+	h->site = site;
+	h->faults = 0;
+	h->absent = 0;
+	h->_pad = 0;
+}
+
+/* The goroutine id at g + offset (Go keeps g in r14); 0 when it cannot be read. */
+static __always_inline u64 noop_goid(u64 addr)
+{
+	u64 id = 0;
+
+	bpf_probe_read_user(&id, 8, (const void *)addr);
+	return id;
+}
+
+#include <linux/stddef.h>
+
+_Static_assert(sizeof(struct noop_hdr) == 40, "header layout");
+_Static_assert(offsetof(struct noop_hdr, ts) == 0, "header layout");
+_Static_assert(offsetof(struct noop_hdr, goid) == 8, "header layout");
+_Static_assert(offsetof(struct noop_hdr, pid) == 16, "header layout");
+_Static_assert(offsetof(struct noop_hdr, tid) == 20, "header layout");
+_Static_assert(offsetof(struct noop_hdr, probe) == 24, "header layout");
+_Static_assert(offsetof(struct noop_hdr, site) == 26, "header layout");
+_Static_assert(offsetof(struct noop_hdr, faults) == 28, "header layout");
+_Static_assert(offsetof(struct noop_hdr, absent) == 32, "header layout");
+
+BPF_RINGBUF_OUTPUT(noop_events, 256);
+BPF_PERCPU_ARRAY(noop_produced, u64, 4);  /* per probe: records made */
+BPF_PERCPU_ARRAY(noop_lost, u64, 4);  /* per probe: records the ring buffer refused */
+BPF_PERCPU_ARRAY(noop_faults, u64, 4);  /* per probe: user-memory read faults */
+BPF_PERCPU_ARRAY(noop_unpaired, u64, 4);  /* per exit probe: returns without their call's entry */
+BPF_PERCPU_ARRAY(noop_cancelled, u64, 4);  /* per exit probe on an async fn: futures dropped before they completed */
+
+struct noop_trapkey {
+	u32 site;
+	u32 pid;
+};
+BPF_PERCPU_HASH(noop_traps, struct noop_trapkey, u64, 136);  /* hits per site and process */
+static __always_inline void noop_trap(u32 site)
+{
+	struct noop_trapkey k = {.site = site, .pid = bpf_get_current_pid_tgid() >> 32};
+	u64 *n = noop_traps.lookup(&k);
+	if (!n) {
+		u64 one = 1;
+		if (!noop_traps.insert(&k, &one))
+			return;
+		n = noop_traps.lookup(&k);  /* another CPU made it meanwhile */
+	}
+	if (!n) {  /* no room: the site's row of process 0 */
+		k.pid = 0;
+		n = noop_traps.lookup(&k);
+	}
+	if (n)
+		(*n)++;
+}
+
+/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached the uprobe with */
+static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;
+
+struct noop_ev_0 {
+	struct noop_hdr hdr;
+	u64 v0;                     /* id: o.ID */
+	NOOP_BYTES(64) v1;          /* customer: o.Customer */
+	NOOP_BYTES(64) v2;          /* first_sku: o.Items[0].SKU */
+	u64 v3;                     /* first_qty: o.Items[0].Qty */
+	u64 v4;                     /* lines: len(o.Items) */
+	u64 v5;                     /* goroutine: $goid */
+};
+_Static_assert(sizeof(struct noop_ev_0) == 216, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v0) == 40, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v1) == 48, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v2) == 120, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v3) == 192, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v4) == 200, "event layout");
+_Static_assert(offsetof(struct noop_ev_0, v5) == 208, "event layout");
+
+struct noop_key_0 {
+	u32 faults;
+	u32 absent;
+	u64 k0;  /* $pid */
+	NOOP_BYTES(64) k1;  /* customer */
+};
+struct noop_row_0 {
+	u64 hits;
+	u64 born;  /* bpf_ktime_get_ns() of the row's first hit on this CPU */
+	u64 c0[5];  /* hist first_qty */
+	u64 c1[2];  /* last id */
+};
+_Static_assert(sizeof(struct noop_key_0) == 88, "aggregate layout");
+_Static_assert(sizeof(struct noop_row_0) == 72, "aggregate layout");
+_Static_assert(offsetof(struct noop_key_0, k0) == 8, "aggregate layout");
+_Static_assert(offsetof(struct noop_key_0, k1) == 16, "aggregate layout");
+_Static_assert(offsetof(struct noop_row_0, c0) == 16, "aggregate layout");
+_Static_assert(offsetof(struct noop_row_0, c1) == 56, "aggregate layout");
+BPF_PERCPU_HASH(noop_agg_0, struct noop_key_0, struct noop_row_0, 1001);  /* + the overflow row */
+BPF_PERCPU_ARRAY(noop_zero_0, struct noop_row_0, 1);  /* an empty row, never written */
+
+/* probe order: main.placeOrder at 0x…: entry: the first instruction (mov, single-stepped); no stack check, so each call passes it once */
+int noop_p0_s0(struct pt_regs *ctx)
+{
+	noop_trap(0);
+	u32 faults = 0, absent = 0;
+	struct noop_key_0 k;
+	__builtin_memset(&k, 0, sizeof(k));
+	k.k0 = bpf_get_current_pid_tgid() >> 32;
+	/* key customer = o.Customer: rax +8: {ptr,len} header, then the bytes */
+	do {
+		u64 a = 0;
+		a = ctx->ax;
+		u64 h[2];
+		if (noop_read(h, 16, a + (8))) { faults |= 0x2; break; }
+		if (noop_copy(&k.k1, h[0], h[1])) { faults |= 0x2; break; }
+	} while (0);
+	u64 v3 = 0;  /* first_qty = o.Items[0].Qty: rax -> [0] of slice at +24 (elem 24) +16: 8 bytes */
+	do {
+		u64 a = 0;
+		a = ctx->ax;
+		{
+			u64 s[2];  /* slice header: ptr, len */
+			if (noop_read(s, 16, a + (24))) { faults |= 0x8; break; }
+			if (s[1] <= 0) { absent |= 0x8; break; }
+			a = s[0] + 0;
+		}
+		if (noop_read(&v3, 8, a + (16))) { faults |= 0x8; break; }
+	} while (0);
+	u64 v0 = 0;  /* id = o.ID: rax +0: 8 bytes */
+	do {
+		u64 a = 0;
+		a = ctx->ax;
+		if (noop_read(&v0, 8, a)) { faults |= 0x1; break; }
+	} while (0);
+	k.faults = faults & 0x2;
+	k.absent = absent & 0x2;
+	struct noop_row_0 *row = noop_agg_0.lookup(&k);
+	if (!row) {
+		int zero = 0;
+		struct noop_row_0 *empty = noop_zero_0.lookup(&zero);
+		if (!empty)
+			return 0;
+		noop_agg_0.insert(&k, empty);
+		row = noop_agg_0.lookup(&k);
+		if (!row) {  /* full: the overflow row */
+			__builtin_memset(&k, 0xff, sizeof(k));
+			row = noop_agg_0.lookup(&k);
+			if (!row)
+				return 0;
+		}
+	}
+	if (!row->born)
+		row->born = bpf_ktime_get_ns();
+	row->hits++;
+	if (!((faults | absent) & 0x8)) {
+		u64 s = ((((v3)) ^ 0x8000000000000000ULL));
+		u32 b = 3;
+		if (s <= 0x8000000000000014ULL)  /* bucket 2 */
+			b = 2;
+		if (s <= 0x800000000000000aULL)  /* bucket 1 */
+			b = 1;
+		if (s <= 0x8000000000000005ULL)  /* bucket 0 */
+			b = 0;
+		if (b <= 3)  /* the verifier wants the index bounded */
+			row->c0[b]++;
+		row->c0[4] += v3;  /* sum */
+	}
+	if (!((faults | absent) & 0x1)) {
+		row->c1[0] = v0;
+		row->c1[1] = bpf_ktime_get_ns();
+	}
+	if (faults) {
+		int probe = 0;
+		u64 *n = noop_faults.lookup(&probe);
+		if (n)
+			(*n)++;
+	}
+	return 0;
+}
+
+struct noop_ev_1 {
+	struct noop_hdr hdr;
+	NOOP_BYTES(64) v0;          /* customer: o.Customer */
+	u64 v1;                     /* items: ~r0 */
+	u64 v2;                     /* took: $duration */
+};
+_Static_assert(sizeof(struct noop_ev_1) == 128, "event layout");
+_Static_assert(offsetof(struct noop_ev_1, v0) == 40, "event layout");
+_Static_assert(offsetof(struct noop_ev_1, v1) == 112, "event layout");
+_Static_assert(offsetof(struct noop_ev_1, v2) == 120, "event layout");
+
+struct noop_key_1 {
+	u32 faults;
+	u32 absent;
+	u64 k0;  /* $pid */
+	NOOP_BYTES(64) k1;  /* customer */
+};
+struct noop_row_1 {
+	u64 hits;
+	u64 born;  /* bpf_ktime_get_ns() of the row's first hit on this CPU */
+	u64 c0;  /* sum items */
+};
+_Static_assert(sizeof(struct noop_key_1) == 88, "aggregate layout");
+_Static_assert(sizeof(struct noop_row_1) == 24, "aggregate layout");
+_Static_assert(offsetof(struct noop_key_1, k0) == 8, "aggregate layout");
+_Static_assert(offsetof(struct noop_key_1, k1) == 16, "aggregate layout");
+_Static_assert(offsetof(struct noop_row_1, c0) == 16, "aggregate layout");
+BPF_PERCPU_HASH(noop_agg_1, struct noop_key_1, struct noop_row_1, 1001);  /* + the overflow row */
+BPF_PERCPU_ARRAY(noop_zero_1, struct noop_row_1, 1);  /* an empty row, never written */
+
+struct noop_call_1 {
+	u64 ts;  /* bpf_ktime_get_ns() at the entry */
+	u64 root[1];  /* pointers kept for the return */
+	struct noop_ev_1 e;  /* the values read at the entry */
+};
+BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_1, noop_calls_1, 65536);  /* calls in progress */
+BPF_PERCPU_ARRAY(noop_callzero_1, struct noop_call_1, 1);  /* an empty record, never written */
+
+/* probe order_done: main.placeOrder at 0x…: the call's entry, kept for its returns: entry: the first instruction (mov, single-stepped); no stack check, so each call passes it once */
+int noop_p1_s0(struct pt_regs *ctx)
+{
+	noop_trap(1);
+	struct noop_callkey key = {};
+	u64 hi = 0;
+	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */
+	key.a = ctx->r14;
+	key.b = hi - ctx->sp;
+	struct noop_call_1 *c = noop_calls_1.lookup(&key);
+	if (!c) {
+		int zero = 0;
+		struct noop_call_1 *empty = noop_callzero_1.lookup(&zero);
+		if (!empty)
+			return 0;
+		noop_calls_1.update(&key, empty);
+		c = noop_calls_1.lookup(&key);
+		if (!c)
+			return 0;
+	}
+	u32 faults = 0, absent = 0;
+	c->ts = bpf_ktime_get_ns();
+	/* customer = o.Customer: rax: kept as pointer 0 */
+	c->root[0] = 0;
+	do {
+		u64 a = 0;
+		a = ctx->ax;
+		c->root[0] = a;
+	} while (0);
+	/* items = ~r0: read at the return */
+	c->e.v1 = 0;
+	/* took = $duration: read at the return */
+	c->e.v2 = 0;
+	c->e.hdr.faults = faults;
+	c->e.hdr.absent = absent;
+	return 0;
+}
+
+/* probe order_done: main.placeOrder at 0x…: exit: ret at +0x15 (single-stepped) */
+int noop_p1_s1(struct pt_regs *ctx)
+{
+	noop_trap(2);
+	struct noop_callkey key = {};
+	u64 hi = 0;
+	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */
+	key.a = ctx->r14;
+	key.b = hi - ctx->sp;
+	struct noop_call_1 *c = noop_calls_1.lookup(&key);
+	if (!c) {  /* its entry was not seen (noop attached during the call) */
+		int probe = 1;
+		u64 *n = noop_unpaired.lookup(&probe);
+		if (n)
+			(*n)++;
+		return 0;
+	}
+	{
+		u32 faults = c->e.hdr.faults, absent = c->e.hdr.absent;
+		struct noop_key_1 k;
+		__builtin_memset(&k, 0, sizeof(k));
+		k.k0 = bpf_get_current_pid_tgid() >> 32;
+		/* key customer = o.Customer: pointer 0 saved at entry +8: {ptr,len} header, then the bytes */
+		do {
+			u64 a = 0;
+			a = c->root[0];
+			u64 h[2];
+			if (noop_read(h, 16, a + (8))) { faults |= 0x1; break; }
+			if (noop_copy(&k.k1, h[0], h[1])) { faults |= 0x1; break; }
+		} while (0);
+		u64 v1 = 0;  /* items = ~r0: rax */
+		v1 = ctx->ax;
+		k.faults = faults & 0x1;
+		k.absent = absent & 0x1;
+		struct noop_row_1 *row = noop_agg_1.lookup(&k);
+		if (!row) {
+			int zero = 0;
+			struct noop_row_1 *empty = noop_zero_1.lookup(&zero);
+			if (!empty)
+				goto done;
+			noop_agg_1.insert(&k, empty);
+			row = noop_agg_1.lookup(&k);
+			if (!row) {  /* full: the overflow row */
+				__builtin_memset(&k, 0xff, sizeof(k));
+				row = noop_agg_1.lookup(&k);
+				if (!row)
+					goto done;
+			}
+		}
+		if (!row->born)
+			row->born = bpf_ktime_get_ns();
+		row->hits++;
+		if (!((faults | absent) & 0x2))
+			row->c0 += v1;
+		if (faults) {
+			int probe = 1;
+			u64 *n = noop_faults.lookup(&probe);
+			if (n)
+				(*n)++;
+		}
+		goto done;
+	}
+	done:
+	noop_calls_1.delete(&key);
+	return 0;
+}
+
+struct noop_ev_2 {
+	struct noop_hdr hdr;
+	NOOP_BYTES(64) v0;          /* metric: c.desc.fqName */
+	u64 v1;                     /* ints_before: c.valInt */
+};
+_Static_assert(sizeof(struct noop_ev_2) == 120, "event layout");
+_Static_assert(offsetof(struct noop_ev_2, v0) == 40, "event layout");
+_Static_assert(offsetof(struct noop_ev_2, v1) == 112, "event layout");
+
+struct noop_ev_3 {
+	struct noop_hdr hdr;
+	NOOP_BYTES(64) v0;          /* metric: g.desc.fqName */
+	u64 v1;                     /* now: g.valBits */
+	u64 v2[2];                  /* delta: val */
+};
+_Static_assert(sizeof(struct noop_ev_3) == 136, "event layout");
+_Static_assert(offsetof(struct noop_ev_3, v0) == 40, "event layout");
+_Static_assert(offsetof(struct noop_ev_3, v1) == 112, "event layout");
+_Static_assert(offsetof(struct noop_ev_3, v2) == 120, "event layout");
+
