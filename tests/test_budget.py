@@ -33,6 +33,7 @@ WINDOW = 3.0  # --budget-window of the run tests: the first back-off too
 
 # --- the cost of a hit ---------------------------------------------------------------------
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_a_single_stepped_hit_costs_more_than_an_emulated_one(privileged: None) -> None:
     """Calibrated in this process: a single-stepped instruction takes two traps and an
     emulated one a single trap, so it costs several times as much; both cost something."""
@@ -42,6 +43,7 @@ def test_a_single_stepped_hit_costs_more_than_an_emulated_one(privileged: None) 
     assert got.machine.split()[0] in cost.machine()
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_costs_are_kept_per_machine(privileged: None) -> None:
     """Measured once, then read back from the cache (the same figures)."""
     first = cost.costs()
@@ -158,6 +160,7 @@ def _spec(tmp: Path, binary: Path, top: str = "budget: 1%", cold: str = "") -> P
     return path
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_check_prices_a_rate(privileged: None, go_hotloop: Path, tmp_path: Path,
                              noop: Any) -> None:
     """Each site's cost is its class's; a rate makes a share of a CPU, flagged (exit 1)
@@ -280,6 +283,7 @@ def _m(got: dict[Any, float], name: str, probe: str) -> float:
     return got[(name, (("probe", probe),))]
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 @pytest.mark.parametrize("hotloop", [1, 3], indirect=True, ids=["one goroutine", "three"])
 def test_a_probe_over_budget_is_taken_off_and_put_back(
         privileged: None, hotloop: Hotloop, tmp_path: Path) -> None:
@@ -330,6 +334,7 @@ def test_a_probe_over_budget_is_taken_off_and_put_back(
     _no_probe_left(run.proc.pid)
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_check_measure_stops_at_the_budget(privileged: None, hotloop: Hotloop,
                                            tmp_path: Path, noop: Any) -> None:
     """--measure counts hits with a bare counter: hot's count costs more than its 1% of
@@ -346,6 +351,7 @@ def test_check_measure_stops_at_the_budget(privileged: None, hotloop: Hotloop,
     assert "probe hot: over its budget" in done.stderr
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_trace_holds_the_default_budget(privileged: None, hotloop: Hotloop, tmp_path: Path,
                                         noop: Any) -> None:
     """noop in the terminal holds probes to --max-overhead (5%) too, and its summary
@@ -362,6 +368,7 @@ def test_trace_holds_the_default_budget(privileged: None, hotloop: Hotloop, tmp_
     assert "probe cold" not in done.stderr
 
 
+@pytest.mark.serial  # calibrates and times hits: alone on the machine
 def test_the_presets_probes_are_priced(privileged: None, example: Path, tmp_path: Path,
                                        agent_cleanup: list[Any]) -> None:
     """Under noop run --binary, every preset probe the example hit has a cost of at

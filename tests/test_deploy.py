@@ -141,6 +141,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @ONE_COMPILER
+@pytest.mark.serial  # the watchdog's period is timed
 def test_notify_ready_watchdog_reload_stop(privileged: None, example: Path,
                                            tmp_path: Path) -> None:
     """Against a real notify socket: more start time is asked for first; READY=1 comes

@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 7  # prime, so that no two metrics' expected values coincide by accident
 
@@ -71,6 +73,7 @@ def test_rejects_a_bad_period(example: Path) -> None:
     assert "period must be positive" in done.stderr
 
 
+@pytest.mark.serial  # exit within 3 s is timed
 def test_sigterm_stops_an_endless_run(example: Path) -> None:
     """Without -ticks the example runs until signalled, then exits 0 promptly."""
     p = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "10ms"],

@@ -59,6 +59,7 @@ def _example(example: Path) -> subprocess.Popen[str]:
 
 
 @ONE_COMPILER
+@pytest.mark.serial  # SIGTERM to exit within a second
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_noop_stopped_leaves_no_uprobe(privileged: None, example: Path, tmp_path: Path,
                                        agent_cleanup: list[Agent], how: str) -> None:

@@ -421,6 +421,7 @@ def _rss_kib(pid: int) -> int:
     return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1))  # type: ignore[union-attr]
 
 
+@pytest.mark.serial  # a million calls and noop's memory measured
 def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
                                          agent_cleanup: list[Agent]) -> None:
     """work(x) called with x = 0 .. 999999: every metric keeps its first 1000 label sets

@@ -3,6 +3,10 @@ real BPF), ``builds`` (a program built from tests/programs or the examples), ``s
 (soaks, benchmarks, containers, measured timing; marked by hand) and ``fast``: none
 of these, seconds for all of them together.
 
+Apart from the tiers, ``serial``: a test that times itself or the machine (a deadline,
+a calibration, a budget, memory growth) runs alone, after the parallel pass
+(``setup.sh test``); every slow test is serial.
+
 A test is ``builds`` when it uses a fixture that builds; one that builds without
 being marked so is stopped by ``builds.kept`` (``guard``), so the fast tier never
 silently grows a build.
@@ -36,6 +40,8 @@ def classify(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.privileged)
         if names & BUILDING:
             item.add_marker(pytest.mark.builds)
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.serial)
         if not any(item.get_closest_marker(t) for t in TIERS[:3]):
             item.add_marker(pytest.mark.fast)
 
