@@ -62,11 +62,12 @@ def run(prepared: Prepared, duration: float | None = None,
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     run_times = cost.RunTimes()
     try:
-        try:
+        costs: cost.Costs | None = None
+        uncosted = ""  # why not: said once the probes are on (a load that fails for the
+        try:           # same reason, headers missing say, says it alone)
             costs = cost.costs()
         except NoopError as exc:
-            logs.say(f"{exc.message}: budgets are not held", logs.WARNING)
-            costs = None
+            uncosted = exc.message
         try:
             (plan, program, sink), loaded = settle(
                 prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
@@ -74,6 +75,8 @@ def run(prepared: Prepared, duration: float | None = None,
         finally:
             if progress is not None:
                 progress.done()
+        if uncosted:
+            logs.say(f"{uncosted}: budgets are not held", logs.WARNING)
         for _path, why in sorted(loaded.refused.items()):
             logs.say(f"noop: {why}: that file is not probed", logs.WARNING)
         overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,

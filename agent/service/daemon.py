@@ -98,6 +98,7 @@ class Daemon:
         self.beat = time.monotonic()
         self.notify = Notifier()
         self.costs: Costs | None = None
+        self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
 
     def healthy(self) -> tuple[bool, str]:
@@ -158,9 +159,8 @@ class Daemon:
 
         try:
             self.costs = cost.costs()
-        except NoopError as exc:
-            log(f"{exc.message}: probes' costs are not estimated, budgets not "
-                "enforced", logs.WARNING)
+        except NoopError as exc:  # said once the probes are on: a load that fails for
+            self._uncosted = exc.message  # the same reason says it alone
         else:
             log(f"a uprobe hit costs {self.costs.describe()} here"
                 + (" (measured before)" if self.costs.cached else " (measured now)"))
@@ -178,6 +178,9 @@ class Daemon:
             if not p.metrics and p.aggregate is None:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
+        if self._uncosted:
+            log(f"{self._uncosted}: probes' costs are not estimated, budgets not enforced",
+                logs.WARNING)
         self._refused_at_load()
         self.exporter.use(session)
         self._files_changed()
