@@ -157,22 +157,63 @@ SHAPES: dict[str, Any] = {"struct": _Struct, "vars": _Vars, "funcs": list[_Func]
                           "lines": _Lines, "line-vars": _LineVars}
 
 
+class _Opened:
+    """A binary as the answers read it: its ELF, where its debug info is, its cache key,
+    and its DWARF once an answer needed it."""
+
+    def __init__(self, binary: str) -> None:
+        self.elf = ElfFile(binary)
+        try:
+            self.source = debuginfo.locate(self.elf)
+            self.cache_id = debuginfo.cache_id(self.elf, self.source)
+        except BaseException:
+            self.elf.close()
+            raise
+        self.dwarf: Dwarf | None = None
+        self.namer: TypeNamer | None = None
+
+    def close(self) -> None:
+        if self.dwarf is not None:
+            self.dwarf.close()
+        self.elf.close()
+
+
+# The binary asked about last, by path and version: answers about many of its types or
+# functions in one process (a caller walking them all) open and hash it once.
+_last: dict[tuple[str, tuple[int, int, int, int]], _Opened] = {}
+
+
+def _opened(binary: str) -> _Opened:
+    from agent.target.discover import stamp
+
+    version = stamp(binary)
+    if version is None:
+        return _Opened(binary)  # gone: ElfFile says so in its words
+    key = (binary, version)
+    if key not in _last:
+        for old in _last.values():
+            old.close()
+        _last.clear()
+        _last[key] = _Opened(binary)
+    return _last[key]
+
+
 def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
     """The cached answer for (build-id, kind, key) if it has the shape of its kind,
     else computed from DWARF and cached."""
-    elf = ElfFile(binary)
-    source = debuginfo.locate(elf)
-    cache_id = debuginfo.cache_id(elf, source)
-    hit = cache.get(cache_id, kind, key, load=cache.shaped(SHAPES[kind]))
+    opened = _opened(binary)
+    hit = cache.get(opened.cache_id, kind, key, load=cache.shaped(SHAPES[kind]))
     if hit is not None:
         return hit
     from agent.target.dwarf.reader import Dwarf, damage_said
     from agent.target.dwarf.types import TypeNamer
 
-    with damage_said(source.path):
-        dwarf = Dwarf(elf, source)
-        value = compute(elf, dwarf, TypeNamer(dwarf))
-    cache.put(cache_id, kind, key, value)
+    with damage_said(opened.source.path):
+        if opened.dwarf is None or opened.namer is None:
+            opened.dwarf = Dwarf(opened.elf, opened.source)
+            opened.namer = TypeNamer(opened.dwarf)
+        value = compute(opened.elf, opened.dwarf, opened.namer)
+    cache.put(opened.cache_id, kind, key, value)
     return value
 
 

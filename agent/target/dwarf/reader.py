@@ -175,13 +175,15 @@ class Dwarf:
 
     @cached_property
     def language(self) -> str:
-        """The main language: that of the unit holding ``main``, else the most common."""
+        """The main language: Go if any unit is Go's (its C and assembly units come
+        from cgo and the runtime), else Rust if any is Rust's, else the most common.
+        Read unit by unit up to the first Go one: a Go binary has hundreds."""
         counts: dict[str, int] = {}
         for cu in self.units:
             lang = self.unit_language(cu)
+            if lang == "go":
+                return "go"
             counts[lang] = counts.get(lang, 0) + 1
-        if counts.get("go"):
-            return "go"
         if counts.get("rust"):
             return "rust"
         return max(counts, key=lambda k: counts[k]) if counts else "c"
