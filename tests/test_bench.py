@@ -11,13 +11,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import _workload
+from harness.noop import run as run_noop
+from harness.programs import workload
 
 from agent.errors import NoopError, NotFound
 from agent.tools import bench
@@ -35,7 +35,7 @@ TRACEFS = Path("/sys/kernel/tracing")
 def workloads(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("bench")
     try:
-        return {kind: _workload(kind, out) for kind in wl.KINDS}
+        return {kind: workload(kind, out) for kind in wl.KINDS}
     except NoopError as exc:
         pytest.fail(f"{exc}: run ./setup.sh to install the test toolchains", pytrace=False)
 
@@ -208,8 +208,7 @@ def test_cli(workloads: dict[str, Path], tracefs: None) -> None:
     from agent.cli import main
 
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agent", "bench", *argv],
-                              capture_output=True, text=True, check=False, timeout=300)
+        return run_noop("bench", *argv)
 
     done = run("--binary", str(workloads["c"]), "--workload", "c", "--calls", "2000",
                "--rounds", "1", "--repeats", "1", "--arms", "none,noop-kernel", "--json")

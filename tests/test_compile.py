@@ -10,11 +10,11 @@ import os
 import pty
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from harness.noop import command, popen, run
 
 from agent.kernel import bpfsys, compile, load
 from agent.target import sites
@@ -154,7 +154,8 @@ def _tty_run(args: list[str], until: bytes, timeout: float = 120) -> bytes:
     pid, fd = pty.fork()
     if pid == 0:  # the child: noop, on the terminal
         os.chdir(REPO)
-        os.execv(sys.executable, [sys.executable, "-m", "agent", *args])
+        argv = command(*args)
+        os.execv(argv[0], argv)
     out = b""
     deadline = time.monotonic() + timeout
     try:
@@ -189,18 +190,15 @@ def test_the_progress_line_on_a_terminal_and_not_elsewhere(
                             rb"( \(compiled before\))?|attaching \d+ uprobes?", s)
                for s in steps), said
     assert re.search(rb"\r\x1b\[Knoop: \d+ uprobes on", said), said  # erased, then said
-    piped = subprocess.run([sys.executable, "-m", "agent", "--binary", str(example),
-                            "--duration", "0.5"], cwd=REPO, capture_output=True, text=True,
-                           timeout=120, env=dict(os.environ))
+    piped = run("--binary", example, "--duration", "0.5", timeout=120)
     assert piped.returncode == 0, piped.stderr
     assert "\x1b" not in piped.stderr and "\r" not in piped.stderr
     assert "compiling" not in piped.stderr and "took" not in piped.stderr
 
 
 def test_noop_run_logs_each_step(privileged: None, example: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--binary", str(example),
-                             "--listen", "127.0.0.1:0"], cwd=REPO, stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    proc = popen("run", "--binary", example, "--listen", "127.0.0.1:0",
+                 stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
     assert proc.stderr is not None
     lines = []
     try:

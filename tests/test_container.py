@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
 from elftools.elf.elffile import ELFFile
-from test_deploy import _documents
-from test_deploy import _get as get_status
-from test_run import Samples, samples
+from harness.manifests import documents
+from harness.metrics import Samples, fetch, samples
+from harness.noop import UPROBE_EVENTS, no_probe_left
+from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
 
 from agent import __version__
 
@@ -86,7 +86,7 @@ class Podman:
 
 @pytest.fixture(scope="module")
 def podman(privileged: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    _need(shutil.which("podman"), "podman (apt-get install podman)")
+    need(shutil.which("podman"), "podman (apt-get install podman)")
     conf = tmp_path_factory.mktemp("podman") / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     p = Podman({**os.environ, "CONTAINERS_CONF": str(conf)})
@@ -107,7 +107,7 @@ def _containers_go(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def _kind(kind: str) -> dict[str, Any]:
-    return next(d for d in _documents(MANIFEST) if d["kind"] == kind)
+    return next(d for d in documents(MANIFEST) if d["kind"] == kind)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def example_image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> E
     assert not os.path.exists(inside), f"{inside} exists on the host: the test would cheat"
     out = tmp_path_factory.mktemp("example-image")
     (out / "root" / inside.lstrip("/")).parent.mkdir(parents=True)
-    binary = _go_build(_need(DEBIAN_GO, "Debian's Go (golang-go)"), out / "root" /
+    binary = go_build(need(DEBIAN_GO, "Debian's Go (golang-go)"), out / "root" /
                        inside.lstrip("/"), out / "gocache", EXAMPLE)
     # Owned by another user and readable by it alone (0711): what CAP_DAC_READ_SEARCH
     # is in the DaemonSet for. The container's own root runs it all the same.
@@ -276,14 +276,6 @@ def container_port(c: dict[str, Any], port: int | str) -> int:
     return int(next(p["containerPort"] for p in c["ports"] if p["name"] == port))
 
 
-def _get(url: str) -> tuple[int, str]:
-    """Status and body; 0 while nothing listens yet."""
-    try:
-        return get_status(url)
-    except OSError as e:
-        return 0, str(e)
-
-
 @dataclass
 class NoopPod:
     podman: Podman
@@ -292,7 +284,7 @@ class NoopPod:
     container: dict[str, Any]  # the manifest's container
 
     def metrics(self) -> Samples:
-        status, text = _get(self.url + "/metrics")
+        status, text = fetch(self.url + "/metrics")
         assert status == 200, text
         return samples(text)
 
@@ -300,7 +292,7 @@ class NoopPod:
         deadline = time.monotonic() + timeout
         got: Samples = {}
         while time.monotonic() < deadline:
-            status, text = _get(self.url + "/metrics")  # 0 until noop listens
+            status, text = fetch(self.url + "/metrics")  # 0 until noop listens
             got = samples(text) if status == 200 else {}
             if got and ok(got):
                 return got
@@ -336,7 +328,7 @@ def http_probes(pod: NoopPod, timeout: float = 180) -> dict[str, int]:
         deadline = time.monotonic() + timeout
         status = 0
         while time.monotonic() < deadline:
-            status, _ = _get(url)
+            status, _ = fetch(url)
             if status == 200:
                 break
             time.sleep(0.3)
@@ -361,7 +353,7 @@ def example_metrics(podman: Podman, name: str, ticks: int, run: int = 1) -> Samp
     while len(re.findall(rf"tick {ticks}$", podman.logs(PREFIX + name), re.M)) < run:
         assert time.monotonic() < deadline, podman.logs(PREFIX + name)
         time.sleep(0.1)
-    status, text = _get(f"http://{podman.ip(PREFIX + name)}:9091/metrics")
+    status, text = fetch(f"http://{podman.ip(PREFIX + name)}:9091/metrics")
     assert status == 200, text
     return samples(text)
 
@@ -398,10 +390,6 @@ def breakpoints(pid: int, addr: int, code: bytes) -> list[int]:
     diff = [i for i, (a, b) in enumerate(zip(live, code, strict=True)) if a != b]
     assert all(live[i] == 0xCC for i in diff), (live.hex(), code.hex())
     return diff
-
-
-def _uprobe_events() -> str:
-    return Path("/sys/kernel/tracing/uprobe_events").read_text()
 
 
 # ---------------------------------------------------------------------------------------
@@ -463,13 +451,13 @@ def test_daemonset_pod_mirrors_the_example_in_another_container(
         c: 2 * n for c, n in want.items()})
 
     noop_pid = podman.pid(pod.name)
-    assert f"bcc_{noop_pid}" in _uprobe_events() or breakpoints(pid, addr, code)
+    assert f"bcc_{noop_pid}" in UPROBE_EVENTS.read_text() or breakpoints(pid, addr, code)
     podman("kill", "--signal", "KILL", pod.name)
     deadline = time.monotonic() + 20
     while breakpoints(pid, addr, code) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert breakpoints(pid, addr, code) == [], "a uprobe outlived noop's container"
-    assert f"bcc_{noop_pid}" not in _uprobe_events()
+    no_probe_left(noop_pid)
 
 
 POD_UID = "6f1d2c3b-4a59-4e8d-9c7b-0a1b2c3d4e5f"  # as the kubelet names a pod's cgroup

@@ -12,20 +12,20 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from test_run import SPEC
+from harness.example import SPEC, run_example
+from harness.manifests import documents
+from harness.metrics import fetch
+from harness.noop import Agent, command, environment, popen, settle, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "deploy" / "systemd" / "noop.service"
 KUBE = REPO / "deploy" / "kubernetes"
 NOOP = Path(sys.executable).parent / "noop"
 ONE_COMPILER = pytest.mark.parametrize("example", ["go1.19"], indirect=True)
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,14 +132,6 @@ class NotifySocket:
         self.sock.close()
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 @ONE_COMPILER
 @pytest.mark.serial  # the watchdog's period is timed
 def test_notify_ready_watchdog_reload_stop(privileged: None, example: Path,
@@ -151,11 +143,9 @@ def test_notify_ready_watchdog_reload_stop(privileged: None, example: Path,
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
     notify = NotifySocket()
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache"),
-           "NOTIFY_SOCKET": "@" + notify.name, "WATCHDOG_USEC": "1000000"}
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0",
-                             "--config", str(spec)], cwd=REPO, env=env,
-                            stderr=subprocess.PIPE, text=True)
+    proc = popen("run", "--listen", "127.0.0.1:0", "--config", spec, cache=tmp_path / "cache",
+                 env={"NOTIFY_SOCKET": "@" + notify.name, "WATCHDOG_USEC": "1000000"},
+                 stderr=subprocess.PIPE)
     try:
         assert proc.stderr is not None
         serving = proc.stderr.readline()
@@ -163,10 +153,10 @@ def test_notify_ready_watchdog_reload_stop(privileged: None, example: Path,
         assert addr, serving
         first = notify.wait_for("EXTEND_TIMEOUT_USEC", 30)
         assert "READY" not in first and int(first["EXTEND_TIMEOUT_USEC"]) >= 10_000_000
-        assert _get(f"http://{addr.group(1)}/readyz")[0] == 503  # still attaching
+        assert fetch(f"http://{addr.group(1)}/readyz")[0] == 503  # still attaching
         ready = notify.wait_for("READY", 180)
         assert re.fullmatch(r"\d+ uprobes? attached", ready.get("STATUS", "")), ready
-        assert _get(f"http://{addr.group(1)}/readyz") == (200, ready["STATUS"] + "\n")
+        assert fetch(f"http://{addr.group(1)}/readyz") == (200, ready["STATUS"] + "\n")
         t0 = time.monotonic()
         notify.wait_for("WATCHDOG", 3)
         notify.wait_for("WATCHDOG", 3)
@@ -188,10 +178,6 @@ def test_notify_ready_watchdog_reload_stop(privileged: None, example: Path,
 # Kubernetes
 
 
-def _documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
 def test_daemonset_is_valid_kubernetes() -> None:
     """kubernetes-validate --strict (the API's own OpenAPI schemas, bundled: no cluster,
     no network) passes every object of the manifest; --strict fails unknown fields."""
@@ -200,10 +186,10 @@ def test_daemonset_is_valid_kubernetes() -> None:
                           capture_output=True, text=True, timeout=300, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
-    kinds = {d["kind"] for d in _documents(KUBE / "noop.yaml")}
+    kinds = {d["kind"] for d in documents(KUBE / "noop.yaml")}
     assert kinds == {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet"}
     assert len(re.findall(r"^INFO .* passed for resource", out, re.M)) == len(
-        _documents(KUBE / "noop.yaml")), out
+        documents(KUBE / "noop.yaml")), out
     assert "WARN" not in out and "ERROR" not in out, out
 
 
@@ -241,10 +227,10 @@ def _podmonitor_errors(doc: dict[str, Any]) -> list[str]:
 
 
 def test_podmonitor_matches_its_schema_and_the_daemonset() -> None:
-    (pm,) = _documents(KUBE / "podmonitor.yaml")
+    (pm,) = documents(KUBE / "podmonitor.yaml")
     assert (pm["apiVersion"], pm["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
     assert _podmonitor_errors(pm) == []
-    ds = next(d for d in _documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
+    ds = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
     pod = ds["spec"]["template"]
     assert pm["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     ports = {p["name"] for c in pod["spec"]["containers"] for p in c["ports"]}
@@ -253,7 +239,7 @@ def test_podmonitor_matches_its_schema_and_the_daemonset() -> None:
 
 
 def test_podmonitor_schema_check_can_fail() -> None:
-    (pm,) = _documents(KUBE / "podmonitor.yaml")
+    (pm,) = documents(KUBE / "podmonitor.yaml")
     pm["spec"]["podMetricsEndpoints"][0]["prot"] = "metrics"
     pm["spec"]["selector"] = "app=noop"
     errors = _podmonitor_errors(json.loads(json.dumps(pm)))
@@ -265,7 +251,7 @@ def test_daemonset_config_is_a_valid_spec(tmp_path: Path) -> None:
     """The ConfigMap's probes.yaml parses as a spec (its binary lives in the pods)."""
     from agent.spec import probes as spec
 
-    cm = next(d for d in _documents(KUBE / "noop.yaml") if d["kind"] == "ConfigMap")
+    cm = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "ConfigMap")
     path = tmp_path / "probes.yaml"
     path.write_text(cm["data"]["probes.yaml"])
     s = spec.load(path)
@@ -283,7 +269,7 @@ def _listed() -> set[str]:
     unit = re.search(r"^CapabilityBoundingSet=(.*)$", UNIT.read_text(), re.M)
     assert unit
     in_unit = {c.removeprefix("CAP_").lower() for c in unit.group(1).split()}
-    ds = next(d for d in _documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
+    ds = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
     sc = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
     assert sc["capabilities"]["drop"] == ["ALL"] and sc["privileged"] is False
     assert {c.lower() for c in sc["capabilities"]["add"]} == in_unit
@@ -302,22 +288,19 @@ def test_runs_with_only_the_listed_capabilities(privileged: None, example: Path,
     """noop run with the listed capabilities and no other (not full root) attaches and
     counts what the example did; with CAP_SYS_ADMIN dropped it refuses in one line
     that names it."""
-    from test_run import Agent, run_example, settle
-    from test_trace import _wait_for
 
     caps = _listed()
     assert caps == set(CAP_BITS)
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
-    env = {**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0", "--config",
-           str(spec)]
+    env = environment(cache=tmp_path / "cache")
+    cmd = command("run", "--listen", "127.0.0.1:0", "--config", spec)
     proc = subprocess.Popen(_with_caps(caps, *cmd), cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     agent = None
     try:
         assert proc.stderr is not None
-        log = _wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
+        log = wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
         status = Path(f"/proc/{proc.pid}/status").read_text()
         eff = int(re.search(r"^CapEff:\s*(\w+)", status, re.M).group(1), 16)  # type: ignore[union-attr]
         assert eff == sum(1 << b for b in CAP_BITS.values())

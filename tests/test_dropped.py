@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import NoopRun
+from harness.noop import tracing
+from harness.programs import NoopRun
 from oracles import dwarfdump, machine
-from test_trace import tracing
 
 CALLS = 23  # rounds of calls: a prime, so a count that is off by a factor shows
 

@@ -6,20 +6,13 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.metrics import scrape
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 7  # prime, so that no two metrics' expected values coincide by accident
-
-
-def scrape(url: str) -> dict[str, float]:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        text = r.read().decode()
-    return {m.group(1): float(m.group(2))
-            for m in re.finditer(r"^([a-z_]+(?:\{[^}]*\})?) (\S+)$", text, re.M)}
 
 
 def test_metrics_after_n_ticks(example: Path) -> None:

@@ -5,56 +5,35 @@ matters, not in noop's own bookkeeping. Privileged: real BPF."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_run import SPEC, Agent, get
-from test_trace import _wait_for
+from harness.example import SPEC
+from harness.metrics import get
+from harness.noop import Agent, no_probe_left, run, start, target_byte, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 INT3 = 0xCC
 ONE_COMPILER = pytest.mark.parametrize("example", ["go1.19"], indirect=True)
 
 
-def _byte(pid: int, address: int) -> int:
-    with open(f"/proc/{pid}/mem", "rb") as mem:
-        mem.seek(address)
-        return mem.read(1)[0]
-
-
 def _site(example: Path, spec: Path, tmp_path: Path) -> int:
     import json
 
-    env = dict(os.environ)  # the session's shared noop cache (conftest)
-    done = subprocess.run([sys.executable, "-m", "agent", "check", "--run", "--config",
-                           str(spec), "--json"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300, check=True)
+    done = run("check", "--run", "--config", spec, "--json")
+    assert done.returncode == 0, done.stderr
     (site,) = json.loads(done.stdout)["probes"][0]["sites"]
     return int(site["address"], 16)
-
-
-def _start(tmp_path: Path, spec: Path) -> Agent:
-    env = dict(os.environ)  # the session's shared noop cache (conftest)
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0",
-                             "--config", str(spec)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    log = _wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
-    addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
-    return Agent(proc, f"http://{addr}", log)
 
 
 def _example(example: Path) -> subprocess.Popen[str]:
     ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "20ms"],
                           stderr=subprocess.PIPE, text=True)
     assert ex.stderr is not None
-    _wait_for(ex.stderr, r"tick 1$", 60)
+    wait_for(ex.stderr, r"tick 1$", 60)
     return ex
 
 
@@ -71,11 +50,11 @@ def test_noop_stopped_leaves_no_uprobe(privileged: None, example: Path, tmp_path
     address = _site(example, spec, tmp_path)
     ex = _example(example)
     try:
-        original = _byte(ex.pid, address)
+        original = target_byte(ex.pid, address)
         assert original != INT3
-        agent = _start(tmp_path, spec)
+        agent = start("--config", spec)
         agent_cleanup.append(agent)
-        assert _byte(ex.pid, address) == INT3
+        assert target_byte(ex.pid, address) == INT3
         t0 = time.monotonic()
         agent.proc.send_signal(getattr(signal, how))
         code = agent.proc.wait(timeout=10)
@@ -85,11 +64,10 @@ def test_noop_stopped_leaves_no_uprobe(privileged: None, example: Path, tmp_path
         else:
             assert code == -signal.SIGKILL
         deadline = time.monotonic() + 5  # the kernel closes a killed process's files
-        while _byte(ex.pid, address) == INT3 and time.monotonic() < deadline:
+        while target_byte(ex.pid, address) == INT3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _byte(ex.pid, address) == original
-        events = Path("/sys/kernel/tracing/uprobe_events").read_text()
-        assert f"bcc_{agent.proc.pid}" not in events, events
+        assert target_byte(ex.pid, address) == original
+        no_probe_left(agent.proc.pid)
         assert ex.poll() is None  # the target runs on
     finally:
         ex.kill()
@@ -104,7 +82,7 @@ def test_target_killed_mid_probe_leaves_noop_running(privileged: None, example: 
     counted, and still stops cleanly."""
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
-    agent = _start(tmp_path, spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     ex = _example(example)
     key = ("noop_probe_hits_total", (("probe", "order"),))

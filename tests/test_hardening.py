@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import NoopRun
-from test_trace_errors import _one_line_each
+from harness.noop import one_line_each
+from harness.programs import NoopRun
 
 SPEC = """\
 version: 1
@@ -28,7 +28,7 @@ probes:
 def _refused(done: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
     """The one line noop said, after checking it refused with ``code``."""
     assert done.returncode == code, (done.returncode, done.stderr)
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert line.startswith("noop") and "internal error" not in line, line
     for w in words:
         assert w in line, line
@@ -142,7 +142,7 @@ def test_a_globs_repeated_errors_fold(noop: NoopRun, example: Path, tmp_path: Pa
                                 "    max_sites: 5000\n    values: {x: x}\n"))
     done = noop("check", "--config", spec, timeout=120)
     assert done.returncode == 2
-    lines = _one_line_each(done.stderr)
+    lines = one_line_each(done.stderr)
     assert len(lines) < 12, done.stderr
     folded = [x for x in lines if "<function> has no parameter 'x', for " in x]
     assert len(folded) == 1 and int(re.search(r"for (\d+) functions", folded[0]).group(1)) \

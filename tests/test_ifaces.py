@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import PROGRAMS, _go_build, go_toolchain
-from test_run import Agent, settle, start
-from test_trace import _no_probe_left, tracing
+from harness.noop import Agent, no_probe_left, settle, start, tracing
+from harness.programs import PROGRAMS, go_build, go_toolchain
 
 CALLS = 9
 MESSAGES = ("*errors.errorString", "*fmt.wrapError")  # what err.Error() reads
@@ -31,8 +30,8 @@ MESSAGES = ("*errors.errorString", "*fmt.wrapError")  # what err.Error() reads
 @pytest.fixture(scope="module", params=["1.19", "newest"])
 def ifaces(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ifaces-go" + request.param)
-    return _go_build(go_toolchain(request.param), out / "ifaces", out / "gocache",
-                     PROGRAMS / "go" / "ifaces")
+    return go_build(go_toolchain(request.param), out / "ifaces", out / "gocache",
+                    PROGRAMS / "go" / "ifaces")
 
 
 def _spec(binary: Path, probes: list[dict[str, Any]]) -> str:
@@ -57,7 +56,7 @@ def test_interfaces_and_maps_read_as_the_program_had_them(privileged: None, ifac
                               text=True, timeout=60, check=True)
         time.sleep(1.5)
     assert session.exit == 0, session.stderr
-    _no_probe_left(session.pid)
+    no_probe_left(session.pid)
     truth = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(truth) == CALLS
     calls = [x["values"] for x in session.lines if x["probe"] == "call"]
@@ -82,7 +81,7 @@ def test_an_error_type_as_a_label_kept_in_the_kernel(privileged: None, ifaces: P
         {"name": "ret", "function": "main.check", "at": "exit", "values": {"err": "~r1"},
          "metrics": [{"name": "check_errors_total", "type": "counter",
                       "labels": {"type": "err"}, "aggregate": "kernel"}]}]))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     done = subprocess.run([str(ifaces), "-calls", str(CALLS)], capture_output=True,
                           text=True, timeout=60, check=True)

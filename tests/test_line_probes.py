@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.noop import no_probe_left, tracing
+from harness.programs import LINES_CLAMP as CLAMP
+from harness.programs import LINES_PROCESS as PROCESS
+from harness.programs import LINES_SOURCES as SOURCES
 from oracles import lines as oracle
-from test_lines import CLAMP, PROCESS, SOURCES
-from test_trace import _no_probe_left, tracing
 
 ROUNDS = 4  # items per round: 3, 4, 5, 3
 LIMIT = 60
@@ -118,7 +120,7 @@ def test_each_pass_through_a_line_is_one_hit(privileged: None,
         import time
         time.sleep(1.5)  # let noop drain the ring buffer
     assert session.exit == 0, session.stderr
-    _no_probe_left(session.pid)
+    no_probe_left(session.pid)
     items = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(items) == sum(3 + r % 3 for r in range(ROUNDS))
     hits: dict[str, list[dict[str, Any]]] = {}

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.programs import LINES_CLAMP as CLAMP
+from harness.programs import LINES_PROCESS as PROCESS
+from harness.programs import LINES_SOURCES as SOURCES
+from harness.programs import PROGRAMS, go_build, go_toolchain
 from oracles import lines as oracle
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
-SOURCES = {"go": PROGRAMS / "go" / "lines" / "main.go", "c": PROGRAMS / "c" / "lines.c",
-           "rust": PROGRAMS / "rust" / "lines" / "main.rs"}
-PROCESS = {"go": "main.process", "c": "process", "rust": "lines::process"}
-CLAMP = {"go": "main.clamp", "c": "clamp", "rust": "lines::clamp"}
 # Lines a probe in process would be put on, by their marker comment.
 MARKERS = ("for", "cost", "and", "accepted", "rejected", "return")
 
@@ -166,13 +165,11 @@ def test_builds_without_lines_say_what_would_help(rust_ledger_nodebug: Path,
 def go_lines_twins(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                    ) -> tuple[Path, Path]:
     """The Go lines program and its stripped twin (-ldflags='-s -w'), one toolchain."""
-    from conftest import PROGRAMS as SRC
-    from conftest import _go_build, go_toolchain
     go = go_toolchain(request.param)
     out = tmp_path_factory.mktemp(f"lines-twins-{request.param}")
-    plain = _go_build(go, out / "lines", out / "gocache", SRC / "go" / "lines")
-    stripped = _go_build(go, out / "lines-stripped", out / "gocache", SRC / "go" / "lines",
-                         ("-ldflags=-s -w",))
+    plain = go_build(go, out / "lines", out / "gocache", PROGRAMS / "go" / "lines")
+    stripped = go_build(go, out / "lines-stripped", out / "gocache", PROGRAMS / "go" / "lines",
+                        ("-ldflags=-s -w",))
     return plain, stripped
 
 

@@ -16,9 +16,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_example import scrape
-from test_run import Agent, run_example, settle, start
-from test_trace import TICKS, Traced, _no_probe_left, _series, trace
+from harness.example import TICKS, Traced, run_example, trace
+from harness.metrics import scrape, series_name
+from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan.client_golang import RULES, method_op
 
@@ -74,12 +74,12 @@ def test_trace_survives_every_update(traced: Traced) -> None:
         traced.noop_stderr
     assert "undecodable" not in traced.noop_stderr, traced.noop_stderr
     assert {x["pid"] for x in traced.lines} == {traced.pid}
-    _no_probe_left(traced.noop_pid)
+    no_probe_left(traced.noop_pid)
 
 
 def test_trace_one_line_per_call(traced: Traced) -> None:
-    got = Counter((_series(x["metric"], x["labels"]), x["kind"], x["op"])
-                  for x in traced.lines)
+    got = Counter((series_name(x["metric"], x["labels"]), x["kind"], x["op"])
+                 for x in traced.lines)
     assert got == {(s, kind, op): TICKS for s, (kind, op, _inc) in SERIES.items()}
 
 
@@ -87,7 +87,7 @@ def test_trace_increments(traced: Traced) -> None:
     """An add says its argument, Inc +1, Dec -1, Sub the negated argument; a set (Set,
     SetToCurrentTime) and an observation none."""
     for x in traced.lines:
-        _kind, _op, inc = SERIES[_series(x["metric"], x["labels"])]
+        _kind, _op, inc = SERIES[series_name(x["metric"], x["labels"])]
         assert x["inc"] == inc, x
 
 
@@ -96,7 +96,7 @@ def test_trace_last_values_equal_its_own_metrics(traced: Traced) -> None:
     counts: dict[str, str] = {}
     sums: Counter[str] = Counter()
     for x in traced.lines:
-        series = _series(x["metric"], x["labels"])
+        series = series_name(x["metric"], x["labels"])
         if x["kind"] == "histogram":
             counts[series] = x["note"]
             sums[series] += x["value"]
@@ -122,7 +122,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, go_allops: Path, tmp_p
                                         agent_cleanup: list[Agent]) -> None:
     """noop run --binary, started first: every update counted by its op, each series'
     value and increments what the program says; nothing undecodable."""
-    agent = start(tmp_path, "--binary", go_allops)
+    agent = start("--binary", go_allops)
     agent_cleanup.append(agent)
     ex, url = run_example(go_allops)
     try:
@@ -146,7 +146,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, go_allops: Path, tmp_p
     code, err = agent.stop()
     assert code == 0, err
     assert "cannot decode" not in err, err
-    _no_probe_left(agent.proc.pid)
+    no_probe_left(agent.proc.pid)
 
 
 # The prometheus crate's preset takes any method of GenericCounter and GenericGauge that
@@ -196,14 +196,14 @@ def test_rust_trace_says_every_update(rust_traced: Traced) -> None:
         (s, op, inc): TICKS for s, (_n, op, inc) in RUST_SERIES.items()}
     last = {x["metric"]: x["value"] for x in t.lines}
     assert last == {s: t.metrics[s] for s in RUST_SERIES}
-    _no_probe_left(t.noop_pid)
+    no_probe_left(t.noop_pid)
 
 
 def test_rust_run_meta_metrics_equal_its_own(privileged: None, rust_allops: Path,
                                              tmp_path: Path, agent_cleanup: list[Agent]
                                              ) -> None:
     crate = {"library": "rust-prometheus"}
-    agent = start(tmp_path, "--binary", rust_allops)
+    agent = start("--binary", rust_allops)
     agent_cleanup.append(agent)
     ex, url = run_example(rust_allops)
     try:
@@ -225,4 +225,4 @@ def test_rust_run_meta_metrics_equal_its_own(privileged: None, rust_allops: Path
     assert not [k for k in got if k[0] == "noop_events_undecodable_total"]
     code, err = agent.stop()
     assert code == 0, err
-    _no_probe_left(agent.proc.pid)
+    no_probe_left(agent.proc.pid)

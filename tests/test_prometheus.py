@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_example import scrape
-from test_run import SPEC, Agent, get, run_example, settle, start
-from test_trace import TICKS
+from harness.example import SPEC, TICKS, run_example
+from harness.metrics import get, scrape
+from harness.noop import Agent, settle, start
 
 
 def _tool(name: str) -> str:
@@ -41,7 +41,7 @@ def _query(base: str, promql: str) -> list[dict[str, object]]:
 
 def test_prometheus_scrapes_noop(privileged: None, example: Path, tmp_path: Path,
                                  agent_cleanup: list[Agent]) -> None:
-    agent = start(tmp_path, "--binary", example)
+    agent = start("--binary", example)
     agent_cleanup.append(agent)
     port = _free_port()
     config = tmp_path / "prometheus.yml"
@@ -101,9 +101,9 @@ def test_promtool_finds_nothing_to_lint(privileged: None, example: Path, tmp_pat
     if what == "spec":
         spec = tmp_path / "probes.yaml"
         spec.write_text(SPEC.format(binary=example))
-        agent = start(tmp_path, "--config", spec)
+        agent = start("--config", spec)
     else:
-        agent = start(tmp_path, "--binary", example)
+        agent = start("--binary", example)
     agent_cleanup.append(agent)
     ex, _url = run_example(example, ticks=5)
     ex.terminate()

@@ -18,7 +18,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLE, _go_build, go_toolchain
+from harness.metrics import scrape
+from harness.noop import Agent, start, wait_for
+from harness.programs import EXAMPLE, go_build, go_toolchain
 from oracles import machine
-from test_example import scrape
-from test_run import Agent
-from test_trace import _wait_for
 
 from agent import cache
 from agent.kernel import codegen, load
@@ -127,7 +125,7 @@ def other_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example built by the newest Go: the same program, other code at the
     offsets Debian's Go build has."""
     out = tmp_path_factory.mktemp("proof-newest")
-    return _go_build(go_toolchain("newest"), out / "go-prometheus", out / "gocache", EXAMPLE)
+    return go_build(go_toolchain("newest"), out / "go-prometheus", out / "gocache", EXAMPLE)
 
 
 def _preset(binary: Path | str) -> Plan:
@@ -146,7 +144,7 @@ def held(binary: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
                           stderr=subprocess.PIPE, text=True)
     try:
         assert ex.stderr is not None
-        log = _wait_for(ex.stderr, "holding until SIGUSR1", 60)
+        log = wait_for(ex.stderr, "holding until SIGUSR1", 60)
         url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
         yield ex, url
     finally:
@@ -157,7 +155,7 @@ def held(binary: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
 def ticked(ex: subprocess.Popen[str]) -> None:
     """Let the held example run its ticks, and wait for the last."""
     ex.send_signal(signal.SIGUSR1)
-    _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
+    wait_for(ex.stderr, rf"tick {TICKS}$", 60)
 
 
 def own_counts_exact(url: str) -> dict[str, float]:
@@ -354,16 +352,9 @@ def test_noop_run_resolves_a_corrupted_plan_again(privileged: None, example: Pat
     assert cache.get(cid, "preset", key) == value
     starts = boundaries(example)
     with held(example) as (ex, url):
-        env = dict(os.environ)
-        proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen",
-                                 "127.0.0.1:0", "--binary", str(example)], cwd=REPO, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr is not None
-        log = _wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
-        agent = Agent(proc, "http://" + next(m.group(1) for line in log
-                                            if (m := re.search(r"//(\S+)/metrics", line))), log)
+        agent = start("--binary", example)
         agent_cleanup.append(agent)
-        said = "".join(log)
+        said = "".join(agent.log)
         assert re.search(r"(does not hold|build changed under noop).*resolving again", said), said
         changed = assert_on_boundaries(ex.pid, example, starts)
         assert changed

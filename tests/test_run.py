@@ -5,63 +5,20 @@ must say what the example's own /metrics says (meta-metrics) and what the exampl
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import _workload
-from prometheus_client.parser import text_string_to_metric_families
-from test_example import scrape
-from test_trace import TICKS, _no_probe_left, _wait_for
+from harness.example import FLOATS, SPEC, TICKS, mirrors_equal, run_example
+from harness.metrics import get, one, samples, scrape
+from harness.noop import Agent, no_probe_left, run, settle, start
+from harness.programs import workload
 
 REPO = Path(__file__).resolve().parent.parent
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def samples(text: str) -> Samples:
-    out: Samples = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def get(url: str, **kw: object) -> str:
-    with urllib.request.urlopen(url, timeout=5, **kw) as r:  # type: ignore[arg-type]
-        return str(r.read().decode())
-
-
-@dataclass
-class Agent:
-    proc: subprocess.Popen[str]
-    url: str  # http(s)://host:port
-    log: list[str]
-
-    def metrics(self) -> Samples:
-        return samples(get(self.url + "/metrics"))
-
-    def stop(self) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGTERM)
-        _out, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, "".join(self.log) + err
-
-
-def start(tmp: Path, *args: str | Path, scheme: str = "http") -> Agent:
-    env = dict(os.environ)  # the session's shared noop cache (conftest)
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--listen", "127.0.0.1:0",
-                             *map(str, args)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    log = _wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
-    addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
-    return Agent(proc, f"{scheme}://{addr}", log)
 
 
 def lean(pid: int) -> None:
@@ -75,38 +32,21 @@ def lean(pid: int) -> None:
     assert rss < 120 * 1024, f"VmRSS {rss} KiB"
 
 
-def run_example(example: Path, ticks: int = TICKS) -> tuple[subprocess.Popen[str], str]:
-    ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "30ms",
-                           "-ticks", str(ticks), "-linger", "60s"],
-                          stderr=subprocess.PIPE, text=True)
-    assert ex.stderr is not None
-    log = _wait_for(ex.stderr, rf"tick {ticks}$", 60)
-    url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
-    return ex, url
-
-
-def settle(agent: Agent, name: str, labels: dict[str, str], want: float) -> Samples:
-    """Scrape until a sample reaches ``want`` (the ring buffer is drained on a timer)."""
-    key = (name, tuple(sorted(labels.items())))
-    got: Samples = {}
-    for _ in range(50):
-        got = agent.metrics()
-        if got.get(key) == want:
-            break
-        time.sleep(0.2)
-    return got
-
-
 def _labels_text(series: str) -> tuple[str, str]:
     name, _, rest = series.partition("{")
     pairs = sorted(re.findall(r'(\w+)="([^"]*)"', rest))
     return name, ",".join(f"{k}={v}" for k, v in pairs)
 
 
-def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
-                                             tmp_path: Path, agent_cleanup: list[Agent]
-                                             ) -> None:
-    agent = start(tmp_path, "--binary", example)
+@pytest.mark.parametrize("build", ["dwarf", "stripped"])
+def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path, build: str,
+                                             tmp_path: Path, agent_cleanup: list[Agent],
+                                             request: pytest.FixtureRequest) -> None:
+    """noop run --binary: its meta-metrics equal the program's own /metrics, on the
+    example and on its -s -w twin (no DWARF, no symbol table)."""
+    if build == "stripped":
+        example = request.getfixturevalue("stripped_example")
+    agent = start("--binary", example)
     agent_cleanup.append(agent)
     lean(agent.proc.pid)
     ex, url = run_example(example)
@@ -163,145 +103,58 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path,
     code, err = agent.stop()
     assert code == 0, err
     assert "SIGTERM: detaching" in err
-    _no_probe_left(agent.proc.pid)
-
-
-SPEC = """
-targets:
-  example: {{binary: {binary}}}
-probes:
-  - name: order
-    function: main.placeOrder
-    values:
-      id: o.ID
-      customer: o.Customer
-      qty: o.Items[0].Qty
-    metrics:
-      - name: shop_orders_total
-        type: counter
-        help: Orders, by customer
-        labels: {{customer: customer}}
-      - name: shop_order_ids_total
-        type: counter
-        value: id
-      - name: shop_first_qty
-        type: histogram
-        value: qty
-        buckets: [5, 10, 20]
-      - name: shop_last_order_id
-        type: gauge
-        value: id
-      - name: shop_tiers_total
-        type: counter
-        labels:
-          tier: {{value: customer, map: {{acme: gold}}, default: standard}}
-          known: {{value: customer, allow: "acme|globex"}}
-      - name: shop_capped_total
-        type: counter
-        max_series: 2
-        labels: {{customer: customer}}
-      - name: shop_orders_events_total
-        type: counter
-        aggregate: events
-        labels: {{customer: customer}}
-"""
-
-
-def _one(got: Samples, name: str, **labels: str) -> float:
-    return got[(name, tuple(sorted(labels.items())))]
+    no_probe_left(agent.proc.pid)
 
 
 def test_user_metrics_from_a_spec_and_reload(privileged: None, example: Path, tmp_path: Path,
                                             agent_cleanup: list[Agent]) -> None:
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     ex, _url = run_example(example)
     ex.terminate()
     ex.wait(timeout=10)
-    got = settle(agent, "shop_orders_events_total", {"customer": "acme"}, 7)
-    # placeOrder(n) for n = 1..23: customer customers[n % 3], ID n, Items[0].Qty n.
+    # placeOrder(n) for n = 1..23: customer customers[n % 3], ID n, Items[0].Qty n; the
+    # last order (23) is initech's 8th: once its event is in, every one before it is.
+    got = settle(agent, "shop_orders_events_total", {"customer": "initech"}, 8)
     per = {"acme": 7.0, "globex": 8.0, "initech": 8.0}
     for c, n in per.items():
-        assert _one(got, "shop_orders_total", customer=c) == n
-        assert _one(got, "shop_orders_events_total", customer=c) == n
-    assert _one(got, "shop_order_ids_total") == sum(range(1, TICKS + 1))
-    assert _one(got, "shop_last_order_id") == TICKS
-    assert [_one(got, "shop_first_qty_bucket", le=le) for le in ("5", "10", "20", "+Inf")] \
+        assert one(got, "shop_orders_total", customer=c) == n
+        assert one(got, "shop_orders_events_total", customer=c) == n
+    assert one(got, "shop_order_ids_total") == sum(range(1, TICKS + 1))
+    assert one(got, "shop_last_order_id") == TICKS
+    assert [one(got, "shop_first_qty_bucket", le=le) for le in ("5", "10", "20", "+Inf")] \
         == [5, 10, 20, TICKS]
-    assert _one(got, "shop_first_qty_sum") == sum(range(1, TICKS + 1))
-    assert _one(got, "shop_tiers_total", tier="gold", known="acme") == 7
-    assert _one(got, "shop_tiers_total", tier="standard", known="globex") == 8
-    assert _one(got, "shop_tiers_total", tier="standard", known="other") == 8
+    assert one(got, "shop_first_qty_sum") == sum(range(1, TICKS + 1))
+    assert one(got, "shop_tiers_total", tier="gold", known="acme") == 7
+    assert one(got, "shop_tiers_total", tier="standard", known="globex") == 8
+    assert one(got, "shop_tiers_total", tier="standard", known="other") == 8
     # max_series 2: globex (n=1) and initech (n=2) came first; acme folds into overflow.
-    assert _one(got, "shop_capped_total", customer="globex") == 8
-    assert _one(got, "shop_capped_total", customer="initech") == 8
-    assert _one(got, "shop_capped_total", customer="__overflow__") == 7
-    assert _one(got, "noop_overflow_updates_total", metric="shop_capped_total") == 7
-    assert _one(got, "noop_series", metric="shop_capped_total") == 2
-    assert _one(got, "noop_probe_hits_total", probe="order") == TICKS
-    assert _one(got, "noop_events_produced_total", probe="order") == \
-        _one(got, "noop_events_total", probe="order") == TICKS
+    assert one(got, "shop_capped_total", customer="globex") == 8
+    assert one(got, "shop_capped_total", customer="initech") == 8
+    assert one(got, "shop_capped_total", customer="__overflow__") == 7
+    assert one(got, "noop_overflow_updates_total", metric="shop_capped_total") == 7
+    assert one(got, "noop_series", metric="shop_capped_total") == 2
+    assert one(got, "noop_probe_hits_total", probe="order") == TICKS
+    assert one(got, "noop_events_produced_total", probe="order") == \
+        one(got, "noop_events_total", probe="order") == TICKS
     # A broken spec on SIGHUP: said once, the running probes stay.
     spec.write_text(SPEC.format(binary=example).replace("o.Customer", "o.Customr"))
     agent.proc.send_signal(signal.SIGHUP)
     got = settle(agent, "noop_reloads_total", {"result": "failure"}, 1)
-    assert _one(got, "noop_config_last_reload_successful") == 0
-    assert _one(got, "shop_orders_total", customer="acme") == 7
+    assert one(got, "noop_config_last_reload_successful") == 0
+    assert one(got, "shop_orders_total", customer="acme") == 7
     # A good one replaces them (counts start again: a counter reset to Prometheus).
     spec.write_text(SPEC.format(binary=example))
     agent.proc.send_signal(signal.SIGHUP)
     got = settle(agent, "noop_reloads_total", {"result": "success"}, 1)
-    assert _one(got, "noop_config_last_reload_successful") == 1
+    assert one(got, "noop_config_last_reload_successful") == 1
     assert ("shop_orders_total", (("customer", "acme"),)) not in got
     code, err = agent.stop()
     assert code == 0, err
     assert re.search(r"reload failed, the running probes stay: .*Customr", err), err
-    _no_probe_left(agent.proc.pid)
-
-
-FLOATS = """
-targets:
-  example: {{binary: {binary}}}
-probes:
-  - name: counter_add
-    function: github.com/prometheus/client_golang/prometheus.(*counter).Add
-    values: {{metric: c.desc.fqName, v: v}}
-    metrics:
-      - {{name: mirror_added_total, type: counter, value: v, labels: {{metric: metric}}}}
-  - name: gauge_add           # with its copies inlined into Inc, Dec and Sub
-    function: github.com/prometheus/client_golang/prometheus.(*gauge).Add
-    values: {{metric: g.desc.fqName, delta: val}}
-    metrics:                  # the sum of the increments: the gauge itself
-      - {{name: mirror_changes, type: histogram, value: delta, buckets: [0],
-         labels: {{metric: metric}}}}
-  - name: gauge_set
-    function: github.com/prometheus/client_golang/prometheus.(*gauge).Set
-    values: {{metric: g.desc.fqName, to: val}}
-    metrics:
-      - {{name: mirror_set, type: gauge, value: to, labels: {{metric: metric}}}}
-  - name: observe
-    function: github.com/prometheus/client_golang/prometheus.(*histogram).Observe
-    values: {{v: v}}
-    metrics:
-      - {{name: mirror_observed, type: histogram, value: v, buckets: [1, 2.5, 5, 7.5]}}
-"""
-
-
-def mirrors_equal(agent: Agent, own: Samples) -> None:
-    """What noop run with ``FLOATS`` exports equals the example's own ``/metrics``."""
-    got = settle(agent, "mirror_observed_count", {}, TICKS)
-    for name in ("fake_float_counter", "fake_int_counter"):
-        assert _one(got, "mirror_added_total", metric=name) == _one(own, name + "_total") > 0
-    for name in ("fake_gauge", "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge"):
-        assert _one(got, "mirror_changes_sum", metric=name) == _one(own, name) != 0
-        assert _one(got, "mirror_changes_count", metric=name) == TICKS
-    assert _one(got, "mirror_set", metric="fake_set_gauge") == _one(own, "fake_set_gauge")
-    for le in ("1", "2.5", "5", "7.5", "+Inf"):
-        assert _one(got, "mirror_observed_bucket", le=le) == \
-            _one(own, "fake_histogram_bucket", le=le)
-    assert _one(got, "mirror_observed_sum") == _one(own, "fake_histogram_sum")
+    no_probe_left(agent.proc.pid)
 
 
 def test_float_arguments_mirror_the_programs_own_metrics(
@@ -312,7 +165,7 @@ def test_float_arguments_mirror_the_programs_own_metrics(
     the program's own /metrics says."""
     spec = tmp_path / "floats.yaml"
     spec.write_text(FLOATS.format(binary=example))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     ex, url = run_example(example)
     try:
@@ -323,14 +176,14 @@ def test_float_arguments_mirror_the_programs_own_metrics(
     mirrors_equal(agent, own)
     code, err = agent.stop()
     assert code == 0, err
-    _no_probe_left(agent.proc.pid)
+    no_probe_left(agent.proc.pid)
 
 
 def test_health_and_readiness(privileged: None, example: Path, tmp_path: Path,
                               agent_cleanup: list[Agent]) -> None:
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     assert get(agent.url + "/healthz") == "ok\n"
     assert get(agent.url + "/readyz") == "1 uprobes attached\n"
@@ -363,7 +216,7 @@ def test_tls_from_a_web_config_file(privileged: None, example: Path, tmp_path: P
     web = _certs(tmp_path)
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=example))
-    agent = start(tmp_path, "--config", spec, "--web.config.file", web, scheme="https")
+    agent = start("--config", spec, "--web.config.file", web, scheme="https")
     agent_cleanup.append(agent)
     ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.crt"))
     text = get(agent.url + "/metrics", context=ctx)
@@ -380,8 +233,7 @@ def test_tls_from_a_web_config_file(privileged: None, example: Path, tmp_path: P
     (["--web.config.file", "/nonexistent/web.yml"], "web.yml"),
 ])
 def test_run_bad_flags_are_one_line(example: Path, args: list[str], message: str) -> None:
-    got = subprocess.run([sys.executable, "-m", "agent", "run", "--binary", str(example),
-                          *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    got = run("run", "--binary", example, *args, timeout=120)
     assert got.returncode == 2, got.stderr
     assert message in got.stderr
     assert "Traceback" not in got.stderr and len(got.stderr.splitlines()) == 1
@@ -391,8 +243,7 @@ def test_run_without_metrics_says_so(example: Path, tmp_path: Path) -> None:
     spec = tmp_path / "probes.yaml"
     spec.write_text(f"targets:\n  t: {{binary: {example}}}\nprobes:\n  - name: p\n"
                     "    function: main.placeOrder\n")
-    got = subprocess.run([sys.executable, "-m", "agent", "run", "--config", str(spec)],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    got = run("run", "--config", spec, timeout=120)
     assert got.returncode == 2
     assert got.stderr.strip().splitlines()[-1] == (
         "noop: nothing to export: no probe of the spec has metrics "
@@ -427,10 +278,10 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
     """work(x) called with x = 0 .. 999999: every metric keeps its first 1000 label sets
     (the default cap), folds the rest into the overflow series and counts each of them;
     the kernel map and noop's memory stay bounded."""
-    loop = _workload("c", tmp_path / "loop")
+    loop = workload("c", tmp_path / "loop")
     spec = tmp_path / "probes.yaml"
     spec.write_text(MILLION_SPEC.format(binary=loop))
-    agent = start(tmp_path, "--config", spec, "--max-overhead", "none")  # a hot loop, counted
+    agent = start("--config", spec, "--max-overhead", "none")  # a hot loop, counted
     agent_cleanup.append(agent)
     calls, cap = 1_000_000, 1000
     proc = subprocess.Popen([str(loop), "-n", str(calls // 10), "-rounds", "10"],
@@ -447,12 +298,12 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
         assert len(series) == cap + 1, name
         assert series[(("x", "__overflow__"),)] == calls - cap
         assert all(series[(("x", str(x)),)] == 1 for x in range(cap)), name  # first hit first
-        assert _one(got, "noop_overflow_updates_total", metric=name) == calls - cap
-        assert _one(got, "noop_series", metric=name) == cap
+        assert one(got, "noop_overflow_updates_total", metric=name) == calls - cap
+        assert one(got, "noop_series", metric=name) == cap
     for probe in ("kernel", "events"):
-        assert _one(got, "noop_probe_hits_total", probe=probe) == calls
-    assert _one(got, "noop_events_total", probe="events") == calls
-    assert _one(got, "noop_events_lost_total", probe="events") == 0
+        assert one(got, "noop_probe_hits_total", probe=probe) == calls
+    assert one(got, "noop_events_total", probe="events") == calls
+    assert one(got, "noop_events_lost_total", probe="events") == 0
     # 900000 more distinct values after the first round: kept, they would take >100 MB.
     assert late - early < 20_000, f"noop grew from {early} to {late} KiB"
     code, err = agent.stop()

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import NoopRun
-from test_run import Agent, _one, settle, start
-from test_trace import tracing
+from harness.metrics import one
+from harness.noop import Agent, settle, start, tracing
+from harness.programs import NoopRun
 
 CALLS = 17
 
@@ -73,14 +73,14 @@ def test_cancelled_calls_are_counted_and_released(privileged: None, rust_handler
                                                   agent_cleanup: list[Agent]) -> None:
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.replace("BINARY", str(rust_handler)))
-    agent = start(tmp_path, "--config", spec)
+    agent = start("--config", spec)
     agent_cleanup.append(agent)
     calls = _calls(rust_handler)
     done = sum(not c["cancelled"] for c in calls)
     got = settle(agent, "handled_total", {}, done)
-    assert _one(got, "handled_total") == done
-    assert _one(got, "noop_async_cancelled_total", probe="handled") == CALLS - done
-    assert _one(got, "noop_exits_unpaired_total", probe="handled") == 0
+    assert one(got, "handled_total") == done
+    assert one(got, "noop_async_cancelled_total", probe="handled") == CALLS - done
+    assert one(got, "noop_exits_unpaired_total", probe="handled") == 0
 
 
 def test_check_shows_the_first_poll_and_refuses_what_it_cannot_read(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from test_trace import _wait_for
+from harness.noop import wait_for
 
 TICKS, THREADS = 7, 3
 
@@ -34,7 +34,7 @@ def test_its_metrics_are_what_it_did(rust_example: Path) -> None:
                           stderr=subprocess.PIPE, text=True)
     try:
         assert ex.stderr is not None
-        log = _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
+        log = wait_for(ex.stderr, rf"tick {TICKS}$", 60)
         url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
         got = _scrape(url)
     finally:

@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_example import scrape
-from test_run import Agent, settle, start
-from test_trace import _no_probe_left, _series, _wait_for, tracing
-from test_trace_errors import _one_line_each
+from harness.metrics import scrape, series_name
+from harness.noop import Agent, no_probe_left, one_line_each, settle, start, tracing, wait_for
 
 TICKS, THREADS = 11, 3  # a prime number of ticks: no two expected counts coincide
 N = TICKS * THREADS  # each updater thread makes every update of a tick
@@ -73,7 +71,7 @@ def _example(binary: Path, ticks: int, period: str = "40ms") -> subprocess.Popen
 
 def _url(ex: subprocess.Popen[str]) -> str:
     assert ex.stderr is not None
-    log = _wait_for(ex.stderr, r"serving http://", 60)
+    log = wait_for(ex.stderr, r"serving http://", 60)
     return next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
 
 
@@ -82,7 +80,7 @@ def _ticks(ex: subprocess.Popen[str], url: str, upto: int) -> int:
     number of scrapes."""
     scrapes = 0
     while True:
-        (line,) = _wait_for(ex.stderr, r"tick \d+$", 60)[-1:]
+        (line,) = wait_for(ex.stderr, r"tick \d+$", 60)[-1:]
         scrape(url)
         scrapes += 1
         if int(line.split()[-1]) >= upto:
@@ -120,7 +118,7 @@ def _latest(lines: list[dict[str, Any]]) -> dict[str, float]:
     by: dict[str, list[dict[str, Any]]] = {}
     for x in lines:
         if x["kind"] in ("counter", "gauge"):
-            by.setdefault(_series(x["metric"], x["labels"]), []).append(x)
+            by.setdefault(series_name(x["metric"], x["labels"]), []).append(x)
     out = {}
     for series, xs in by.items():
         if any(isinstance(x["value"], float) and x["inc"] is not None for x in xs):
@@ -143,7 +141,7 @@ def test_noop_ran_and_detached(traced: Run) -> None:
     assert {x["pid"] for x in traced.lines} == {traced.pid}
     assert re.search(r"SIGTERM: detached; \d+ events, 0 lost", traced.noop_stderr), \
         traced.noop_stderr
-    _no_probe_left(traced.noop_pid)
+    no_probe_left(traced.noop_pid)
     assert traced.scrapes >= TICKS
 
 
@@ -157,8 +155,8 @@ def test_one_line_per_update(traced: Run) -> None:
     """Every update once, whatever was inlined where and however the threads raced;
     the scrapes' folds of the histogram (one per tick) none."""
     assert Counter((x["metric"], x["op"]) for x in traced.lines) == _updates_made()
-    children = Counter(_series(x["metric"], x["labels"]) for x in traced.lines
-                       if x["metric"] == "fake_requests_total")
+    children = Counter(series_name(x["metric"], x["labels"]) for x in traced.lines
+                      if x["metric"] == "fake_requests_total")
     assert {k: float(v) for k, v in children.items()} == {
         k: v for k, v in traced.metrics.items() if k.startswith("fake_requests_total")}
 
@@ -202,7 +200,7 @@ def test_attached_while_it_runs(privileged: None, rust_example: Path, tmp_path: 
     ex = _example(rust_example, ticks)
     try:
         url = _url(ex)
-        _wait_for(ex.stderr, r"tick 3$", 60)
+        wait_for(ex.stderr, r"tick 3$", 60)
         with tracing(tmp_path, "--binary", rust_example) as session:
             _ticks(ex, url, ticks)
             metrics = scrape(url)
@@ -234,7 +232,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_example: Path,
                                         tmp_path: Path, agent_cleanup: list[Agent]) -> None:
     """noop run --binary, started first: each series' value, updates by operation and
     increments equal what the example says and did."""
-    agent = start(tmp_path, "--binary", rust_example)
+    agent = start("--binary", rust_example)
     agent_cleanup.append(agent)
     ex = _example(rust_example, TICKS)
     try:
@@ -273,7 +271,7 @@ def test_what_the_preset_needs(noop: Any, request: pytest.FixtureRequest, what: 
                                     "unoptimized": "rust_example_unoptimized"}[what])
     done = noop("--binary", path, "--duration", "1")
     assert done.returncode == 2, done.stderr
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert line.startswith(f"noop: {path}")
     if what == "no-crate":
         assert "without the prometheus crate" in line and "probes.yaml" in line

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NoopRun
-from test_trace import tracing
+from harness.noop import tracing
+from harness.programs import NoopRun
 
 CALLS = 13  # a prime: each of the three variants, Some and None, and 0..3 tags recur
 

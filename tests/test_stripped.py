@@ -11,27 +11,18 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import GO_TOOLCHAINS, PROGRAMS, _go_build, go_toolchain
 from harness import builds
+from harness.noop import run as noop
+from harness.programs import GO_TOOLCHAINS, PROGRAMS, go_build, go_toolchain
 
 from agent.target.elf import ElfFile, Symbol
 
 REPO = Path(__file__).resolve().parent.parent
 PKG = "github.com/prometheus/client_golang/prometheus"
 VARIANTS = ("plain", "trimpath", "cgo-pie")
-
-
-def noop(*args: str, cache: Path | None = None, env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:
-    e = {**os.environ, **(env or {})}
-    if cache is not None:
-        e["NOOP_CACHE_DIR"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "agent", *args], cwd=REPO, env=e,
-                          capture_output=True, text=True, timeout=300, check=False)
 
 
 def answer(*args: str, cache: Path | None = None, env: dict[str, str] | None = None
@@ -56,10 +47,10 @@ def twins(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     link = "-linkmode=external" if cgo else ""
     if cgo:
         flags = ("-buildmode=pie",)
-    full = _go_build(go, out / "full", cache, PROGRAMS / "go" / "layouts",
-                     (*flags, f"-ldflags={link}"), cgo)
-    stripped = _go_build(go, out / "stripped", cache, PROGRAMS / "go" / "layouts",
-                         (*flags, f"-ldflags={link} -s -w"), cgo)
+    full = go_build(go, out / "full", cache, PROGRAMS / "go" / "layouts",
+                    (*flags, f"-ldflags={link}"), cgo)
+    stripped = go_build(go, out / "stripped", cache, PROGRAMS / "go" / "layouts",
+                        (*flags, f"-ldflags={link} -s -w"), cgo)
     return full, stripped
 
 
@@ -201,9 +192,9 @@ def test_test_program_layouts_equal_dwarf(version: str, tmp_path_factory: pytest
     go = go_toolchain(version)
     out = tmp_path / "b"
     cache = tmp_path_factory.getbasetemp() / f"gocache-twins-{version}"
-    full = _go_build(go, out / "full", cache, PROGRAMS / "go" / "layouts", ("-ldflags=",))
-    stripped = _go_build(go, out / "stripped", cache, PROGRAMS / "go" / "layouts",
-                         ("-ldflags= -s -w",))
+    full = go_build(go, out / "full", cache, PROGRAMS / "go" / "layouts", ("-ldflags=",))
+    stripped = go_build(go, out / "stripped", cache, PROGRAMS / "go" / "layouts",
+                        ("-ldflags= -s -w",))
     monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "c"))
     assert _same_layouts(full, stripped) > 500
 
@@ -251,9 +242,9 @@ def test_separate_debug_info(language: str, how: str, c_layouts: Path, rust_layo
     with an empty cache each time, answers as the unstripped one does."""
 
     if language == "go":
-        full = _go_build(go_toolchain("1.19"), tmp_path / "go" / "layouts",
-                         tmp_path / "gocache", PROGRAMS / "go" / "layouts",
-                         ("-ldflags=-B 0x" + "5eed" * 10,))  # a GNU build-id
+        full = go_build(go_toolchain("1.19"), tmp_path / "go" / "layouts",
+                        tmp_path / "gocache", PROGRAMS / "go" / "layouts",
+                        ("-ldflags=-B 0x" + "5eed" * 10,))  # a GNU build-id
     else:
         full = c_layouts if language == "c" else rust_layouts
     work = tmp_path / "bin"
@@ -334,16 +325,6 @@ def test_damaged_go_metadata_is_one_line(stripped_example: Path, tmp_path: Path)
             assert done.returncode != 0, (name, query)
             assert len(done.stderr.strip().splitlines()) == 1, (name, done.stderr)
             assert "Traceback" not in done.stderr and "internal error" not in done.stderr
-
-
-def test_the_preset_mirrors_a_stripped_program(privileged: None, stripped_example: Path,
-                                               tmp_path: Path, agent_cleanup: list[object]
-                                               ) -> None:
-    """noop run --binary on the -s -w build: the same meta-metrics, equal to the
-    program's own /metrics, as on the build with DWARF."""
-    from test_run import test_meta_metrics_equal_the_programs_own as same_as_unstripped
-
-    same_as_unstripped(privileged, stripped_example, tmp_path, agent_cleanup)  # type: ignore[arg-type]
 
 
 def test_goid_offsets_by_version_equal_dwarf(twins: tuple[Path, Path]) -> None:
@@ -541,23 +522,3 @@ def test_a_descriptor_pointing_outside_is_one_line(stripped_example: Path,
         assert "outside" in line and "Traceback" not in line, line
 
 
-@pytest.fixture(scope="module")
-def stripped_preset(privileged: None, stripped_example: Path,
-                    tmp_path_factory: pytest.TempPathFactory) -> object:
-    from test_trace import trace
-
-    return trace(tmp_path_factory.mktemp("stripped-preset"), stripped_example, "--binary",
-                 stripped_example)
-
-
-def test_the_terminal_preset_prints_the_same_lines(stripped_preset: object) -> None:
-    """noop --binary on the -s -w build: every line the unstripped build gets, its last
-    values equal to the program's own /metrics, histogram observations included."""
-    import test_trace
-
-    for check in (test_trace.test_preset_values_equal_the_programs_own_metrics,
-                  test_trace.test_preset_one_line_per_update,
-                  test_trace.test_preset_ops_and_increments,
-                  test_trace.test_preset_histogram_observations,
-                  test_trace.test_preset_detaches_everything):
-        check(stripped_preset)  # type: ignore[arg-type]

