@@ -16,8 +16,8 @@ import pytest
 
 from harness import builds
 
-REPO = Path(__file__).resolve().parent.parent
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+REPO = Path(__file__).resolve().parents[2]
+PROGRAMS = REPO / "tests" / "programs"
 GOPATH = Path("/usr/share/gocode")
 CLIENT_GOLANG = GOPATH / "src/github.com/prometheus/client_golang/prometheus"
 DEBIAN_GO = Path("/usr/bin/go")
