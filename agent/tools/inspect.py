@@ -183,6 +183,14 @@ class _Opened:
 _last: dict[tuple[str, tuple[int, int, int, int]], _Opened] = {}
 
 
+def close() -> None:
+    """Close the binary kept open for answers in a row (a long-lived caller between
+    batches; the next answer opens it again)."""
+    for old in _last.values():
+        old.close()
+    _last.clear()
+
+
 def _opened(binary: str) -> _Opened:
     from agent.target.discover import stamp
 
@@ -191,9 +199,7 @@ def _opened(binary: str) -> _Opened:
         return _Opened(binary)  # gone: ElfFile says so in its words
     key = (binary, version)
     if key not in _last:
-        for old in _last.values():
-            old.close()
-        _last.clear()
+        close()
         _last[key] = _Opened(binary)
     return _last[key]
 

@@ -18,12 +18,15 @@ def get(url: str, **kw: object) -> str:
 
 
 def fetch(url: str) -> tuple[int, str]:
-    """The status and body at ``url``, an HTTP error's too."""
+    """The status and body at ``url``, an HTTP error's too; 0 and why while nothing
+    answers there (not listening yet)."""
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
 
 
 def samples(text: str) -> Samples:

@@ -44,7 +44,7 @@ def classify(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.fast)
         if item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.serial)
-        shared = group(item)
+        shared = None if item.get_closest_marker("xdist_group") else group(item)
         if shared is not None:
             item.add_marker(pytest.mark.xdist_group(shared))
 
