@@ -39,6 +39,11 @@ from agent.plan.model import Plan, Site
 from agent.target import debuginfo, proof
 from agent.target.elf import ElfFile
 
+# attach: run again with --attach perf (setup.sh test). One worker for all of them: they
+# start copies of one build in other mount namespaces and at replaced paths, which
+# another of these tests' noop run, following every copy of its build, would find.
+pytestmark = [pytest.mark.attach, pytest.mark.xdist_group("test_proof")]
+
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 23
 NOP5 = bytes.fromhex("0f1f440000")
@@ -388,11 +393,12 @@ def _mirrored(agent: Agent, names: set[str]) -> dict[str, float]:
 
 
 @contextmanager
-def path_of(first: Path, tmp_path: Path, name: str = "svc") -> Iterator[Path]:
+def path_of(first: Path, tmp_path: Path, name: str = "svc", file: str = "go-prometheus"
+            ) -> Iterator[Path]:
     """A copy of ``first`` at a path of its own, which tests then replace."""
     where = tmp_path / name
     where.mkdir(exist_ok=True)
-    path = where / "go-prometheus"
+    path = where / file
     shutil.copy2(first, path)
     yield path
 
@@ -647,11 +653,12 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
     from agent.service import daemon
     from agent.target import discover
 
-    with path_of(example, tmp_path, "a") as own:
+    name = f"svc{os.getpid()}"  # followed by name: no other test's process has it
+    with path_of(example, tmp_path, "a", name) as own:
         plan = _preset(own)
         (target,) = plan.targets
         plan = replace(plan, targets=(replace(
-            target, selector=discover.Selector(exe="go-prometheus"), pinned=False),))
+            target, selector=discover.Selector(exe=name), pinned=False),))
         copy = _altered(example, plan, tmp_path / "b")
         copy.chmod(0o755)
         said: list[str] = []
