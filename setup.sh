@@ -98,6 +98,9 @@ if [ "$job" = test ]; then
 	log "pytest, $workers workers: every test but the serial ones"
 	status=0
 	python -m pytest -q -n "$workers" --dist loadgroup -m "not serial" || status=$?
+	log "pytest, $workers workers: the attach tests again, through perf-event uprobes"
+	python -m pytest -q -n "$workers" --dist loadgroup --attach perf \
+		-m "attach and privileged and not serial" || status=$?
 	log "pytest, one at a time: the serial tests"
 	python -m pytest -q -m serial || status=$?
 	exit "$status"

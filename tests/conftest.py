@@ -298,6 +298,24 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--attach", choices=("auto", "multi", "perf"), default=None,
+                     help="how every noop of the session attaches (NOOP_ATTACH): the "
+                     "tests marked attach run once so with perf, to test the fallback")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def attach_way(request: pytest.FixtureRequest) -> str:
+    """How the session's noops attach: ``--attach`` (else NOOP_ATTACH, else auto), set
+    in the environment every noop inherits and for this process's own loads."""
+    way = request.config.getoption("--attach") or os.environ.get("NOOP_ATTACH") or "auto"
+    os.environ["NOOP_ATTACH"] = way
+    from agent.kernel import load
+
+    load.attach_kind.cache_clear()
+    return str(way)
+
+
 @pytest.fixture(scope="session")
 def noop(session_cache: Path) -> NoopRun:
     """Run `python -m agent ARGS...` from the repository root, with the session's cache."""

@@ -20,6 +20,8 @@ from harness.metrics import one
 from harness.noop import Agent, no_probe_left, settle, start, stopped, tracing
 from harness.programs import DEBIAN_GO, PROGRAMS, go_build, need, workload
 
+pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = ("small", "medium", "huge")
 

@@ -32,6 +32,8 @@ from agent.spec.probes import SpecError
 from agent.target import discover
 from agent.target.elf import ElfFile
 
+pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+
 
 def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
@@ -153,6 +155,9 @@ def container(privileged: None, example: Path, tmp_path: Path
         _until(lambda: not discover.find(discover.Selector(exe="shop")), "the example's end")
 
 
+# One worker for these: each runs a program called shop at /app/shop in its container,
+# and a noop following that name or path would find another's.
+@pytest.mark.xdist_group("app-shop")
 @pytest.mark.parametrize("named", ["{binary: /app/shop}", "{exe: shop}"])
 def test_a_container_is_found_and_measured(container: tuple[subprocess.Popen[str], int, str],
                                            named: str, tmp_path: Path,

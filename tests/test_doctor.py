@@ -25,30 +25,43 @@ NO_CAPS = "Name:\tpython3\nCapEff:\t0000000000000000\n"
 BPF_ONLY = f"CapEff:\t{(1 << 39) | (1 << 38):016x}\n"
 
 
+ADMIN_ONLY = f"CapEff:\t{1 << 21:016x}\n"
+
+
 @pytest.mark.parametrize(
-    ("status", "last_cap", "missing"),
+    ("status", "last_cap", "multi", "missing"),
     [
-        (ROOT_STATUS, 40, ()),
-        (NO_CAPS, 40, ("CAP_SYS_ADMIN",)),
-        (BPF_ONLY, 40, ("CAP_SYS_ADMIN",)),  # the uprobe PMU wants CAP_SYS_ADMIN
+        (ROOT_STATUS, 40, False, ()),
+        (ROOT_STATUS, 40, True, ()),
+        (NO_CAPS, 40, False, ("CAP_SYS_ADMIN",)),
+        (NO_CAPS, 40, True, ("CAP_PERFMON", "CAP_BPF")),  # links: loading is all
+        (BPF_ONLY, 40, False, ("CAP_SYS_ADMIN",)),  # the uprobe PMU wants CAP_SYS_ADMIN
+        (BPF_ONLY, 40, True, ()),
+        (f"CapEff:\t{1 << 39:016x}\n", 40, True, ("CAP_PERFMON",)),
         # CAP_SYS_ADMIN stands for CAP_BPF and CAP_PERFMON, before 5.8 and after
-        (f"CapEff:\t{1 << 21:016x}\n", 37, ()),
-        (f"CapEff:\t{1 << 21:016x}\n", 40, ()),
-        ("Name:\tx\n", 40, ("CAP_SYS_ADMIN",)),
+        (ADMIN_ONLY, 37, False, ()),
+        (ADMIN_ONLY, 40, False, ()),
+        (ADMIN_ONLY, 40, True, ()),
+        (NO_CAPS, 37, True, ("CAP_SYS_ADMIN",)),  # no CAP_BPF before 5.8
+        ("Name:\tx\n", 40, False, ("CAP_SYS_ADMIN",)),
     ],
 )
-def test_missing_caps(status: str, last_cap: int, missing: tuple[str, ...]) -> None:
-    assert doctor.missing_caps(status, last_cap) == missing
+def test_missing_caps(status: str, last_cap: int, multi: bool, missing: tuple[str, ...]
+                      ) -> None:
+    assert doctor.missing_caps(status, last_cap, multi) == missing
 
 
 def test_privileges_check_names_what_is_lacking() -> None:
-    check = doctor.check_privileges(BPF_ONLY, 40)
+    check = doctor.check_privileges(BPF_ONLY, 40, multi=False)
     assert (check.status, check.detail) == (MISSING, "lacking CAP_SYS_ADMIN")
-    assert "CAP_SYS_ADMIN" in check.fix
-    assert doctor.check_privileges(ROOT_STATUS, 40).status == OK
+    assert "CAP_SYS_ADMIN" in check.fix and "CAP_BPF and CAP_PERFMON" in check.fix
+    assert doctor.check_privileges(BPF_ONLY, 40, multi=True).status == WARN  # loads
+    check = doctor.check_privileges(NO_CAPS, 40, multi=True)
+    assert (check.status, check.detail) == (MISSING, "lacking CAP_PERFMON CAP_BPF")
+    assert doctor.check_privileges(ROOT_STATUS, 40, multi=False).status == OK
     # Enough to load, but some targets are out of reach: a warning naming what lacks.
     loads = f"CapEff:\t{(1 << 39) | (1 << 38) | (1 << 21) | (1 << 2):016x}\n"
-    check = doctor.check_privileges(loads, 40)
+    check = doctor.check_privileges(loads, 40, multi=False)
     assert (check.status, check.detail.rpartition("; ")[2]) == (WARN, "lacking CAP_SYS_PTRACE")
     assert "/proc/PID/root" in check.fix and not check.required
 

@@ -22,6 +22,8 @@ from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan.client_golang import RULES, method_op
 
+pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+
 # Each series of the program: (kind, the op it gets, the increment of one call; None:
 # a set, or a histogram). Every call is made once per tick.
 SERIES: dict[str, tuple[str, str, float | None]] = {

@@ -557,11 +557,11 @@ def test_the_plan_shows_each_sites_instruction(example: Path) -> None:
 # --- a copy of the build that does not hold the plan's code -------------------------
 
 
-def _altered(example: Path, plan: Plan, where: Path) -> Path:
+def _altered(example: Path, plan: Plan, where: Path, name: str = "go-prometheus") -> Path:
     """A copy of ``example`` with its build-id, one byte of a probed function's code
     changed (never run: it is only proven)."""
     where.mkdir()
-    copy = where / "go-prometheus"
+    copy = where / name
     data = bytearray(example.read_bytes())
     p = plan.probes[0].sites[0].proof
     assert p is not None
@@ -659,7 +659,7 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
         (target,) = plan.targets
         plan = replace(plan, targets=(replace(
             target, selector=discover.Selector(exe=name), pinned=False),))
-        copy = _altered(example, plan, tmp_path / "b")
+        copy = _altered(example, plan, tmp_path / "b", name)
         copy.chmod(0o755)
         said: list[str] = []
         opts = daemon.Options(lambda: plan, plan, True, "127.0.0.1:0", None,

@@ -18,6 +18,8 @@ from harness.metrics import get, one, samples, scrape
 from harness.noop import Agent, no_probe_left, run, settle, start
 from harness.programs import workload
 
+pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

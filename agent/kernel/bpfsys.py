@@ -27,12 +27,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 MAP_CREATE, MAP_LOOKUP, MAP_UPDATE, MAP_DELETE, MAP_NEXT_KEY, PROG_LOAD = 0, 1, 2, 3, 4, 5
-OBJ_GET_INFO_BY_FD, LINK_CREATE, ENABLE_STATS = 15, 28, 32
+OBJ_GET_INFO_BY_FD, LINK_CREATE, LINK_GET_FD_BY_ID, LINK_GET_NEXT_ID = 15, 28, 30, 31
+ENABLE_STATS = 32
+LINK_TYPE_UPROBE_MULTI = 12
 STATS_RUN_TIME = 0
 _PROG_INFO_BYTES = 232  # struct bpf_prog_info up to attach_btf_id
 _RUN_TIME_AT = 192  # bpf_prog_info.run_time_ns, then run_cnt
 PROG_TYPE_KPROBE = 2
 ATTACH_PERF_EVENT = 41
+ATTACH_UPROBE_MULTI = 48  # BPF_TRACE_UPROBE_MULTI (Linux 6.6)
+_EXPECTED_ATTACH_AT = 68  # bpf_attr.expected_attach_type, for BPF_PROG_LOAD
+_LINK_CREATE_BYTES = 64  # bpf_attr up to link_create.uprobe_multi.pid
 # Map types whose values the kernel keeps one per possible CPU.
 PERCPU = {5, 6, 10}  # percpu hash, percpu array, lru percpu hash
 RINGBUF = 27
@@ -172,9 +177,11 @@ class Map:
             self.fd = -1
 
 
-def load_program(name: str, insns: bytes, license: str, kern_version: int) -> int:
-    """Load a kprobe-type program (a uprobe's); its fd. On refusal the verifier's last
-    lines say why."""
+def load_program(name: str, insns: bytes, license: str, kern_version: int,
+                 attach_type: int = 0) -> int:
+    """Load a kprobe-type program (a uprobe's); its fd. ``attach_type``
+    ATTACH_UPROBE_MULTI: for uprobe_multi links (then for those only). On refusal the
+    verifier's last lines say why."""
     code = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(license.encode())
     attr = _attr()
@@ -185,6 +192,7 @@ def load_program(name: str, insns: bytes, license: str, kern_version: int) -> in
                          len(log) if log else 0, ctypes.addressof(log) if log else 0,
                          kern_version)
         struct.pack_into("15s", attr, 48, name.encode()[:15])
+        struct.pack_into("<I", attr, _EXPECTED_ATTACH_AT, attach_type)
         return _call(PROG_LOAD, attr)
 
     try:
@@ -250,6 +258,146 @@ class Probe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MultiLink:
+    """Uprobes at ``offsets`` of the file at ``path`` running the program ``prog_fd``
+    (loaded for ATTACH_UPROBE_MULTI), each with its cookie, all through one BPF link
+    (``BPF_LINK_CREATE``, Linux 6.6): no perf events, so neither CAP_SYS_ADMIN nor a
+    kernel synchronization per probe when they come off. ``pid`` > 0: only that
+    process's threads run it. Closing it takes every one of them off at once."""
+
+    def __init__(self, path: str, offsets: list[int], prog_fd: int, cookies: list[int],
+                 pid: int = 0) -> None:
+        n = len(offsets)
+        cpath = ctypes.create_string_buffer(os.fsencode(path))
+        offs = (ctypes.c_uint64 * n)(*offsets)
+        cooks = (ctypes.c_uint64 * n)(*cookies)
+        attr = _attr(_LINK_CREATE_BYTES)
+        struct.pack_into("<iiII", attr, 0, prog_fd, 0, ATTACH_UPROBE_MULTI, 0)
+        struct.pack_into("<QQQQIIi", attr, 16, ctypes.addressof(cpath), ctypes.addressof(offs),
+                         0, ctypes.addressof(cooks), n, 0, pid)
+        self.fd = _call(LINK_CREATE, attr)
+        self.count = n
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> MultiLink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class MultiSupport:
+    """What this kernel does with uprobe_multi links, found by trying (as libbpf does):
+    ``links`` whether it makes them for this process; ``pid_filter`` whether a link's
+    pid runs the program in every thread of that process (older kernels: one thread
+    only, which a Go program's goroutines move off); ``why`` not, when not."""
+
+    links: bool
+    pid_filter: bool
+    why: str = ""
+    denied: bool = False  # the kernel would not load a program for this process
+
+
+def _program_attr(insns: bytes, license: str, attach_type: int
+                  ) -> ctypes.Array[ctypes.c_char]:
+    """BPF_PROG_LOAD's attributes for a kprobe-type program (no log), kept alive with
+    the buffers it points to."""
+    attr = _attr()
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(license.encode())
+    struct.pack_into("<IIQQ", attr, 0, PROG_TYPE_KPROBE, len(insns) // 8,
+                     ctypes.addressof(code), ctypes.addressof(lic))
+    struct.pack_into("<I", attr, _EXPECTED_ATTACH_AT, attach_type)
+    attr._keep = (code, lic)  # type: ignore[attr-defined]
+    return attr
+
+
+# r0 = 0; exit: the smallest program a link can be asked for.
+_RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")
+
+
+@cache
+def uprobe_multi() -> MultiSupport:
+    """Whether uprobe_multi links work here, tried with a program that does nothing on
+    a path that is no file: a kernel that has them refuses the path (EBADF) after the
+    rest; one whose pid filter is fixed (6.10, 6.6.35) refuses pid -1 (EINVAL) first."""
+    try:
+        prog = _call(PROG_LOAD, _program_attr(_RETURN_0, "GPL", ATTACH_UPROBE_MULTI))
+    except OSError as exc:
+        return MultiSupport(False, False, f"a program for them does not load: {exc.strerror}",
+                            exc.errno in (errno.EPERM, errno.EACCES))
+    try:
+        def attempt(pid: int) -> int:
+            try:
+                MultiLink("/", [0], prog, [0], pid).close()
+            except OSError as exc:
+                return exc.errno or 0
+            return 0
+
+        first = attempt(0)
+        if first != errno.EBADF:
+            return MultiSupport(False, False, "no uprobe_multi links (Linux < 6.6)"
+                                if first in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS)
+                                else f"uprobe_multi links refused: {os.strerror(first)}")
+        return MultiSupport(True, attempt(-1) == errno.EINVAL)
+    finally:
+        os.close(prog)
+
+
+@dataclass(frozen=True)
+class LinkOnFile:
+    """A uprobe_multi link the kernel holds: on which file, how many uprobes, for which
+    process (0: every one)."""
+
+    id: int
+    path: str
+    count: int
+    pid: int
+
+
+def uprobe_multi_links() -> list[LinkOnFile]:
+    """Every uprobe_multi link on this machine, whoever made it (``BPF_LINK_GET_NEXT_ID``
+    and the links' info; Linux 6.8 names their files): what shows that a stopped noop
+    left none behind, where uprobes made through links leave no trace in tracefs."""
+    out: list[LinkOnFile] = []
+    at = 0
+    while True:
+        attr = _attr(12)
+        struct.pack_into("<I", attr, 0, at)
+        try:
+            _call(LINK_GET_NEXT_ID, attr)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return out
+            raise
+        at = struct.unpack_from("<I", attr, 4)[0]
+        struct.pack_into("<II", attr, 0, at, 0)
+        try:
+            fd = _call(LINK_GET_FD_BY_ID, attr)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:  # gone meanwhile
+                continue
+            raise
+        try:
+            path = ctypes.create_string_buffer(4096)
+            info = _attr(64)
+            struct.pack_into("<QQQQI", info, 16, ctypes.addressof(path), 0, 0, 0, len(path))
+            get = _attr(16)
+            struct.pack_into("<IIQ", get, 0, fd, len(info), ctypes.addressof(info))
+            _call(OBJ_GET_INFO_BY_FD, get)
+            kind, = struct.unpack_from("<I", info, 0)
+            if kind == LINK_TYPE_UPROBE_MULTI:
+                count, _flags, pid = struct.unpack_from("<IIi", info, 52)
+                out.append(LinkOnFile(at, os.fsdecode(path.value), count, pid))
+        finally:
+            os.close(fd)
 
 
 def close_fd(fd: int) -> None:

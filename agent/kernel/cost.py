@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import math
 import mmap
 import os
@@ -188,24 +189,43 @@ def _loop() -> Iterator[tuple[str, Callable[[int], object]]]:
                     "set NOOP_CACHE_DIR to a directory that allows executables")
 
 
+STATS_SYSCTL = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
 class RunTimes:
     """The kernel's run time of BPF programs, switched on while this is open
     (``BPF_ENABLE_STATS``: the kernel then reads the clock twice per program run, a
-    few tens of ns). ``available`` is False where the kernel cannot (before 5.8)."""
+    few tens of ns), or already on for every program (the ``kernel.bpf_stats_enabled``
+    sysctl). ``available`` is False where neither: before 5.8, or without
+    CAP_SYS_ADMIN (which the command needs) and the sysctl off; ``why`` says which."""
 
     def __init__(self) -> None:
+        self.why = ""
         try:
             self.fd = bpfsys.enable_run_time_stats()
-        except OSError:
+        except OSError as exc:
             self.fd = -1
+            if self._sysctl_on():
+                return
+            self.why = ("without CAP_SYS_ADMIN noop cannot have the kernel time BPF "
+                        "programs (BPF_ENABLE_STATS), and sysctl kernel.bpf_stats_enabled "
+                        "is 0" if exc.errno in (errno.EPERM, errno.EACCES)
+                        else "this kernel does not time BPF programs (BPF_ENABLE_STATS)")
+
+    @staticmethod
+    def _sysctl_on() -> bool:
+        try:
+            return STATS_SYSCTL.read_text().strip() == "1"
+        except OSError:
+            return False
 
     @property
     def available(self) -> bool:
-        return self.fd >= 0
+        return self.fd >= 0 or (not self.why and self._sysctl_on())
 
     def of(self, prog_fds: list[int]) -> int:
         """Nanoseconds the kernel ran these programs, in all."""
-        if self.fd < 0:
+        if not self.available:
             return 0
         total = 0
         for fd in prog_fds:

@@ -11,6 +11,7 @@ import os
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -111,16 +112,23 @@ def check_privileges() -> None:
     """Fail early, in one line, when this process cannot load BPF programs; warn, once
     each, of capabilities without which some targets are out of reach."""
     from agent import logs
-    from agent.kernel.privileges import PRIV_FIX, advised_caps, missing_caps
+    from agent.kernel.privileges import PRIV_FIX, advised_caps, last_cap, missing_caps
 
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
         status = ""
-    missing = missing_caps(status)
+    kind = attach_kind()
+    # Links need fewer capabilities; where a program would not even load for them,
+    # what links need is what to name (perf-event uprobes need those and more).
+    missing = missing_caps(status, last_cap(), kind.multi or (kind.denied and _has_links()))
     if missing:
         raise LoadError("not allowed to load BPF programs: missing " + ", ".join(missing),
                         PRIV_FIX)
+    if kind.denied:  # every capability held, and still refused: seccomp, an LSM
+        raise LoadError(f"not allowed to load BPF programs: {kind.why}",
+                        "a seccomp profile or security module refuses bpf() here; "
+                        + PRIV_FIX)
     for name, why in advised_caps(status):
         if name not in _WARNED:
             _WARNED.add(name)
@@ -128,6 +136,57 @@ def check_privileges() -> None:
 
 
 _WARNED: set[str] = set()
+
+
+def _has_links() -> bool:
+    """Whether this kernel has uprobe_multi links at all (its BTF lists the function
+    that makes them): for naming what a process refused every program lacks."""
+    from agent.kernel import kfeatures
+
+    facts = kfeatures.vmlinux_btf()
+    return facts is None or "bpf_uprobe_multi_link_attach" in facts.funcs
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How uprobes go on in this process: ``multi`` uprobe_multi links (one per program
+    and file; no CAP_SYS_ADMIN; off at once), else perf-event uprobes (one each);
+    ``pid_filter`` whether a link's pid covers every thread of the process; ``why``:
+    said by the log and ``noop doctor``."""
+
+    multi: bool
+    pid_filter: bool
+    why: str
+    denied: bool = False  # no BPF program loads for this process (its capabilities)
+
+    @property
+    def name(self) -> str:
+        return "uprobe_multi links" if self.multi else "perf-event uprobes"
+
+
+ATTACH_ENV = "NOOP_ATTACH"  # auto (the default), perf or multi: which way, forced
+
+
+@cache
+def attach_kind() -> Kind:
+    """uprobe_multi links where this kernel makes them for this process (tried, not
+    inferred from its version), else perf-event uprobes; ``NOOP_ATTACH`` forces one."""
+    forced = os.environ.get(ATTACH_ENV, "auto").strip().lower() or "auto"
+    if forced not in ("auto", "perf", "multi"):
+        raise LoadError(f"{ATTACH_ENV}={forced!r}: expected auto, perf or multi",
+                        f"unset {ATTACH_ENV} to let noop choose")
+    if forced == "perf":
+        return Kind(False, False, f"{ATTACH_ENV}=perf")
+    support = bpfsys.uprobe_multi()
+    if support.links:
+        return Kind(True, support.pid_filter,
+                    "this kernel makes uprobe_multi links" + (
+                        "" if support.pid_filter else
+                        " (its pid filter follows one thread only: noop filters instead)"))
+    if forced == "multi":
+        raise LoadError(f"{ATTACH_ENV}=multi, but {support.why}",
+                        f"unset {ATTACH_ENV}: noop then uses perf-event uprobes")
+    return Kind(False, False, support.why, support.denied)
 
 
 REPLANS = 2  # plans made again when a file is not what its plan was made from
@@ -171,8 +230,9 @@ class Object:
                 for at, m in fn.maps:  # the map's fd into its lddw, as BCC's loader does
                     struct.pack_into("<i", code, at * 8 + 4, self.maps[m].fd)
                 link_calls(code, calls or {})
-                self.progs[name] = bpfsys.load_program(name, bytes(code), compiled.license,
-                                                       compiled.kern_version)
+                self.progs[name] = bpfsys.load_program(
+                    name, bytes(code), compiled.license, compiled.kern_version,
+                    bpfsys.ATTACH_UPROBE_MULTI if attach_kind().multi else 0)
         except BaseException:
             self.close()
             raise
@@ -214,7 +274,7 @@ class Loaded:
         self.plan = plan
         self.program = program
         self.attachments: list[Attachment] = []
-        self._probes: list[bpfsys.Probe] = []
+        self._probes: list[Handle] = []  # one per attachment; a link serves several
         self.off: set[int] = set()  # probes taken off (their budget): not attached
         # target -> the files it is attached to, each open: checked and attached through
         # the descriptor, so that whatever is renamed over the path later is not used
@@ -288,7 +348,7 @@ class Loaded:
                                       pid if pid is not None else -1),
                            Uprobe(site.file_offset, site.proof, self.obj.progs[fn],
                                   f"{probe.name} at {site.function} ({site.address:#x})",
-                                  si if self.program.cookies else None)))
+                                  si if self.program.cookies else None, pi, pid or 0)))
         probes = attach_proven(path, opened, [u for _a, u in chosen])
         self.attachments += [a for a, _u in chosen]
         self._probes += probes
@@ -310,8 +370,11 @@ class Loaded:
         # Off the lists first: a scrape in between counts them gone, as they soon are.
         self.attachments = [a for a, _ in pairs if not which(a)]
         self._probes = [probe for a, probe in pairs if not which(a)]
-        for probe in gone:
-            probe.close()
+        kept = {id(h) for h in self._probes}
+        # A link holds the sites of one probe on one file: every way of picking takes
+        # all of them, so no link is shared by what goes and what stays.
+        assert not any(id(h) in kept for h in gone), "a link split between kept and gone"
+        take_off(gone)
         return len(gone)
 
     def detach_probe(self, pi: int) -> int:
@@ -447,8 +510,7 @@ class Loaded:
             table.update(struct.pack("<II", n, 0), zero)
 
     def close(self) -> None:
-        for probe in self._probes:
-            probe.close()
+        take_off(self._probes)
         self._probes.clear()
         for files in self._files.values():
             for opened in files.values():
@@ -478,7 +540,7 @@ class Bare:
                  proof: Proof | None) -> None:
         check_privileges()
         self.obj: Object | None = build(text, [function])
-        self.probe: bpfsys.Probe | None = None
+        self.probe: Handle | None = None
         try:
             with Opened(binary) as opened:
                 (self.probe,) = attach_proven(binary, opened, [Uprobe(
@@ -560,32 +622,96 @@ class Uprobe:
     prog: int
     what: str
     cookie: int | None = None
+    group: int = 0  # uprobes of one group and program share a link (a probe's sites)
+    pid: int = 0  # only this process runs it (where a link can filter); 0: every one
 
 
-def attach_proven(path: str, opened: Opened, wanted: list[Uprobe]) -> list[bpfsys.Probe]:
+Handle = bpfsys.Probe | bpfsys.MultiLink  # what takes a uprobe off when closed
+
+
+def attach_proven(path: str, opened: Opened, wanted: list[Uprobe]) -> list[Handle]:
     """``wanted`` on the file ``opened`` at ``path``: each offset proven an instruction
     boundary of the build its plan was made from, through the open file, before any
-    goes on; attached through that descriptor; then the code read again, in case the
-    file was written meanwhile. All of them, or none (BuildChanged, or the kernel's
-    refusal)."""
+    goes on; attached through that descriptor (``attach_kind``: one link per group and
+    program, or a perf-event uprobe each); then the code read again, in case the file
+    was written meanwhile. All of them, or none (BuildChanged, or the kernel's
+    refusal). One handle per uprobe, in order (a link's for each of its sites)."""
     for u in wanted:
         why = opened.check(u.proof, u.offset)
         if why:
             changed = u.proof is not None and bool(u.proof.build) and \
                 opened.build() != u.proof.build
             raise BuildChanged(path, f"{u.what}: {why}", changed)
-    out: list[bpfsys.Probe] = []
+    kind = attach_kind()
+
+    def link_of(u: Uprobe) -> tuple[int, int, int]:
+        return u.group, u.prog, u.pid if kind.pid_filter else 0
+
+    made: list[Handle] = []  # every one, to take off again if any fails
     try:
-        for u in wanted:
-            out.append(attach_at(opened.path, u.offset, u.prog, u.what, u.cookie))
+        if kind.multi:
+            groups: dict[tuple[int, int, int], list[Uprobe]] = {}
+            for u in wanted:
+                groups.setdefault(link_of(u), []).append(u)
+            links: dict[tuple[int, int, int], Handle] = {}
+            for key, us in groups.items():
+                links[key] = attach_many(opened.path, us, key[2])
+                made.append(links[key])
+            out = [links[link_of(u)] for u in wanted]
+        else:
+            for u in wanted:
+                made.append(attach_at(opened.path, u.offset, u.prog, u.what, u.cookie))
+            out = list(made)
         why = opened.unchanged([u.proof for u in wanted if u.proof is not None])
         if why:
             raise BuildChanged(path, why, True)
     except BaseException:
-        for probe in out:
-            probe.close()
+        take_off(made)
         raise
     return out
+
+
+def take_off(handles: list[Handle]) -> None:
+    """Close every handle once (a link appears once per site it holds), side by side:
+    the kernel waits for a grace period as each comes off (about 50 ms a link, 100 ms a
+    perf-event uprobe), and those waits overlap (21 links: 0.98 s one by one, 0.17 s
+    so)."""
+    unique = list({id(h): h for h in handles}.values())
+    if len(unique) < 2:
+        for h in unique:
+            h.close()
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(32, len(unique)), thread_name_prefix="noop-detach") as pool:
+        for _ in pool.map(lambda h: h.close(), unique):
+            pass
+
+
+def attach_many(path: str, uprobes: list[Uprobe], pid: int) -> bpfsys.MultiLink:
+    """One uprobe_multi link of ``uprobes`` (one program's), on the file at ``path``.
+    When the kernel refuses it, each is tried alone to say which one, and why."""
+    prog = uprobes[0].prog
+    try:
+        return bpfsys.MultiLink(path, [u.offset for u in uprobes], prog,
+                                [u.cookie or 0 for u in uprobes], pid)
+    except OSError as exc:
+        first = exc
+    for u in uprobes:
+        try:
+            bpfsys.MultiLink(path, [u.offset], prog, [u.cookie or 0], pid).close()
+        except OSError as exc:
+            raise _refused(u.what, exc) from None
+    raise _refused(f"{len(uprobes)} uprobes ({uprobes[0].what}, ...)", first)
+
+
+def _refused(what: str, exc: OSError) -> LoadError:
+    hint = ("the kernel will not probe the instruction there (x86 refuses "
+            "LOCK-prefixed ones); probe another function" if exc.errno == 524
+            else "the file is gone; is the target still installed?"
+            if exc.errno == errno.ENOENT
+            else "run 'noop doctor' to check uprobe support")
+    return LoadError(f"cannot attach {what}: {exc.strerror or exc}", hint)
 
 
 def attach_at(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
@@ -595,9 +721,4 @@ def attach_at(binary: str, offset: int, prog: int, what: str, cookie: int | None
     try:
         return bpfsys.Probe(binary, offset, prog, cookie)
     except OSError as exc:
-        hint = ("the kernel will not probe the instruction there (x86 refuses "
-                "LOCK-prefixed ones); probe another function" if exc.errno == 524
-                else "the file is gone; is the target still installed?"
-                if exc.errno == errno.ENOENT
-                else "run 'noop doctor' to check uprobe support")
-        raise LoadError(f"cannot attach {what}: {exc.strerror or exc}", hint) from None
+        raise _refused(what, exc) from None

@@ -167,12 +167,16 @@ class Daemon:
         self.run_times = cost.RunTimes()
         self._sweeps = 0  # prune's
         if not self.run_times.available:
-            log("this kernel does not time BPF programs (BPF_ENABLE_STATS): "
-                "costs count the traps only", logs.WARNING)
+            log(f"{self.run_times.why}: budgets count the traps only, not the "
+                "programs' own run time", logs.WARNING)
 
     def start(self) -> None:
         plan = self.opts.first
         log(f"resolving took {self.opts.resolved:.2f}s")
+        from agent.kernel.load import attach_kind
+
+        kind = attach_kind()
+        log(f"uprobes go on through {kind.name}: {kind.why}")
         self._measure()
         for p in plan.probes:
             if not p.metrics and p.aggregate is None:

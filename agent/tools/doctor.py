@@ -24,10 +24,12 @@ from agent.kernel.kfeatures import (
     vmlinux_btf,
 )
 from agent.kernel.privileges import (
-    CAPS,
     PRIV_FIX,
     advised_caps,
     missing_caps,
+)
+from agent.kernel.privileges import (
+    held as privileges_held,
 )
 
 OK, MISSING, WARN = "ok", "missing", "warn"
@@ -100,7 +102,10 @@ def judge_uprobes(config: dict[str, str] | None, pmu: Path) -> Check:
     )
 
 
-def check_privileges(status_text: str | None = None, last_cap: int | None = None) -> Check:
+def check_privileges(status_text: str | None = None, last_cap: int | None = None,
+                     multi: bool | None = None) -> Check:
+    """The capabilities held against those attaching needs: through uprobe_multi links
+    (``multi``; by default, whether this kernel makes them for this process) or not."""
     name, title = "privileges", "privileges"
     try:
         if status_text is None:
@@ -109,10 +114,19 @@ def check_privileges(status_text: str | None = None, last_cap: int | None = None
             last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
     except (OSError, ValueError) as exc:
         return _bad(name, title, f"cannot read capabilities: {exc}", PRIV_FIX)
-    lacking = missing_caps(status_text, last_cap)
+    if multi is None:
+        from agent.errors import NoopError
+        from agent.kernel.load import attach_kind
+
+        try:
+            kind = attach_kind()
+            multi = kind.multi or kind.denied
+        except NoopError:
+            multi = False
+    lacking = missing_caps(status_text, last_cap, multi)
     if not lacking:
         who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
-        held = " ".join(CAPS[bit] for bit in sorted(CAPS) if bit <= last_cap)
+        held = " ".join(privileges_held(status_text, last_cap))
         advised = advised_caps(status_text)
         if advised:
             return Check(name, title, WARN, f"{who}, has {held}; lacking "
@@ -250,12 +264,24 @@ def check_xmm_helper(facts: BtfFacts | None = None, path: Path = VMLINUX_BTF) ->
 
 
 def check_uprobe_multi(facts: BtfFacts | None = None, path: Path = VMLINUX_BTF) -> Check:
-    name, title = "uprobe-multi", "uprobe multi"
+    """How noop's uprobes go on here, and why: uprobe_multi links where the kernel makes
+    them for this process (tried), else a perf-event uprobe per site (CAP_SYS_ADMIN)."""
+    from agent.errors import NoopError
+    from agent.kernel.load import attach_kind
+
+    name, title = "uprobe-multi", "attach"
+    try:
+        kind = attach_kind()
+    except NoopError as exc:
+        return _bad(name, title, exc.message, exc.hint or "", required=False)
+    if kind.multi:
+        return _ok(name, title, f"{kind.name}: {kind.why}", required=False)
     facts = facts or vmlinux_btf(path)
-    if facts is not None and "bpf_uprobe_multi_link_attach" in facts.funcs:
-        return _ok(name, title, "uprobe_multi links (kernel >= 6.6)", required=False)
-    detail = "no uprobe_multi links (kernel < 6.6)" if facts else f"no {path}: cannot tell"
-    return _bad(name, title, detail, "optional: one uprobe per site is used", required=False)
+    has = facts is not None and "bpf_uprobe_multi_link_attach" in facts.funcs
+    fix = ("give noop CAP_BPF and CAP_PERFMON (or run it as root)" if kind.denied and has
+           else "optional on this kernel: perf-event uprobes need CAP_SYS_ADMIN and take "
+           "about 0.1 s each to come off; Linux >= 6.6 has links")
+    return _bad(name, title, f"{kind.name}: {kind.why}", fix, required=False)
 
 
 def check_costs() -> Check:
@@ -270,9 +296,14 @@ def check_costs() -> Check:
         return _bad(name, title, exc.message, exc.hint or PRIV_FIX, required=False)
     stats = cost.RunTimes()
     timed = stats.available
+    why = stats.why
     stats.close()
-    return _ok(name, title, got.describe() + ("" if timed else "; BPF run time not kept"),
-               required=False)
+    if not timed:
+        return Check(name, title, WARN, got.describe() + "; BPF run time not kept: " + why,
+                     "budgets count the traps only; run noop with CAP_SYS_ADMIN or set "
+                     "sysctl kernel.bpf_stats_enabled=1 to count the programs' run time too",
+                     False)
+    return _ok(name, title, got.describe(), required=False)
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (

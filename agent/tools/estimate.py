@@ -84,7 +84,6 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
     from agent.kernel import codegen, load
-    from agent.kernel.bpfsys import Probe
     from agent.target.proof import Opened
 
     load.check_privileges()
@@ -95,7 +94,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
                         "\n\treturn 0;\n}\n" for n in range(len(index))])
     names = [f"noop_count_{n}" for n in range(len(index))]
     obj = load.build(text, names)
-    attached: dict[int, list[Probe]] = {}
+    attached: dict[int, list[load.Handle]] = {}
     started: dict[int, float] = {}
     stopped: dict[int, float] = {}
     try:

@@ -8,6 +8,7 @@ conftest) unless the test names its own with ``cache``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -52,8 +53,10 @@ def popen(*args: str | Path, cache: Path | None = None, env: dict[str, str] | No
           wrap: Sequence[str] = (), **kw: Any) -> subprocess.Popen[str]:
     """``noop ARGS`` in the background (``wrap``: a command that runs it, as capsh does);
     ``kw`` as subprocess.Popen takes them (its streams: text)."""
-    return subprocess.Popen([*wrap, *command(*args)], cwd=REPO,
+    proc = subprocess.Popen([*wrap, *command(*args)], cwd=REPO,
                             env=environment(cache, **(env or {})), text=True, **kw)
+    _NAMED[proc.pid] = _named_files(args)
+    return proc
 
 
 def wait_for(stream: Any, pattern: str, timeout: float) -> list[str]:
@@ -79,11 +82,52 @@ def one_line_each(stderr: str) -> list[str]:
     return lines
 
 
-def no_probe_left(pid: int) -> None:
-    """No uprobe of the noop whose PID this was is registered (BCC names them after
-    it): a look at that noop's own, so that other tests' noops may run meanwhile."""
+# noop's PID -> the files its command line names (--binary, a --config's targets)
+_NAMED: dict[int, tuple[str, ...]] = {}
+
+
+def _named_files(args: Sequence[str | Path]) -> tuple[str, ...]:
+    import yaml
+
+    out: list[str] = []
+    words = [str(a) for a in args]
+    for flag, value in itertools.pairwise(words):
+        if flag == "--binary":
+            out.append(value)
+        elif flag == "--config":
+            try:
+                spec = yaml.safe_load(Path(value).read_text())
+                out += [str(t["binary"]) for t in spec["targets"].values()
+                        if isinstance(t, dict) and "binary" in t]
+            except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+                pass  # a spec a test made broken on purpose names nothing
+    return tuple(os.path.realpath(f) for f in out)
+
+
+def attached_to(*files: str | Path) -> list[str]:
+    """What holds uprobes on ``files`` now: a uprobe_multi link on one (the kernel lists
+    every link), or a tracefs entry naming one (BCC's and bpftrace's). A perf-event
+    uprobe noop made through the uprobe PMU is listed nowhere: only the target's code
+    shows it (an int3 at the site), and it goes when the last descriptor of its event
+    is closed."""
+    from agent.kernel import bpfsys
+
+    wanted = {os.path.realpath(f) for f in files}
+    out = [line for line in UPROBE_EVENTS.read_text().splitlines()
+           if any(f in line for f in wanted)]
+    out += [f"link {link.id}: {link.count} uprobes on {link.path}"
+            for link in bpfsys.uprobe_multi_links() if os.path.realpath(link.path) in wanted]
+    return out
+
+
+def no_probe_left(pid: int, *files: str | Path) -> None:
+    """No uprobe the noop whose PID this was made is on: none BCC named after it in
+    tracefs, and none on the files its command line named (and ``files``), however
+    made. Only that noop's own are looked at, so that other tests' noops may run."""
     events = UPROBE_EVENTS.read_text()
     assert f"bcc_{pid}" not in events, f"uprobes of noop {pid} left behind:\n{events}"
+    left = attached_to(*_NAMED.get(pid, ()), *files)
+    assert not left, f"noop {pid} left uprobes behind: {left}"
 
 
 @dataclass
