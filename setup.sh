@@ -100,7 +100,7 @@ if [ "$job" = test ]; then
 	python -m pytest -q -n "$workers" --dist loadgroup -m "not serial" || status=$?
 	log "pytest, $workers workers: the attach tests again, through perf-event uprobes"
 	python -m pytest -q -n "$workers" --dist loadgroup --attach perf \
-		-m "attach and privileged and not serial" || status=$?
+		-m "attach and privileged and not serial and not slow" || status=$?
 	log "pytest, one at a time: the serial tests"
 	python -m pytest -q -m serial || status=$?
 	exit "$status"

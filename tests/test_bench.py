@@ -23,7 +23,7 @@ from agent.errors import NoopError, NotFound
 from agent.tools import bench
 from agent.tools import workloads as wl
 
-pytestmark = pytest.mark.slow  # benchmarks: every arm timed
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # benchmarks: every arm timed, alone
 
 CALLS = 100_000
 ROUNDS = 2

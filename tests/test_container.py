@@ -29,7 +29,8 @@ from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
 
 from agent import __version__
 
-pytestmark = pytest.mark.slow  # containers: an image built, pods run under podman
+# containers: an image built, pods run under podman; alone
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "deploy" / "kubernetes" / "noop.yaml"

@@ -353,7 +353,7 @@ def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
     the breakpoint. The log line is what fails without noop's own watch.)"""
 
     old, new = two_builds
-    shop = tmp_path / "shop"
+    shop = tmp_path / "rewritten"  # not "shop": the container tests follow that name
     shutil.copy(old, shop)
     spec_file = tmp_path / "incs.yaml"
     spec_file.write_text(INCS.format(name="x").replace("{exe: x}", f"{{binary: {shop}}}"))

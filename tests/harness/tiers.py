@@ -4,8 +4,9 @@ real BPF), ``builds`` (a program built from tests/programs or the examples), ``s
 of these, seconds for all of them together.
 
 Apart from the tiers, ``serial``: a test that times itself or the machine (a deadline,
-a calibration, a budget, memory growth) runs alone, after the parallel pass
-(``setup.sh test``); every slow test is serial.
+a calibration, a budget, memory growth, a benchmark) or holds it (containers) runs
+alone, after the parallel pass (``setup.sh test``); marked by hand. A slow test that
+is neither (the soak) runs in the parallel pass.
 
 A test is ``builds`` when it uses a fixture that builds; one that builds without
 being marked so is stopped by ``builds.kept`` (``guard``), so the fast tier never
@@ -42,8 +43,6 @@ def classify(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.builds)
         if not any(item.get_closest_marker(t) for t in TIERS[:3]):
             item.add_marker(pytest.mark.fast)
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.serial)
         shared = None if item.get_closest_marker("xdist_group") else group(item)
         if shared is not None:
             item.add_marker(pytest.mark.xdist_group(shared))
