@@ -91,15 +91,17 @@ if [ "$job" = test ]; then
 	log "systemd-analyze security --offline=yes deploy/systemd/noop.service"
 	systemd-analyze security --offline=yes --no-pager deploy/systemd/noop.service |
 		grep -v '^✓'
-	# Two passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
-	# (the tests sharing a fixture made once per module together), then the tests that
-	# time themselves or the machine, alone (docs/tests.md).
+	# Three passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
+	# (each test file on one worker: its module fixtures are made once, and its tests,
+	# which may follow the same programs, never run side by side); the attach tests
+	# again through perf-event uprobes; then the tests that time themselves or the
+	# machine, alone (docs/tests.md).
 	workers=${NOOP_TEST_WORKERS:-3}
 	log "pytest, $workers workers: every test but the serial ones"
 	status=0
-	python -m pytest -q -n "$workers" --dist loadgroup -m "not serial" || status=$?
+	python -m pytest -q -n "$workers" --dist loadfile -m "not serial" || status=$?
 	log "pytest, $workers workers: the attach tests again, through perf-event uprobes"
-	python -m pytest -q -n "$workers" --dist loadgroup --attach perf \
+	python -m pytest -q -n "$workers" --dist loadfile --attach perf \
 		-m "attach and privileged and not serial and not slow" || status=$?
 	log "pytest, one at a time: the serial tests"
 	python -m pytest -q -m serial || status=$?

@@ -119,6 +119,13 @@ def test_a_target_no_process_runs_is_one_clear_error(tmp_path: Path) -> None:
 
 # -- a container without Kubernetes ------------------------------------------------------
 
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 @pytest.fixture
 def container(privileged: None, example: Path, tmp_path: Path
               ) -> Iterator[tuple[subprocess.Popen[str], int, str]]:
@@ -133,6 +140,7 @@ def container(privileged: None, example: Path, tmp_path: Path
         (root / lib.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(lib, root / lib.lstrip("/"))
     assert not Path("/app/shop").exists()
+    inner: list[int] = []  # the example's PID here, once found
     proc = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--kill-child",
                              "--mount-proc",
                              f"--root={root}", "/app/shop", "-hold", "-listen",
@@ -143,7 +151,12 @@ def container(privileged: None, example: Path, tmp_path: Path
         log = wait_for(proc.stderr, r"holding until SIGUSR1", 60)
         url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
         inside = next(int(m.group(1)) for line in log if (m := re.search(r"pid (\d+) ", line)))
-        (shop,) = discover.find(discover.Selector(exe="shop"))
+        # Its own: unshare's child (another test's program called shop may run too).
+        found = discover.find(discover.Selector(exe="shop"))
+        own = [p for p in found if _parent(p.pid) == proc.pid]
+        assert len(own) == 1, (proc.pid, [(p, _parent(p.pid)) for p in found])
+        (shop,) = own
+        inner.append(shop.pid)
         assert inside == 1 and shop.pid != 1  # PID 1 in its namespace, another here
         assert shop.exe == "/app/shop" and shop.path == f"/proc/{shop.pid}/root/app/shop"
         yield proc, shop.pid, url
@@ -152,12 +165,12 @@ def container(privileged: None, example: Path, tmp_path: Path
     finally:
         proc.kill()  # and with it (--kill-child) the example, if still there
         proc.wait()
-        _until(lambda: not discover.find(discover.Selector(exe="shop")), "the example's end")
+        _until(lambda: not any(Path(f"/proc/{p}").exists() for p in inner), "the example's end")
 
 
-# One worker for these: each runs a program called shop at /app/shop in its container,
-# and a noop following that name or path would find another's.
-@pytest.mark.xdist_group("app-shop")
+# Never side by side (setup.sh runs a test file on one worker): each runs a program
+# called shop at /app/shop in its container, and a noop following that name or path
+# would find another's.
 @pytest.mark.parametrize("named", ["{binary: /app/shop}", "{exe: shop}"])
 def test_a_container_is_found_and_measured(container: tuple[subprocess.Popen[str], int, str],
                                            named: str, tmp_path: Path,

@@ -39,10 +39,10 @@ from agent.plan.model import Plan, Site
 from agent.target import debuginfo, proof
 from agent.target.elf import ElfFile
 
-# attach: run again with --attach perf (setup.sh test). One worker for all of them: they
-# start copies of one build in other mount namespaces and at replaced paths, which
-# another of these tests' noop run, following every copy of its build, would find.
-pytestmark = [pytest.mark.attach, pytest.mark.xdist_group("test_proof")]
+# attach: run again with --attach perf (setup.sh test). Never side by side (setup.sh
+# runs a test file on one worker): they start copies of one build at replaced paths,
+# which another of these tests' noop run, following its build, could find.
+pytestmark = pytest.mark.attach
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 23

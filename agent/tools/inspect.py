@@ -178,17 +178,19 @@ class _Opened:
         self.elf.close()
 
 
-# The binary asked about last, by path and version: answers about many of its types or
-# functions in one process (a caller walking them all) open and hash it once.
-_last: dict[tuple[str, tuple[int, int, int, int]], _Opened] = {}
+# The binaries asked about last (a few), by path and version: answers about many of
+# their types or functions in one process (a caller walking them all, or comparing a
+# stripped build with its twin) open and hash each once.
+_recent: dict[tuple[str, tuple[int, int, int, int]], _Opened] = {}
+KEEP_OPEN = 4
 
 
 def close() -> None:
-    """Close the binary kept open for answers in a row (a long-lived caller between
-    batches; the next answer opens it again)."""
-    for old in _last.values():
+    """Close the binaries kept open for answers in a row (a long-lived caller between
+    batches; the next answer opens them again)."""
+    for old in _recent.values():
         old.close()
-    _last.clear()
+    _recent.clear()
 
 
 def _opened(binary: str) -> _Opened:
@@ -198,10 +200,13 @@ def _opened(binary: str) -> _Opened:
     if version is None:
         return _Opened(binary)  # gone: ElfFile says so in its words
     key = (binary, version)
-    if key not in _last:
-        close()
-        _last[key] = _Opened(binary)
-    return _last[key]
+    got = _recent.pop(key, None)
+    if got is None:
+        while len(_recent) >= KEEP_OPEN:  # the least recently asked goes
+            _recent.pop(next(iter(_recent))).close()
+        got = _Opened(binary)
+    _recent[key] = got  # last: the most recently asked
+    return got
 
 
 def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:

@@ -43,32 +43,7 @@ def classify(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.builds)
         if not any(item.get_closest_marker(t) for t in TIERS[:3]):
             item.add_marker(pytest.mark.fast)
-        shared = None if item.get_closest_marker("xdist_group") else group(item)
-        if shared is not None:
-            item.add_marker(pytest.mark.xdist_group(shared))
 
-
-_WIDE = ("module", "package", "session")
-
-
-def group(item: pytest.Item) -> str | None:
-    """The worker group of a test that uses a fixture set up once per module (a noop
-    trace of the example, say): its module and the parameters that fixture was made
-    with, so that the tests sharing one instance run on one worker and it is set up
-    once. None for a test without one: it may run on any worker."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    wide = [name for name in item.fixturenames  # type: ignore[attr-defined]
-            if (defs := info.name2fixturedefs.get(name))
-            and defs[-1].scope in ("class", "module")]
-    if not wide:
-        return None
-    spec = getattr(item, "callspec", None)
-    params = sorted(f"{k}={v}" for k, v in (spec.params.items() if spec is not None else ())
-                    if spec._arg2scope.get(k) is not None  # type: ignore[union-attr]
-                    and spec._arg2scope[k].value in _WIDE)  # type: ignore[union-attr]
-    return f"{item.module.__name__}[{','.join(params)}]"  # type: ignore[attr-defined]
 
 
 _current: list[pytest.Item] = []
