@@ -382,7 +382,7 @@ def uprobe_multi_links() -> list[LinkOnFile]:
         try:
             fd = _call(LINK_GET_FD_BY_ID, attr)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:  # gone meanwhile
+            if exc.errno in (errno.ENOENT, errno.EAGAIN):  # gone, or going, meanwhile
                 continue
             raise
         try:
