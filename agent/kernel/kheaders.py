@@ -208,7 +208,7 @@ def prepare_headers(cache_dir: Path | None = None, *, usr_src: Path | None = Non
     if _merged_is_current(final, pair):
         return final
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / ".lock"):
+    with locked(root / ".lock"):
         if _merged_is_current(final, pair):
             return final  # another process merged while we waited
         for leftover in root.glob(f".{pair.name}.*"):
@@ -228,7 +228,9 @@ def prepare_headers(cache_dir: Path | None = None, *, usr_src: Path | None = Non
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file at ``path`` (made if missing) for the block:
+    one process at a time builds what the lock stands for."""
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

@@ -13,17 +13,16 @@ copies). ``NOOP_TEST_REBUILD=1`` builds everything again.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from agent.kernel.kheaders import locked
 from harness import tiers
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -65,17 +64,6 @@ def tree(*paths: Path) -> str:
     return h.hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def kept(name: str, inputs: dict[str, object], make: Callable[[Path], None],
          out: Path | None = None) -> Path:
     """The program ``make(dir)`` builds as ``dir/name`` from ``inputs``, built once and
@@ -87,7 +75,8 @@ def kept(name: str, inputs: dict[str, object], make: Callable[[Path], None],
     done = home / ".done"  # written last: a reader without the lock sees all or nothing
     rebuild = bool(os.environ.get("NOOP_TEST_REBUILD"))
     if rebuild or not done.is_file():
-        with _locked(KEPT / f"{key}.lock"):
+        KEPT.mkdir(parents=True, exist_ok=True)
+        with locked(KEPT / f"{key}.lock"):
             if rebuild or not done.is_file():
                 shutil.rmtree(home, ignore_errors=True)
                 home.mkdir(parents=True)  # built where it stays: paths in its debug info
