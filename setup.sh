@@ -23,9 +23,10 @@ packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
 	librust-prometheus-dev podman runc netavark aardvark-dns iptables mmdebstrap)
-# Rust: the machine's own toolchain (rustup) when there is one, else Debian's.
-command -v rustc >/dev/null 2>&1 || packages+=(rustc)
-command -v cargo >/dev/null 2>&1 || packages+=(cargo)
+# Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
+# one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
+command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
+command -v cargo >/dev/null 2>&1 || packages+=(cargo-web)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
