@@ -99,7 +99,7 @@ if [ "$job" = test ]; then
 	# which may follow the same programs, never run side by side); the attach tests
 	# again through perf-event uprobes; then the tests that time themselves or the
 	# machine, alone (docs/tests.md).
-	workers=${NOOP_TEST_WORKERS:-3}
+	workers=${NOOP_TEST_WORKERS:-4}
 	log "pytest, $workers workers: every test but the serial ones"
 	status=0
 	python -m pytest -q -n "$workers" --dist loadfile -m "not serial" || status=$?

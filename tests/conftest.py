@@ -105,6 +105,15 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="session", params=["go1.19", "go-newest"])
+def calls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/go/calls (harness.calls), built by Debian's Go (1.19) and by the
+    newest Go."""
+    out = tmp_path_factory.mktemp("calls-" + request.param)
+    return go_build(go_toolchain("1.19" if request.param == "go1.19" else "newest"),
+                    out / "calls", out / "gocache", PROGRAMS / "go" / "calls")
+
+
+@pytest.fixture(scope="session", params=["go1.19", "go-newest"])
 def go_allops(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Path:
     """tests/programs/go/allops: every update method the client_golang preset's rules
@@ -287,13 +296,17 @@ def privileged() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One noop cache for the whole session, in the environment every noop the tests
-    start inherits: nothing cached by another noop version is ever read, and what one
-    test resolved or compiled another finds (compiled programs are keyed by their exact
-    C text, resolved answers by build-id and noop's code). Tests of the cache itself
-    name their own."""
-    path = tmp_path_factory.mktemp("noop-cache")
+def session_cache() -> Path:
+    """One noop cache for every test, every worker and every run, kept beside the test
+    programs (.cache/noop), in the environment every noop the tests start inherits:
+    what one test resolved or compiled another finds, and a second run compiles
+    nothing. Nothing cached by another noop version is ever read (compiled programs
+    are keyed by their exact C text and BCC's version, resolved answers by build-id,
+    the file's digest and noop's code), and entries are written whole (a temporary
+    file renamed), so workers share it. Tests of the cache itself, and tests that
+    damage entries on purpose, name their own."""
+    path = REPO / ".cache" / "noop"
+    path.mkdir(parents=True, exist_ok=True)
     os.environ["NOOP_CACHE_DIR"] = str(path)
     return path
 
@@ -355,6 +368,18 @@ def agent_cleanup() -> Iterator[list[Any]]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tiers.classify(items)
+    tiers.order(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("NOOP_RECORD_DURATIONS") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(tiers.Durations(), "noop-durations")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return tiers.scheduler(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

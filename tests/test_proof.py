@@ -50,6 +50,17 @@ NOP5 = bytes.fromhex("0f1f440000")
 ONE_COMPILER = pytest.mark.parametrize("example", ["go1.19"], indirect=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """These tests damage cached plans on purpose: in a cache of their own, never the
+    one every other test shares (conftest's session_cache)."""
+    path = tmp_path_factory.mktemp("proof-cache")
+    shared = os.environ["NOOP_CACHE_DIR"]
+    os.environ["NOOP_CACHE_DIR"] = str(path)
+    yield path
+    os.environ["NOOP_CACHE_DIR"] = shared
+
+
 # --- the oracle: what a process holds of a file's code ------------------------------
 
 

@@ -15,6 +15,9 @@ silently grows a build.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 # Fixtures that build a program (the conftest's and the test modules' own).
@@ -62,3 +65,78 @@ def guard() -> None:
         pytest.fail(f"{name} builds a program but is in the fast tier: add the fixture "
                     "that builds to tests/harness/tiers.py BUILDING, or mark the test "
                     "pytest.mark.builds", pytrace=False)
+
+
+# The parallel pass (setup.sh test: pytest-xdist, --dist loadfile). A test file is one
+# unit of work, whole on one worker: its module fixtures are made once and its tests,
+# which may follow the same programs, never run side by side. A file named here is a
+# unit per test instead: its tests are long and share nothing (the soaks).
+PER_TEST = frozenset({"tests/test_soak.py"})
+
+# What each unit took in a recent run (seconds, tests/durations.json, written by a run
+# with NOOP_RECORD_DURATIONS=1): the longest start first, so none is left running alone
+# at the end of the pass. A unit not in it is estimated by its tests' tiers. Only the
+# order depends on it, never a result.
+DURATIONS = Path(__file__).resolve().parent.parent / "durations.json"
+COST = {"slow": 120.0, "privileged": 2.0, "builds": 1.0}
+
+
+def cost(item: pytest.Item) -> float:
+    """A test's estimated seconds, by its tiers."""
+    return sum(c for tier, c in COST.items() if item.get_closest_marker(tier)) or 0.02
+
+
+def order(items: list[pytest.Item]) -> None:
+    """Units by their cost, the dearest first; tests keep their order within a unit.
+    Every worker orders the same collection the same way, as xdist requires."""
+    try:
+        known = {str(k): float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        known = {}
+    total: dict[str, float] = {}
+    for item in items:
+        unit = scope(item.nodeid)
+        total[unit] = total.get(unit, 0.0) + cost(item)
+    total.update((u, known[u]) for u in total if u in known)
+    rank = {u: i for i, u in enumerate(sorted(total, key=lambda u: (-total[u], u)))}
+    items.sort(key=lambda item: rank[scope(item.nodeid)])
+
+
+class Durations:
+    """Each unit's time in this run (setup, call and teardown of its tests), written to
+    DURATIONS at the end when NOOP_RECORD_DURATIONS is set; units this run did not
+    run keep their old figure."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        unit = scope(report.nodeid)
+        self.seconds[unit] = self.seconds.get(unit, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        try:
+            old = json.loads(DURATIONS.read_text())
+        except (OSError, ValueError):
+            old = {}
+        old.update((u, round(s, 1)) for u, s in self.seconds.items())
+        DURATIONS.write_text(json.dumps(dict(sorted(old.items())), indent=1) + "\n")
+
+
+def scope(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or itself in a PER_TEST file."""
+    file = nodeid.split("::", 1)[0]
+    return nodeid if file in PER_TEST else file
+
+
+def scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's file scheduling with PER_TEST's units, in the collection's order
+    (order(): the dearest first) rather than by the number of tests in each."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class Units(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return Units(config, log)  # type: ignore[arg-type]
