@@ -182,31 +182,38 @@ def load_program(name: str, insns: bytes, license: str, kern_version: int,
     """Load a kprobe-type program (a uprobe's); its fd. ``attach_type``
     ATTACH_UPROBE_MULTI: for uprobe_multi links (then for those only). On refusal the
     verifier's last lines say why."""
-    code = ctypes.create_string_buffer(insns, len(insns))
-    lic = ctypes.create_string_buffer(license.encode())
-    attr = _attr()
-
-    def once(log: ctypes.Array[ctypes.c_char] | None) -> int:
-        struct.pack_into("<IIQQIIQI", attr, 0, PROG_TYPE_KPROBE, len(insns) // 8,
-                         ctypes.addressof(code), ctypes.addressof(lic), 1 if log else 0,
-                         len(log) if log else 0, ctypes.addressof(log) if log else 0,
-                         kern_version)
-        struct.pack_into("15s", attr, 48, name.encode()[:15])
-        struct.pack_into("<I", attr, _EXPECTED_ATTACH_AT, attach_type)
-        return _call(PROG_LOAD, attr)
-
     try:
-        return once(None)
+        return _call(PROG_LOAD, _program_attr(insns, license, attach_type, name,
+                                              kern_version))
     except OSError as first:
         log = ctypes.create_string_buffer(LOG_BYTES)
-        try:
-            return once(log)  # the same program again, to hear the verifier say why
+        try:  # the same program again, to hear the verifier say why
+            return _call(PROG_LOAD, _program_attr(insns, license, attach_type, name,
+                                                  kern_version, log))
         except OSError:
             pass
         said = [ln for ln in log.value.decode(errors="replace").splitlines() if ln.strip()]
         tail = "; ".join(said[-3:]) if said else first.strerror
         raise BpfError(f"the kernel refused program {name}: {tail}",
                        "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
+
+
+def _program_attr(insns: bytes, license: str, attach_type: int, name: str = "",
+                  kern_version: int = 0, log: ctypes.Array[ctypes.c_char] | None = None
+                  ) -> ctypes.Array[ctypes.c_char]:
+    """BPF_PROG_LOAD's attributes for a kprobe-type program (``log``: the verifier's,
+    at level 1), kept alive with the buffers they point to."""
+    attr = _attr()
+    code = ctypes.create_string_buffer(insns, len(insns))
+    lic = ctypes.create_string_buffer(license.encode())
+    struct.pack_into("<IIQQIIQI", attr, 0, PROG_TYPE_KPROBE, len(insns) // 8,
+                     ctypes.addressof(code), ctypes.addressof(lic), 1 if log else 0,
+                     len(log) if log else 0, ctypes.addressof(log) if log else 0,
+                     kern_version)
+    struct.pack_into("15s", attr, 48, name.encode()[:15])
+    struct.pack_into("<I", attr, _EXPECTED_ATTACH_AT, attach_type)
+    attr._keep = (code, lic, log)  # type: ignore[attr-defined]
+    return attr
 
 
 @cache
@@ -303,20 +310,6 @@ class MultiSupport:
     pid_filter: bool
     why: str = ""
     denied: bool = False  # the kernel would not load a program for this process
-
-
-def _program_attr(insns: bytes, license: str, attach_type: int
-                  ) -> ctypes.Array[ctypes.c_char]:
-    """BPF_PROG_LOAD's attributes for a kprobe-type program (no log), kept alive with
-    the buffers it points to."""
-    attr = _attr()
-    code = ctypes.create_string_buffer(insns, len(insns))
-    lic = ctypes.create_string_buffer(license.encode())
-    struct.pack_into("<IIQQ", attr, 0, PROG_TYPE_KPROBE, len(insns) // 8,
-                     ctypes.addressof(code), ctypes.addressof(lic))
-    struct.pack_into("<I", attr, _EXPECTED_ATTACH_AT, attach_type)
-    attr._keep = (code, lic)  # type: ignore[attr-defined]
-    return attr
 
 
 # r0 = 0; exit: the smallest program a link can be asked for.
