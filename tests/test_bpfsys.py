@@ -1,0 +1,69 @@
+"""uprobe_multi links made through noop's own bpf() calls, on a copy of /bin/true that
+nothing runs: a link holds every offset it was given, a link the kernel refuses is
+tried site by site to name the site refused, and closing a link leaves none.
+Privileged: real BPF."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.kernel import bpfsys, load
+
+RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
+
+
+@pytest.fixture
+def program(privileged: None) -> Iterator[int]:
+    if not bpfsys.uprobe_multi().links:
+        pytest.fail(f"this kernel makes no uprobe_multi links: {bpfsys.uprobe_multi().why}",
+                    pytrace=False)
+    fd = bpfsys.load_program("noop_test", RETURN_0, "GPL", 0, bpfsys.ATTACH_UPROBE_MULTI)
+    yield fd
+    os.close(fd)
+
+
+def _links(path: Path) -> list[bpfsys.LinkOnFile]:
+    mine = os.path.realpath(path)
+    return [x for x in bpfsys.uprobe_multi_links() if os.path.realpath(x.path) == mine]
+
+
+def _uprobes(prog: int, offsets: list[int]) -> list[load.Uprobe]:
+    return [load.Uprobe(o, None, prog, f"site {i} at {o:#x}", cookie=i)
+            for i, o in enumerate(offsets)]
+
+
+def test_one_link_holds_every_site_and_goes(program: int, tmp_path: Path) -> None:
+    true = Path(shutil.copy("/bin/true", tmp_path / "true"))
+    offsets = [0x1000 + 16 * i for i in range(40)]
+    link = load.attach_many(str(true), _uprobes(program, offsets), 0)
+    try:
+        (held,) = _links(true)
+        assert (held.count, held.pid) == (len(offsets), 0)
+    finally:
+        link.close()
+    assert _links(true) == []
+
+
+def test_a_refused_link_names_the_site_the_kernel_refuses(program: int,
+                                                          tmp_path: Path) -> None:
+    """One offset past the end of the file among good ones: the kernel refuses the whole
+    link (EINVAL); noop tries each site alone and names the one refused, with the
+    kernel's reason, and leaves nothing attached."""
+    true = Path(shutil.copy("/bin/true", tmp_path / "true"))
+    past = true.stat().st_size + 0x1000
+    offsets = [0x1000, 0x1010, past, 0x1020]
+    with pytest.raises(load.LoadError) as refused:
+        load.attach_many(str(true), _uprobes(program, offsets), 0)
+    assert refused.value.args[0] == (f"cannot attach site 2 at {past:#x}: "
+                                     f"{os.strerror(errno.EINVAL)}")
+    assert _links(true) == []
+    # Every site alone is fine, and the whole link is refused: said as the whole.
+    with pytest.raises(OSError) as whole:
+        bpfsys.MultiLink(str(true), [0x1000, past], program, [0, 0], 0)
+    assert whole.value.errno == errno.EINVAL
