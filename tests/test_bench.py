@@ -161,6 +161,42 @@ def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, ki
     assert f"noop-ringbuf: {2 * calls * ROUNDS} records read, 0 lost" in table
 
 
+def test_a_counter_through_a_link_and_through_a_perf_event(
+        workloads: dict[str, Path], tracefs: None) -> None:
+    """noop-kernel's counter attached both ways in one run, the arms alternating: each
+    counts every call, and each really went on its own way (a uprobe_multi link on the
+    workload's file while noop-multi is on, none while noop-perf is). What each costs
+    is the bench's table (docs/benchmarks.md), not asserted here."""
+    from agent.kernel import bpfsys
+
+    links: dict[str, list[int]] = {}
+
+    def watched(arm: bench.Arm) -> bench.Arm:
+        @contextmanager
+        def attach(site: wl.Site) -> Iterator[bench.Attached]:
+            with arm.attach(site) as attached:
+                mine = os.path.realpath(site.binary)
+                links.setdefault(arm.name, []).append(sum(
+                    link.count for link in bpfsys.uprobe_multi_links()
+                    if os.path.realpath(link.path) == mine))
+                yield attached
+
+        return bench.Arm(arm.name, attach, arm.about)
+
+    op = "gauge.Add"
+    arms = [bench.NONE, watched(bench.NOOP_MULTI), watched(bench.NOOP_PERF)]
+    result = bench.run(workloads["go"], op, wl.workload_function("go", op), arms, ROUNDS,
+                       CALLS, repeats=2)
+    _none, multi, perf = result.arms
+    for a in (multi, perf):
+        assert a.hits == a.calls == 2 * ROUNDS * CALLS, a.name
+        assert a.added_ns is not None and a.added_ns > 0
+        assert all(r.final == wl.expected_final(op, r.calls) for r in a.runs)
+    # noop-multi: one link with a uprobe per site of its probe, each time; noop-perf: none.
+    (per_run,) = set(links["noop-multi"])
+    assert per_run >= 1 and links["noop-perf"] == [0, 0], links
+
+
 def test_bench_plan_is_a_counter_at_the_site(workloads: dict[str, Path]) -> None:
     site = wl.make_site(workloads["c"], "work")
     for aggregate in ("kernel", "events"):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -127,8 +128,11 @@ def check_privileges() -> None:
                         PRIV_FIX)
     if kind.denied:  # every capability held, and still refused: seccomp, an LSM
         raise LoadError(f"not allowed to load BPF programs: {kind.why}",
-                        "a seccomp profile or security module refuses bpf() here; "
-                        + PRIV_FIX)
+                        "a seccomp profile or security module refuses bpf() to these "
+                        "capabilities; a container runtime's default profile may allow it "
+                        "only with CAP_SYS_ADMIN: give noop a profile that allows bpf() "
+                        "with CAP_BPF and perf_event_open() with CAP_PERFMON "
+                        "(deploy/kubernetes/seccomp-profile), or add CAP_SYS_ADMIN")
     for name, why in advised_caps(status):
         if name not in _WARNED:
             _WARNED.add(name)
@@ -187,6 +191,23 @@ def attach_kind() -> Kind:
         raise LoadError(f"{ATTACH_ENV}=multi, but {support.why}",
                         f"unset {ATTACH_ENV}: noop then uses perf-event uprobes")
     return Kind(False, False, support.why, support.denied)
+
+
+@contextmanager
+def attaching(way: str) -> Iterator[Kind]:
+    """Within it, uprobes go on ``way`` (auto, perf or multi) in this process, as
+    NOOP_ATTACH would have it: both ways compared in one run (``noop bench``)."""
+    old = os.environ.get(ATTACH_ENV)
+    os.environ[ATTACH_ENV] = way
+    attach_kind.cache_clear()
+    try:
+        yield attach_kind()
+    finally:
+        if old is None:
+            os.environ.pop(ATTACH_ENV, None)
+        else:
+            os.environ[ATTACH_ENV] = old
+        attach_kind.cache_clear()
 
 
 REPLANS = 2  # plans made again when a file is not what its plan was made from

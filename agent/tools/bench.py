@@ -252,13 +252,20 @@ def _where(site: Site, plan: Plan) -> str:
 
 
 @contextmanager
-def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False
-          ) -> Iterator[Attached]:
+def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False,
+          way: str | None = None) -> Iterator[Attached]:
     """noop's counter of calls, aggregated as ``aggregate`` says; with ``value``, beside
     a counter summing the method's float argument (in noop, from every hit's record),
-    read where noop reads it (its fallback sites without an XMM helper)."""
+    read where noop reads it (its fallback sites without an XMM helper); ``way``: how
+    its uprobe goes on (perf, multi), else as noop run chooses."""
+    from agent.kernel import load
+
+    if way is not None:
+        with load.attaching(way), _noop(site, aggregate, first, value) as attached:
+            yield attached
+        return
     from agent.kernel import aggregate as agg
-    from agent.kernel import codegen, load
+    from agent.kernel import codegen
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
 
     param = FLOAT_PARAMS.get(site.function) if value else None
@@ -370,12 +377,17 @@ NOOP_RINGBUF = Arm("noop-ringbuf", partial(_noop, aggregate="events"),
                    "noop's counter of calls, every hit a ring-buffer record read by noop")
 NOOP_VALUE = Arm("noop-value", partial(_noop, aggregate="kernel", value=True),
                  "noop-kernel's counter, and the sum of the float argument (in noop)")
+NOOP_PERF = Arm("noop-perf", partial(_noop, aggregate="kernel", way="perf"),
+                "noop-kernel's counter through a perf-event uprobe (before Linux 6.6)")
+NOOP_MULTI = Arm("noop-multi", partial(_noop, aggregate="kernel", way="multi"),
+                 "noop-kernel's counter through a uprobe_multi link (Linux 6.6 and later)")
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
 PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary loads it")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
-                                            NOOP_RINGBUF, NOOP_VALUE, PRESET, BPFTRACE)}
+                                            NOOP_MULTI, NOOP_PERF, NOOP_RINGBUF, NOOP_VALUE,
+                                            PRESET, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
