@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from elftools.elf.elffile import ELFFile
-from harness.manifests import documents
+from harness.manifests import documents, patched
 from harness.metrics import Samples, fetch, samples
 from harness.noop import UPROBE_EVENTS, no_probe_left
 from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
@@ -36,6 +36,14 @@ REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "deploy" / "kubernetes" / "noop.yaml"
 BUILD_IMAGE = REPO / "deploy" / "build-image"
 PREFIX = "noop-test-"  # every container these tests make; removed at the end
+# This machine's podman takes its default seccomp profile from containers-common, which
+# allows bpf() only with CAP_SYS_ADMIN: the DaemonSet's comment names the patch for such
+# runtimes, which the pods here run with (the manifest as written: test_runtime_default_
+# without_sys_admin_is_said). The profile it names is written by deploy/kubernetes/
+# seccomp-profile from that default, into a directory that stands for the kubelet's.
+RUNTIME = "seccomp-localhost"
+RUNTIME_DEFAULT = Path("/usr/share/containers/seccomp.json")
+SECCOMP_DIR = Path("/run/noop-test-seccomp")
 
 # This machine's podman needs three settings a cluster node's runtime does not: runc
 # (crun refuses this hybrid cgroup layout), cgroupfs (no systemd), and ulimits below the
@@ -91,12 +99,17 @@ def podman(privileged: None, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     conf = tmp_path_factory.mktemp("podman") / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     p = Podman({**os.environ, "CONTAINERS_CONF": str(conf)})
+    SECCOMP_DIR.mkdir(exist_ok=True)
+    done = subprocess.run([str(MANIFEST.parent / "seccomp-profile"), str(RUNTIME_DEFAULT)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    (SECCOMP_DIR / "noop-bpf.json").write_text(done.stdout)
     left = p("ps", "--all", "--format", "{{.Names}}").stdout.split()
     for name in left:  # from a run that was killed before it could clean up
         if name.startswith(PREFIX):
             p("rm", "--force", "--time", "0", name, check=False)
     yield p
     p.remove()
+    shutil.rmtree(SECCOMP_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -231,8 +244,13 @@ def pod_args(template: dict[str, Any], cm: dict[str, Any], work: Path, name: str
     caps = sc.pop("capabilities", {})
     args += [f"--cap-drop={x}" for x in caps.get("drop", [])]
     args += [f"--cap-add={x}" for x in caps.get("add", []) if x != drop]
-    seccomp = sc.pop("seccompProfile", {"type": "RuntimeDefault"})
-    assert seccomp == {"type": "RuntimeDefault"}, seccomp  # podman's default profile
+    seccomp = dict(sc.pop("seccompProfile", {"type": "RuntimeDefault"}))
+    kind = seccomp.pop("type")
+    if kind == "Localhost":  # a file in the kubelet's seccomp directory (the test's own)
+        args += ["--security-opt", f"seccomp={SECCOMP_DIR / seccomp.pop('localhostProfile')}"]
+    else:
+        assert kind == "RuntimeDefault", kind  # podman's default profile
+    assert not seccomp, seccomp
     assert not sc, f"securityContext fields this test does not apply: {sorted(sc)}"
     for m in c.pop("volumeMounts", []):
         args += _mount(volumes[m["name"]], m, cm, work)
@@ -303,10 +321,19 @@ class NoopPod:
 
 
 def start_pod(podman: Podman, work: Path, name: str, drop: str | None = None,
-              spec: str | None = None) -> NoopPod:
+              spec: str | None = None, variant: str | None = RUNTIME,
+              env: dict[str, str] | None = None) -> NoopPod:
     """noop's pod as the manifest writes it (``drop``: but for one capability; ``spec``:
-    with another probes.yaml in its ConfigMap)."""
+    with another probes.yaml in its ConfigMap; ``variant``: with one of the patches
+    deploy/kubernetes has beside it, by default the one for this machine's runtime;
+    ``env``: more environment for noop)."""
     ds, cm = _kind("DaemonSet"), _kind("ConfigMap")
+    if variant is not None:
+        (patch,) = documents(MANIFEST.parent / f"{variant}.patch.yaml")
+        ds = patched(ds, patch)
+    if env:
+        ds = patched(ds, {"spec": {"template": {"spec": {"containers": [{
+            "name": "noop", "env": [{"name": k, "value": v} for k, v in env.items()]}]}}}})
     if spec is not None:
         cm = {**cm, "data": {"probes.yaml": spec}}
     template = ds["spec"]["template"]
@@ -538,8 +565,8 @@ def _exits(pod: NoopPod, podman: Podman, code: int, *needles: str) -> None:
 
 
 def _fails_without(cap: str, pod: NoopPod, podman: Podman) -> None:
-    if cap == "SYS_ADMIN":  # noop stops at start, in one line: it holds neither
-        _exits(pod, podman, 1, "missing CAP_PERFMON, CAP_BPF")  # BPF nor PERFMON
+    if cap in ("BPF", "PERFMON", "SYS_ADMIN"):  # noop stops at start, in one line
+        _exits(pod, podman, 1, f"not allowed to load BPF programs: missing CAP_{cap}")
     elif cap == "DAC_READ_SEARCH":  # it finds the example, cannot read its 0711 binary
         _exits(pod, podman, 2, "/app/shop: permission denied", "CAP_DAC_READ_SEARCH")
     else:  # SYS_PTRACE: the other container's process is never found
@@ -554,9 +581,42 @@ def test_each_capability_is_needed(podman: Podman, noop_image: str,
                                    example_image: ExampleImage, tmp_path: Path) -> None:
     (c,) = _kind("DaemonSet")["spec"]["template"]["spec"]["containers"]
     caps = c["securityContext"]["capabilities"]["add"]
-    assert caps == ["SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"]
+    assert caps == ["BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH"]
     start_example(podman, example_image, "held", 1)  # runs, held before its first tick
     for cap in caps:
         pod = start_pod(podman, tmp_path / cap, f"drop-{cap.lower()}", drop=cap)
         _fails_without(cap, pod, podman)
         podman("rm", "--force", "--time", "0", pod.name)
+
+
+def test_runtime_default_without_sys_admin_is_said(
+        podman: Podman, noop_image: str, example_image: ExampleImage, tmp_path: Path) -> None:
+    """The manifest as written, under this runtime's own default seccomp profile (which
+    allows bpf() only with CAP_SYS_ADMIN): noop stops at start, in one line that says
+    what refuses and names both ways out, as the DaemonSet's comment says."""
+    start_example(podman, example_image, "held", 1)
+    pod = start_pod(podman, tmp_path / "pod", "runtime-default", variant=None)
+    _exits(pod, podman, 1, "a program for them does not load: Operation not permitted",
+           "a seccomp profile", "deploy/kubernetes/seccomp-profile", "CAP_SYS_ADMIN")
+    assert len([x for x in podman.logs(pod.name).splitlines() if x.strip()]) == 1
+
+
+def test_sys_admin_variant_for_kernels_without_uprobe_multi(
+        podman: Podman, noop_image: str, example_image: ExampleImage, tmp_path: Path) -> None:
+    """The variant for kernels before 6.6, with perf-event uprobes as such a kernel
+    leaves (NOOP_ATTACH=perf): it mirrors the example exactly under the runtime's own
+    default profile; without its CAP_SYS_ADMIN noop stops at start and says so."""
+    ticks = 7
+    pod = start_pod(podman, tmp_path / "pod", "sys-admin", variant="sys-admin",
+                    env={"NOOP_ATTACH": "perf"})
+    start_example(podman, example_image, "shop", ticks)
+    pod.wait("attaching to the example", lambda s: _target(s, "noop_probes_attached") >= 1)
+    assert "uprobes go on through perf-event uprobes" in podman.logs(pod.name)
+    podman("kill", "--signal", "USR1", PREFIX + "shop")
+    want = orders(example_metrics(podman, "shop", ticks))
+    assert sum(want.values()) == ticks
+    pod.wait("counting every order", lambda s: orders(s) == want)
+    podman("rm", "--force", "--time", "0", pod.name)
+    pod = start_pod(podman, tmp_path / "drop", "sys-admin-drop", drop="SYS_ADMIN",
+                    variant="sys-admin", env={"NOOP_ATTACH": "perf"})
+    _fails_without("SYS_ADMIN", pod, podman)

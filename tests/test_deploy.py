@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from harness.example import SPEC, run_example
-from harness.manifests import documents
+from harness.manifests import documents, patched
 from harness.metrics import fetch
 from harness.noop import Agent, command, environment, popen, settle, wait_for
 
@@ -207,6 +208,75 @@ def test_daemonset_is_valid_kubernetes() -> None:
     assert "WARN" not in out and "ERROR" not in out, out
 
 
+@pytest.mark.parametrize("patch", ["seccomp-localhost", "sys-admin"])
+def test_daemonset_patches_are_valid_kubernetes(patch: str, tmp_path: Path) -> None:
+    """Each variant the DaemonSet's comment names, applied to it as `kubectl patch`
+    would, passes kubernetes-validate --strict and changes only what it says."""
+    (change,) = documents(KUBE / f"{patch}.patch.yaml")
+    ds = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
+    out = patched(ds, change)
+    assert f"{patch}.patch.yaml" in (KUBE / "noop.yaml").read_text()
+    path = tmp_path / "ds.yaml"
+    path.write_text(yaml.safe_dump(out))
+    validate = Path(sys.executable).parent / "kubernetes-validate"
+    done = subprocess.run([str(validate), "--strict", str(path)], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sc = out["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    if patch == "sys-admin":
+        assert sc["capabilities"]["add"] == ["SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"]
+        assert out["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
+    else:
+        assert sc["seccompProfile"] == {"type": "Localhost",
+                                        "localhostProfile": "noop-bpf.json"}
+        assert "SYS_ADMIN" not in sc["capabilities"]["add"]
+    rest = {k: v for k, v in sc.items() if k not in ("capabilities", "seccompProfile")}
+    orig = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert rest == {k: v for k, v in orig.items()
+                    if k not in ("capabilities", "seccompProfile")}
+
+
+def test_seccomp_profile_changes_bpf_and_perf_event_open_only(tmp_path: Path) -> None:
+    """deploy/kubernetes/seccomp-profile on podman's own default (containers-common):
+    every rule the same but those naming bpf and perf_event_open, which are allowed to
+    CAP_BPF and CAP_PERFMON and refused otherwise as before; a missing or broken default
+    is said in one line. The pod under it: tests/test_container.py."""
+    script = KUBE / "seccomp-profile"
+    default = Path("/usr/share/containers/seccomp.json")
+    done = subprocess.run([str(script), str(default)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    old, new = json.loads(default.read_text()), json.loads(done.stdout)
+    assert {k: v for k, v in new.items() if k != "syscalls"} == \
+        {k: v for k, v in old.items() if k != "syscalls"}
+    ours = {"bpf", "perf_event_open"}
+
+    def without(rules: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for r in rules:
+            names = [n for n in r["names"] if n not in ours]
+            if names:
+                out.append({**r, "names": names})
+        return out
+
+    assert without(new["syscalls"]) == without(old["syscalls"])
+    for name, cap in (("bpf", "CAP_BPF"), ("perf_event_open", "CAP_PERFMON")):
+        rules = [r for r in new["syscalls"] if name in r["names"]]
+        allow = [r for r in rules if r["action"] == "SCMP_ACT_ALLOW"]
+        assert {tuple(r["includes"].get("caps", [])) for r in allow} == \
+            {("CAP_SYS_ADMIN",), (cap,)}
+        refuse = [r for r in rules if r["action"] != "SCMP_ACT_ALLOW"]
+        assert refuse and all(cap in r["excludes"]["caps"] and "CAP_SYS_ADMIN" in
+                              r["excludes"]["caps"] for r in refuse)
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "list.json").write_text("[]")
+    for arg, says in ((tmp_path / "none.json", "No such file"), (tmp_path / "bad.json",
+                      "not a seccomp profile"), (tmp_path / "list.json", "no defaultAction")):
+        bad = subprocess.run([str(script), str(arg)], capture_output=True, text=True,
+                             timeout=60, check=False)
+        assert bad.returncode == 1 and bad.stdout == "", bad
+        assert len(bad.stderr.splitlines()) == 1 and says in bad.stderr, bad.stderr
+
+
 def test_daemonset_validation_can_fail(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text((KUBE / "noop.yaml").read_text().replace("hostPID: true",
@@ -279,18 +349,14 @@ CAP_BITS = {"bpf": 39, "perfmon": 38, "sys_ptrace": 19, "dac_read_search": 2}
 
 
 def _listed() -> set[str]:
-    """The capabilities the unit grants. The DaemonSet's are the same but SYS_ADMIN for
-    BPF and PERFMON: the container runtimes' default seccomp profile lets bpf() through
-    only with SYS_ADMIN in containers-common before CAP_BPF (Debian 12's, tested by
-    test_container)."""
+    """The capabilities the unit grants: the DaemonSet's, the same."""
     unit = re.search(r"^CapabilityBoundingSet=(.*)$", UNIT.read_text(), re.M)
     assert unit
     in_unit = {c.removeprefix("CAP_").lower() for c in unit.group(1).split()}
     ds = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "DaemonSet")
     sc = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
     assert sc["capabilities"]["drop"] == ["ALL"] and sc["privileged"] is False
-    assert {c.lower() for c in sc["capabilities"]["add"]} == \
-        in_unit - {"bpf", "perfmon"} | {"sys_admin"}
+    assert {c.lower() for c in sc["capabilities"]["add"]} == in_unit
     return in_unit
 
 

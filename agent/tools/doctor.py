@@ -136,7 +136,9 @@ def check_privileges(status_text: str | None = None, last_cap: int | None = None
     return _bad(name, title, "lacking " + " ".join(lacking), PRIV_FIX)
 
 
-def check_tracefs(dirs: Sequence[Path] = TRACEFS_DIRS) -> Check:
+def check_tracefs(dirs: Sequence[Path] = TRACEFS_DIRS, multi: bool | None = None) -> Check:
+    """tracefs, where perf-event uprobes need it; ``multi``: whether uprobes go on
+    through uprobe_multi links, which need none (None: as this process would attach)."""
     name, title = "tracefs", "tracefs"
     for d in dirs:
         try:
@@ -144,6 +146,17 @@ def check_tracefs(dirs: Sequence[Path] = TRACEFS_DIRS) -> Check:
                 return _ok(name, title, f"{d}/uprobe_events")
         except PermissionError:
             return _bad(name, title, f"{d}: permission denied", PRIV_FIX)
+    if multi is None:
+        from agent.errors import NoopError
+        from agent.kernel.load import attach_kind
+
+        try:
+            multi = attach_kind().multi
+        except NoopError:
+            multi = False
+    if multi:
+        return _ok(name, title, "not mounted, and not needed: uprobes go on through "
+                   "uprobe_multi links", required=False)
     # BCC attaches through the perf PMU, but removes probes via uprobe_events
     # and raises "Failed to detach BPF from uprobe" when it cannot.
     return _bad(
