@@ -18,11 +18,12 @@ log() { printf '==> %s\n' "$*"; }
 
 # 1. Debian packages. BCC comes from the distribution (python3-bpfcc); PyPI's "bcc" is an
 #    unrelated project and is never installed. iptables: podman's network helper
-#    (netavark) runs it, and --no-install-recommends leaves it out.
+#    (netavark) runs it, and --no-install-recommends leaves it out. procps: /bin/kill,
+#    which the systemd unit's ExecReload runs (a minimal Debian lacks it).
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
-	librust-prometheus-dev podman runc netavark aardvark-dns iptables mmdebstrap)
+	librust-prometheus-dev podman runc netavark aardvark-dns iptables mmdebstrap procps)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
