@@ -20,7 +20,9 @@ _ESCAPES = {"$LT$": "<", "$GT$": ">", "$RF$": "&", "$BP$": "*", "$C$": ",", "$SP
             "$u2b$": "+", "$u22$": '"'}
 _ESCAPE_RE = re.compile(r"\$(?:LT|GT|RF|BP|C|SP|LP|RP|u[0-9a-f]{2})\$")
 _HASH_RE = re.compile(r"h[0-9a-f]{16}")
-_SUFFIX_RE = re.compile(r"\.(?:llvm|lto_priv)\.\d+$")
+# LLVM's suffixes on a local symbol it promotes, and noop's own on a second function of
+# one name (agent.target.elf: NAME@0xADDRESS).
+_SUFFIX_RE = re.compile(r"(?:\.(?:llvm|lto_priv)\.\d+|@0x[0-9a-f]+)$")
 
 
 def demangle(symbol: str) -> str | None:
@@ -32,7 +34,8 @@ def demangle(symbol: str) -> str | None:
 
 
 def strip_suffix(symbol: str) -> str:
-    """``symbol`` without the ``.llvm.<N>`` that LLVM gives a local symbol it promotes."""
+    """``symbol`` without the ``.llvm.<N>`` that LLVM gives a local symbol it promotes,
+    or the ``@0x<address>`` noop gives a second function of one name."""
     return _SUFFIX_RE.sub("", symbol)
 
 

@@ -284,7 +284,14 @@ class ElfFile:
                 continue
             end = names.find(b"\0", name_off)
             name = names[name_off:end].decode(errors="replace")
-            out.setdefault(name, Symbol(name, value, size))
+            first = out.setdefault(name, Symbol(name, value, size))
+            if first.address != value:
+                # Another function of the same name: local symbols of two files (C's
+                # statics) or of two codegen units (rustc's copies of one generic
+                # function). Each is kept, the later ones as NAME@0xADDRESS
+                # (demangle.strip_suffix takes that off again).
+                alias = f"{name}@{value:#x}"
+                out.setdefault(alias, Symbol(alias, value, size))
         return out
 
     def function_symbols(self) -> tuple[Symbol, ...]:

@@ -28,7 +28,7 @@ BUILDING = frozenset({
     "rust_ledger_nodebug", "rust_ledger_lines", "rust_handler", "rust_example",
     "rust_allops", "rust_example_nodebug", "rust_example_lines", "rust_example_unoptimized",
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
-    "hotloop", "program", "example_image", "noop_image", "small",
+    "hotloop", "program", "example_image", "noop_image", "small", "same_names",
 })
 TIERS = ("privileged", "builds", "slow", "fast")
 
