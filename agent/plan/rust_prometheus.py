@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
 from agent.errors import NoopError
@@ -190,10 +191,28 @@ def make(b: Binary, aggregate: bool) -> Plan:
 
 
 def _line_tables_only(b: Binary) -> bool:
-    """A build with line tables only: its units name functions, and have no types
-    (asked only once nothing was found: it reads every unit's top level)."""
+    """A build with line tables only: its own units name functions, and have no types
+    (asked only once nothing was found: it reads every unit's top level). The standard
+    library's units are not the program's: a toolchain may ship them with full debug
+    info (Debian's does)."""
     return not any(c.tag == "DW_TAG_base_type" for cu in b.dwarf.units
-                   for c in cu.get_top_DIE().iter_children())
+                   if not _toolchains(cu) for c in cu.get_top_DIE().iter_children())
+
+
+# Where a Rust toolchain's standard library was built (rustup's /rustc/<commit>,
+# Debian's /usr/src/rustc-<version>) and the crates it vendors for it (/rust/deps).
+_TOOLCHAIN_DIRS = ("/rustc/", "/usr/src/rustc-", "/rust/deps/")
+
+
+def _toolchains(cu: CompileUnit) -> bool:
+    """Whether unit ``cu`` is the toolchain's standard library, not the program's."""
+    top = cu.get_top_DIE()
+    for attr in ("DW_AT_comp_dir", "DW_AT_name"):
+        value = top.attributes.get(attr)
+        if value is not None and isinstance(value.value, bytes) and \
+                value.value.decode(errors="replace").startswith(_TOOLCHAIN_DIRS):
+            return True
+    return False
 
 
 def _typeless(missed: list[str]) -> bool:
