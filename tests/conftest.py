@@ -318,15 +318,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def attach_way(request: pytest.FixtureRequest) -> str:
+def attach_way(request: pytest.FixtureRequest) -> Iterator[str]:
     """How the session's noops attach: ``--attach`` (else NOOP_ATTACH, else auto), set
     in the environment every noop inherits and for this process's own loads."""
     way = request.config.getoption("--attach") or os.environ.get("NOOP_ATTACH") or "auto"
-    os.environ["NOOP_ATTACH"] = way
     from agent.kernel import load
 
-    load.attach_kind.cache_clear()
-    return str(way)
+    with load.attaching(str(way)):
+        yield str(way)
 
 
 @pytest.fixture(scope="session")

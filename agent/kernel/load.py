@@ -194,14 +194,15 @@ def attach_kind() -> Kind:
 
 
 @contextmanager
-def attaching(way: str) -> Iterator[Kind]:
-    """Within it, uprobes go on ``way`` (auto, perf or multi) in this process, as
-    NOOP_ATTACH would have it: both ways compared in one run (``noop bench``)."""
+def attaching(way: str) -> Iterator[None]:
+    """Within it, uprobes go on ``way`` (auto, perf or multi) in this process and the
+    noops it starts, as NOOP_ATTACH would have it (``attach_kind`` asks again): both
+    ways compared in one run (``noop bench``), a test session's way."""
     old = os.environ.get(ATTACH_ENV)
     os.environ[ATTACH_ENV] = way
     attach_kind.cache_clear()
     try:
-        yield attach_kind()
+        yield
     finally:
         if old is None:
             os.environ.pop(ATTACH_ENV, None)
