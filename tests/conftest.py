@@ -124,6 +124,19 @@ def go_allops(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
                     out / "allops", out / "gocache", PROGRAMS / "go" / "allops")
 
 
+@pytest.fixture(scope="session", params=["go1.19-stripped", "go-newest"])
+def go_churn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Path:
+    """tests/programs/go/churn: a registry and its metrics made again for every
+    request; built by Debian's Go (1.19) stripped as Debian ships its services, and by
+    the newest Go with DWARF."""
+    out = tmp_path_factory.mktemp("churn-" + request.param)
+    stripped = request.param.endswith("-stripped")
+    return go_build(go_toolchain("1.19" if request.param.startswith("go1.19") else "newest"),
+                    out / "churn", out / "gocache", PROGRAMS / "go" / "churn",
+                    flags=("-ldflags=-s -w",) if stripped else ())
+
+
 @pytest.fixture(scope="session")
 def stripped_example(example: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``example``'s twin: the same toolchain, with -ldflags='-s -w' (no DWARF, no

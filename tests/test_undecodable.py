@@ -161,10 +161,12 @@ class Item:
     def metric(self) -> str:
         return str(self.values["metric"])
 
-    def name(self) -> tuple[tuple[int, int], tuple[str, str]]:
-        """What the preset learns of a good one's metric object: its name and labels."""
+    def name(self) -> tuple[tuple[int, int, int], tuple[str, str]]:
+        """What the preset learns of a good one's metric object (its process, address
+        and when it was made): its name and labels."""
         labels = {self.values[f"l{i}_name"]: self.values[f"l{i}_value"] for i in range(4)}
-        return (self.pid, self.values["object"]), (self.metric, ",".join(
+        born = int(self.values.get("born") or 0)
+        return (self.pid, self.values["object"], born), (self.metric, ",".join(
             f"{k}={v}" for k, v in sorted(labels.items())))
 
 
@@ -489,7 +491,8 @@ def test_preset_events(case: Case, data: st.DataObject) -> None:
         if path == "printer":
             assert len(out.getvalue().splitlines()) == len(good)
         else:
-            assert {k for k in meta._names} == {(e.pid, e.values["object"]) for e in good}
+            assert set(meta._names) == {(e.pid, e.values["object"],
+                                         int(e.values.get("born") or 0)) for e in good}
 
 
 @SETTINGS
@@ -665,7 +668,7 @@ def test_hits_of_retired_rows_stay_counted(preset: bool) -> None:
                       users, PresetMeta(plan, "t") if preset else None)
 
     def hits() -> float:
-        (fam,) = _hits(session, session.rows(), {})
+        fam, _rows = _hits(session, session.rows(), {})
         return fam.samples[0].value
 
     assert hits() == 12

@@ -21,6 +21,7 @@ from agent.target.amd64 import PT_REGS
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
 CALLS = 65536  # calls in progress kept per exit probe; the least recently used go first
+BIRTHS = 65536  # objects whose making a birth site saw, kept; the least recently used go
 TRAP_ROWS = 4096  # (site, process) pairs whose hits are counted apart; the rest per site
 # BCC compiles calls of kernel helpers only by number, and no call of a kfunc: the C
 # calls the XMM reader through this stand-in number, which the loader rewrites into a
@@ -91,7 +92,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
              "  /* per exit probe: returns without their call's entry */",
              f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe on an async fn: futures dropped before they completed */",
-             "", *traps_c(plan)]
+             "", *traps_c(plan), *births_c(plan)]
     if cookies:
         lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
                   "the uprobe with */",
@@ -125,7 +126,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                           "  /* + the overflow row */",
                           f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
                           "  /* an empty row, never written */", ""]
-        if mode == "run" and agg is None and not probe.events:
+        if mode == "run" and agg is None and not probe.events and not probe.births:
             continue
         target = plan.target(probe.target)
         if probe.at == "exit":
@@ -141,6 +142,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                 body, why = _return(ctx, agg, wakeup=mode == "trace")
             elif site.role == "drop":
                 body, why = _drop(ctx), {}
+            elif site.role == "birth":
+                body, why = _birth(ctx), {}
             elif agg is None:
                 body, why = _event(ctx, wakeup=mode == "trace")
             else:
@@ -198,6 +201,25 @@ def traps_c(plan: Plan) -> list[str]:
             "\t\tn = noop_traps.lookup(&k);  /* another CPU made it meanwhile */",
             "\t}", "\tif (!n) {  /* no room: the site's row of process 0 */", "\t\tk.pid = 0;",
             "\t\tn = noop_traps.lookup(&k);", "\t}", "\tif (n)", "\t\t(*n)++;", "}", ""]
+
+
+def births_c(plan: Plan) -> list[str]:
+    """The table of when each object a birth site saw made was made, by process and
+    address: what ``born`` fetches read (none when the plan has no birth site)."""
+    if not any(p.births for p in plan.probes):
+        return []
+    return ["struct noop_birthkey {", "\tu64 pid;", "\tu64 object;", "};",
+            f'BPF_TABLE("lru_hash", struct noop_birthkey, u64, noop_births, {BIRTHS});'
+            "  /* (process, address) -> when the object there was made */", ""]
+
+
+def _birth(ctx: _Ctx) -> list[str]:
+    """A RET of a constructor: the object it returns was made now."""
+    obj = ctx.site.fetches[0]
+    assert obj.kind == "reg" and not obj.ops, "a birth site's object is a register"
+    return ["struct noop_birthkey bk = {.pid = bpf_get_current_pid_tgid() >> 32,",
+            f"\t.object = ctx->{PT_REGS[obj.regs[0]]}}};", "u64 now = bpf_ktime_get_ns();",
+            "noop_births.update(&bk, &now);", "return 0;"]
 
 
 @dataclass(frozen=True, slots=True)

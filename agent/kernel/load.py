@@ -514,6 +514,16 @@ class Loaded:
         for raw in keys:
             table.delete(raw)
 
+    def take(self, probe: int, keys: list[bytes]) -> list[tuple[bytes, list[bytes]]]:
+        """Read rows of a probe's aggregate and delete them: what each held last."""
+        table = self._map(f"noop_agg_{probe}")
+        out = []
+        for raw in keys:
+            got = table.rows(raw)
+            if got and table.delete(raw):
+                out.append((raw, got))
+        return out
+
     def _overflow_rows(self) -> None:
         """Create each aggregate's overflow row now, so that a full map still has it."""
         for pi, lay in self.program.aggregates.items():

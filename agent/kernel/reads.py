@@ -39,6 +39,10 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         return ["do {", f"\tu64 k = {fetch.offset & 2**64 - 1:#x}ULL;",
                 f'\t_Static_assert(sizeof({dst}) == 8, "an 8-byte constant");',
                 f"\t__builtin_memcpy(&{dst}, &k, 8);", "} while (0);"]
+    if fetch.kind == "born":  # when the object in the register was made (0: unknown)
+        return ["do {", "\tstruct noop_birthkey bk = {.pid = bpf_get_current_pid_tgid() >> 32,",
+                f"\t\t.object = ctx->{PT_REGS[fetch.regs[0]]}}};",
+                "\tu64 *b = noop_births.lookup(&bk);", f"\t{dst} = b ? *b : 0;", "} while (0);"]
     if fetch.kind == "saved":  # in a return's program: from its call's record
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',

@@ -155,6 +155,15 @@ class Session:
         if self.meta is None:
             self.users.retire(pi, rows)
 
+    def renew(self, raw: dict[int, list[tuple[bytes, list[bytes]]]]) -> None:
+        """Rows of metric objects that newer objects of their series replaced, taken
+        from the kernel's map: counted in their series. Called with ``lock`` held."""
+        assert self.meta is not None
+        rows = {pi: self._merged(pi, r) for pi, r in raw.items()}
+        for pi, got in rows.items():
+            self.retired_hits[pi] = self.retired_hits.get(pi, 0) + sum(r.hits for r in got)
+        self.meta.retire(rows, self.undecodable)
+
 
 @dataclass
 class Health:
@@ -305,10 +314,14 @@ def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]
           ) -> Iterator[Metric]:
     fam = CounterMetricFamily("noop_probe_hits", "Hits of a probe: folded into its "
                               "in-kernel aggregate, or else records it made", labels=["probe"])
+    kept = GaugeMetricFamily("noop_aggregate_rows", "Rows a probe's in-kernel aggregate "
+                             "holds now (rows of processes that exited and of objects "
+                             "replaced by newer ones leave it)", labels=["probe"])
     for pi, probe in enumerate(s.plan.probes):
         if pi in rows:  # the rows in the kernel, and those of processes that exited
             fam.add_metric([probe.name], sum(r.hits for r in rows[pi])
                            + s.retired_hits.get(pi, 0))
+            kept.add_metric([probe.name], len(rows[pi]))
         elif probe.events:
             fam.add_metric([probe.name], produced.get(pi, 0))
-    yield fam
+    yield from (fam, kept)

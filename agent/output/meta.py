@@ -99,8 +99,27 @@ class _Object:
             self.first = (ts, before)
 
 
+Object = tuple[int, int, int]  # (pid, address, when made: 0 before noop attached)
+Series = tuple[int, str, str]  # (pid, metric, labels)
+
+
+@dataclass
+class _Retired:
+    """What the objects of one series that newer ones replaced had counted."""
+
+    updates: dict[str, int] = field(default_factory=dict)
+    increments: float = 0.0
+
+
 class PresetMeta:
-    """``on_event`` learns each object's name and labels; ``families`` reads the rows."""
+    """``on_event`` learns each object's name and labels; ``families`` reads the rows.
+
+    A metric object is known by its process, its address and when it was made (the
+    preset's birth sites note it; 0 for objects made before noop attached). A program
+    that makes a metric again (a registry per request) makes one series of all the
+    objects of one name and labels: its value is the newest object's, its updates and
+    increments those of all of them. ``retire`` folds the older objects' rows into the
+    series, so that their rows can leave the kernel's map."""
 
     def __init__(self, plan: Plan, target: str, processes: Processes | None = None) -> None:
         self.plan = plan
@@ -108,7 +127,10 @@ class PresetMeta:
         self.processes = processes or Processes()
         self.library = library(plan)
         self._lock = threading.Lock()
-        self._names: dict[tuple[int, int], tuple[str, str]] = {}  # (pid, object) -> ...
+        self._names: dict[Object, tuple[str, str]] = {}
+        self._retired: dict[Series, _Retired] = {}
+        # whether the plan notes when metric objects are made (its rows say ``born``)
+        self.renews = any(v.name == "born" for p in plan.probes for v in p.values)
 
     def on_event(self, probe_index: int, event: Event) -> None:
         """Learns the name and labels of the event's metric object; Undecodable when the
@@ -118,19 +140,21 @@ class PresetMeta:
         if u.metric == "?":  # the name could not be read; try again on the next one
             return
         labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
+        born = int(event.values.get("born") or 0)
         with self._lock:
-            self._names[(event.pid, u.object)] = (u.metric, labels)
+            self._names[(event.pid, u.object, born)] = (u.metric, labels)
 
     def forget(self, pids: set[int]) -> None:
         with self._lock:
             for key in [k for k in self._names if k[0] in pids]:
                 del self._names[key]
+            for series in [k for k in self._retired if k[0] in pids]:
+                del self._retired[series]
 
-    def objects(self, rows: dict[int, list[Row]], tally: Tally
-                ) -> dict[tuple[int, int], _Object]:
+    def objects(self, rows: dict[int, list[Row]], tally: Tally) -> dict[Object, _Object]:
         """Each metric object's rows merged; a row that cannot be decoded is left out and
         its hits counted in ``tally``."""
-        objs: dict[tuple[int, int], _Object] = {}
+        objs: dict[Object, _Object] = {}
         for pi, probe in enumerate(self.plan.probes):
             for row in rows.get(pi, []):
                 if row.key is None:
@@ -144,12 +168,12 @@ class PresetMeta:
                 objs[key] = o
         return objs
 
-    def _fold_row(self, probe: ProbePlan, row: Row, objs: dict[tuple[int, int], _Object]
-                  ) -> tuple[tuple[int, int], _Object]:
+    def _fold_row(self, probe: ProbePlan, row: Row, objs: dict[Object, _Object]
+                  ) -> tuple[Object, _Object]:
         """The object ``row`` is of, with the row folded into a copy of what ``objs``
         holds of it (kept only when all of the row could be read)."""
         assert row.key is not None
-        key = (int(row.key["$pid"]), int(row.key["object"] or 0))
+        key = object_of(row)
         site = int(row.key["$site"])
         kind, op = updates.operation(probe, site, self.library)
         had = objs.get(key)
@@ -160,6 +184,34 @@ class PresetMeta:
         else:
             _fold(probe.name, o, row.columns, row.hits)
         return key, o
+
+    def superseded(self, keys: set[Object]) -> set[Object]:
+        """Of the objects ``keys`` (those with rows), the ones a newer object of the same
+        series replaced (made later, its name known): theirs can be retired."""
+        with self._lock:
+            newest: dict[Series, int] = {}
+            for k in keys:
+                name = self._names.get(k)
+                if name is not None:
+                    series = (k[0], *name)
+                    newest[series] = max(newest.get(series, 0), k[2])
+            return {k for k in keys if (name := self._names.get(k)) is not None
+                    and k[2] < newest[(k[0], *name)]}
+
+    def retire(self, rows: dict[int, list[Row]], tally: Tally) -> None:
+        """Every row of some objects, about to leave the kernel's map: what they counted
+        stays in their series. Called with the session's lock held."""
+        for key, o in self.objects(rows, tally).items():
+            with self._lock:
+                name = self._names.pop(key, None)
+                if name is None:
+                    continue
+                r = self._retired.setdefault((key[0], *name), _Retired())
+            for op, n in o.updates.items():
+                r.updates[op] = r.updates.get(op, 0) + n
+            now = o.value()
+            since = o.increments(now) if now is not None else None
+            r.increments += since or 0.0
 
     def families(self, rows: dict[int, list[Row]], tally: Tally) -> Iterator[Metric]:
         updates = CounterMetricFamily(
@@ -173,24 +225,46 @@ class PresetMeta:
             "minus the value before the first update it saw", labels=list(LABELS))
         with self._lock:
             names = dict(self._names)
-        for (pid, obj), o in sorted(self.objects(rows, tally).items()):
-            name = names.get((pid, obj))
-            if name is None:
-                continue  # its description is still in the ring buffer
-            labels = [self.target, str(pid), self.library, *name]
+            retired = {k: _Retired(dict(r.updates), r.increments)
+                       for k, r in self._retired.items()}
+        series: dict[Series, list[tuple[Object, _Object]]] = {}
+        for key, o in self.objects(rows, tally).items():
+            name = names.get(key)
+            if name is not None:  # else its description is still in the ring buffer
+                series.setdefault((key[0], *name), []).append((key, o))
+        for s in sorted(set(series) | set(retired)):
+            pid, metric, labelset = s
+            labels = [self.target, str(pid), self.library, metric, labelset]
             where = self.processes.labels(pid)  # the container's, none on the host
             marks = [len(f.samples) for f in (updates, value, incs)]
-            for op, n in sorted(o.updates.items()):
+            old = retired.get(s, _Retired())
+            counts = dict(old.updates)
+            since: float | None = old.increments if s in retired else None
+            now = None
+            for _key, o in sorted(series.get(s, []), key=lambda ko: (ko[0][2], ko[0][1])):
+                for op, n in o.updates.items():
+                    counts[op] = counts.get(op, 0) + n
+                got = None
+                if (v := o.value()) is not None:
+                    now = v  # the newest object's, last
+                    got = o.increments(v)
+                if got is not None:
+                    since = (since or 0.0) + got
+            for op, n in sorted(counts.items()):
                 updates.add_metric([*labels, op], n)
-            now = o.value()
             if now is not None:
                 value.add_metric(labels, now)
-                since = o.increments(now)
                 if since is not None:
                     incs.add_metric(labels, since)
             for f, mark in zip((updates, value, incs), marks, strict=True):
                 with_labels(f, mark, where)
         yield from (updates, value, incs)
+
+
+def object_of(row: Row) -> Object:
+    """The metric object an aggregate row of the preset is of."""
+    assert row.key is not None
+    return (int(row.key["$pid"]), int(row.key["object"] or 0), int(row.key.get("born") or 0))
 
 
 def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:

@@ -18,6 +18,7 @@ instructions in the methods' machine code and probes them, not the methods' entr
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -167,17 +168,19 @@ def make(b: Binary, aggregate: bool) -> Plan:
     path = b.path
     probes = []
     modules = b.modules(PKG)
+    births = _births(b) if aggregate else None
+    keys = ("$pid", "object", *(("born",) if births else ()), "$site")
     for rule in RULES:
         cheap = _cheap(b, rule) if aggregate else None
         if cheap is not None:
-            probes.append(replace(cheap, aggregate=Aggregate(
-                ("$pid", "object", "$site"), CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
+            probes.append(replace(_with_born(cheap, births), aggregate=Aggregate(
+                keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
             rule = replace(rule, methods=tuple(m for m in rule.methods
                                                if m not in CHEAP_METHODS[rule.probe]))
         probe = _rule(b, rule)
         if probe is not None and aggregate:
-            probe = replace(probe, aggregate=Aggregate(("$pid", "object", "$site"),
-                                                       COLUMNS[rule.probe], MAX_ROWS, True))
+            probe = replace(_with_born(probe, births), aggregate=Aggregate(
+                keys, COLUMNS[rule.probe], MAX_ROWS, True))
         if probe is not None:
             probes.append(probe)
         elif cheap is None:
@@ -186,10 +189,72 @@ def make(b: Binary, aggregate: bool) -> Plan:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
+    if births is not None:
+        probes.append(births)
     # Watched like a spec's target named by this path (noop run: up, a new build).
     here = discover.Selector(path=str(Path(path).resolve()))
     return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
                 tuple(probes))
+
+
+# The functions that make client_golang's metric objects: the constructors of counters and
+# gauges (and the closures that make a *Vec's children), and the one maker of each of
+# histograms and summaries. Each returns the new object as an interface, whose data
+# word is in rbx at its RETs (Go's register ABI: results in rax, rbx, ...).
+MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
+                    r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")
+BIRTHS = "metric_made"  # the probe at their RETs
+
+
+def _births(b: Binary) -> ProbePlan | None:
+    """For noop run: a site at every RET of every function that makes a metric object,
+    which notes when the object was made. A metric object is then known by its process,
+    address and that time: a program that makes its metrics again for every request
+    (a registry per request) frees objects whose addresses the garbage collector gives
+    to the next ones, and a row of one is never taken for a row of another. None
+    without the register ABI (results on the stack)."""
+    if b.goid_offset is None:
+        return None
+    out: list[Site] = []
+    unseen: list[str] = []
+    fetch = Fetch("reg", size=8, regs=("rbx",))
+    for fn in sorted(n for n in b.functions.symbols if MAKERS.fullmatch(n)):
+        sym = b.functions.symbols[fn]
+        if not sym.size:
+            continue
+        start = b.start_of(fn)
+        for e in sites.exits(b.instructions(fn), sym.address, sym.address + sym.size):
+            if e.tail:  # another function's results: not one of ours to note
+                unseen.append(f"{fn}: a tail jump at {e.insn.address:#x}")
+                continue
+            how = sites.handling(e.insn.raw)
+            out.append(Site(fn, e.insn.address, b.elf.file_offset(e.insn.address),
+                            f"made: ret at +{e.insn.address - start:#x}, the new metric in rbx "
+                            f"({how})", (fetch,), handling=how, role="birth"))
+        unseen += [f"{fn} inlined at {c.entry:#x}: the objects it makes there are known "
+                   "by address only" for c in _inlined(b, fn)]
+    if not out:
+        return None
+    value = ValueSpec("object", "addr", 8, 0, "pointer", "the new metric")
+    return ProbePlan(BIRTHS, TARGET, (value,), tuple(out), unseen=tuple(unseen))
+
+
+def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:
+    try:
+        return b.functions.inlined(fn)
+    except NoopError:
+        return ()
+
+
+def _with_born(probe: ProbePlan, births: ProbePlan | None) -> ProbePlan:
+    """``probe`` with, when there are birth sites, when each hit's object was made."""
+    if births is None:
+        return probe
+    i = [v.name for v in probe.values].index("object")
+    born = ValueSpec("born", "uint", 8, 0, "uint64", "when m was made")
+    return replace(probe, values=(*probe.values, born), sites=tuple(
+        replace(s, fetches=(*s.fetches, Fetch("born", regs=s.fetches[i].regs)))
+        for s in probe.sites))
 
 
 def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -> None:

@@ -116,6 +116,10 @@ class Fetch:
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
     - ``unavailable``: cannot be read here; ``why`` says so
+    - ``born``: when the object whose address is in ``regs[0]`` was made, as a ``birth``
+      site saw it (its ``bpf_ktime_get_ns()``), or 0: made before noop attached, or by
+      code noop does not probe. With the address, it tells apart the objects a program
+      makes one after another at one address (the garbage collector reuses it)
     - ``gotype``: the address of the dynamic type's descriptor of the Go interface
       whose first word is at acc + ``offset`` (or in ``regs[0]``); ``slot`` 1: the
       first word is an itab (the type at +8); 0 when the interface is nil
@@ -180,6 +184,8 @@ class Fetch:
                     "address - 8), less the load bias")
         if self.kind == "root":
             return f"{path}: kept as pointer {self.slot}"
+        if self.kind == "born":
+            return f"when the object at {self.regs[0]} was made (0: before noop attached)"
         if self.kind == "later":
             return "read at the return"
         if self.kind == "saved":
@@ -248,7 +254,10 @@ class Site:
 
     ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
     has a ``call`` site, its function's entry, that keeps what the call starts with,
-    and a ``return`` site at each RET (or tail jump), where the hits are.
+    and a ``return`` site at each RET (or tail jump), where the hits are. A ``birth``
+    site is a RET of a function that makes an object (a metric's constructor): each hit
+    notes the time the object whose address its first fetch reads was made, which
+    ``born`` fetches of other probes read back; it makes no event and no row.
 
     ``gate`` keeps only hits where the value it reads is one of ``gate_values`` (a
     Rust future's state at its poll: a call of an async function is its first poll).
@@ -389,6 +398,11 @@ class ProbePlan:
     def events(self) -> bool:
         """Whether ``noop run`` needs this probe's every hit as an event."""
         return any(m.where == "events" for m in self.metrics)
+
+    @property
+    def births(self) -> bool:
+        """Whether its sites note when objects are made (``birth`` sites)."""
+        return any(s.role == "birth" for s in self.sites)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,

@@ -26,7 +26,7 @@ from agent.kernel import aggregate, budget, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.load import BuildChanged
 from agent.output.exporter import Exporter, Health, Session
-from agent.output.meta import PresetMeta
+from agent.output.meta import Object, PresetMeta
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
@@ -179,7 +179,7 @@ class Daemon:
         log(f"uprobes go on through {kind.name}: {kind.why}")
         self._measure()
         for p in plan.probes:
-            if not p.metrics and p.aggregate is None:
+            if not p.metrics and p.aggregate is None and not p.births:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
         if self._uncosted:
@@ -348,9 +348,11 @@ class Daemon:
         if exited:
             loaded.forget_traps(exited)
         self._sweeps += 1
-        if not exited and self._sweeps % FULL_SWEEP:
+        renews = s.meta is not None and s.meta.renews
+        if not exited and not renews and self._sweeps % FULL_SWEEP:
             return  # no row can be of a process that exited: not worth reading them all
         running: dict[int, bool] = {pid: False for pid in exited}
+        objects: dict[int, list[tuple[bytes, Object]]] = {}  # the live processes' rows
         for pi, lay in s.program.aggregates.items():
             gone = []
             for key, per_cpu in loaded.rows(pi):
@@ -364,11 +366,20 @@ class Daemon:
                         s.users.processes.of(pid)
                 if not running[pid]:
                     gone.append((key, per_cpu))
+                elif renews and values.get("object") is not None:
+                    objects.setdefault(pi, []).append((key, (
+                        pid, int(values["object"]), int(values.get("born") or 0))))
             if not gone:
                 continue
             with s.lock:  # a scrape sees the rows in the map or in noop, never in both
                 s.retire(pi, gone)
                 loaded.forget(pi, [k for k, _ in gone])
+        if objects and s.meta is not None:
+            old = s.meta.superseded({o for rows in objects.values() for _k, o in rows})
+            if old:
+                with s.lock:  # read and deleted under it: a scrape counts them once
+                    s.renew({pi: loaded.take(pi, [k for k, o in rows if o in old])
+                             for pi, rows in objects.items()})
         dead = {pid for pid, up in running.items() if not up}
         if dead:
             if s.meta is not None:

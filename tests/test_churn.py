@@ -1,0 +1,84 @@
+"""Metrics made again for every request (tests/programs/go/churn): a registry per round,
+its metrics made, updated, gathered and dropped, the garbage collector forced every
+ten rounds so that new metric objects take the addresses of freed ones. Under
+``noop run --binary`` each (metric, labels) the program makes is one series whose
+value is its newest object's and whose updates and increments are those of every
+round, as the program itself counts them; the rows of replaced objects leave the
+kernel's map. Privileged: real BPF."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from harness.metrics import Samples
+from harness.noop import Agent, drained, start, stopped
+
+pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+
+ROUNDS = 3000  # 6 objects a round: more than the kernel's rows per update kind (4,096)
+
+
+def _run(binary: Path, agent: Agent) -> tuple[dict[str, object], Samples]:
+    prog = subprocess.Popen([binary, "-rounds", str(ROUNDS), "-gc", "10", "-pace", "300us",
+                             "-linger", "120s"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert prog.stdout is not None
+        assert prog.stdout.readline().strip() == "ready"
+        prog.send_signal(signal.SIGUSR1)
+        truth = json.loads(prog.stdout.readline())
+        got: Samples = {}
+        for _ in range(60):  # rows of replaced objects leave at noop's next sweep
+            got = agent.metrics()
+            if drained(got) and _rows(got) <= LIVE_ROWS:
+                break
+            subprocess.run(["sleep", "0.5"], check=True)
+        return {"pid": prog.pid, **truth}, got
+    finally:
+        prog.kill()
+        prog.wait()
+
+
+LIVE_ROWS = 16  # the last round's objects, by site (a counter's Inc and Add apart)
+
+
+def _rows(got: Samples) -> float:
+    return sum(v for (name, _l), v in got.items() if name == "noop_aggregate_rows")
+
+
+def _series(got: Samples, name: str) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    for (n, labels), v in got.items():
+        if n == name:
+            d = dict(labels)
+            key = (d["metric"], d["labels"])
+            out[key] = out.get(key, 0.0) + v  # updates: summed over their ops
+    return out
+
+
+def test_made_again_is_one_series_with_every_update(
+        privileged: None, go_churn: Path, agent_cleanup: list[Agent]) -> None:
+    agent = start("--binary", go_churn, "--max-overhead", "none")
+    agent_cleanup.append(agent)
+    truth, got = _run(go_churn, agent)
+    want_value, want_updates, want_incs = {}, {}, {}
+    for s in truth["series"]:  # type: ignore[attr-defined]
+        key = (s["name"], ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items())))
+        want_value[key], want_updates[key], want_incs[key] = \
+            s["value"], s["updates"], s["increments"]
+    assert _series(got, "noop_metric_value") == want_value
+    assert _series(got, "noop_metric_updates_total") == want_updates
+    incs = _series(got, "noop_metric_increments")
+    assert incs.keys() == want_incs.keys()
+    assert all(incs[k] == pytest.approx(v, rel=1e-9) for k, v in want_incs.items()), incs
+    # one row per (process, metric, labels): a scraper keeps them all
+    rows = [dict(labels) for (n, labels), _v in got.items() if n == "noop_metric_value"]
+    assert len({(r["pid"], r["metric"], r["labels"]) for r in rows}) == len(rows)
+    assert all(r["pid"] == str(truth["pid"]) for r in rows)
+    assert _rows(got) <= LIVE_ROWS, "rows of replaced objects stayed in the kernel's map"
+    assert not [k for k in got if k[0] == "noop_events_undecodable_total"]
+    assert not any(v for (n, _l), v in got.items() if n == "noop_events_lost_total")
+    stopped(agent)
