@@ -283,6 +283,15 @@ def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
             o.bits_part = max(o.bits_part or 0.0, _float(fb[0]))
         if fi is not None and fb is not None:
             o.earlier(min(fi[1], fb[1]), fi[0] + _float(fb[0]))
+    elif rule == "summary_buffered":  # the count at the first hit seen, one more a hit
+        parts = [cols.get(n) for n in ("cnt", "cold", "hot")]
+        if all(p is not None for p in parts):
+            ts = min(p[1] for p in parts if p is not None)
+            count = sum(p[0] for p in parts if p is not None)
+            o.carry(count - 1, hits)
+            o.earlier(ts, float(count - 1))
+        else:
+            o.carry(None, hits)
     elif rule in ("gauge_add", "gauge_set"):
         last, first = cols.get("last"), cols.get("first")
         if last is not None and (o.last is None or last[1] > o.last[0]):

@@ -139,6 +139,10 @@ def _golang(event: Event, probe: str, kind: str, op: str) -> Update:
                 note = "increment = valInt after - before"
             inc = float(added)
             value = bits + float(before + added)
+    elif rule.mnemonic == "movsd":  # a summary's buffered value: count = flushed + buffered
+        value = _number(event, "observed")
+        parts = [_int(event, n) for n in ("cnt", "cold", "hot")]
+        note = f"count {sum(parts)}" if None not in parts else ""  # type: ignore[arg-type]
     elif rule.sets:  # an exchange stores the new value: no increment
         value = _number(event, "new")
     elif rule.mnemonic == "cmpxchg":  # the float's bits before and after the swap
@@ -158,7 +162,8 @@ def _golang(event: Event, probe: str, kind: str, op: str) -> Update:
         if value is None:
             why_not = event.unreadable.get("observed", "not read")
             note = f"{note}; observed value unreadable: {why_not}".lstrip("; ")
-    missing = [n for n in (*event.faults, *event.unreadable) if n != "observed"]
+    missing = [n for n in (*event.faults, *event.unreadable)
+               if n != "observed" or rule.mnemonic == "movsd"]
     if missing:
         note = (note + "; " if note else "") + "not read: " + ", ".join(missing)
     return Update(kind, op, metric, labels, value, inc, obj, note)

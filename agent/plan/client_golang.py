@@ -57,6 +57,11 @@ COLUMNS = {
     "histogram": (Column("count", "max", "before", mask=COUNT_MASK, add=1),
                   Column("first", "first", "before")),
 }
+COLUMNS["summary_atomic"] = COLUMNS["histogram"]
+# A buffered summary's count at its first hit seen (flushed + buffered, this
+# observation's included); every hit after it adds one.
+COLUMNS["summary_buffered"] = (Column("cnt", "first", "cnt"), Column("cold", "first", "cold"),
+                               Column("hot", "first", "hot"))
 # noop run, where an update has a cheaper site before it than after (an emulated jump or
 # call, not a single-stepped instruction): the value is read from memory before the
 # update on the first hit of each CPU and carried forward by the updates seen. The
@@ -86,6 +91,12 @@ class Rule:
     # Methods whose increment is a constant of the method (Inc adds 1, Dec -1), said as
     # it is rather than as new - old (xadd leaves no increment in a register at all)
     steps: tuple[tuple[str, int], ...] = ()
+    go_type: str = ""  # the struct whose methods they are, when not named as ``kind``
+
+    @property
+    def struct(self) -> str:
+        """The Go type (of client_golang's package) whose methods and field it reads."""
+        return self.go_type or self.kind
 
     @property
     def sets(self) -> bool:
@@ -101,6 +112,13 @@ RULES = (
          zf=True, steps=(("Inc", 1), ("Dec", -1))),
     Rule("gauge_set", "gauge", ("Set", "SetToCurrentTime"), "xchg", "valBits", False),
     Rule("histogram", "histogram", ("Observe", "observe"), "xadd", "countAndHotIdx", True),
+    # A summary without objectives counts like a histogram (its sum is added by a
+    # compare-and-swap on another struct, where no register holds the summary).
+    Rule("summary_atomic", "summary", ("Observe",), "xadd", "countAndHotIdx", True,
+         go_type="noObjectivesSummary"),
+    # A summary with objectives takes a lock and appends the value to hotBuf, which it
+    # counts and sums when it flushes: probed after the value's store (``_buffered``).
+    Rule("summary_buffered", "summary", ("Observe",), "movsd", "hotBuf", True),
 )
 
 
@@ -177,7 +195,13 @@ def make(b: Binary, aggregate: bool) -> Plan:
                 keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
             rule = replace(rule, methods=tuple(m for m in rule.methods
                                                if m not in CHEAP_METHODS[rule.probe]))
-        probe = _rule(b, rule)
+        probe, joins = _buffered(b, rule) if rule.mnemonic == "movsd" else _rule(b, rule)
+        if joins and cheap is None and rule.probe == "counter_int":
+            # Add inlined where the instruction after its xadd is also reached from its
+            # float path: at the jump before the xadd instead
+            cheap = _counter_add(b, joins)
+            if cheap is not None:
+                probes.append(cheap)
         if probe is not None and aggregate:
             probe = replace(_with_born(probe, births), aggregate=Aggregate(
                 keys, COLUMNS[rule.probe], MAX_ROWS, True))
@@ -261,30 +285,71 @@ def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -
     """Refuses a client_golang whose update methods do not do what ``rule`` reads (it
     found no site): one of them has code, and none has the atomic update it looks for."""
     present = [m for m in rule.methods
-               if (s := b.functions.symbols.get(f"{PKG}.(*{rule.kind}).{m}")) and s.size]
+               if (s := b.functions.symbols.get(f"{PKG}.(*{rule.struct}).{m}")) and s.size]
     if not present:
         return
     version = next((v for _p, v in modules), "version unknown")
-    raise NoopError(f"{b.path}: client_golang {version}: (*{rule.kind}).{present[0]} "
-                    f"has no {rule.mnemonic} on {rule.kind}.{rule.field}: noop does not know "
+    raise NoopError(f"{b.path}: client_golang {version}: (*{rule.struct}).{present[0]} "
+                    f"has no {rule.mnemonic} on {rule.struct}.{rule.field}: noop does not know "
                     "these update methods and will not guess",
                     "write a probes.yaml for this program and use --config")
 
 
-def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
+Region = tuple[str, str, tuple[sites.Insn, ...], list[tuple[int, int]]]
+
+
+def _regions(b: Binary, rule: Rule) -> list[Region]:
+    """Where ``rule``'s methods run: (method, the function whose code it is, that
+    function's instructions, the address ranges of the method in it). Each method's own
+    code first (with what is inlined into it: ``Inc`` holds a copy of ``Add``), then its
+    copies inlined into other functions (``AddWithExemplar``'s ``Add``, the Go
+    collector's ``Set``), which the program runs as well."""
+    own: list[Region] = []
+    copies: list[Region] = []
+    for method in rule.methods:
+        fn = f"{PKG}.(*{rule.struct}).{method}"
+        sym = b.functions.symbols.get(fn)
+        if sym is None:
+            continue
+        if sym.size:
+            own.append((method, fn, b.instructions(fn), [(sym.address, sym.address + sym.size)]))
+        for copy in _inlined(b, fn):
+            caller = b.function_at(copy.entry)
+            if caller is not None:
+                copies.append((method, caller, b.instructions(caller), b.dwarf.ranges(copy.die)))
+    return own + copies
+
+
+def _receiver(b: Binary, rule: Rule) -> Any:
+    """The type of the receiver of ``rule``'s methods (``*counter``, ...), or None."""
+    for method in rule.methods:
+        fn = f"{PKG}.(*{rule.struct}).{method}"
+        if fn in b.functions.symbols:
+            recv = next(iter(b.functions.param_types(fn).values()), None)
+            if recv is not None:
+                return recv
+    return None
+
+
+def _rule(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
+    """The probe of ``rule``'s updates, and the atomic instructions it found whose site
+    after them another path joins (its hits would not all be updates): those are left
+    to a site before them (``_counter_add``) or go unseen."""
     layout: tuple[ValueSpec, ...] | None = None
     out: list[Site] = []
-    for method in rule.methods:
-        fn = f"{PKG}.(*{rule.kind}).{method}"
-        sym = b.functions.symbols.get(fn)
-        if sym is None or not sym.size:
-            continue
-        recv = next(iter(b.functions.param_types(fn).values()), None)
-        offset = field_offset(b, rule.kind, rule.field)
-        if recv is None or offset is None:
-            continue
-        insns = sites.disassemble(b.elf, sym.address, sym.size)
+    joins: set[int] = set()
+    offset = field_offset(b, rule.struct, rule.field)
+    recv = _receiver(b, rule)
+    if recv is None or offset is None:
+        return None, joins
+    seen: set[int] = set()
+    for method, fn, insns, ranges in _regions(b, rule):
+        targets = {i.target for i in insns if i.target is not None}
         for a in sites.atomics(insns, rule.mnemonic, offset):
+            if a.insn.address in seen or not any(lo <= a.insn.address < hi
+                                                 for lo, hi in ranges):
+                continue
+            seen.add(a.insn.address)
             address = a.insn.end if rule.after else a.insn.address
             zf, skip, past = rule.zf, 0, ""
             jcc = sites.past_swap_flag(insns, insns.index(a.insn), ("rax", a.src, a.base)) \
@@ -292,22 +357,119 @@ def _rule(b: Binary, rule: Rule) -> ProbePlan | None:
             if jcc is not None:  # emulated where the sete after the cmpxchg is not
                 address, zf, skip = jcc.address, False, sites.ZF
                 past = f", at the {jcc.mnemonic} after its sete and test (ZF clear)"
+            if rule.after and address in targets:
+                joins.add(a.insn.address)
+                continue
             pairs = _common(b, recv, a.base) + _specific(b, rule, recv, a, fn, insns, address)
             values = tuple(v for v, _ in pairs)
             if layout is not None and values != layout:
                 continue  # same rule, other types: not a client_golang we know
             layout = values
             how = ("after the " if rule.after else "at the ") + \
-                f"{'lock ' * a.insn.lock}{rule.mnemonic} on {rule.kind}.{rule.field} " \
+                f"{'lock ' * a.insn.lock}{rule.mnemonic} on {rule.struct}.{rule.field} " \
                 f"at {a.insn.address:#x}{past}"
+            if fn != f"{PKG}.(*{rule.struct}).{method}":
+                how += f" ({method} inlined into {fn})"
             at = next((i for i in insns if i.address == address), None)
             out.append(Site(fn, address, b.elf.file_offset(address), how,
                             tuple(f for _, f in pairs), when_zf=zf, skip_flags=skip,
                             tag=f"{rule.kind}.{method_op(method)}",
                             handling=sites.handling(at.raw) if at is not None else ""))
     if not out or layout is None:
-        return None
-    return ProbePlan(rule.probe, "main", layout, tuple(out))
+        return None, joins
+    return ProbePlan(rule.probe, "main", layout, tuple(out)), joins
+
+
+def _buffered(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
+    """``summary.Observe`` (a summary with objectives): after the store of the value into
+    ``hotBuf``'s new last element, where it holds the lock. The receiver is the base of
+    the store of hotBuf's new length just before; the value was loaded from the stack
+    slot the function spilled its argument ``v`` to at entry. Values: the name, labels,
+    the observed value, and the count so far: ``cnt`` (flushed), ``len(coldBuf)`` (being
+    flushed) and ``len(hotBuf)`` (buffered, this one included)."""
+    fn = f"{PKG}.(*{rule.struct}).{rule.methods[0]}"
+    sym = b.functions.symbols.get(fn)
+    recv = _receiver(b, rule)
+    hot = field_offset(b, rule.struct, "hotBuf")
+    cold = field_offset(b, rule.struct, "coldBuf")
+    cnt = field_offset(b, rule.struct, "cnt")
+    if sym is None or not sym.size or recv is None or None in (hot, cold, cnt):
+        return None, set()
+    assert hot is not None and cold is not None and cnt is not None
+    insns = b.instructions(fn)
+    targets = {i.target for i in insns if i.target is not None}
+    out: list[Site] = []
+    layout: tuple[ValueSpec, ...] | None = None
+    for n, i in enumerate(insns[:-1]):
+        mem = i.operands[0] if i.operands else None
+        if i.mnemonic != "movsd" or mem is None or mem[0] != "mem" or not mem[2] or \
+                len(i.operands) != 2 or i.operands[1][0] != "reg":
+            continue  # not a store of an XMM register to base + index * 8
+        site, xmm = insns[n + 1], i.operands[1][1]
+        base = _length_store(insns, n, hot + 8)
+        slot = _argument_slot(insns, n, xmm)
+        if base is None or slot is None or site.address in targets:
+            continue
+        pairs = [*_common(b, recv, base),
+                 (ValueSpec("observed", "float", 8, 0, "float64", "v"),
+                  Fetch("mem", ops=(Op("sp", offset=slot),), size=8)),
+                 _word(base, cnt, "cnt", "m.cnt"),
+                 _word(base, cold + 8, "cold", "len(m.coldBuf)"),
+                 _word(base, hot + 8, "hot", "len(m.hotBuf)")]
+        layout = tuple(v for v, _ in pairs)
+        how = sites.handling(site.raw)
+        out.append(Site(fn, site.address, b.elf.file_offset(site.address),
+                        f"after the store of v into summary.hotBuf at {i.address:#x} "
+                        f"({how})", tuple(f for _, f in pairs), handling=how,
+                        tag=f"{rule.kind}.Observe"))
+    if layout is None or len(out) != 1:
+        return None, set()  # none, or more than one append: not a summary noop knows
+    return ProbePlan(rule.probe, TARGET, layout, tuple(out)), set()
+
+
+def _word(base: str, offset: int, name: str, what: str) -> tuple[ValueSpec, Fetch]:
+    """An unsigned word of the struct ``base`` points to."""
+    return (ValueSpec(name, "uint", 8, 0, "int", what),
+            Fetch("mem", ops=(Op("reg", reg=base),), offset=offset, size=8))
+
+
+def _length_store(insns: tuple[sites.Insn, ...], n: int, disp: int) -> str | None:
+    """The register R of ``mov [R + disp], reg`` at most a few instructions before
+    ``insns[n]``, when nothing between writes R or branches: the receiver whose field
+    at ``disp`` (a slice's length) was stored."""
+    for k in range(n - 1, max(n - 6, -1), -1):
+        i = insns[k]
+        if sites.is_branch(i):
+            return None
+        mem = i.operands[0] if i.operands else None
+        if i.mnemonic == "mov" and mem is not None and mem[0] == "mem" and not mem[2] and \
+                mem[3] == disp and mem[1] and mem[1] != "rsp":
+            if any(mem[1] in j.writes for j in insns[k + 1:n + 1]):
+                return None
+            return str(mem[1])
+    return None
+
+
+def _argument_slot(insns: tuple[sites.Insn, ...], n: int, xmm: str) -> int | None:
+    """The rsp offset that ``xmm`` was loaded from just before ``insns[n]``, when the
+    function stored its argument xmm0 there at its entry and nowhere else stores to it:
+    the argument, as it was passed."""
+    for k in range(n - 1, max(n - 4, -1), -1):
+        i = insns[k]
+        if xmm not in i.writes:
+            continue
+        src = i.operands[1] if len(i.operands) == 2 else None
+        if i.mnemonic != "movsd" or src is None or src[0] != "mem" or src[1] != "rsp" or \
+                src[2]:
+            return None
+        slot = int(src[3])
+        stores = [j for j in insns if j.operands and j.operands[0][0] == "mem"
+                  and j.operands[0][1] == "rsp" and j.operands[0][3] == slot]
+        if len(stores) != 1 or stores[0].operands[1:] != (("reg", "xmm0"),) or \
+                not sites.untouched_until(insns, "xmm0", stores[0].address):
+            return None
+        return slot
+    return None
 
 
 def _specific(b: Binary, rule: Rule, recv: Any, a: sites.Atomic, fn: str,
@@ -356,15 +518,19 @@ def _cheap(b: Binary, rule: Rule) -> ProbePlan | None:
     return None
 
 
-def _counter_add(b: Binary) -> ProbePlan | None:
+def _counter_add(b: Binary, only: set[int] | None = None) -> ProbePlan | None:
     """``Counter.Add``'s integer path, at the conditional jump just before its ``lock
     xadd`` (emulated), in the method and in every copy of it inlined elsewhere: the
-    argument is there as a whole unsigned number, and valInt not yet changed."""
+    argument is there as a whole unsigned number, and valInt not yet changed. With
+    ``only``, just before those xadds (the rest have their sites after them)."""
     fn = f"{PKG}.(*counter).Add"
     if fn not in b.functions.symbols:
         return None
     found, missed = argument_sites(b, fn)
     found = [a for a in found if a.fetch.formula == "uint"]
+    if only is not None:
+        found = [a for a in found if _next(b, a.function, a.address) in only]
+        missed = len(only) - len(found)
     recv = next(iter(b.functions.param_types(fn).values()), None)
     if not found or missed or recv is None:
         return None  # a copy noop cannot probe there: the sites after every xadd instead
@@ -380,6 +546,11 @@ def _counter_add(b: Binary) -> ProbePlan | None:
                         tuple(f for _, f in pairs), when_zf=a.when_zf,
                         skip_flags=a.skip_flags, handling=a.handling, tag="counter.Add"))
     return ProbePlan(CHEAP_PROBES["counter_int"], TARGET, layout, tuple(out))
+
+
+def _next(b: Binary, function: str, address: int) -> int | None:
+    """The address of the instruction after the one at ``address``."""
+    return next((i.end for i in b.instructions(function) if i.address == address), None)
 
 
 def _observe_entry(b: Binary) -> ProbePlan | None:

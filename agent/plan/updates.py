@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.errors import NotFound
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch
 from agent.target import sites
@@ -128,7 +129,13 @@ def _argument_at(b: Binary, a: Argument, where: str, insns: tuple[sites.Insn, ..
 
 
 def field_offset(b: Binary, kind: str, field: str) -> int | None:
-    layout = b.walker.members(metric_type(b, kind))
+    """The offset of ``field`` in client_golang's struct ``kind``; None when the program
+    has no such type (it makes no metric of that kind) or no such field."""
+    try:
+        typ = metric_type(b, kind)
+    except NotFound:
+        return None
+    layout = b.walker.members(typ)
     got = layout.get(field)
     return got[0] if got is not None else None
 

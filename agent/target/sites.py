@@ -73,7 +73,7 @@ def disassemble(elf: ElfFile, address: int, size: int) -> tuple[Insn, ...]:
     return tuple(out)
 
 
-def _is_branch(i: Insn) -> bool:
+def is_branch(i: Insn) -> bool:
     return i.mnemonic.startswith("j") or i.mnemonic in ("call", "ret", "int3", "ud2")
 
 
@@ -154,7 +154,7 @@ def spilled(insns: tuple[Insn, ...], site: int, reg: str) -> tuple[int, int] | N
         return None
     for n in range(idx - 1, -1, -1):
         i = insns[n]
-        if _is_branch(i) or i.mnemonic in ("push", "pop", "leave"):
+        if is_branch(i) or i.mnemonic in ("push", "pop", "leave"):
             return None
         if i.operands and i.operands[0] == ("reg", "rsp"):
             return None
@@ -280,7 +280,7 @@ def _restarts(insns: tuple[Insn, ...], start: int | None, entry: int,
             call = i.address
         elif i.mnemonic == "jmp":
             return call if call is not None and i.target == entry else None
-        elif _is_branch(i):
+        elif is_branch(i):
             return None
     return None
 
@@ -296,7 +296,7 @@ def once_per_call(insns: tuple[Insn, ...], start: int, limit: int = 256) -> tupl
         if i.address in targets:
             break
         out.append(i)
-        if _is_branch(i) and i.mnemonic != "call":
+        if is_branch(i) and i.mnemonic != "call":
             break
     return tuple(out)
 

@@ -1,9 +1,9 @@
-// allops calls every update method of client_golang's counter, gauge and histogram
-// that the preset's rules name, on plain metrics and on *Vec children, once each per
-// tick; after -ticks ticks it keeps serving /metrics for -linger. What noop reports of
-// it is compared with that /metrics, and with the calls made (each metric's help says
-// which method it gets, and how). Flags as examples/go-prometheus's: -listen, -period,
-// -ticks, -linger.
+// allops calls every update method of client_golang's counter, gauge, histogram and
+// summary (both kinds) that the preset's rules name (the exemplar ones too), on plain
+// metrics and on *Vec children, once each per tick; after -ticks ticks it keeps serving
+// /metrics for -linger. What noop reports of it is compared with that /metrics, and
+// with the calls made (each metric's help says which method it gets, and how). Flags
+// as examples/go-prometheus's: -listen, -period, -ticks, -linger.
 package main
 
 import (
@@ -27,6 +27,9 @@ type metrics struct {
 	counterInc, counterAddWhole, counterAddFrac                    prometheus.Counter
 	gaugeInc, gaugeDec, gaugeAdd, gaugeSub, gaugeSet, gaugeSetTime prometheus.Gauge
 	histogram, histogramExemplar                                   prometheus.Histogram
+	counterAddExemplar, counterAddExemplarFrac                     prometheus.Counter
+	summary, summaryPlain                                          prometheus.Summary
+	summaryVec, summaryPlainVec                                    *prometheus.SummaryVec
 	counterVec                                                     *prometheus.CounterVec
 	gaugeVec                                                       *prometheus.GaugeVec
 	histogramVec                                                   *prometheus.HistogramVec
@@ -45,19 +48,44 @@ func histogram(name, help string) prometheus.Histogram {
 		Buckets: []float64{1, 2.5, 5}})
 }
 
+// summary has objectives (quantiles: Observe takes a lock and buffers the value);
+// without objectives it counts with atomics, as a histogram does.
+func summary(name, help string, objectives bool) prometheus.Summary {
+	return prometheus.NewSummary(prometheus.SummaryOpts{Name: name, Help: help,
+		Objectives: summaryObjectives(objectives)})
+}
+
+func summaryObjectives(on bool) map[float64]float64 {
+	if !on {
+		return nil
+	}
+	return map[float64]float64{0.5: 0.05, 0.9: 0.01}
+}
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		counterInc:        counter("ops_counter_inc", "Inc once per tick."),
-		counterAddWhole:   counter("ops_counter_add_whole", "Add(3) once per tick."),
-		counterAddFrac:    counter("ops_counter_add_frac", "Add(0.5) once per tick."),
-		gaugeInc:          gauge("ops_gauge_inc", "Inc once per tick."),
-		gaugeDec:          gauge("ops_gauge_dec", "Dec once per tick."),
-		gaugeAdd:          gauge("ops_gauge_add", "Add(1.5) once per tick."),
-		gaugeSub:          gauge("ops_gauge_sub", "Sub(2.5) once per tick."),
-		gaugeSet:          gauge("ops_gauge_set", "Set(1.25 times the tick) once per tick."),
-		gaugeSetTime:      gauge("ops_gauge_set_time", "SetToCurrentTime once per tick."),
-		histogram:         histogram("ops_histogram", "Observe(tick mod 7) once per tick."),
-		histogramExemplar: histogram("ops_histogram_exemplar", "ObserveWithExemplar(tick mod 5) once per tick."),
+		counterInc:         counter("ops_counter_inc", "Inc once per tick."),
+		counterAddWhole:    counter("ops_counter_add_whole", "Add(3) once per tick."),
+		counterAddFrac:     counter("ops_counter_add_frac", "Add(0.5) once per tick."),
+		gaugeInc:           gauge("ops_gauge_inc", "Inc once per tick."),
+		gaugeDec:           gauge("ops_gauge_dec", "Dec once per tick."),
+		gaugeAdd:           gauge("ops_gauge_add", "Add(1.5) once per tick."),
+		gaugeSub:           gauge("ops_gauge_sub", "Sub(2.5) once per tick."),
+		gaugeSet:           gauge("ops_gauge_set", "Set(1.25 times the tick) once per tick."),
+		gaugeSetTime:       gauge("ops_gauge_set_time", "SetToCurrentTime once per tick."),
+		histogram:          histogram("ops_histogram", "Observe(tick mod 7) once per tick."),
+		histogramExemplar:  histogram("ops_histogram_exemplar", "ObserveWithExemplar(tick mod 5) once per tick."),
+		counterAddExemplar: counter("ops_counter_add_exemplar", "AddWithExemplar(2) once per tick."),
+		counterAddExemplarFrac: counter("ops_counter_add_exemplar_frac",
+			"AddWithExemplar(0.75) once per tick."),
+		summary:      summary("ops_summary", "Observe(tick mod 6) once per tick.", true),
+		summaryPlain: summary("ops_summary_plain", "Observe(tick mod 4 + 0.5) once per tick.", false),
+		summaryVec: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name: "ops_summary_vec", Help: "Observe(tick mod 9) on a child, once per tick.",
+			Objectives: summaryObjectives(true)}, []string{"op"}),
+		summaryPlainVec: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name: "ops_summary_plain_vec", Help: "Observe(2.5) on a child, once per tick."},
+			[]string{"op"}),
 		counterVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ops_counter_vec", Help: "Each op on its own child, once per tick."},
 			[]string{"op"}),
@@ -70,7 +98,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.counterInc, m.counterAddWhole, m.counterAddFrac, m.gaugeInc,
 		m.gaugeDec, m.gaugeAdd, m.gaugeSub, m.gaugeSet, m.gaugeSetTime, m.histogram,
-		m.histogramExemplar, m.counterVec, m.gaugeVec, m.histogramVec)
+		m.histogramExemplar, m.counterVec, m.gaugeVec, m.histogramVec, m.counterAddExemplar,
+		m.counterAddExemplarFrac, m.summary, m.summaryPlain, m.summaryVec, m.summaryPlainVec)
 	return m
 }
 
@@ -99,6 +128,16 @@ func (m *metrics) tick(n int) {
 	m.gaugeVec.WithLabelValues("set").Set(float64(n) * -2)
 	m.gaugeVec.WithLabelValues("set_time").SetToCurrentTime()
 	m.histogramVec.WithLabelValues("observe").Observe(float64(n % 3))
+	m.histogramVec.WithLabelValues("exemplar").(prometheus.ExemplarObserver).ObserveWithExemplar(
+		float64(n%4), prometheus.Labels{"tick": fmt.Sprint(n)})
+
+	tick := prometheus.Labels{"tick": fmt.Sprint(n)}
+	m.counterAddExemplar.(prometheus.ExemplarAdder).AddWithExemplar(2, tick)
+	m.counterAddExemplarFrac.(prometheus.ExemplarAdder).AddWithExemplar(0.75, tick)
+	m.summary.Observe(float64(n % 6))
+	m.summaryPlain.Observe(float64(n%4) + 0.5)
+	m.summaryVec.WithLabelValues("observe").Observe(float64(n % 9))
+	m.summaryPlainVec.WithLabelValues("observe").Observe(2.5)
 }
 
 func main() {
