@@ -22,8 +22,9 @@ log() { printf '==> %s\n' "$*"; }
 #    which the systemd unit's ExecReload runs (a minimal Debian lacks it).
 packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
-	libcap2-bin curl prometheus openssl systemd clang librust-tokio-dev
-	librust-prometheus-dev podman runc netavark aardvark-dns iptables mmdebstrap procps)
+	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
+	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
+	iptables mmdebstrap procps)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
@@ -38,6 +39,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >/dev/null
 fi
+# The pushgateway and the blackbox exporter are here for the tests, which start their own
+# on loopback ports. Their packages enable each service and, where systemd runs, start it
+# on every interface at its default port (9091, the demo's port too; 9115): stopped and
+# disabled here, every time, so that none listens beside the tests. Without systemd as
+# init (a chroot, a container) systemctl can only disable the unit, on its files.
+for unit in prometheus-pushgateway.service prometheus-blackbox-exporter.service; do
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now --quiet "$unit"
+	elif systemctl is-enabled --quiet "$unit" 2>/dev/null; then
+		systemctl disable --quiet "$unit"
+	fi
+done
 
 # 2. tracefs: uprobes are registered through it.
 if [ ! -e /sys/kernel/tracing/uprobe_events ]; then
