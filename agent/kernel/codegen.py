@@ -299,6 +299,9 @@ def _zf(ctx: _Ctx) -> list[str]:
     if ctx.site.when_zf:
         out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
                 "\treturn 0;"]
+    if ctx.site.keep_flags:
+        out += [f"if (!(ctx->flags & {ctx.site.keep_flags:#x}))  /* the jump here goes the "
+                "other way: not a hit (the site's why above says which) */", "\treturn 0;"]
     if ctx.site.gate is not None:
         g = ctx.site.gate
         mask = (1 << 8 * g.size) - 1 if g.size < 8 else (1 << 64) - 1

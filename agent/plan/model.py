@@ -115,6 +115,10 @@ class Fetch:
     - ``derived``: a float computed in noop from the registers ``regs`` (one or two
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
+    - ``addr``: acc + ``offset`` itself (an address the code loads before using it)
+    - ``sum``: the 8 bytes at acc + ``offset`` plus the register ``regs[0]`` (``formula``
+      ``-``: less it), or without a register plus the constant ``base`` (mod 2**64): the
+      value an update of that field leaves, read before the update
     - ``unavailable``: cannot be read here; ``why`` says so
     - ``gotype``: the address of the dynamic type's descriptor of the Go interface
       whose first word is at acc + ``offset`` (or in ``regs[0]``); ``slot`` 1: the
@@ -168,6 +172,12 @@ class Fetch:
             return f"${self.builtin}"
         if self.kind == "const":
             return f"the constant {self.offset:#x} (in the code)"
+        if self.kind == "addr":
+            return f"{at or 'acc'}: the address"
+        if self.kind == "sum":
+            plus = (f"{'-' if self.formula == '-' else '+'} {self.regs[0]}" if self.regs
+                    else f"+ {self.base:#x}")
+            return f"{at}: 8 bytes {plus}"
         if self.kind == "derived":
             return FORMULAS[self.formula].format(*self.regs)
         if self.kind == "gotype":
@@ -190,7 +200,8 @@ class Fetch:
         out: dict[str, Any] = {"kind": self.kind}
         if self.ops:
             out["ops"] = [o.to_json() for o in self.ops]
-        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const", "caller"):
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const", "caller", "addr",
+                         "sum"):
             out["offset"] = self.offset
         if self.base:
             out["base"] = f"{self.base:#x}"
@@ -243,8 +254,10 @@ class Site:
     ``when_zf`` keeps only hits where the zero flag is set (the instruction just before
     was a compare-and-swap that succeeded). ``skip_flags`` drops hits where any of
     these flags is set (at a Go stack check's ``jbe``: CF|ZF, the branch to morestack
-    that restarts the call). ``handling`` is how the kernel runs the probed instruction
-    (``sites.handling``). ``tag`` is free for the plan's maker.
+    that restarts the call); ``keep_flags`` keeps only hits where one of these is set
+    (at a conditional jump, the hits that go the way of the update it guards).
+    ``handling`` is how the kernel runs the probed instruction (``sites.handling``).
+    ``tag`` is free for the plan's maker.
 
     ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
     has a ``call`` site, its function's entry, that keeps what the call starts with,
@@ -273,6 +286,7 @@ class Site:
     tag: str = ""
     skip_flags: int = 0
     handling: str = ""
+    keep_flags: int = 0
     role: str = ""
     gate: Fetch | None = None
     gate_values: tuple[int, ...] = ()
@@ -286,6 +300,7 @@ class Site:
                 **({"handling": self.handling} if self.handling else {}),
                 **({"when": "zero flag set"} if self.when_zf else {}),
                 **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
+                **({"keep": f"flags & {self.keep_flags:#x}"} if self.keep_flags else {}),
                 **({"tag": self.tag} if self.tag else {}),
                 **({"gate": {**self.gate.to_json(), "values": list(self.gate_values)}}
                    if self.gate is not None else {}),

@@ -42,7 +42,7 @@ from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.spec.probes import parse_selector
-from agent.target import debuginfo, discover, sites
+from agent.target import debuginfo, discover, guards, sites
 from agent.target.amd64 import full_register
 from agent.target.dwarf.locations import Piece
 from agent.target.dwarf.reader import origin_of
@@ -420,14 +420,24 @@ def _sites(b: Binary, group: list[Found]
     unplaced: list[str] = []
     for f in group:
         placed = _place(b, f)
+        flags = (0, 0)  # skip, keep: see Site
+        before: guards.Before | str | None = None
+        if placed is None and f.insns[f.n].lock and f.insns[f.n].mnemonic in _LOCK_OPS:
+            before = _guarded(f)
+        if isinstance(before, guards.Before):
+            placed, flags = _place_before(f, before), (before.skip_flags, before.keep_flags)
         if placed is None:
             unplaced.append(f"{f.kind}.{f.op} in {b.functions.display_name(f.function)} at "
                             f"{f.insns[f.n].address:#x}: "
                             "no instruction after it to probe (another path joins there, "
-                            "or the kernel refuses it)")
+                            "or the kernel refuses it)"
+                            + (f", and before it {before}" if isinstance(before, str) else ""))
             continue
         site, fetches, why, tag = placed
         pairs = _common(b, f)
+        if isinstance(before, guards.Before):
+            base = before.reg(f.base)
+            pairs = [(v, _rebase(x, f.base, base)) for v, x in pairs]
         mine = specs[2:4] if f.kind == "histogram" else \
             (*specs[:3], specs[4]) if number == "f64" else specs[:3]
         values = tuple(v for v, _ in pairs) + mine
@@ -437,7 +447,8 @@ def _sites(b: Binary, group: list[Found]
         out.append((site, -f.insns[f.n].address, Site(
             b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
             tuple(x for _, x in pairs) + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
-            tag=tag, handling=sites.handling(at.raw))))
+            tag=tag, handling=sites.handling(at.raw), skip_flags=flags[0],
+            keep_flags=flags[1])))
     # Updates that share a site (LOCK instructions in a row) are attached later one
     # first: the kernel runs a probed address's consumers newest first, so their
     # events come in the program's order.
@@ -502,6 +513,56 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
             f"after the {what} (the kernel refuses a LOCK instruction): the value read "
             "back from memory, the increment from the instruction", _tag(f.kind, f.op,
                                                                         reg_sign, adjust))
+
+
+def _guarded(f: Found) -> guards.Before | str:
+    """The site before LOCK update ``f`` (``guards.before``), where its base register
+    and the register of its increment are read; a string: why there is none."""
+    i = f.insns[f.n]
+    src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    return guards.before(f.insns, f.n, (f.base, *((src,) if src else ())),
+                         plain=(src,) if src else ())
+
+
+def _place_before(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], str, str]:
+    """Like ``_place``, at a site before the LOCK update ``f``: the increment from the
+    instruction, the value it leaves as the field read there plus the increment, and
+    the value before it."""
+    i = f.insns[f.n]
+    base = at.reg(f.base)
+    field = _rebase(_field(f), f.base, base)
+    src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
+    sign = _LOCK_OPS[i.mnemonic]
+    if src is None:  # inc, dec, or a constant operand
+        step = sign * (1 if imm is None else imm) & 2**64 - 1
+        delta, value = Fetch("const", offset=step), replace(field, kind="sum", base=step)
+        reg_sign = 1
+    else:
+        reg = at.reg(src).reg
+        delta = Fetch("reg", size=8, regs=(reg,))
+        value = replace(field, kind="sum", regs=(reg,), formula="-" if sign < 0 else "")
+        reg_sign = sign
+    what = f"lock {i.mnemonic} on the {f.kind}'s value at {i.address:#x}"
+    return (at.site.address, (delta, value, field),
+            f"before the {what} (after it another path joins, or the kernel refuses the "
+            f"instruction): {at.why}; the value before it read from memory, the increment "
+            "from the instruction", _tag(f.kind, f.op, reg_sign))
+
+
+def _rebase(fetch: Fetch, reg: str, at: guards.Reg) -> Fetch:
+    """``fetch``, which starts from register ``reg``, read where ``reg`` is ``at``."""
+    if at == guards.Reg(reg):
+        return fetch
+    chain = (Op("reg", reg=at.reg), *(Op("deref", offset=d) for d in at.derefs))
+    if fetch.kind == "reg" and fetch.regs == (reg,) and not fetch.ops:
+        if not at.derefs:
+            return replace(fetch, regs=(at.reg,), offset=fetch.offset + at.add)
+        return Fetch("addr", chain, offset=fetch.offset + at.add)
+    if not fetch.ops or fetch.ops[0] != Op("reg", reg=reg):
+        raise ValueError(f"{fetch.describe()} does not start from {reg}")
+    add = (Op("add", offset=at.add),) if at.add else ()
+    return replace(fetch, ops=(*chain, *add, *fetch.ops[1:]))
 
 
 def _now(f: Found, fetch: Fetch) -> tuple[Fetch, ...]:
