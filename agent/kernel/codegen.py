@@ -224,7 +224,7 @@ def _call_maps(pi: int, lay: Layout, probe: ProbePlan) -> list[str]:
             f"\tu64 root[{max(1, probe.roots)}];  /* pointers kept for the return */",
             f"\tstruct {lay.struct_name} e;  /* the values read at the entry */", "};",
             f'BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_{pi}, '
-            f"noop_calls_{pi}, {CALLS});  /* calls in progress */",
+            f"noop_calls_{pi}, {probe.calls or CALLS});  /* calls in progress */",
             f"BPF_PERCPU_ARRAY(noop_callzero_{pi}, struct noop_call_{pi}, 1);"
             "  /* an empty record, never written */", ""]
 

@@ -399,6 +399,7 @@ class ProbePlan:
     # The CPU it may cost each target process, a share of one CPU (inf: unbounded);
     # None: noop run's --max-overhead.
     budget: float | None = None
+    calls: int = 0  # exit probes: calls in progress kept at once (0: codegen's default)
 
     @property
     def events(self) -> bool:
@@ -408,6 +409,7 @@ class ProbePlan:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,
                 **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
+                **({"calls": self.calls} if self.calls else {}),
                 **({"unseen": list(self.unseen)} if self.unseen else {}),
                 **({"budget": self.budget if self.budget != float("inf") else "none"}
                    if self.budget is not None else {}),

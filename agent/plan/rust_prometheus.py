@@ -12,7 +12,10 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   memory. The increment is the instruction's operand (a constant, or a register that
   the instruction leaves as it was); no register holds the value, so it is read from
   memory just after the update. x86 uprobes refuse LOCK-prefixed instructions, so the
-  probe sits on the first instruction after them.
+  probe sits on the first instruction after them; where another path joins there (an
+  update made only when a condition holds), before the update instead
+  (``guards.before``): at the conditional jump that guards it, keeping the hits whose
+  flags go the update's way, with the value read as the field plus the increment.
 - floats (``Counter``, ``Gauge``): a compare-and-swap loop on the f64's bits; after the
   ``lock cmpxchg`` the bits before are in rax and the bits after in its source
   register, and ZF says the swap won. The increment is the loop's constant when the
@@ -21,7 +24,10 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   general register or the instruction's constant (the store itself, with the old
   value still in memory) or else just after it.
 - histograms: ``HistogramCore::observe`` counts in ``shard_and_count`` with a ``lock
-  xadd`` whose old value is left in its register: the count is exact.
+  xadd`` whose old value is left in its register: the count is exact. The observed
+  value (in xmm0) is new - old of the sum's compare-and-swap, whose registers do not
+  hold the metric: the count's site keeps what it read for the thread, and the swap's
+  makes the event (the two pair as an exit probe's call and return).
 
 A scrape (``HistogramCore::proto``) folds the cold shard into the hot one through the
 crate's atomics directly, not through these methods: those are not counted.
@@ -52,6 +58,7 @@ LIBRARY = "rust-prometheus"
 SOURCE = "prometheus crate preset"
 MAX_LABELS = 4  # label pairs read per metric (the crate keeps them sorted by name)
 MAX_ROWS = 4096  # in-kernel rows per probe: (process, metric object, site)
+MAX_CALLS = 4096  # observations in progress at once (between a count and its sum)
 COUNT_MASK = 2**63 - 1  # ShardAndCount: the count below the hot-shard bit
 
 # The copies whose code holds an update: Value<P>'s methods (P: the atomic), and the
@@ -102,6 +109,7 @@ class Found:
     disp: int
     owner: DIE  # Value<P> or HistogramCore: the metric's own struct
     field: int  # the updated field's offset in it
+    around: tuple[tuple[int, int], ...] = ()  # histograms: HistogramCore::observe's code
 
 
 KINDS = ("counter", "gauge", "histogram")
@@ -162,10 +170,12 @@ def make(b: Binary, aggregate: bool) -> Plan:
         layout, out, unplaced = _sites(b, group)
         missed += unplaced
         if out:
+            paired = any(s.role for s in out)
             probes.append(ProbePlan(name, TARGET, layout, tuple(out), aggregate=Aggregate(
                 ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
                 MAX_ROWS, True)
-                if aggregate else None))
+                if aggregate else None, at="exit" if paired else "entry",
+                calls=MAX_CALLS if paired else 0))
     if not probes and (_typeless(missed) or _line_tables_only(b)):
         raise NoopError(f"{b.path} has the prometheus crate's update code but no DWARF types "
                         "(built with line tables only?): the preset reads each metric's "
@@ -288,7 +298,8 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         found.setdefault(insns[hits[0]].address,
                          _found(kind, op, number, where, insns, hits[0], owner, field))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
-        core = _self_type(b, _frame(die.get_parent()))  # HistogramCore::observe's
+        frame = _frame(die.get_parent())  # HistogramCore::observe
+        core = _self_type(b, frame)
         count = _member(b, core, "shard_and_count")
         insns = b.instructions(where)
         hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
@@ -299,8 +310,9 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
             missed.append((ranges, f"histogram.observe inlined into {shown(where)} at "
                            f"{ranges[0][0]:#x} ({why})"))
             continue
-        found.setdefault(insns[hits[0]].address, _found(
-            "histogram", "observe", "u64", where, insns, hits[0], core, count))
+        found.setdefault(insns[hits[0]].address, replace(_found(
+            "histogram", "observe", "u64", where, insns, hits[0], core, count),
+            around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
     unseen = [why for ranges, why in missed if ranges
               and not any(_within(a, ranges) for a in found)]
@@ -444,6 +456,10 @@ def _sites(b: Binary, group: list[Found]
         if layout is None:
             layout = values
         at = next(i for i in f.insns if i.address == site)
+        swap = _sum_swap(f, site) if f.kind == "histogram" else None
+        if swap is not None:  # the count here, kept for the observed value at the swap
+            out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why)
+            continue
         out.append((site, -f.insns[f.n].address, Site(
             b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
             tuple(x for _, x in pairs) + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
@@ -563,6 +579,52 @@ def _rebase(fetch: Fetch, reg: str, at: guards.Reg) -> Fetch:
         raise ValueError(f"{fetch.describe()} does not start from {reg}")
     add = (Op("add", offset=at.add),) if at.add else ()
     return replace(fetch, ops=(*chain, *add, *fetch.ops[1:]))
+
+
+def _sum_swap(f: Found, site: int) -> int | None:
+    """The index of the ``lock cmpxchg`` that adds the observed value to the shard's sum
+    in the histogram update ``f``'s ``HistogramCore::observe``, when a probe after it
+    pairs with one at ``site`` (the count's): the thread's stack pointer is the same at
+    both (nothing between them moves it or calls), and only the swap leads to the
+    instruction after it."""
+    insns = f.insns
+    swaps = [m for m, i in enumerate(insns) if _within(i.address, list(f.around))
+             and i.lock and i.mnemonic == "cmpxchg" and _qword(i) and _mem_reg(i)]
+    if len(swaps) != 1 or swaps[0] <= f.n or swaps[0] + 1 >= len(insns):
+        return None
+    m = swaps[0]
+    after = insns[m + 1]
+    if any(i.target == after.address for i in insns) or \
+            sites.handling(after.raw) == sites.REFUSED:
+        return None
+    span = [i for i in insns if site <= i.address <= insns[m].address]
+    if any(i.mnemonic in ("call", "push", "pop", "leave") or "rsp" in i.writes for i in span):
+        return None
+    return m
+
+
+def _paired(b: Binary, f: Found, at: sites.Insn, m: int, fetches: tuple[Fetch, ...],
+            tag: str, why: str) -> list[tuple[int, int, Site]]:
+    """The histogram update ``f``'s two sites: at the count (``at``), which keeps what it
+    reads for the thread, and after the sum's successful swap (``insns[m]``), where the
+    observed value is new - old and each observation is a hit."""
+    swap, after = f.insns[m], f.insns[m + 1]
+    src = next((o[1] for o in swap.operands if o[0] == "reg"), "")
+    name = b.functions.display_name(f.function)
+    kept = (*fetches[:-1], Fetch("later"))
+    ends = (*(Fetch("saved", slot=k) for k in range(len(fetches) - 1)),
+            Fetch("derived", regs=("rax", src), formula="new-old"))
+    return [
+        (at.address, -f.insns[f.n].address, Site(
+            name, at.address, b.elf.file_offset(at.address), why + "; kept for the sum's "
+            f"swap at {swap.address:#x}", kept, tag=tag, handling=sites.handling(at.raw),
+            role="call")),
+        (after.address, -swap.address, Site(
+            name, after.address, b.elf.file_offset(after.address),
+            f"after the lock cmpxchg on the histogram's sum at {swap.address:#x}: a "
+            f"successful swap (ZF), the observed value new - old (rax, {src}), the count "
+            "as the call's count site read it", ends, when_zf=True, tag=tag,
+            handling=sites.handling(after.raw), role="return"))]
 
 
 def _now(f: Found, fetch: Fetch) -> tuple[Fetch, ...]:
