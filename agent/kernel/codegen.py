@@ -246,7 +246,7 @@ def _call_maps(pi: int, lay: Layout, probe: ProbePlan) -> list[str]:
             f"\tu64 root[{max(1, probe.roots)}];  /* pointers kept for the return */",
             f"\tstruct {lay.struct_name} e;  /* the values read at the entry */", "};",
             f'BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_{pi}, '
-            f"noop_calls_{pi}, {CALLS});  /* calls in progress */",
+            f"noop_calls_{pi}, {probe.calls or CALLS});  /* calls in progress */",
             f"BPF_PERCPU_ARRAY(noop_callzero_{pi}, struct noop_call_{pi}, 1);"
             "  /* an empty record, never written */", ""]
 
@@ -321,6 +321,9 @@ def _zf(ctx: _Ctx) -> list[str]:
     if ctx.site.when_zf:
         out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
                 "\treturn 0;"]
+    if ctx.site.keep_flags:
+        out += [f"if (!(ctx->flags & {ctx.site.keep_flags:#x}))  /* the jump here goes the "
+                "other way: not a hit (the site's why above says which) */", "\treturn 0;"]
     if ctx.site.gate is not None:
         g = ctx.site.gate
         mask = (1 << 8 * g.size) - 1 if g.size < 8 else (1 << 64) - 1

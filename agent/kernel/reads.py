@@ -74,8 +74,13 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
     out = ["do {", "\tu64 a = 0;"]
     out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
     at = f"a + ({fetch.offset})" if fetch.offset else "a"
-    if fetch.kind == "root":
-        out.append(f"\t{dst} = a;")
+    if fetch.kind in ("root", "addr"):
+        out.append(f"\t{dst} = {at if fetch.kind == 'addr' else 'a'};")
+    elif fetch.kind == "sum":  # the field, and what the update to come adds to it
+        plus = (f"{'-' if fetch.formula == '-' else '+'} ctx->{PT_REGS[fetch.regs[0]]}"
+                if fetch.regs else f"+ {fetch.base & 2**64 - 1:#x}ULL")
+        out += ["\tu64 old = 0;", f"\tif (noop_read(&old, 8, {at})) {fault}",
+                f"\t{dst} = old {plus};"]
     elif fetch.kind == "mem":
         out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
     elif fetch.kind == "caller":  # the binary's own address: less the load bias

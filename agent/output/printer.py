@@ -104,7 +104,9 @@ def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
 
 
 def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
-    """prometheusnoop's lines: one per metric update."""
+    """prometheusnoop's lines: one per metric update. A value read from the metric's
+    memory apart from the update (it may include another thread's) is shown ``~N``,
+    ``"racy": true`` in JSON."""
     from agent.plan.presets import library
     lib = library(plan)
     header = [] if as_json else [
@@ -129,6 +131,8 @@ def _preset_line(u: updates.Update, e: Event, as_json: bool) -> str:
         obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
                "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
                "labels": u.labels, "op": u.op, "value": u.value, "inc": u.inc}
+        if u.racy:
+            obj["racy"] = True
         if u.note:
             obj["note"] = u.note
         return json.dumps(obj) + "\n"
@@ -137,4 +141,4 @@ def _preset_line(u: updates.Update, e: Event, as_json: bool) -> str:
     inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}{updates.number(u.inc)})"
     note = f"  [{u.note}]" if u.note else ""
     return (f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
-            f"{name} {updates.number(u.value)}{inc}{note}\n")
+            f"{name} {'~' * u.racy}{updates.number(u.value)}{inc}{note}\n")

@@ -6,7 +6,7 @@ presets' own rules and site tags; an event they do not describe is Undecodable."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from agent.kernel.events import Event
@@ -27,6 +27,9 @@ class Update:
     inc: float | int | None
     object: int
     note: str  # where a number came from when it is not read directly, or why it is missing
+    # The value was read from the metric's memory apart from the update itself: it may
+    # include another thread's update made at the same moment.
+    racy: bool = False
 
 
 def _labels(v: dict[str, object]) -> dict[str, str]:
@@ -69,7 +72,11 @@ def update(event: Event, probe: ProbePlan, library: str = "client_golang") -> Up
     tag = probe.sites[event.site].tag
     try:
         if library == rust_prometheus.LIBRARY:
-            return _rust(event, kind, op, rust_prometheus.parse_tag(tag))
+            u = _rust(event, kind, op, rust_prometheus.parse_tag(tag))
+            value = probe.sites[event.site].fetches[[v.name for v in probe.values].index(
+                "value")] if kind != "histogram" else None
+            return replace(u, racy=value is not None and value.kind in ("mem", "sum")
+                           and u.value is not None)
         return _golang(event, probe.name, kind, op)
     except Exception as exc:  # any decoder's failure: one kind of undecodable event
         raise why(exc, probe.name, f"tag {tag!r}, {shown(event)}") from exc

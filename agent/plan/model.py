@@ -115,6 +115,10 @@ class Fetch:
     - ``derived``: a float computed in noop from the registers ``regs`` (one or two
       words), as ``formula`` says (``FORMULAS``): for a float argument that never
       leaves its XMM register, from the values the function computes with it
+    - ``addr``: acc + ``offset`` itself (an address the code loads before using it)
+    - ``sum``: the 8 bytes at acc + ``offset`` plus the register ``regs[0]`` (``formula``
+      ``-``: less it), or without a register plus the constant ``base`` (mod 2**64): the
+      value an update of that field leaves, read before the update
     - ``unavailable``: cannot be read here; ``why`` says so
     - ``born``: when the object whose address is in ``regs[0]`` was made, as a ``birth``
       site saw it (its ``bpf_ktime_get_ns()``), or 0: made before noop attached, or by
@@ -172,6 +176,12 @@ class Fetch:
             return f"${self.builtin}"
         if self.kind == "const":
             return f"the constant {self.offset:#x} (in the code)"
+        if self.kind == "addr":
+            return f"{at or 'acc'}: the address"
+        if self.kind == "sum":
+            plus = (f"{'-' if self.formula == '-' else '+'} {self.regs[0]}" if self.regs
+                    else f"+ {self.base:#x}")
+            return f"{at}: 8 bytes {plus}"
         if self.kind == "derived":
             return FORMULAS[self.formula].format(*self.regs)
         if self.kind == "gotype":
@@ -196,7 +206,8 @@ class Fetch:
         out: dict[str, Any] = {"kind": self.kind}
         if self.ops:
             out["ops"] = [o.to_json() for o in self.ops]
-        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const", "caller"):
+        if self.kind in ("mem", "mem_slice", "mem_array", "reg", "const", "caller", "addr",
+                         "sum"):
             out["offset"] = self.offset
         if self.base:
             out["base"] = f"{self.base:#x}"
@@ -249,8 +260,10 @@ class Site:
     ``when_zf`` keeps only hits where the zero flag is set (the instruction just before
     was a compare-and-swap that succeeded). ``skip_flags`` drops hits where any of
     these flags is set (at a Go stack check's ``jbe``: CF|ZF, the branch to morestack
-    that restarts the call). ``handling`` is how the kernel runs the probed instruction
-    (``sites.handling``). ``tag`` is free for the plan's maker.
+    that restarts the call); ``keep_flags`` keeps only hits where one of these is set
+    (at a conditional jump, the hits that go the way of the update it guards).
+    ``handling`` is how the kernel runs the probed instruction (``sites.handling``).
+    ``tag`` is free for the plan's maker.
 
     ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
     has a ``call`` site, its function's entry, that keeps what the call starts with,
@@ -282,6 +295,7 @@ class Site:
     tag: str = ""
     skip_flags: int = 0
     handling: str = ""
+    keep_flags: int = 0
     role: str = ""
     gate: Fetch | None = None
     gate_values: tuple[int, ...] = ()
@@ -295,6 +309,7 @@ class Site:
                 **({"handling": self.handling} if self.handling else {}),
                 **({"when": "zero flag set"} if self.when_zf else {}),
                 **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
+                **({"keep": f"flags & {self.keep_flags:#x}"} if self.keep_flags else {}),
                 **({"tag": self.tag} if self.tag else {}),
                 **({"gate": {**self.gate.to_json(), "values": list(self.gate_values)}}
                    if self.gate is not None else {}),
@@ -393,6 +408,7 @@ class ProbePlan:
     # The CPU it may cost each target process, a share of one CPU (inf: unbounded);
     # None: noop run's --max-overhead.
     budget: float | None = None
+    calls: int = 0  # exit probes: calls in progress kept at once (0: codegen's default)
 
     @property
     def events(self) -> bool:
@@ -407,6 +423,7 @@ class ProbePlan:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,
                 **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
+                **({"calls": self.calls} if self.calls else {}),
                 **({"unseen": list(self.unseen)} if self.unseen else {}),
                 **({"budget": self.budget if self.budget != float("inf") else "none"}
                    if self.budget is not None else {}),

@@ -12,7 +12,10 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   memory. The increment is the instruction's operand (a constant, or a register that
   the instruction leaves as it was); no register holds the value, so it is read from
   memory just after the update. x86 uprobes refuse LOCK-prefixed instructions, so the
-  probe sits on the first instruction after them.
+  probe sits on the first instruction after them; where another path joins there (an
+  update made only when a condition holds), before the update instead
+  (``guards.before``): at the conditional jump that guards it, keeping the hits whose
+  flags go the update's way, with the value read as the field plus the increment.
 - floats (``Counter``, ``Gauge``): a compare-and-swap loop on the f64's bits; after the
   ``lock cmpxchg`` the bits before are in rax and the bits after in its source
   register, and ZF says the swap won. The increment is the loop's constant when the
@@ -21,7 +24,10 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   general register or the instruction's constant (the store itself, with the old
   value still in memory) or else just after it.
 - histograms: ``HistogramCore::observe`` counts in ``shard_and_count`` with a ``lock
-  xadd`` whose old value is left in its register: the count is exact.
+  xadd`` whose old value is left in its register: the count is exact. The observed
+  value (in xmm0) is new - old of the sum's compare-and-swap, whose registers do not
+  hold the metric: the count's site keeps what it read for the thread, and the swap's
+  makes the event (the two pair as an exit probe's call and return).
 
 A scrape (``HistogramCore::proto``) folds the cold shard into the hot one through the
 crate's atomics directly, not through these methods: those are not counted.
@@ -42,7 +48,7 @@ from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.spec.probes import parse_selector
-from agent.target import debuginfo, discover, sites
+from agent.target import debuginfo, discover, guards, sites
 from agent.target.amd64 import full_register
 from agent.target.dwarf.locations import Piece
 from agent.target.dwarf.reader import origin_of
@@ -52,6 +58,7 @@ LIBRARY = "rust-prometheus"
 SOURCE = "prometheus crate preset"
 MAX_LABELS = 4  # label pairs read per metric (the crate keeps them sorted by name)
 MAX_ROWS = 4096  # in-kernel rows per probe: (process, metric object, site)
+MAX_CALLS = 4096  # observations in progress at once (between a count and its sum)
 COUNT_MASK = 2**63 - 1  # ShardAndCount: the count below the hot-shard bit
 
 # The copies whose code holds an update: Value<P>'s methods (P: the atomic), and the
@@ -102,6 +109,7 @@ class Found:
     disp: int
     owner: DIE  # Value<P> or HistogramCore: the metric's own struct
     field: int  # the updated field's offset in it
+    around: tuple[tuple[int, int], ...] = ()  # histograms: HistogramCore::observe's code
 
 
 KINDS = ("counter", "gauge", "histogram")
@@ -162,10 +170,12 @@ def make(b: Binary, aggregate: bool) -> Plan:
         layout, out, unplaced = _sites(b, group)
         missed += unplaced
         if out:
+            paired = any(s.role for s in out)
             probes.append(ProbePlan(name, TARGET, layout, tuple(out), aggregate=Aggregate(
                 ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
                 MAX_ROWS, True)
-                if aggregate else None))
+                if aggregate else None, at="exit" if paired else "entry",
+                calls=MAX_CALLS if paired else 0))
     if not probes and (_typeless(missed) or _line_tables_only(b)):
         raise NoopError(f"{b.path} has the prometheus crate's update code but no DWARF types "
                         "(built with line tables only?): the preset reads each metric's "
@@ -288,7 +298,8 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         found.setdefault(insns[hits[0]].address,
                          _found(kind, op, number, where, insns, hits[0], owner, field))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
-        core = _self_type(b, _frame(die.get_parent()))  # HistogramCore::observe's
+        frame = _frame(die.get_parent())  # HistogramCore::observe
+        core = _self_type(b, frame)
         count = _member(b, core, "shard_and_count")
         insns = b.instructions(where)
         hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
@@ -299,8 +310,9 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
             missed.append((ranges, f"histogram.observe inlined into {shown(where)} at "
                            f"{ranges[0][0]:#x} ({why})"))
             continue
-        found.setdefault(insns[hits[0]].address, _found(
-            "histogram", "observe", "u64", where, insns, hits[0], core, count))
+        found.setdefault(insns[hits[0]].address, replace(_found(
+            "histogram", "observe", "u64", where, insns, hits[0], core, count),
+            around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
     unseen = [why for ranges, why in missed if ranges
               and not any(_within(a, ranges) for a in found)]
@@ -420,24 +432,39 @@ def _sites(b: Binary, group: list[Found]
     unplaced: list[str] = []
     for f in group:
         placed = _place(b, f)
+        flags = (0, 0)  # skip, keep: see Site
+        before: guards.Before | str | None = None
+        if placed is None and f.insns[f.n].lock and f.insns[f.n].mnemonic in _LOCK_OPS:
+            before = _guarded(f)
+        if isinstance(before, guards.Before):
+            placed, flags = _place_before(f, before), (before.skip_flags, before.keep_flags)
         if placed is None:
             unplaced.append(f"{f.kind}.{f.op} in {b.functions.display_name(f.function)} at "
                             f"{f.insns[f.n].address:#x}: "
                             "no instruction after it to probe (another path joins there, "
-                            "or the kernel refuses it)")
+                            "or the kernel refuses it)"
+                            + (f", and before it {before}" if isinstance(before, str) else ""))
             continue
         site, fetches, why, tag = placed
         pairs = _common(b, f)
+        if isinstance(before, guards.Before):
+            base = before.reg(f.base)
+            pairs = [(v, _rebase(x, f.base, base)) for v, x in pairs]
         mine = specs[2:4] if f.kind == "histogram" else \
             (*specs[:3], specs[4]) if number == "f64" else specs[:3]
         values = tuple(v for v, _ in pairs) + mine
         if layout is None:
             layout = values
         at = next(i for i in f.insns if i.address == site)
+        swap = _sum_swap(f, site) if f.kind == "histogram" else None
+        if swap is not None:  # the count here, kept for the observed value at the swap
+            out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why)
+            continue
         out.append((site, -f.insns[f.n].address, Site(
             b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
             tuple(x for _, x in pairs) + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
-            tag=tag, handling=sites.handling(at.raw))))
+            tag=tag, handling=sites.handling(at.raw), skip_flags=flags[0],
+            keep_flags=flags[1])))
     # Updates that share a site (LOCK instructions in a row) are attached later one
     # first: the kernel runs a probed address's consumers newest first, so their
     # events come in the program's order.
@@ -502,6 +529,102 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
             f"after the {what} (the kernel refuses a LOCK instruction): the value read "
             "back from memory, the increment from the instruction", _tag(f.kind, f.op,
                                                                         reg_sign, adjust))
+
+
+def _guarded(f: Found) -> guards.Before | str:
+    """The site before LOCK update ``f`` (``guards.before``), where its base register
+    and the register of its increment are read; a string: why there is none."""
+    i = f.insns[f.n]
+    src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    return guards.before(f.insns, f.n, (f.base, *((src,) if src else ())),
+                         plain=(src,) if src else ())
+
+
+def _place_before(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], str, str]:
+    """Like ``_place``, at a site before the LOCK update ``f``: the increment from the
+    instruction, the value it leaves as the field read there plus the increment, and
+    the value before it."""
+    i = f.insns[f.n]
+    base = at.reg(f.base)
+    field = _rebase(_field(f), f.base, base)
+    src = next((o[1] for o in i.operands if o[0] == "reg"), None)
+    imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
+    sign = _LOCK_OPS[i.mnemonic]
+    if src is None:  # inc, dec, or a constant operand
+        step = sign * (1 if imm is None else imm) & 2**64 - 1
+        delta, value = Fetch("const", offset=step), replace(field, kind="sum", base=step)
+        reg_sign = 1
+    else:
+        reg = at.reg(src).reg
+        delta = Fetch("reg", size=8, regs=(reg,))
+        value = replace(field, kind="sum", regs=(reg,), formula="-" if sign < 0 else "")
+        reg_sign = sign
+    what = f"lock {i.mnemonic} on the {f.kind}'s value at {i.address:#x}"
+    return (at.site.address, (delta, value, field),
+            f"before the {what} (after it another path joins, or the kernel refuses the "
+            f"instruction): {at.why}; the value before it read from memory, the increment "
+            "from the instruction", _tag(f.kind, f.op, reg_sign))
+
+
+def _rebase(fetch: Fetch, reg: str, at: guards.Reg) -> Fetch:
+    """``fetch``, which starts from register ``reg``, read where ``reg`` is ``at``."""
+    if at == guards.Reg(reg):
+        return fetch
+    chain = (Op("reg", reg=at.reg), *(Op("deref", offset=d) for d in at.derefs))
+    if fetch.kind == "reg" and fetch.regs == (reg,) and not fetch.ops:
+        if not at.derefs:
+            return replace(fetch, regs=(at.reg,), offset=fetch.offset + at.add)
+        return Fetch("addr", chain, offset=fetch.offset + at.add)
+    if not fetch.ops or fetch.ops[0] != Op("reg", reg=reg):
+        raise ValueError(f"{fetch.describe()} does not start from {reg}")
+    add = (Op("add", offset=at.add),) if at.add else ()
+    return replace(fetch, ops=(*chain, *add, *fetch.ops[1:]))
+
+
+def _sum_swap(f: Found, site: int) -> int | None:
+    """The index of the ``lock cmpxchg`` that adds the observed value to the shard's sum
+    in the histogram update ``f``'s ``HistogramCore::observe``, when a probe after it
+    pairs with one at ``site`` (the count's): the thread's stack pointer is the same at
+    both (nothing between them moves it or calls), and only the swap leads to the
+    instruction after it."""
+    insns = f.insns
+    swaps = [m for m, i in enumerate(insns) if _within(i.address, list(f.around))
+             and i.lock and i.mnemonic == "cmpxchg" and _qword(i) and _mem_reg(i)]
+    if len(swaps) != 1 or swaps[0] <= f.n or swaps[0] + 1 >= len(insns):
+        return None
+    m = swaps[0]
+    after = insns[m + 1]
+    if any(i.target == after.address for i in insns) or \
+            sites.handling(after.raw) == sites.REFUSED:
+        return None
+    span = [i for i in insns if site <= i.address <= insns[m].address]
+    if any(i.mnemonic in ("call", "push", "pop", "leave") or "rsp" in i.writes for i in span):
+        return None
+    return m
+
+
+def _paired(b: Binary, f: Found, at: sites.Insn, m: int, fetches: tuple[Fetch, ...],
+            tag: str, why: str) -> list[tuple[int, int, Site]]:
+    """The histogram update ``f``'s two sites: at the count (``at``), which keeps what it
+    reads for the thread, and after the sum's successful swap (``insns[m]``), where the
+    observed value is new - old and each observation is a hit."""
+    swap, after = f.insns[m], f.insns[m + 1]
+    src = next((o[1] for o in swap.operands if o[0] == "reg"), "")
+    name = b.functions.display_name(f.function)
+    kept = (*fetches[:-1], Fetch("later"))
+    ends = (*(Fetch("saved", slot=k) for k in range(len(fetches) - 1)),
+            Fetch("derived", regs=("rax", src), formula="new-old"))
+    return [
+        (at.address, -f.insns[f.n].address, Site(
+            name, at.address, b.elf.file_offset(at.address), why + "; kept for the sum's "
+            f"swap at {swap.address:#x}", kept, tag=tag, handling=sites.handling(at.raw),
+            role="call")),
+        (after.address, -swap.address, Site(
+            name, after.address, b.elf.file_offset(after.address),
+            f"after the lock cmpxchg on the histogram's sum at {swap.address:#x}: a "
+            f"successful swap (ZF), the observed value new - old (rax, {src}), the count "
+            "as the call's count site read it", ends, when_zf=True, tag=tag,
+            handling=sites.handling(after.raw), role="return"))]
 
 
 def _now(f: Found, fetch: Fetch) -> tuple[Fetch, ...]:

@@ -50,9 +50,14 @@ def _disassembler() -> capstone.Cs:
 
 
 def disassemble(elf: ElfFile, address: int, size: int) -> tuple[Insn, ...]:
+    return decode(elf.read_vaddr(address, size), address)
+
+
+def decode(code: bytes, address: int) -> tuple[Insn, ...]:
+    """The instructions of machine code ``code`` loaded at ``address``."""
     md = _disassembler()
     out = []
-    for i in md.disasm(elf.read_vaddr(address, size), address):
+    for i in md.disasm(code, address):
         ops: list[tuple[Any, ...]] = []
         target = None
         for o in i.operands:

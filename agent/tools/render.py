@@ -190,7 +190,9 @@ def plan(data: dict[str, Any]) -> str:
         width = max((len(n) for n in kinds), default=0)
         e = priced.get(p["name"], {})
         for n, s in enumerate(p["sites"]):
-            when = f", when {s['when']}" if "when" in s else ""
+            when = (f", when {s['when']}" if "when" in s else "") + \
+                (f", not when {s['skip']}" if "skip" in s else "") + \
+                (f", only when {s['keep']}" if "keep" in s else "")
             ns = f", ~{e['sites_ns'][n]:,.0f} ns a hit" if "sites_ns" in e else ""
             how = f", {s['handling']}{ns}" if s.get("handling") else \
                 f", single-stepped{ns}" if ns else ""

@@ -96,7 +96,7 @@ struct noop_trapkey {
 	u32 site;
 	u32 pid;
 };
-BPF_PERCPU_HASH(noop_traps, struct noop_trapkey, u64, 306);  /* hits per site and process */
+BPF_PERCPU_HASH(noop_traps, struct noop_trapkey, u64, 323);  /* hits per site and process */
 static __always_inline void noop_trap(u32 site)
 {
 	struct noop_trapkey k = {.site = site, .pid = bpf_get_current_pid_tgid() >> 32};
@@ -2602,9 +2602,9 @@ struct noop_ev_4 {
 	NOOP_BYTES(64) v8;          /* l3_value: m.label_pairs[3].value */
 	u64 v9;                     /* object: m */
 	u64 v10;                    /* before: the value before the update */
-	u64 v11;                    /* observed: v */
+	u64 v11[2];                 /* observed: v */
 };
-_Static_assert(sizeof(struct noop_ev_4) == 648, "event layout");
+_Static_assert(sizeof(struct noop_ev_4) == 656, "event layout");
 _Static_assert(offsetof(struct noop_ev_4, v0) == 40, "event layout");
 _Static_assert(offsetof(struct noop_ev_4, v1) == 176, "event layout");
 _Static_assert(offsetof(struct noop_ev_4, v2) == 216, "event layout");
@@ -2618,34 +2618,45 @@ _Static_assert(offsetof(struct noop_ev_4, v9) == 624, "event layout");
 _Static_assert(offsetof(struct noop_ev_4, v10) == 632, "event layout");
 _Static_assert(offsetof(struct noop_ev_4, v11) == 640, "event layout");
 
-/* probe histogram: prometheus::histogram::Histogram::observe at 0x…: after the lock xadd on the histogram's count at 0x…: the count before it in rax */
+struct noop_call_4 {
+	u64 ts;  /* bpf_ktime_get_ns() at the entry */
+	u64 root[1];  /* pointers kept for the return */
+	struct noop_ev_4 e;  /* the values read at the entry */
+};
+BPF_TABLE("lru_hash", struct noop_callkey, struct noop_call_4, noop_calls_4, 4096);  /* calls in progress */
+BPF_PERCPU_ARRAY(noop_callzero_4, struct noop_call_4, 1);  /* an empty record, never written */
+
+/* probe histogram: prometheus::histogram::Histogram::observe at 0x…: after the lock xadd on the histogram's count at 0x…: the count before it in rax; kept for the sum's swap at 0x… */
 int noop_p4_s0(struct pt_regs *ctx)
 {
 	noop_trap(17);
-	int probe_4 = 4;
-	u64 *made = noop_produced.lookup(&probe_4);
-	if (made)
-		(*made)++;
-	struct noop_ev_4 *e = noop_events.ringbuf_reserve(sizeof(*e));
-	if (!e) {
-		u64 *lost = noop_lost.lookup(&probe_4);
-		if (lost)
-			(*lost)++;
-		return 0;
+	struct noop_callkey key = {};
+	key.a = bpf_get_current_pid_tgid();
+	key.b = ctx->sp;
+	struct noop_call_4 *c = noop_calls_4.lookup(&key);
+	if (!c) {
+		int zero = 0;
+		struct noop_call_4 *empty = noop_callzero_4.lookup(&zero);
+		if (!empty)
+			return 0;
+		noop_calls_4.update(&key, empty);
+		c = noop_calls_4.lookup(&key);
+		if (!c)
+			return 0;
 	}
-	noop_header(&e->hdr, 4, 0);
 	u32 faults = 0, absent = 0;
+	c->ts = bpf_ktime_get_ns();
 	/* metric = m.desc.fq_name: rdx +24: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v0, 0, sizeof(e->v0));
+	__builtin_memset(&c->e.v0, 0, sizeof(c->e.v0));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
 		u64 h[2];
 		if (noop_read(h, 16, a + (24))) { faults |= 0x1; break; }
-		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
+		if (noop_copy(&c->e.v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
 	/* l0_name = m.label_pairs[0].name: rdx -> [0] of slice at +136 (elem 48) +8: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v1, 0, sizeof(e->v1));
+	__builtin_memset(&c->e.v1, 0, sizeof(c->e.v1));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2657,10 +2668,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (8))) { faults |= 0x2; break; }
-		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
+		if (noop_copy(&c->e.v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
 	/* l0_value = m.label_pairs[0].value: rdx -> [0] of slice at +136 (elem 48) +32: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v2, 0, sizeof(e->v2));
+	__builtin_memset(&c->e.v2, 0, sizeof(c->e.v2));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2672,10 +2683,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (32))) { faults |= 0x4; break; }
-		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
+		if (noop_copy(&c->e.v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
 	/* l1_name = m.label_pairs[1].name: rdx -> [1] of slice at +136 (elem 48) +8: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v3, 0, sizeof(e->v3));
+	__builtin_memset(&c->e.v3, 0, sizeof(c->e.v3));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2687,10 +2698,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (8))) { faults |= 0x8; break; }
-		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
+		if (noop_copy(&c->e.v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
 	/* l1_value = m.label_pairs[1].value: rdx -> [1] of slice at +136 (elem 48) +32: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v4, 0, sizeof(e->v4));
+	__builtin_memset(&c->e.v4, 0, sizeof(c->e.v4));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2702,10 +2713,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (32))) { faults |= 0x10; break; }
-		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
+		if (noop_copy(&c->e.v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
 	/* l2_name = m.label_pairs[2].name: rdx -> [2] of slice at +136 (elem 48) +8: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v5, 0, sizeof(e->v5));
+	__builtin_memset(&c->e.v5, 0, sizeof(c->e.v5));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2717,10 +2728,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (8))) { faults |= 0x20; break; }
-		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
+		if (noop_copy(&c->e.v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
 	/* l2_value = m.label_pairs[2].value: rdx -> [2] of slice at +136 (elem 48) +32: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v6, 0, sizeof(e->v6));
+	__builtin_memset(&c->e.v6, 0, sizeof(c->e.v6));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2732,10 +2743,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (32))) { faults |= 0x40; break; }
-		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
+		if (noop_copy(&c->e.v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
 	/* l3_name = m.label_pairs[3].name: rdx -> [3] of slice at +136 (elem 48) +8: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v7, 0, sizeof(e->v7));
+	__builtin_memset(&c->e.v7, 0, sizeof(c->e.v7));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2747,10 +2758,10 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (8))) { faults |= 0x80; break; }
-		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
+		if (noop_copy(&c->e.v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
 	/* l3_value = m.label_pairs[3].value: rdx -> [3] of slice at +136 (elem 48) +32: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v8, 0, sizeof(e->v8));
+	__builtin_memset(&c->e.v8, 0, sizeof(c->e.v8));
 	do {
 		u64 a = 0;
 		a = ctx->dx;
@@ -2762,25 +2773,113 @@ int noop_p4_s0(struct pt_regs *ctx)
 		}
 		u64 h[2];
 		if (noop_read(h, 16, a + (32))) { faults |= 0x100; break; }
-		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
+		if (noop_copy(&c->e.v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
 	/* object = m: rdx +16 */
-	e->v9 = 0;
-	e->v9 = ctx->dx + (16);
+	c->e.v9 = 0;
+	c->e.v9 = ctx->dx + (16);
 	/* before = the value before the update: rax */
-	e->v10 = 0;
-	e->v10 = ctx->ax;
-	/* observed = v: unavailable: v is passed in xmm0, and this kernel cannot read XMM registers in a uprobe */
-	e->v11 = 0;
-	e->hdr.faults = faults;
-	e->hdr.absent = absent;
-	if (*(volatile u32 *)&e->hdr.faults) {
+	c->e.v10 = 0;
+	c->e.v10 = ctx->ax;
+	/* observed = v: read at the return */
+	__builtin_memset(&c->e.v11, 0, sizeof(c->e.v11));
+	c->e.hdr.faults = faults;
+	c->e.hdr.absent = absent;
+	return 0;
+}
+
+/* probe histogram: prometheus::histogram::Histogram::observe at 0x…: after the lock cmpxchg on the histogram's sum at 0x…: a successful swap (ZF), the observed value new - old (rax, rdx), the count as the call's count site read it */
+int noop_p4_s1(struct pt_regs *ctx)
+{
+	noop_trap(18);
+	struct noop_callkey key = {};
+	key.a = bpf_get_current_pid_tgid();
+	key.b = ctx->sp;
+	struct noop_call_4 *c = noop_calls_4.lookup(&key);
+	if (!c) {  /* its entry was not seen (noop attached during the call) */
 		int probe = 4;
-		u64 *n = noop_faults.lookup(&probe);
+		u64 *n = noop_unpaired.lookup(&probe);
 		if (n)
 			(*n)++;
+		return 0;
 	}
-	noop_events.ringbuf_submit(e, 0);
+	{
+		if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
+			return 0;
+		int probe_4 = 4;
+		u64 *made = noop_produced.lookup(&probe_4);
+		if (made)
+			(*made)++;
+		struct noop_ev_4 *e = noop_events.ringbuf_reserve(sizeof(*e));
+		if (!e) {
+			u64 *lost = noop_lost.lookup(&probe_4);
+			if (lost)
+				(*lost)++;
+			goto done;
+		}
+		noop_header(&e->hdr, 4, 1);
+		u32 faults = c->e.hdr.faults, absent = c->e.hdr.absent;
+		/* metric = m.desc.fq_name: as read at the call's entry */
+		__builtin_memset(&e->v0, 0, sizeof(e->v0));
+		_Static_assert(sizeof(e->v0) == sizeof(c->e.v0), "saved value");
+		__builtin_memcpy(&e->v0, &c->e.v0, sizeof(e->v0));
+		/* l0_name = m.label_pairs[0].name: as read at the call's entry */
+		__builtin_memset(&e->v1, 0, sizeof(e->v1));
+		_Static_assert(sizeof(e->v1) == sizeof(c->e.v1), "saved value");
+		__builtin_memcpy(&e->v1, &c->e.v1, sizeof(e->v1));
+		/* l0_value = m.label_pairs[0].value: as read at the call's entry */
+		__builtin_memset(&e->v2, 0, sizeof(e->v2));
+		_Static_assert(sizeof(e->v2) == sizeof(c->e.v2), "saved value");
+		__builtin_memcpy(&e->v2, &c->e.v2, sizeof(e->v2));
+		/* l1_name = m.label_pairs[1].name: as read at the call's entry */
+		__builtin_memset(&e->v3, 0, sizeof(e->v3));
+		_Static_assert(sizeof(e->v3) == sizeof(c->e.v3), "saved value");
+		__builtin_memcpy(&e->v3, &c->e.v3, sizeof(e->v3));
+		/* l1_value = m.label_pairs[1].value: as read at the call's entry */
+		__builtin_memset(&e->v4, 0, sizeof(e->v4));
+		_Static_assert(sizeof(e->v4) == sizeof(c->e.v4), "saved value");
+		__builtin_memcpy(&e->v4, &c->e.v4, sizeof(e->v4));
+		/* l2_name = m.label_pairs[2].name: as read at the call's entry */
+		__builtin_memset(&e->v5, 0, sizeof(e->v5));
+		_Static_assert(sizeof(e->v5) == sizeof(c->e.v5), "saved value");
+		__builtin_memcpy(&e->v5, &c->e.v5, sizeof(e->v5));
+		/* l2_value = m.label_pairs[2].value: as read at the call's entry */
+		__builtin_memset(&e->v6, 0, sizeof(e->v6));
+		_Static_assert(sizeof(e->v6) == sizeof(c->e.v6), "saved value");
+		__builtin_memcpy(&e->v6, &c->e.v6, sizeof(e->v6));
+		/* l3_name = m.label_pairs[3].name: as read at the call's entry */
+		__builtin_memset(&e->v7, 0, sizeof(e->v7));
+		_Static_assert(sizeof(e->v7) == sizeof(c->e.v7), "saved value");
+		__builtin_memcpy(&e->v7, &c->e.v7, sizeof(e->v7));
+		/* l3_value = m.label_pairs[3].value: as read at the call's entry */
+		__builtin_memset(&e->v8, 0, sizeof(e->v8));
+		_Static_assert(sizeof(e->v8) == sizeof(c->e.v8), "saved value");
+		__builtin_memcpy(&e->v8, &c->e.v8, sizeof(e->v8));
+		/* object = m: as read at the call's entry */
+		e->v9 = 0;
+		_Static_assert(sizeof(e->v9) == sizeof(c->e.v9), "saved value");
+		__builtin_memcpy(&e->v9, &c->e.v9, sizeof(e->v9));
+		/* before = the value before the update: as read at the call's entry */
+		e->v10 = 0;
+		_Static_assert(sizeof(e->v10) == sizeof(c->e.v10), "saved value");
+		__builtin_memcpy(&e->v10, &c->e.v10, sizeof(e->v10));
+		/* observed = v: rdx - rax as float64s (new value - old value) */
+		__builtin_memset(&e->v11, 0, sizeof(e->v11));
+		e->v11[0] = ctx->ax;
+		e->v11[1] = ctx->dx;
+		e->hdr.faults = faults;
+		e->hdr.absent = absent;
+		if (*(volatile u32 *)&e->hdr.faults) {
+			int probe = 4;
+			u64 *n = noop_faults.lookup(&probe);
+			if (n)
+				(*n)++;
+		}
+		noop_events.ringbuf_submit(e, 0);
+		goto done;
+	}
+	done:
+	noop_calls_4.delete(&key);
 	return 0;
 }
 

@@ -19,6 +19,13 @@ TICKS = 23  # prime: no two metrics' expected counts coincide by accident
 def run_example(example: Path, ticks: int = TICKS) -> tuple[subprocess.Popen[str], str]:
     """The example, run until its last tick (then it lingers, serving): the process and
     its /metrics URL."""
+    ex, url, _log = run_logged(example, ticks)
+    return ex, url
+
+
+def run_logged(example: Path, ticks: int = TICKS
+               ) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``run_example``, and what the program said up to its last tick."""
     ex = subprocess.Popen([str(example), "-listen", "127.0.0.1:0", "-period", "30ms",
                            "-ticks", str(ticks), "-linger", "60s"],
                           stderr=subprocess.PIPE, text=True)
@@ -30,7 +37,7 @@ def run_example(example: Path, ticks: int = TICKS) -> tuple[subprocess.Popen[str
         ex.wait()
         raise
     url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
-    return ex, url
+    return ex, url, log
 
 
 @dataclass
