@@ -7,8 +7,9 @@ port with its data in a temporary directory and driven by local load.
 (the load stopped, noop's ring drained, noop read alike before and after the service's
 own scrape) every mirrored series must equal the service's own value (counters and
 gauges exactly, a histogram or summary by its count), every series the service
-updated must be mirrored, each once per process, and the service must stay healthy. ``noop --binary``
-in the terminal must name only series the service has. Privileged: real BPF.
+updated must be mirrored, each once per process, and the service must stay healthy.
+``noop --binary`` in the terminal must name only series the service has. Privileged:
+real BPF.
 """
 
 from __future__ import annotations
