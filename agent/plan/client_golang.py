@@ -205,6 +205,8 @@ def make(b: Binary, aggregate: bool) -> Plan:
         if probe is not None and aggregate:
             probe = replace(_with_born(probe, births), aggregate=Aggregate(
                 keys, COLUMNS[rule.probe], MAX_ROWS, True))
+        elif probe is not None and rule.probe == "summary_atomic":
+            probe = _with_sum(b, probe)
         if probe is not None:
             probes.append(probe)
         elif cheap is None:
@@ -378,6 +380,56 @@ def _rule(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
     if not out or layout is None:
         return None, joins
     return ProbePlan(rule.probe, "main", layout, tuple(out)), joins
+
+
+MAX_CALLS = 4096  # observations in progress at once: between a count and its sum
+
+
+def _with_sum(b: Binary, probe: ProbePlan) -> ProbePlan:
+    """A summary without objectives, for the terminal: its observed value, passed in
+    xmm0, is new - old of the compare-and-swap that adds it to the hot counts' sum,
+    where no register holds the summary. Each count site is paired with that swap as
+    an exit probe's call with its return: the count's site keeps what it reads for the
+    goroutine and its stack depth, the swap's makes the event. ``probe`` as it is when
+    some site has no such swap."""
+    if b.stack_hi_offset is None or probe.values[-1].name != "observed":
+        return probe
+    out: list[Site] = []
+    for site in probe.sites:
+        insns = b.instructions(site.function)
+        at = next((n for n, i in enumerate(insns) if i.address == site.address), None)
+        swaps = [n for n, i in enumerate(insns) if at is not None and n > at
+                 and i.lock and i.mnemonic == "cmpxchg"]
+        if at is None or not swaps:
+            return probe
+        m = swaps[0]
+        between = insns[at:m + 1]
+        if any(i.mnemonic in ("call", "push", "pop", "leave", "ret") or "rsp" in i.writes
+               or (i.target is not None and not insns[at].address <= i.target
+                   <= insns[m].address) for i in between):
+            return probe  # the two would not see one stack pointer, or one call
+        src = next((o[1] for o in insns[m].operands if o[0] == "reg"), "")
+        end, zf, skip = insns[m + 1] if m + 1 < len(insns) else None, True, 0
+        jcc = sites.past_swap_flag(insns, m, ("rax", src))
+        if jcc is not None:
+            end, zf, skip = jcc, False, sites.ZF
+        targets = {i.target for i in insns if i.target is not None}
+        if end is None or end.address in targets or \
+                sites.handling(end.raw) == sites.REFUSED:
+            return probe
+        kept = (*site.fetches[:-1], Fetch("later"))
+        ends = (*(Fetch("saved", slot=k) for k in range(len(site.fetches) - 1)),
+                Fetch("derived", regs=("rax", src), formula="new-old"))
+        how = sites.handling(end.raw)
+        out += [replace(site, fetches=kept, role="call",
+                        why=f"{site.why}; kept for the sum's swap at {insns[m].address:#x}"),
+                Site(site.function, end.address, b.elf.file_offset(end.address),
+                     f"after the lock cmpxchg on the summary's sum at {insns[m].address:#x}"
+                     f" (ZF {'clear at the ' + end.mnemonic if jcc else 'set'}: it won), "
+                     f"the observed value new - old (rax, {src}) ({how})", ends,
+                     when_zf=zf, skip_flags=skip, tag=site.tag, handling=how,
+                     role="return")]
+    return replace(probe, sites=tuple(out), at="exit", calls=MAX_CALLS)
 
 
 def _buffered(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
