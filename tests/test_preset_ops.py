@@ -51,6 +51,7 @@ SERIES: dict[str, tuple[str, str, float | None]] = {
     'ops_histogram_vec{op="exemplar"}': ("histogram", "Observe", None),  # WithExemplar
     "ops_counter_add_exemplar": ("counter", "Add", 2),  # AddWithExemplar
     "ops_counter_add_exemplar_frac": ("counter", "Add", 0.75),
+    'ops_counter_vec{op="add_exemplar"}': ("counter", "Add", 1.25),
     "ops_summary": ("summary", "Observe", None),  # objectives: buffered
     "ops_summary_plain": ("summary", "Observe", None),  # no objectives: atomics
     'ops_summary_vec{op="observe"}': ("summary", "Observe", None),

@@ -134,6 +134,7 @@ func (m *metrics) tick(n int) {
 	tick := prometheus.Labels{"tick": fmt.Sprint(n)}
 	m.counterAddExemplar.(prometheus.ExemplarAdder).AddWithExemplar(2, tick)
 	m.counterAddExemplarFrac.(prometheus.ExemplarAdder).AddWithExemplar(0.75, tick)
+	m.counterVec.WithLabelValues("add_exemplar").(prometheus.ExemplarAdder).AddWithExemplar(1.25, tick)
 	m.summary.Observe(float64(n % 6))
 	m.summaryPlain.Observe(float64(n%4) + 0.5)
 	m.summaryVec.WithLabelValues("observe").Observe(float64(n % 9))
