@@ -101,6 +101,16 @@ def test_trace_increments(traced: Traced) -> None:
         assert x["inc"] == inc, x
 
 
+def test_trace_marks_values_read_apart_from_the_update(traced: Traced) -> None:
+    """A counter's value after Add of a whole number is valInt read from memory (after
+    the xadd, or before it at the jump): marked racy; every other value is the update's
+    own registers."""
+    for x in traced.lines:
+        kind, op, inc = SERIES[series_name(x["metric"], x["labels"])]
+        whole = kind == "counter" and op == "Add" and float(inc or 0).is_integer()
+        assert x.get("racy", False) == whole, x
+
+
 def test_trace_last_values_equal_its_own_metrics(traced: Traced) -> None:
     last: dict[str, float] = {}
     counts: dict[str, str] = {}

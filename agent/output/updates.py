@@ -173,7 +173,11 @@ def _golang(event: Event, probe: str, kind: str, op: str) -> Update:
                if n != "observed" or rule.mnemonic == "movsd"]
     if missing:
         note = (note + "; " if note else "") + "not read: " + ", ".join(missing)
-    return Update(kind, op, metric, labels, value, inc, obj, note)
+    # valInt read from memory before Add's xadd (at the jump before it), or after it
+    # for an Add of a whole number: another thread's add at that moment is in it
+    racy = value is not None and (probe == client_golang.CHEAP_PROBES["counter_int"] or
+                                  (rule.field == "valInt" and step is None))
+    return Update(kind, op, metric, labels, value, inc, obj, note, racy)
 
 
 # Values of the prometheus crate's events that some sites cannot read, by design.
