@@ -165,8 +165,8 @@ class Item:
         """What the preset learns of a good one's metric object (its process, address
         and when it was made): its name and labels."""
         labels = {self.values[f"l{i}_name"]: self.values[f"l{i}_value"] for i in range(4)}
-        born = int(self.values.get("born") or 0)
-        return (self.pid, self.values["object"], born), (self.metric, ",".join(
+        generation = int(self.values.get("generation") or 0)
+        return (self.pid, self.values["object"], generation), (self.metric, ",".join(
             f"{k}={v}" for k, v in sorted(labels.items())))
 
 
@@ -492,7 +492,7 @@ def test_preset_events(case: Case, data: st.DataObject) -> None:
             assert len(out.getvalue().splitlines()) == len(good)
         else:
             assert set(meta._names) == {(e.pid, e.values["object"],
-                                         int(e.values.get("born") or 0)) for e in good}
+                                         int(e.values.get("generation") or 0)) for e in good}
 
 
 @SETTINGS

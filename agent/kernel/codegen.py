@@ -21,7 +21,7 @@ from agent.target.amd64 import PT_REGS
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
 CALLS = 65536  # calls in progress kept per exit probe; the least recently used go first
-BIRTHS = 65536  # objects whose making a birth site saw, kept; the least recently used go
+GENERATIONS = 65536  # addresses whose generation is kept; the least recently used go
 TRAP_ROWS = 4096  # (site, process) pairs whose hits are counted apart; the rest per site
 # BCC compiles calls of kernel helpers only by number, and no call of a kfunc: the C
 # calls the XMM reader through this stand-in number, which the loader rewrites into a
@@ -92,7 +92,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
              "  /* per exit probe: returns without their call's entry */",
              f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe on an async fn: futures dropped before they completed */",
-             "", *traps_c(plan), *births_c(plan)]
+             "", *traps_c(plan), *generations_c(plan)]
     if cookies:
         lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
                   "the uprobe with */",
@@ -126,7 +126,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                           "  /* + the overflow row */",
                           f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
                           "  /* an empty row, never written */", ""]
-        if mode == "run" and agg is None and not probe.events and not probe.births:
+        if mode == "run" and agg is None and not probe.events and not probe.renews:
             continue
         target = plan.target(probe.target)
         if probe.at == "exit":
@@ -142,8 +142,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
                 body, why = _return(ctx, agg, wakeup=mode == "trace")
             elif site.role == "drop":
                 body, why = _drop(ctx), {}
-            elif site.role == "birth":
-                body, why = _birth(ctx), {}
+            elif site.role == "renew":
+                body, why = _renew(ctx), {}
             elif agg is None:
                 body, why = _event(ctx, wakeup=mode == "trace")
             else:
@@ -203,23 +203,25 @@ def traps_c(plan: Plan) -> list[str]:
             "\t\tn = noop_traps.lookup(&k);", "\t}", "\tif (n)", "\t\t(*n)++;", "}", ""]
 
 
-def births_c(plan: Plan) -> list[str]:
-    """The table of when each object a birth site saw made was made, by process and
-    address: what ``born`` fetches read (none when the plan has no birth site)."""
-    if not any(p.births for p in plan.probes):
+def generations_c(plan: Plan) -> list[str]:
+    """The table of each address's generation, by process: when a renew site last saw
+    it given to or taken from an object; what ``generation`` fetches read (none when the
+    plan has no renew site)."""
+    if not any(p.renews for p in plan.probes):
         return []
-    return ["struct noop_birthkey {", "\tu64 pid;", "\tu64 object;", "};",
-            f'BPF_TABLE("lru_hash", struct noop_birthkey, u64, noop_births, {BIRTHS});'
-            "  /* (process, address) -> when the object there was made */", ""]
+    return ["struct noop_genkey {", "\tu64 pid;", "\tu64 object;", "};",
+            f'BPF_TABLE("lru_hash", struct noop_genkey, u64, noop_generations, {GENERATIONS});'
+            "  /* (process, address) -> when another object's time there began */", ""]
 
 
-def _birth(ctx: _Ctx) -> list[str]:
-    """A RET of a constructor: the object it returns was made now."""
-    obj = ctx.site.fetches[0]
-    assert obj.kind == "reg" and not obj.ops, "a birth site's object is a register"
-    return ["struct noop_birthkey bk = {.pid = bpf_get_current_pid_tgid() >> 32,",
-            f"\t.object = ctx->{PT_REGS[obj.regs[0]]}}};", "u64 now = bpf_ktime_get_ns();",
-            "noop_births.update(&bk, &now);", "return 0;"]
+def _renew(ctx: _Ctx) -> list[str]:
+    """The address the site's first fetch computes holds another object from now on."""
+    out = ["u32 faults = 0, absent = 0;", "u64 o = 0;",
+           *fetch_c(ctx.site.fetches[0], "o", 1, _builtins(ctx)),
+           "if (faults | absent)", "\treturn 0;",
+           "struct noop_genkey gk = {.pid = bpf_get_current_pid_tgid() >> 32, .object = o};",
+           "u64 now = bpf_ktime_get_ns();", "noop_generations.update(&gk, &now);", "return 0;"]
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,11 @@ def xmm_register(fetch: Fetch) -> int | None:
     return None
 
 
+def object_address(fetch: Fetch) -> Fetch:
+    """A ``generation`` fetch's object address, as the fetch that computes it."""
+    return Fetch(fetch.formula, fetch.ops, fetch.offset, 8, fetch.regs)
+
+
 def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:
     """C that reads ``fetch`` into ``dst``, setting ``bit`` in ``faults`` when a read
     faults and in ``absent`` when the value is not there (an index past a length)."""
@@ -39,10 +44,14 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         return ["do {", f"\tu64 k = {fetch.offset & 2**64 - 1:#x}ULL;",
                 f'\t_Static_assert(sizeof({dst}) == 8, "an 8-byte constant");',
                 f"\t__builtin_memcpy(&{dst}, &k, 8);", "} while (0);"]
-    if fetch.kind == "born":  # when the object in the register was made (0: unknown)
-        return ["do {", "\tstruct noop_birthkey bk = {.pid = bpf_get_current_pid_tgid() >> 32,",
-                f"\t\t.object = ctx->{PT_REGS[fetch.regs[0]]}}};",
-                "\tu64 *b = noop_births.lookup(&bk);", f"\t{dst} = b ? *b : 0;", "} while (0);"]
+    if fetch.kind == "generation":  # of the object at the address: 0 when none seen
+        return ["do {", "\tu64 o = 0;",
+                # (a faulted read leaves o 0: no generation; no branch on the faults,
+                # which would make the verifier keep a state per combination of them)
+                *("\t" + line for line in fetch_c(object_address(fetch), "o", bit, builtins)),
+                "\tstruct noop_genkey gk = {.pid = bpf_get_current_pid_tgid() >> 32, "
+                ".object = o};", "\tu64 *g = noop_generations.lookup(&gk);",
+                f"\t{dst} = g ? *g : 0;", "} while (0);"]
     if fetch.kind == "saved":  # in a return's program: from its call's record
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',

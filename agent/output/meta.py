@@ -22,7 +22,7 @@ from agent.kernel.events import Event
 from agent.output import updates
 from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
-from agent.plan import rust_prometheus
+from agent.plan import generations, rust_prometheus
 from agent.plan.client_golang import COUNT_MASK
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.presets import library
@@ -58,6 +58,7 @@ class _Object:
     summed: float = 0.0
     exact: bool | None = None
     low: float | None = None
+    seen: int = 0  # the time of its first hit noop counted (its rows' earliest)
 
     def add_exact(self, inc: float) -> None:
         self.summed += inc
@@ -99,27 +100,30 @@ class _Object:
             self.first = (ts, before)
 
 
-Object = tuple[int, int, int]  # (pid, address, when made: 0 before noop attached)
+Object = tuple[int, int, int]  # (pid, address, its generation: plan.generations)
 Series = tuple[int, str, str]  # (pid, metric, labels)
 
 
 @dataclass
 class _Retired:
-    """What the objects of one series that newer ones replaced had counted."""
+    """What the objects of one series that are gone had counted, and the value of the
+    one of them first updated last (with that time)."""
 
     updates: dict[str, int] = field(default_factory=dict)
-    increments: float = 0.0
+    increments: float | None = None
+    value: float | None = None
+    seen: int = 0
 
 
 class PresetMeta:
     """``on_event`` learns each object's name and labels; ``families`` reads the rows.
 
-    A metric object is known by its process, its address and when it was made (the
-    preset's birth sites note it; 0 for objects made before noop attached). A program
-    that makes a metric again (a registry per request) makes one series of all the
-    objects of one name and labels: its value is the newest object's, its updates and
-    increments those of all of them. ``retire`` folds the older objects' rows into the
-    series, so that their rows can leave the kernel's map."""
+    A metric object is known by its process, its address and that address's generation
+    (``plan.generations``; 0 where the preset saw none). A program that makes a metric
+    again (a registry per request) makes one series of all the objects of one name and
+    labels: its value is the newest object's (the one first updated last), its updates
+    and increments those of all of them. ``retire`` folds the rows of objects that are
+    gone into their series, so that the rows can leave the kernel's map."""
 
     def __init__(self, plan: Plan, target: str, processes: Processes | None = None) -> None:
         self.plan = plan
@@ -129,8 +133,13 @@ class PresetMeta:
         self._lock = threading.Lock()
         self._names: dict[Object, tuple[str, str]] = {}
         self._retired: dict[Series, _Retired] = {}
-        # whether the plan notes when metric objects are made (its rows say ``born``)
-        self.renews = any(v.name == "born" for p in plan.probes for v in p.values)
+        self._unnamed: dict[int, int] = {}  # per process: updates of nameless objects
+        # whether the plan's rows say their object's generation; and whether that is
+        # when the object was made (client_golang's makers), which orders a series'
+        # objects, or when the address's last object was dropped (the crate's)
+        self.renews = any(v.name == generations.NAME for p in plan.probes for v in p.values)
+        self.made = any(s.role == "renew" and s.tag == "made"
+                        for p in plan.probes for s in p.sites)
 
     def on_event(self, probe_index: int, event: Event) -> None:
         """Learns the name and labels of the event's metric object; Undecodable when the
@@ -140,9 +149,9 @@ class PresetMeta:
         if u.metric == "?":  # the name could not be read; try again on the next one
             return
         labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
-        born = int(event.values.get("born") or 0)
+        generation = int(event.values.get(generations.NAME) or 0)
         with self._lock:
-            self._names[(event.pid, u.object, born)] = (u.metric, labels)
+            self._names[(event.pid, u.object, generation)] = (u.metric, labels)
 
     def forget(self, pids: set[int]) -> None:
         with self._lock:
@@ -150,6 +159,8 @@ class PresetMeta:
                 del self._names[key]
             for series in [k for k in self._retired if k[0] in pids]:
                 del self._retired[series]
+            for pid in pids & set(self._unnamed):
+                del self._unnamed[pid]
 
     def objects(self, rows: dict[int, list[Row]], tally: Tally) -> dict[Object, _Object]:
         """Each metric object's rows merged; a row that cannot be decoded is left out and
@@ -179,6 +190,8 @@ class PresetMeta:
         had = objs.get(key)
         o = _Object(kind) if had is None else replace(had, updates=dict(had.updates))
         o.updates[op] = o.updates.get(op, 0) + row.hits
+        if row.born and (not o.seen or row.born < o.seen):
+            o.seen = row.born
         if self.library == rust_prometheus.LIBRARY:
             _fold_rust(probe, site, o, row.columns, row.hits)
         else:
@@ -186,17 +199,30 @@ class PresetMeta:
         return key, o
 
     def superseded(self, keys: set[Object]) -> set[Object]:
-        """Of the objects ``keys`` (those with rows), the ones a newer object of the same
-        series replaced (made later, its name known): theirs can be retired."""
+        """Of the objects ``keys`` (those with rows, listed before the ring buffer was
+        last read to its end), the ones whose rows can be retired: an object whose
+        address has a later generation among ``keys`` (another object was made there,
+        or it was dropped and another one updated there); where generations are when
+        objects were made, also one a newer object of its series replaced; and one
+        whose name never came (its event was lost, or its name could not be read):
+        ``retire`` counts its updates as unnamed, and its next update, if any, makes a
+        new row and says its name again."""
+        latest: dict[tuple[int, int], int] = {}
+        for pid, address, generation in keys:
+            latest[(pid, address)] = max(latest.get((pid, address), 0), generation)
         with self._lock:
+            nameless = {k for k in keys if k not in self._names}
+            gone = nameless | {k for k in keys if k[2] < latest[k[:2]]}
+            if not self.made:
+                return gone
             newest: dict[Series, int] = {}
             for k in keys:
                 name = self._names.get(k)
                 if name is not None:
                     series = (k[0], *name)
                     newest[series] = max(newest.get(series, 0), k[2])
-            return {k for k in keys if (name := self._names.get(k)) is not None
-                    and k[2] < newest[(k[0], *name)]}
+            return gone | {k for k in keys if (name := self._names.get(k)) is not None
+                           and k[2] < newest[(k[0], *name)]}
 
     def retire(self, rows: dict[int, list[Row]], tally: Tally) -> None:
         """Every row of some objects, about to leave the kernel's map: what they counted
@@ -204,14 +230,19 @@ class PresetMeta:
         for key, o in self.objects(rows, tally).items():
             with self._lock:
                 name = self._names.pop(key, None)
-                if name is None:
+                if name is None:  # its name never came: counted, but in no series
+                    self._unnamed[key[0]] = self._unnamed.get(key[0], 0) + \
+                        sum(o.updates.values())
                     continue
                 r = self._retired.setdefault((key[0], *name), _Retired())
             for op, n in o.updates.items():
                 r.updates[op] = r.updates.get(op, 0) + n
             now = o.value()
             since = o.increments(now) if now is not None else None
-            r.increments += since or 0.0
+            if since is not None:
+                r.increments = (r.increments or 0.0) + since
+            if now is not None and o.seen >= r.seen:
+                r.value, r.seen = now, o.seen
 
     def families(self, rows: dict[int, list[Row]], tally: Tally) -> Iterator[Metric]:
         updates = CounterMetricFamily(
@@ -223,10 +254,15 @@ class PresetMeta:
         incs = GaugeMetricFamily(
             "noop_metric_increments", "Sum of the increments noop saw: the value now "
             "minus the value before the first update it saw", labels=list(LABELS))
+        unnamed = CounterMetricFamily(
+            "noop_metric_unnamed_updates", "Updates of metric objects whose name noop "
+            "never read (its ring-buffer event was lost): in no series",
+            labels=["target", "pid", "library"])
         with self._lock:
             names = dict(self._names)
-            retired = {k: _Retired(dict(r.updates), r.increments)
-                       for k, r in self._retired.items()}
+            for pid, n in sorted(self._unnamed.items()):
+                unnamed.add_metric([self.target, str(pid), self.library], n)
+            retired = {k: replace(r, updates=dict(r.updates)) for k, r in self._retired.items()}
         series: dict[Series, list[tuple[Object, _Object]]] = {}
         for key, o in self.objects(rows, tally).items():
             name = names.get(key)
@@ -239,14 +275,15 @@ class PresetMeta:
             marks = [len(f.samples) for f in (updates, value, incs)]
             old = retired.get(s, _Retired())
             counts = dict(old.updates)
-            since: float | None = old.increments if s in retired else None
-            now = None
-            for _key, o in sorted(series.get(s, []), key=lambda ko: (ko[0][2], ko[0][1])):
+            since = old.increments
+            now, last = old.value, old.seen  # the value of the one first updated last
+            for _key, o in sorted(series.get(s, []), key=lambda ko: (ko[1].seen, ko[0])):
                 for op, n in o.updates.items():
                     counts[op] = counts.get(op, 0) + n
                 got = None
                 if (v := o.value()) is not None:
-                    now = v  # the newest object's, last
+                    if o.seen >= last:
+                        now, last = v, o.seen
                     got = o.increments(v)
                 if got is not None:
                     since = (since or 0.0) + got
@@ -258,13 +295,14 @@ class PresetMeta:
                     incs.add_metric(labels, since)
             for f, mark in zip((updates, value, incs), marks, strict=True):
                 with_labels(f, mark, where)
-        yield from (updates, value, incs)
+        yield from (updates, value, incs, unnamed)
 
 
 def object_of(row: Row) -> Object:
     """The metric object an aggregate row of the preset is of."""
     assert row.key is not None
-    return (int(row.key["$pid"]), int(row.key["object"] or 0), int(row.key.get("born") or 0))
+    return (int(row.key["$pid"]), int(row.key["object"] or 0),
+            int(row.key.get(generations.NAME) or 0))
 
 
 def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError
+from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site
@@ -186,12 +187,12 @@ def make(b: Binary, aggregate: bool) -> Plan:
     path = b.path
     probes = []
     modules = b.modules(PKG)
-    births = _births(b) if aggregate else None
-    keys = ("$pid", "object", *(("born",) if births else ()), "$site")
+    made = _makers(b) if aggregate else None
+    keys = ("$pid", "object", *((generations.NAME,) if made else ()), "$site")
     for rule in RULES:
         cheap = _cheap(b, rule) if aggregate else None
         if cheap is not None:
-            probes.append(replace(_with_born(cheap, births), aggregate=Aggregate(
+            probes.append(replace(generations.added(cheap, made), aggregate=Aggregate(
                 keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
             rule = replace(rule, methods=tuple(m for m in rule.methods
                                                if m not in CHEAP_METHODS[rule.probe]))
@@ -203,7 +204,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
             if cheap is not None:
                 probes.append(cheap)
         if probe is not None and aggregate:
-            probe = replace(_with_born(probe, births), aggregate=Aggregate(
+            probe = replace(generations.added(probe, made), aggregate=Aggregate(
                 keys, COLUMNS[rule.probe], MAX_ROWS, True))
         elif probe is not None and rule.probe == "summary_atomic":
             probe = _with_sum(b, probe)
@@ -215,8 +216,8 @@ def make(b: Binary, aggregate: bool) -> Plan:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
-    if births is not None:
-        probes.append(births)
+    if made is not None:
+        probes.append(made)
     # Watched like a spec's target named by this path (noop run: up, a new build).
     here = discover.Selector(path=str(Path(path).resolve()))
     return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
@@ -229,16 +230,15 @@ def make(b: Binary, aggregate: bool) -> Plan:
 # word is in rbx at its RETs (Go's register ABI: results in rax, rbx, ...).
 MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
                     r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")
-BIRTHS = "metric_made"  # the probe at their RETs
+MADE = "metric_made"  # the probe at their RETs
 
 
-def _births(b: Binary) -> ProbePlan | None:
+def _makers(b: Binary) -> ProbePlan | None:
     """For noop run: a site at every RET of every function that makes a metric object,
-    which notes when the object was made. A metric object is then known by its process,
-    address and that time: a program that makes its metrics again for every request
-    (a registry per request) frees objects whose addresses the garbage collector gives
-    to the next ones, and a row of one is never taken for a row of another. None
-    without the register ABI (results on the stack)."""
+    where the new object's address starts a new generation (``plan.generations``): the
+    garbage collector gives freed metric objects' addresses to new ones, and a row of
+    one is never taken for a row of another. None without the register ABI (results on
+    the stack)."""
     if b.goid_offset is None:
         return None
     out: list[Site] = []
@@ -256,13 +256,13 @@ def _births(b: Binary) -> ProbePlan | None:
             how = sites.handling(e.insn.raw)
             out.append(Site(fn, e.insn.address, b.elf.file_offset(e.insn.address),
                             f"made: ret at +{e.insn.address - start:#x}, the new metric in rbx "
-                            f"({how})", (fetch,), handling=how, role="birth"))
+                            f"({how})", (fetch,), handling=how, role="renew", tag="made"))
         unseen += [f"{fn} inlined at {c.entry:#x}: the objects it makes there are known "
                    "by address only" for c in _inlined(b, fn)]
     if not out:
         return None
     value = ValueSpec("object", "addr", 8, 0, "pointer", "the new metric")
-    return ProbePlan(BIRTHS, TARGET, (value,), tuple(out), unseen=tuple(unseen))
+    return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen))
 
 
 def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:
@@ -270,17 +270,6 @@ def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:
         return b.functions.inlined(fn)
     except NoopError:
         return ()
-
-
-def _with_born(probe: ProbePlan, births: ProbePlan | None) -> ProbePlan:
-    """``probe`` with, when there are birth sites, when each hit's object was made."""
-    if births is None:
-        return probe
-    i = [v.name for v in probe.values].index("object")
-    born = ValueSpec("born", "uint", 8, 0, "uint64", "when m was made")
-    return replace(probe, values=(*probe.values, born), sites=tuple(
-        replace(s, fetches=(*s.fetches, Fetch("born", regs=s.fetches[i].regs)))
-        for s in probe.sites))
 
 
 def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -> None:

@@ -120,10 +120,12 @@ class Fetch:
       ``-``: less it), or without a register plus the constant ``base`` (mod 2**64): the
       value an update of that field leaves, read before the update
     - ``unavailable``: cannot be read here; ``why`` says so
-    - ``born``: when the object whose address is in ``regs[0]`` was made, as a ``birth``
-      site saw it (its ``bpf_ktime_get_ns()``), or 0: made before noop attached, or by
-      code noop does not probe. With the address, it tells apart the objects a program
-      makes one after another at one address (the garbage collector reuses it)
+    - ``generation``: the generation of the object at the address that the fetch of
+      kind ``formula`` (``reg`` or ``addr``) with these ops, registers and offset
+      computes: the time (``bpf_ktime_get_ns()``) a ``renew`` site last saw that
+      address given to a new object or taken from an old one, or 0 (never). With the
+      address, it tells apart the objects a program makes one after another at one
+      address (a garbage collector or an allocator reuses it)
     - ``gotype``: the address of the dynamic type's descriptor of the Go interface
       whose first word is at acc + ``offset`` (or in ``regs[0]``); ``slot`` 1: the
       first word is an itab (the type at +8); 0 when the interface is nil
@@ -194,8 +196,9 @@ class Fetch:
                     "address - 8), less the load bias")
         if self.kind == "root":
             return f"{path}: kept as pointer {self.slot}"
-        if self.kind == "born":
-            return f"when the object at {self.regs[0]} was made (0: before noop attached)"
+        if self.kind == "generation":
+            at = Fetch(self.formula, self.ops, self.offset, 8, self.regs).describe()
+            return f"the generation of the object at {at} (0: none seen)"
         if self.kind == "later":
             return "read at the return"
         if self.kind == "saved":
@@ -267,10 +270,11 @@ class Site:
 
     ``role`` is empty for a site where each hit is a hit of the probe. An exit probe
     has a ``call`` site, its function's entry, that keeps what the call starts with,
-    and a ``return`` site at each RET (or tail jump), where the hits are. A ``birth``
-    site is a RET of a function that makes an object (a metric's constructor): each hit
-    notes the time the object whose address its first fetch reads was made, which
-    ``born`` fetches of other probes read back; it makes no event and no row.
+    and a ``return`` site at each RET (or tail jump), where the hits are. A ``renew``
+    site is where the address its first fetch computes starts holding another object
+    (a RET of a function that makes one and returns its address, or the drop of the
+    one there): each hit notes the time as the address's generation, which
+    ``generation`` fetches of other probes read back; it makes no event and no row.
 
     ``gate`` keeps only hits where the value it reads is one of ``gate_values`` (a
     Rust future's state at its poll: a call of an async function is its first poll).
@@ -416,9 +420,9 @@ class ProbePlan:
         return any(m.where == "events" for m in self.metrics)
 
     @property
-    def births(self) -> bool:
-        """Whether its sites note when objects are made (``birth`` sites)."""
-        return any(s.role == "birth" for s in self.sites)
+    def renews(self) -> bool:
+        """Whether its sites note new generations of objects' addresses (``renew``)."""
+        return any(s.role == "renew" for s in self.sites)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target,

@@ -45,6 +45,7 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
 from agent.errors import NoopError
+from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.spec.probes import parse_selector
@@ -165,17 +166,19 @@ def make(b: Binary, aggregate: bool) -> Plan:
     describes each metric object once (for ``noop run``)."""
     _usable(b)
     found, missed = _updates(b)
+    dropped = _drops(b, found) if aggregate else None
+    keys = ("$pid", "object", *((generations.NAME,) if dropped else ()), "$site")
     probes = []
     for name, group in _groups(found):
         layout, out, unplaced = _sites(b, group)
         missed += unplaced
         if out:
             paired = any(s.role for s in out)
-            probes.append(ProbePlan(name, TARGET, layout, tuple(out), aggregate=Aggregate(
-                ("$pid", "object", "$site"), columns(group[0].kind, group[0].number),
-                MAX_ROWS, True)
+            probes.append(generations.added(ProbePlan(
+                name, TARGET, layout, tuple(out), aggregate=Aggregate(
+                    keys, columns(group[0].kind, group[0].number), MAX_ROWS, True)
                 if aggregate else None, at="exit" if paired else "entry",
-                calls=MAX_CALLS if paired else 0))
+                calls=MAX_CALLS if paired else 0), dropped))
     if not probes and (_typeless(missed) or _line_tables_only(b)):
         raise NoopError(f"{b.path} has the prometheus crate's update code but no DWARF types "
                         "(built with line tables only?): the preset reads each metric's "
@@ -196,8 +199,70 @@ def make(b: Binary, aggregate: bool) -> Plan:
                         "write a probes.yaml for it and use --config")
     if missed:  # said once, with the first probe
         probes[0] = replace(probes[0], unseen=tuple(missed))
+    if dropped is not None:
+        probes.append(dropped)
     here = discover.Selector(path=str(Path(b.path).resolve()))
     return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
+
+
+# Every metric object of the crate (a Value<P>, a HistogramCore) holds its Desc, which
+# its drop drops first: where the object's address stops being its.
+DESC_DROP = "core::ptr::drop_in_place<prometheus::desc::Desc>"
+DROPPED = "metric_dropped"  # the probe at those drops
+
+
+def _drops(b: Binary, found: list[Found]) -> ProbePlan | None:
+    """For noop run: a site where each metric object's ``Desc`` is dropped (the entry of
+    every out-of-line ``drop_in_place::<Desc>``, and of its inlined copies), which starts
+    a new generation of the object's address (``plan.generations``): the allocator gives
+    a dropped metric's memory to the next one made, and a row of one is never taken for
+    a row of the other. A Desc dropped that is no metric's (a registry's copy) only
+    starts a generation at an address no live metric object has. None when the
+    objects' Descs are not at one offset in them, or there is no such drop."""
+    offsets = {_member(b, f.owner, "desc") for f in found}
+    if len(offsets) != 1 or None in offsets:
+        return None
+    (offset,) = offsets
+    assert offset is not None
+    out: list[Site] = []
+    unseen: list[str] = []
+    for sym in b.elf.function_symbols():
+        if not sym.size or b.functions.display_name(sym.name) != DESC_DROP:
+            continue
+        insns = sites.disassemble(b.elf, sym.address, min(sym.size, 16))
+        how = sites.handling(insns[0].raw) if insns else sites.REFUSED
+        if how == sites.REFUSED:
+            unseen.append(f"{DESC_DROP} at {sym.address:#x}: its entry cannot be probed")
+            continue
+        out.append(Site(DESC_DROP, sym.address, b.elf.file_offset(sym.address),
+                        f"dropped: the entry, the metric's Desc in rdi ({how})",
+                        (Fetch("reg", size=8, offset=-offset, regs=("rdi",)),),
+                        handling=how, role="renew", tag="dropped"))
+    try:
+        copies = b.functions.inlined(DESC_DROP)
+    except NoopError:
+        copies = ()
+    for c in copies:
+        loc = b.functions.inlined_location(c, "~p0", 8)
+        insns = sites.disassemble(b.elf, c.entry, 16)
+        how = sites.handling(insns[0].raw) if insns else sites.REFUSED
+        if loc is None or len(loc) != 1 or loc[0].reg is None or loc[0].stack is not None \
+                or loc[0].at is not None or how == sites.REFUSED:
+            unseen.append(f"{DESC_DROP} inlined at {c.entry:#x}: the metric dropped there "
+                          "is known by its address only")
+            continue
+        where = b.function_at(c.entry) or DESC_DROP
+        out.append(Site(where, c.entry, b.elf.file_offset(c.entry),
+                        f"dropped: {DESC_DROP} inlined, the metric's Desc at {loc[0].reg} "
+                        f"+ {loc[0].add} ({how})",
+                        (Fetch("reg", size=8, offset=loc[0].add - offset,
+                               regs=(loc[0].reg,)),), handling=how, role="renew",
+                        tag="dropped"))
+    if not out:
+        return None
+    return ProbePlan(DROPPED, TARGET, (ValueSpec("object", "addr", 8, 0, "pointer",
+                                                 "the dropped metric"),), tuple(out),
+                     unseen=tuple(unseen))
 
 
 def _line_tables_only(b: Binary) -> bool:

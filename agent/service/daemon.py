@@ -179,7 +179,7 @@ class Daemon:
         log(f"uprobes go on through {kind.name}: {kind.why}")
         self._measure()
         for p in plan.probes:
-            if not p.metrics and p.aggregate is None and not p.births:
+            if not p.metrics and p.aggregate is None and not p.renews:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
         if self._uncosted:
@@ -354,6 +354,9 @@ class Daemon:
         running: dict[int, bool] = {pid: False for pid in exited}
         objects: dict[int, list[tuple[bytes, Object]]] = {}  # the live processes' rows
         for pi, lay in s.program.aggregates.items():
+            # Reading a probe's rows takes a system call a row: the ring is read between
+            # probes, so that a burst of new objects' names does not overflow it meanwhile.
+            self.drain()
             gone = []
             for key, per_cpu in loaded.rows(pi):
                 values, _bad = aggregate.decode_key(lay, key)
@@ -368,13 +371,14 @@ class Daemon:
                     gone.append((key, per_cpu))
                 elif renews and values.get("object") is not None:
                     objects.setdefault(pi, []).append((key, (
-                        pid, int(values["object"]), int(values.get("born") or 0))))
+                        pid, int(values["object"]), int(values.get("generation") or 0))))
             if not gone:
                 continue
             with s.lock:  # a scrape sees the rows in the map or in noop, never in both
                 s.retire(pi, gone)
                 loaded.forget(pi, [k for k, _ in gone])
         if objects and s.meta is not None:
+            self.drain()  # the names of what the rows hold, as far as they came
             old = s.meta.superseded({o for rows in objects.values() for _k, o in rows})
             if old:
                 with s.lock:  # read and deleted under it: a scrape counts them once
