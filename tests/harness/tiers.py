@@ -26,7 +26,7 @@ BUILDING = frozenset({
     "example", "go_allops", "stripped_example", "rust_layouts", "c_layouts",
     "c_layouts_o2", "c_dropped_gcc", "c_dropped_clang", "rust_dropped", "rust_ledger",
     "rust_ledger_nodebug", "rust_ledger_lines", "rust_handler", "rust_example",
-    "rust_allops", "rust_branches", "rust_example_nodebug", "rust_example_lines",
+    "rust_allops", "rust_branches", "rust_deferred", "rust_example_nodebug", "rust_example_lines",
     "rust_example_unoptimized",
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
     "hotloop", "program", "example_image", "noop_image", "small", "same_names",
