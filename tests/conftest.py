@@ -281,6 +281,14 @@ def rust_churn(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def rust_deferred(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/deferred (the prometheus crate's timers and local metrics'
+    flushes), a release build with debug info."""
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "deferred", "prometheus-0.13.*",
+                        "librust-prometheus-dev")
+
+
+@pytest.fixture(scope="session")
 def rust_branches(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/rust/branches (the prometheus crate's updates made only when a
     condition holds), a release build with debug info."""

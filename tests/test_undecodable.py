@@ -58,14 +58,17 @@ GO = {"counter_int": (("before", "uint"), ("valInt", "uint"), ("valBits", "float
 RUST = {"counter_u64": (("delta", "uint"), ("value", "uint"), ("before", "uint")),
         "gauge_f64": (("delta", "float"), ("value", "float"), ("before", "float"),
                       ("now", "float")),
-        "histogram": (("before", "uint"), ("observed", "float"))}
+        "histogram": (("before", "uint"), ("observed", "float")),
+        "histogram_flush": (("delta", "uint"), ("value", "uint"), ("before", "uint"),
+                            ("observed", "float"))}
 # Every tag each probe's sites get: the preset's own (the rules', the crate's flags).
 GO_TAGS = {p: tuple(dict.fromkeys(f"{r.kind}.{client_golang.method_op(m)}"
                                   for m in r.methods))
            for p in GO if (r := client_golang.rule_of(p)) is not None}
-RUST_TAGS = {"counter_u64": ("counter.inc", "counter.inc_by", "counter.reset;set"),
+RUST_TAGS = {"counter_u64": ("counter.inc", "counter.inc_by", "counter.reset;set",
+                             "counter.flush"),
              "gauge_f64": ("gauge.add", "gauge.sub;neg", "gauge.set;set", "gauge.inc"),
-             "histogram": ("histogram.observe",)}
+             "histogram": ("histogram.observe",), "histogram_flush": ("histogram.flush",)}
 # A tag of each kind the preset does not make: client_golang's name its methods; the
 # crate's take any method name, their flags must parse.
 GO_BAD = {"counter": "counter.Frobnicate", "gauge": "gauge.reset",
@@ -424,7 +427,8 @@ USED = {"counter_int": ("before", "valInt", "valBits"), "counter_add": ("delta",
         "gauge_set": ("new",), "histogram": ("before",), "counter_u64": ("delta", "value",
                                                                          "before"),
         "gauge_f64": ("delta", "value", "before")}
-RUST_USED = {"histogram": ("before", "observed")}
+RUST_USED = {"histogram": ("before", "observed"),
+             "histogram_flush": ("delta", "before", "observed")}
 NOT_NUMBERS = st.one_of(st.text(max_size=3), st.binary(max_size=3), st.booleans(),
                         st.lists(st.integers(), max_size=2))
 
@@ -437,7 +441,8 @@ def events(draw: st.DrawFn, case: Case) -> tuple[Event, Want | None]:
     probe = case.plan.probes[pi]
     site = draw(st.integers(0, len(probe.sites) - 2))
     values = draw(_values(case.program.layouts[pi]))
-    used = (RUST_USED if case is RUST_CASE else {}).get(probe.name, USED[probe.name])
+    own = RUST_USED if case is RUST_CASE else {}
+    used = own[probe.name] if probe.name in own else USED[probe.name]
     name = draw(st.sampled_from(used))
     how = draw(st.sampled_from(["good", "drop", "none", "type", "metric", "object", "probe",
                                 "site", "unread"]))
@@ -537,6 +542,27 @@ def test_a_crate_set_is_what_its_tag_says(tag: str, inc: float | None) -> None:
                                                      for p in ("name", "value")), (),
                   {"delta": "a store"})
     assert updates.update(event, probe, rust_prometheus.LIBRARY).inc == inc
+
+
+@pytest.mark.parametrize(("tag", "inc", "note"), [("histogram.observe", None, "count 6"),
+                                                  ("histogram.flush", 3, "count 8")])
+def test_a_crate_histogram_flush_adds_what_it_flushed(tag: str, inc: int | None,
+                                                      note: str) -> None:
+    """An observation adds one to the count; a local histogram's flush the observations
+    flushed (its increment), its value the sum flushed. The count before it may have
+    the hot shard's bit set."""
+    from agent.output import updates
+    probe = _probe("histogram_flush", COMMON + tuple(_v(*v) for v in RUST["histogram_flush"]),
+                   (tag,))
+    values = {"metric": "h", **{f"l{i}_{p}": None for i in range(4) for p in ("name",
+                                                                             "value")},
+              "object": 1, "delta": 3, "value": 2**63 + 8, "before": 2**63 + 5,
+              "observed": 1.5}
+    event = Event(0, 0, 1, 1, 1, 0, values, (), tuple(f"l{i}_{p}" for i in range(4)
+                                                     for p in ("name", "value")), (), {})
+    u = updates.update(event, probe, rust_prometheus.LIBRARY)
+    assert (u.kind, u.op, u.inc, u.value, u.note) == ("histogram", tag.partition(".")[2],
+                                                      inc, 1.5, note)
 
 
 # ---------------------------------------------------------------------------------------

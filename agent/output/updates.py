@@ -187,14 +187,18 @@ _NOT_HERE = {"delta", "before", "observed"}
 def _rust(event: Event, kind: str, op: str, parsed: rust_prometheus.Tag) -> Update:
     """A prometheus crate update: integers' increment from the instruction and value from
     memory just after it, floats' bits before and after from registers; a store (the
-    tag says so) has no increment."""
+    tag says so) has no increment. A histogram's value is the observed value, its note
+    the count after it; a local histogram's flush (op ``flush``) has the sum flushed as
+    its value and the observations flushed as its increment."""
     metric, labels, obj = _common(event)
     inc: float | int | None = None
     note = ""
-    if kind == "histogram":
+    if kind == "histogram":  # an observation adds one; a flush, the observations flushed
         count, value = _int(event, "before"), _number(event, "observed")
-        note = f"count {(count & rust_prometheus.COUNT_MASK) + 1}" if count is not None \
-            else ""
+        step = _int(event, "delta") if op == "flush" else 1
+        inc = step if op == "flush" else None
+        note = f"count {(count & rust_prometheus.COUNT_MASK) + step}" \
+            if count is not None and step is not None else ""
         if value is None:
             why_not = event.unreadable.get("observed", "not read")
             note = f"{note}; observed value unreadable: {why_not}".lstrip("; ")

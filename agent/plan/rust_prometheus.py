@@ -27,7 +27,19 @@ subroutine records; the copy's callers there (``GenericCounter::inc``,
   xadd`` whose old value is left in its register: the count is exact. The observed
   value (in xmm0) is new - old of the sum's compare-and-swap, whose registers do not
   hold the metric: the count's site keeps what it read for the thread, and the swap's
-  makes the event (the two pair as an exit probe's call and return).
+  makes the event (the two pair as an exit probe's call and return). A timer's
+  observation (``observe_duration``, ``stop_and_record``, a timer dropped) and
+  ``observe_closure_duration`` go through the same ``observe``: op ``observe``.
+- local metrics (``counter.local()``, ``histogram.local()``) update the shared metric
+  only when flushed (op ``flush``). A local counter's flush is ``GenericCounter::inc_by``
+  of its sum: a counter update as above, its increment the sum. A local histogram's
+  (``LocalHistogramCore::flush``, also run by its drop) adds its count to the shared
+  ``shard_and_count`` with ``ShardAndCount::inc_by``'s ``lock xadd``, outside
+  ``observe``; its metric is the ``HistogramCore`` of the local's ``histogram.core``.
+  After the xadd its register holds the count before, so the probe sits before it
+  (``guards.before``), where the register holds the observations flushed: the
+  event's increment. The count after it is the field read there plus them, and the
+  sum flushed is new - old of the shard's sum swap, paired as ``observe``'s.
 
 A scrape (``HistogramCore::proto``) folds the cold shard into the hot one through the
 crate's atomics directly, not through these methods: those are not counted.
@@ -52,7 +64,7 @@ from agent.spec.probes import parse_selector
 from agent.target import debuginfo, discover, guards, sites
 from agent.target.amd64 import full_register
 from agent.target.dwarf.locations import Piece
-from agent.target.dwarf.reader import origin_of
+from agent.target.dwarf.reader import die_name, origin_of
 
 TARGET = "main"
 LIBRARY = "rust-prometheus"
@@ -67,6 +79,11 @@ COUNT_MASK = 2**63 - 1  # ShardAndCount: the count below the hot-shard bit
 _VALUE = re.compile(r"prometheus::value::Value<prometheus::atomic64::Atomic([FIU]64)>::"
                     r"(inc|inc_by|dec|dec_by|set)(<|$)")
 _HIST_INC = "prometheus::histogram::ShardAndCount::inc"
+# A local histogram's flush adds its count to the shared one's through inc_by directly.
+_HIST_INC_BY = "prometheus::histogram::ShardAndCount::inc_by"
+_HIST_FLUSH = "prometheus::histogram::LocalHistogramCore::flush"
+# A local counter's flush: GenericCounter::inc_by of its sum, told apart as "flush".
+_LOCAL_FLUSH = re.compile(r"prometheus::counter::GenericLocalCounter<[^>]*>::flush(<|$)")
 # The method of the program's call: the innermost of these around the Value copy.
 _OWNER = re.compile(r"prometheus::(counter|gauge)::Generic(?:Counter|Gauge)<[^>]*>::(\w+)")
 _NUMBERS = {"F64": "f64", "I64": "i64", "U64": "u64"}
@@ -84,7 +101,13 @@ _STORES = ("mov", "movsd", "movq", "xchg")
 #   constant increment times the hits is exact too. Otherwise the value before the
 #   first update: float counters the smallest old value any CPU saw first (they only
 #   grow), gauges the old value (or the value less its increment) of the earliest hit.
-def columns(kind: str, number: str) -> tuple[Column, ...]:
+# - A histogram's count: the count before the update plus one (``observe``), or the
+#   count after it (``flush``: the count before plus the observations flushed), and the
+#   count before the first update.
+def columns(kind: str, number: str, op: str = "") -> tuple[Column, ...]:
+    if kind == "histogram" and op == "flush":
+        return (Column("count", "max", "value", mask=COUNT_MASK),
+                Column("first", "first", "before"))
     if kind == "histogram":
         return (Column("count", "max", "before", mask=COUNT_MASK, add=1),
                 Column("first", "first", "before"))
@@ -101,7 +124,9 @@ class Found:
     """One update instruction of the program's own, in the code of ``function``."""
 
     kind: str  # counter, gauge, histogram
-    op: str  # the method the program called: inc, inc_by, add, sub, dec, set, observe
+    # the method the program called: inc, inc_by, reset, add, sub, dec, set, observe;
+    # flush: a local counter's or histogram's (or its drop's)
+    op: str
     number: str  # f64, i64, u64
     function: str
     insns: tuple[sites.Insn, ...]
@@ -176,7 +201,8 @@ def make(b: Binary, aggregate: bool) -> Plan:
             paired = any(s.role for s in out)
             probes.append(generations.added(ProbePlan(
                 name, TARGET, layout, tuple(out), aggregate=Aggregate(
-                    keys, columns(group[0].kind, group[0].number), MAX_ROWS, True)
+                    keys, columns(group[0].kind, group[0].number, group[0].op), MAX_ROWS,
+                    True)
                 if aggregate else None, at="exit" if paired else "entry",
                 calls=MAX_CALLS if paired else 0), dropped))
     if not probes and (_typeless(missed) or _line_tables_only(b)):
@@ -347,10 +373,13 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
                 and _is_update(i, number, store)]
         if len(hits) == 1 and insns[hits[0]].address in found:
             continue  # a copy nested in another (Value::inc holds Value::inc_by)
-        caller = next((o for o in map(_OWNER.match, _chain(die, b)) if o), None)
+        chain = list(_chain(die, b))
+        caller = next((o for o in map(_OWNER.match, chain) if o), None)
         if caller is None:
             continue  # not an update through a counter or gauge (none in the crate today)
         kind, op = caller.group(1), caller.group(2)
+        if any(_LOCAL_FLUSH.match(n) for n in chain):
+            op = "flush"  # GenericLocalCounter::flush's inc_by of the local sum
         owner = _self_type(b, die)
         field = _member(b, owner, "val")
         if owner is None or field is None or len(hits) != 1:
@@ -378,6 +407,24 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         found.setdefault(insns[hits[0]].address, replace(_found(
             "histogram", "observe", "u64", where, insns, hits[0], core, count),
             around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
+    for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC_BY]):
+        frame = _frame(die.get_parent())
+        if frame is None or b.functions.function_name(origin_of(frame)) != _HIST_FLUSH:
+            continue  # ShardAndCount::inc's (an observation, found above), or none
+        core = _shared_core(b, _self_type(b, frame))
+        count = _member(b, core, "shard_and_count")
+        insns = b.instructions(where)
+        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
+                and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
+        if core is None or count is None or len(hits) != 1:
+            why = "no DWARF type for its HistogramCore" if core is None else \
+                "no lock xadd on shard_and_count"
+            missed.append((ranges, f"histogram.flush inlined into {shown(where)} at "
+                           f"{ranges[0][0]:#x} ({why})"))
+            continue
+        found.setdefault(insns[hits[0]].address, replace(_found(
+            "histogram", "flush", "u64", where, insns, hits[0], core, count),
+            around=tuple(b.dwarf.ranges(frame))))
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
     unseen = [why for ranges, why in missed if ranges
               and not any(_within(a, ranges) for a in found)]
@@ -392,6 +439,18 @@ def _found(kind: str, op: str, number: str, where: str, insns: tuple[sites.Insn,
            n: int, owner: DIE, field: int) -> Found:
     base, disp = _mem_reg(insns[n]) or ("", 0)
     return Found(kind, op, number, where, insns, n, base, disp, owner, field)
+
+
+def _shared_core(b: Binary, local: DIE | None) -> DIE | None:
+    """The ``HistogramCore`` a ``LocalHistogramCore`` flushes into: its
+    ``histogram.core``, an ``Arc<HistogramCore>`` (the type it is generic over)."""
+    histogram = b.walker.members(local).get("histogram") if local is not None else None
+    arc = b.walker.members(histogram[1]).get("core") if histogram is not None else None
+    d = b.namer.strip(arc[1]) if arc is not None else None
+    if d is None:
+        return None
+    return next((b.dwarf.ref(c) for c in d.iter_children()
+                 if c.tag == "DW_TAG_template_type_param" and die_name(c) == "T"), None)
 
 
 def _frame(die: DIE | None) -> DIE | None:
@@ -452,10 +511,11 @@ def _groups(found: list[Found]) -> Iterator[tuple[str, list[Found]]]:
     event layout)."""
     by: dict[str, list[Found]] = {}
     for f in found:
-        name = "histogram" if f.kind == "histogram" else f"{f.kind}_{f.number}"
+        name = f"{f.kind}_{f.number}" if f.kind != "histogram" else \
+            "histogram_flush" if f.op == "flush" else "histogram"
         by.setdefault(name, []).append(f)
     order = ("counter_u64", "counter_i64", "counter_f64", "gauge_i64", "gauge_u64",
-             "gauge_f64", "histogram")
+             "gauge_f64", "histogram", "histogram_flush")
     yield from sorted(by.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99)
 
 
@@ -496,13 +556,18 @@ def _sites(b: Binary, group: list[Found]
     out: list[tuple[int, int, Site]] = []
     unplaced: list[str] = []
     for f in group:
-        placed = _place(b, f)
+        # A flush's increment (the observations flushed) is in the xadd's register only
+        # before it: it is always probed there.
+        flush = f.kind == "histogram" and f.op == "flush"
+        placed = None if flush else _place(b, f)
         flags = (0, 0)  # skip, keep: see Site
         before: guards.Before | str | None = None
-        if placed is None and f.insns[f.n].lock and f.insns[f.n].mnemonic in _LOCK_OPS:
+        if placed is None and f.insns[f.n].lock and \
+                (flush or f.insns[f.n].mnemonic in _LOCK_OPS):
             before = _guarded(f)
         if isinstance(before, guards.Before):
-            placed, flags = _place_before(f, before), (before.skip_flags, before.keep_flags)
+            placed = _place_flush(f, before) if flush else _place_before(f, before)
+            flags = (before.skip_flags, before.keep_flags)
         if placed is None:
             unplaced.append(f"{f.kind}.{f.op} in {b.functions.display_name(f.function)} at "
                             f"{f.insns[f.n].address:#x}: "
@@ -515,7 +580,7 @@ def _sites(b: Binary, group: list[Found]
         if isinstance(before, guards.Before):
             base = before.reg(f.base)
             pairs = [(v, _rebase(x, f.base, base)) for v, x in pairs]
-        mine = specs[2:4] if f.kind == "histogram" else \
+        mine = specs[:4] if flush else specs[2:4] if f.kind == "histogram" else \
             (*specs[:3], specs[4]) if number == "f64" else specs[:3]
         values = tuple(v for v, _ in pairs) + mine
         if layout is None:
@@ -523,7 +588,8 @@ def _sites(b: Binary, group: list[Found]
         at = next(i for i in f.insns if i.address == site)
         swap = _sum_swap(f, site) if f.kind == "histogram" else None
         if swap is not None:  # the count here, kept for the observed value at the swap
-            out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why)
+            out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why,
+                           flags)
             continue
         out.append((site, -f.insns[f.n].address, Site(
             b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
@@ -631,6 +697,26 @@ def _place_before(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], 
             "from the instruction", _tag(f.kind, f.op, reg_sign))
 
 
+def _place_flush(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], str, str]:
+    """Where to probe a local histogram's flush ``f`` (its ``lock xadd`` of the local
+    count on the shared ``shard_and_count``): at the site before it, where the xadd's
+    register still holds the observations flushed; the count after it is the field
+    read there plus them. The flushed sum comes later, from the sum's swap."""
+    i = f.insns[f.n]
+    base = at.reg(f.base)
+    field = _rebase(_field(f), f.base, base)
+    src = next(o[1] for o in i.operands if o[0] == "reg")
+    reg = at.reg(src).reg
+    return (at.site.address, (Fetch("reg", size=8, regs=(reg,)),
+                              replace(field, kind="sum", regs=(reg,)), field,
+                              Fetch("unavailable", why="added to the shard's sum later, "
+                                    "by its compare-and-swap")),
+            f"before the lock xadd on the histogram's count at {i.address:#x} (a local "
+            f"histogram's flush: after it the register holds the count before, no longer "
+            f"the observations flushed): {at.why}; the count before it read from memory, "
+            f"the observations flushed from {reg}", _tag("histogram", "flush"))
+
+
 def _rebase(fetch: Fetch, reg: str, at: guards.Reg) -> Fetch:
     """``fetch``, which starts from register ``reg``, read where ``reg`` is ``at``."""
     if at == guards.Reg(reg):
@@ -669,7 +755,8 @@ def _sum_swap(f: Found, site: int) -> int | None:
 
 
 def _paired(b: Binary, f: Found, at: sites.Insn, m: int, fetches: tuple[Fetch, ...],
-            tag: str, why: str) -> list[tuple[int, int, Site]]:
+            tag: str, why: str, flags: tuple[int, int] = (0, 0)
+            ) -> list[tuple[int, int, Site]]:
     """The histogram update ``f``'s two sites: at the count (``at``), which keeps what it
     reads for the thread, and after the sum's successful swap (``insns[m]``), where the
     observed value is new - old and each observation is a hit."""
@@ -683,12 +770,13 @@ def _paired(b: Binary, f: Found, at: sites.Insn, m: int, fetches: tuple[Fetch, .
         (at.address, -f.insns[f.n].address, Site(
             name, at.address, b.elf.file_offset(at.address), why + "; kept for the sum's "
             f"swap at {swap.address:#x}", kept, tag=tag, handling=sites.handling(at.raw),
-            role="call")),
+            role="call", skip_flags=flags[0], keep_flags=flags[1])),
         (after.address, -swap.address, Site(
             name, after.address, b.elf.file_offset(after.address),
             f"after the lock cmpxchg on the histogram's sum at {swap.address:#x}: a "
-            f"successful swap (ZF), the observed value new - old (rax, {src}), the count "
-            "as the call's count site read it", ends, when_zf=True, tag=tag,
+            f"successful swap (ZF), the {'sum flushed' if f.op == 'flush' else 'observed value'}"
+            f" new - old (rax, {src}), the count as the call's count site read it", ends,
+            when_zf=True, tag=tag,
             handling=sites.handling(after.raw), role="return"))]
 
 
