@@ -133,7 +133,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
             lines += _call_maps(pi, lay, probe)
         for si, site in enumerate(probe.sites):
             name = f"noop_p{pi}_s{si}"
-            share = cookies and not site.role and len(probe.sites) > 1
+            # (a renew site's program differs from its probe's others only by index too)
+            share = cookies and site.role in ("", "renew") and len(probe.sites) > 1
             ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
                        target.stack_hi_offset, site_c="site" if share else str(si))
             if site.role == "call":
