@@ -67,3 +67,18 @@ def test_a_refused_link_names_the_site_the_kernel_refuses(program: int,
     with pytest.raises(OSError) as whole:
         bpfsys.MultiLink(str(true), [0x1000, past], program, [0, 0], 0)
     assert whole.value.errno == errno.EINVAL
+
+
+def test_take_reads_and_deletes_a_per_cpu_row_at_once(privileged: None) -> None:
+    """A row the prune sweep retires is read and deleted in one system call (no hit
+    lands between the two): every CPU's copy comes back, and the key is gone."""
+    table = bpfsys.Map(bpfsys.MapDef("noop_test_take", 5, 8, 16, 4, 0))  # percpu hash
+    try:
+        key, row = (7).to_bytes(8, "little"), bytes(range(16))
+        table.update(key, row)
+        got = table.take(key)
+        assert got == [row] * bpfsys.possible_cpus()
+        assert table.lookup(key) is None
+        assert table.take(key) == []  # absent: nothing, no error
+    finally:
+        table.close()

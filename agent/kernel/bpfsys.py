@@ -27,6 +27,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 MAP_CREATE, MAP_LOOKUP, MAP_UPDATE, MAP_DELETE, MAP_NEXT_KEY, PROG_LOAD = 0, 1, 2, 3, 4, 5
+MAP_LOOKUP_AND_DELETE = 21  # hash maps since Linux 5.14
 OBJ_GET_INFO_BY_FD, LINK_CREATE, LINK_GET_FD_BY_ID, LINK_GET_NEXT_ID = 15, 28, 30, 31
 ENABLE_STATS = 32
 LINK_TYPE_UPROBE_MULTI = 12
@@ -131,6 +132,25 @@ class Map:
         raw = self.lookup(key)
         if raw is None:
             return []
+        return [raw[i * self.slot:i * self.slot + self.d.value_size]
+                for i in range(len(raw) // self.slot)]
+
+    def take(self, key: bytes) -> list[bytes]:
+        """A per-CPU map's value for ``key``, one CPU a row, deleted in the same system
+        call, so that no update lands between the read and the delete ([] when
+        absent). Before Linux 5.14 (no lookup-and-delete of a hash map), read, then
+        delete."""
+        out = ctypes.create_string_buffer(self.value_bytes)
+        try:
+            self._kv(MAP_LOOKUP_AND_DELETE, key, out)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return []
+            if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            got = self.rows(key)
+            return got if got and self.delete(key) else []
+        raw = out.raw
         return [raw[i * self.slot:i * self.slot + self.d.value_size]
                 for i in range(len(raw) // self.slot)]
 

@@ -515,14 +515,10 @@ class Loaded:
             table.delete(raw)
 
     def take(self, probe: int, keys: list[bytes]) -> list[tuple[bytes, list[bytes]]]:
-        """Read rows of a probe's aggregate and delete them: what each held last."""
+        """Rows of a probe's aggregate, each read and deleted at once: what each held
+        last, no hit lost between the two."""
         table = self._map(f"noop_agg_{probe}")
-        out = []
-        for raw in keys:
-            got = table.rows(raw)
-            if got and table.delete(raw):
-                out.append((raw, got))
-        return out
+        return [(raw, got) for raw in keys if (got := table.take(raw))]
 
     def _overflow_rows(self) -> None:
         """Create each aggregate's overflow row now, so that a full map still has it."""

@@ -52,11 +52,12 @@ class Session:
     users: UserMetrics
     meta: PresetMeta | None
     seen: dict[int, int] = field(default_factory=dict)  # records read, per probe
-    # hits of rows of processes that exited, moved out of the kernel's map, per probe
+    # hits of rows moved out of the kernel's map (of processes that exited, and of
+    # metric objects that are gone: the preset's), per probe
     retired_hits: dict[int, int] = field(default_factory=dict)
     overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
-    # held while reading rows into metrics, and while moving exited processes' rows
-    # from the kernel's maps into noop
+    # held while reading rows into metrics, and while moving rows (of exited processes,
+    # of gone metric objects) from the kernel's maps into noop
     lock: threading.Lock = field(default_factory=threading.Lock)
     _formats: dict[tuple[int, int], events.Records | None] = field(default_factory=dict)
 
@@ -318,7 +319,7 @@ def _hits(s: Session, rows: dict[int, list[Row]], produced: dict[int, int]
                              "holds now (rows of processes that exited and of objects "
                              "replaced by newer ones leave it)", labels=["probe"])
     for pi, probe in enumerate(s.plan.probes):
-        if pi in rows:  # the rows in the kernel, and those of processes that exited
+        if pi in rows:  # the rows in the kernel, and those moved out of it
             fam.add_metric([probe.name], sum(r.hits for r in rows[pi])
                            + s.retired_hits.get(pi, 0))
             kept.add_metric([probe.name], len(rows[pi]))

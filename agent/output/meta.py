@@ -134,6 +134,7 @@ class PresetMeta:
         self._names: dict[Object, tuple[str, str]] = {}
         self._retired: dict[Series, _Retired] = {}
         self._unnamed: dict[int, int] = {}  # per process: updates of nameless objects
+        self._nameless: set[Object] = set()  # objects nameless at the last sweep
         # whether the plan's rows say their object's generation; and whether that is
         # when the object was made (client_golang's makers), which orders a series'
         # objects, or when the address's last object was dropped (the crate's)
@@ -211,8 +212,11 @@ class PresetMeta:
         for pid, address, generation in keys:
             latest[(pid, address)] = max(latest.get((pid, address), 0), generation)
         with self._lock:
-            nameless = {k for k in keys if k not in self._names}
-            gone = nameless | {k for k in keys if k[2] < latest[k[:2]]}
+            # Nameless at two sweeps in a row: a row is made before its event is sent,
+            # so at one sweep its name may still be on its way.
+            now = {k for k in keys if k not in self._names}
+            nameless, self._nameless = now & self._nameless, now
+            gone = nameless | {k for k in keys if k[2] < latest[k[:2]] and k in self._names}
             if not self.made:
                 return gone
             newest: dict[Series, int] = {}
@@ -276,17 +280,21 @@ class PresetMeta:
             old = retired.get(s, _Retired())
             counts = dict(old.updates)
             since = old.increments
-            now, last = old.value, old.seen  # the value of the one first updated last
-            for _key, o in sorted(series.get(s, []), key=lambda ko: (ko[1].seen, ko[0])):
+            # The value: the newest live object's (made last, where generations say
+            # when objects were made; else first updated last), else the newest gone one's.
+            now = None
+            for _key, o in sorted(series.get(s, []), key=lambda ko: (
+                    ko[0][2] if self.made else 0, ko[1].seen, ko[0])):
                 for op, n in o.updates.items():
                     counts[op] = counts.get(op, 0) + n
                 got = None
                 if (v := o.value()) is not None:
-                    if o.seen >= last:
-                        now, last = v, o.seen
+                    now = v
                     got = o.increments(v)
                 if got is not None:
                     since = (since or 0.0) + got
+            if now is None:
+                now = old.value
             for op, n in sorted(counts.items()):
                 updates.add_metric([*labels, op], n)
             if now is not None:
@@ -321,15 +329,14 @@ def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
             o.bits_part = max(o.bits_part or 0.0, _float(fb[0]))
         if fi is not None and fb is not None:
             o.earlier(min(fi[1], fb[1]), fi[0] + _float(fb[0]))
-    elif rule == "summary_buffered":  # the count at the first hit seen, one more a hit
+    elif rule == "summary_buffered":  # the count as the latest hit read it; a hit each
         parts = [cols.get(n) for n in ("cnt", "cold", "hot")]
         if all(p is not None for p in parts):
-            ts = min(p[1] for p in parts if p is not None)
-            count = sum(p[0] for p in parts if p is not None)
-            o.carry(count - 1, hits)
-            o.earlier(ts, float(count - 1))
-        else:
-            o.carry(None, hits)
+            ts = max(p[1] for p in parts if p is not None)
+            if o.last is None or ts > o.last[0]:
+                o.last = (ts, float(sum(p[0] for p in parts if p is not None)))
+                o.now = o.last[1]
+        o.add_exact(hits)  # one observation a hit
     elif rule in ("gauge_add", "gauge_set"):
         last, first = cols.get("last"), cols.get("first")
         if last is not None and (o.last is None or last[1] > o.last[0]):

@@ -59,10 +59,12 @@ COLUMNS = {
                   Column("first", "first", "before")),
 }
 COLUMNS["summary_atomic"] = COLUMNS["histogram"]
-# A buffered summary's count at its first hit seen (flushed + buffered, this
-# observation's included); every hit after it adds one.
-COLUMNS["summary_buffered"] = (Column("cnt", "first", "cnt"), Column("cold", "first", "cold"),
-                               Column("hot", "first", "hot"))
+# A buffered summary's count as its latest hit read it: flushed, being flushed and
+# buffered (this observation's included). A flush on another goroutine adds to cnt one
+# value at a time and empties coldBuf at its end, so a reading during one is high by
+# what it flushed so far; the next reading is right again.
+COLUMNS["summary_buffered"] = (Column("cnt", "last", "cnt"), Column("cold", "last", "cold"),
+                               Column("hot", "last", "hot"))
 # noop run, where an update has a cheaper site before it than after (an emulated jump or
 # call, not a single-stepped instruction): the value is read from memory before the
 # update on the first hit of each CPU and carried forward by the updates seen. The
@@ -189,11 +191,16 @@ def make(b: Binary, aggregate: bool) -> Plan:
     modules = b.modules(PKG)
     made = _makers(b) if aggregate else None
     keys = ("$pid", "object", *((generations.NAME,) if made else ()), "$site")
+    unseen: list[str] = []
+
+    def counted(cheap: ProbePlan) -> ProbePlan:  # noop run: folded in the kernel
+        return replace(generations.added(cheap, made), aggregate=Aggregate(
+            keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)) if aggregate else cheap
+
     for rule in RULES:
         cheap = _cheap(b, rule) if aggregate else None
         if cheap is not None:
-            probes.append(replace(generations.added(cheap, made), aggregate=Aggregate(
-                keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)))
+            probes.append(counted(cheap))
             rule = replace(rule, methods=tuple(m for m in rule.methods
                                                if m not in CHEAP_METHODS[rule.probe]))
         probe, joins = _buffered(b, rule) if rule.mnemonic == "movsd" else _rule(b, rule)
@@ -202,7 +209,11 @@ def make(b: Binary, aggregate: bool) -> Plan:
             # float path: at the jump before the xadd instead
             cheap = _counter_add(b, joins)
             if cheap is not None:
-                probes.append(cheap)
+                probes.append(counted(cheap))
+                joins = set()
+        unseen += [f"the {rule.mnemonic} on {rule.struct}.{rule.field} at {a:#x}: another "
+                   "path joins the instruction after it, and no site before it reads the "
+                   "update: not counted" for a in sorted(joins)]
         if probe is not None and aggregate:
             probe = replace(generations.added(probe, made), aggregate=Aggregate(
                 keys, COLUMNS[rule.probe], MAX_ROWS, True))
@@ -216,6 +227,8 @@ def make(b: Binary, aggregate: bool) -> Plan:
         raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
                         "write a probes.yaml for it and use --config")
+    if unseen:  # said once, with the first probe
+        probes[0] = replace(probes[0], unseen=(*probes[0].unseen, *unseen))
     if made is not None:
         probes.append(made)
     # Watched like a spec's target named by this path (noop run: up, a new build).
@@ -262,7 +275,10 @@ def _makers(b: Binary) -> ProbePlan | None:
     if not out:
         return None
     value = ValueSpec("object", "addr", 8, 0, "pointer", "the new metric")
-    return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen))
+    # No budget takes it off: while it were off, an object made at a freed one's
+    # address would be counted in the old one's rows (see generations.UNBUDGETED).
+    return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen),
+                     budget=generations.UNBUDGETED)
 
 
 def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:

@@ -191,11 +191,14 @@ def make(b: Binary, aggregate: bool) -> Plan:
     describes each metric object once (for ``noop run``)."""
     _usable(b)
     found, missed = _updates(b)
-    dropped = _drops(b, found) if aggregate else None
+    dropped, no_drops = _drops(b, found) if aggregate else (None, "")
+    if no_drops and found:
+        missed.append(f"metric objects are told apart by address only: {no_drops}")
     keys = ("$pid", "object", *((generations.NAME,) if dropped else ()), "$site")
     probes = []
     for name, group in _groups(found):
-        layout, out, unplaced = _sites(b, group)
+        # noop run needs a histogram's count only: no pairing with its sum's swap
+        layout, out, unplaced = _sites(b, group, pair=not aggregate)
         missed += unplaced
         if out:
             paired = any(s.role for s in out)
@@ -237,17 +240,17 @@ DESC_DROP = "core::ptr::drop_in_place<prometheus::desc::Desc>"
 DROPPED = "metric_dropped"  # the probe at those drops
 
 
-def _drops(b: Binary, found: list[Found]) -> ProbePlan | None:
+def _drops(b: Binary, found: list[Found]) -> tuple[ProbePlan | None, str]:
     """For noop run: a site where each metric object's ``Desc`` is dropped (the entry of
     every out-of-line ``drop_in_place::<Desc>``, and of its inlined copies), which starts
     a new generation of the object's address (``plan.generations``): the allocator gives
     a dropped metric's memory to the next one made, and a row of one is never taken for
     a row of the other. A Desc dropped that is no metric's (a registry's copy) only
     starts a generation at an address no live metric object has. None when the
-    objects' Descs are not at one offset in them, or there is no such drop."""
+    objects' Descs are not at one offset in them, or there is no such drop, with why."""
     offsets = {_member(b, f.owner, "desc") for f in found}
     if len(offsets) != 1 or None in offsets:
-        return None
+        return None, f"their Descs are at offsets {sorted(map(str, offsets))} in them"
     (offset,) = offsets
     assert offset is not None
     out: list[Site] = []
@@ -285,10 +288,10 @@ def _drops(b: Binary, found: list[Found]) -> ProbePlan | None:
                                regs=(loc[0].reg,)),), handling=how, role="renew",
                         tag="dropped"))
     if not out:
-        return None
+        return None, f"no {DESC_DROP} to probe"
     return ProbePlan(DROPPED, TARGET, (ValueSpec("object", "addr", 8, 0, "pointer",
                                                  "the dropped metric"),), tuple(out),
-                     unseen=tuple(unseen))
+                     unseen=tuple(unseen), budget=generations.UNBUDGETED), ""
 
 
 def _line_tables_only(b: Binary) -> bool:
@@ -541,9 +544,11 @@ def _field(f: Found) -> Fetch:
     return Fetch("mem", ops=(Op("reg", reg=f.base),), offset=f.disp, size=8)
 
 
-def _sites(b: Binary, group: list[Found]
+def _sites(b: Binary, group: list[Found], pair: bool = True
            ) -> tuple[tuple[ValueSpec, ...], list[Site], list[str]]:
-    """The sites of one probe's updates, and the updates left without one (why)."""
+    """The sites of one probe's updates, and the updates left without one (why). With
+    ``pair``, a histogram's count site is paired with its sum's swap, for the observed
+    value (one more hit an observation)."""
     number = group[0].number
     decode = "uint" if group[0].kind == "histogram" else _DECODE[number]
     what = {"f64": "f64 bits", "i64": "i64", "u64": "u64"}[number]
@@ -586,7 +591,7 @@ def _sites(b: Binary, group: list[Found]
         if layout is None:
             layout = values
         at = next(i for i in f.insns if i.address == site)
-        swap = _sum_swap(f, site) if f.kind == "histogram" else None
+        swap = _sum_swap(f, site) if pair and f.kind == "histogram" else None
         if swap is not None:  # the count here, kept for the observed value at the swap
             out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why,
                            flags)

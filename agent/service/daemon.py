@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from agent.kernel.load import Loaded
 
 DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
-PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited
+PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited (and,
+# under the preset, of metric objects that are gone)
 # Every row of every map is read when a process that hit has exited, and at least every
 # this many sweeps (a process beyond the hit-count table's room exits unseen).
 FULL_SWEEP = 15

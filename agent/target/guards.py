@@ -34,10 +34,6 @@ class Reg:
     derefs: tuple[int, ...] = ()
     add: int = 0
 
-    @property
-    def plain(self) -> bool:
-        return not self.derefs and not self.add
-
     def __str__(self) -> str:
         text = self.reg
         for d in self.derefs:
