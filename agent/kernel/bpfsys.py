@@ -334,6 +334,7 @@ class MultiSupport:
 
 # r0 = 0; exit: the smallest program a link can be asked for.
 _RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")
+EMPTY = _RETURN_0  # r0 = 0; exit: what an empty C program compiles to
 
 
 @cache

@@ -125,7 +125,7 @@ def calibrate() -> Costs:
             n = HITS[c]
             run(n)  # fault the page in, warm the caches
             samples = []
-            with load.Bare(EMPTY_C, path, AT[c], "noop_bench_empty",
+            with load.Bare(None, path, AT[c], "noop_bench_empty",  # no compiler: fast
                            proof.of_code(LOOP, 0, AT[c])):
                 run(n)
                 for _ in range(ROUNDS):

@@ -562,18 +562,28 @@ class Loaded:
 class Bare:
     """A hand-written BPF program attached at one instruction (``offset`` in the file)
     of every process running ``binary``: what ``noop bench`` measures noop's generated
-    programs against. Use as a context manager; leaving it detaches."""
+    programs against. ``text`` None: the empty program (``return 0``), loaded as its
+    two instructions with no compiler. Use as a context manager; leaving it
+    detaches."""
 
-    def __init__(self, text: str, binary: str, offset: int, function: str,
+    def __init__(self, text: str | None, binary: str, offset: int, function: str,
                  proof: Proof | None) -> None:
         check_privileges()
-        self.obj: Object | None = build(text, [function])
+        self.obj: Object | None = None
+        self.fd = -1
         self.probe: Handle | None = None
         try:
+            if text is None:
+                self.fd = bpfsys.load_program(
+                    function[:15], bpfsys.EMPTY, "GPL", 0,
+                    bpfsys.ATTACH_UPROBE_MULTI if attach_kind().multi else 0)
+                prog = self.fd
+            else:
+                self.obj = build(text, [function])
+                prog = self.obj.progs[function]
             with Opened(binary) as opened:
                 (self.probe,) = attach_proven(binary, opened, [Uprobe(
-                    offset, proof, self.obj.progs[function],
-                    f"at file offset {offset:#x} of {binary}")])
+                    offset, proof, prog, f"at file offset {offset:#x} of {binary}")])
         except BaseException:
             self.close()
             raise
@@ -585,6 +595,9 @@ class Bare:
         if self.obj is not None:
             self.obj.close()
             self.obj = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def __enter__(self) -> Bare:
         return self
