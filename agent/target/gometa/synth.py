@@ -301,6 +301,10 @@ def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declare
             inlined_names.update(n.name.replace("·", ".") for n in tree)
     signatures = program.signatures
     by_type_name = {t.name: t for t in program.types.all}
+    abstract: dict[str, list[str]] = defaultdict(list)  # inlined only, by package
+    for name in inlined_names:
+        if name not in named:
+            abstract[_package(name)].append(name)
     for pkg, funcs in sorted(by_package.items()):
         start = info.begin_unit()
         spans = _merge([(f.entry, f.entry + max(f.size, 1)) for f in funcs])
@@ -326,7 +330,7 @@ def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declare
             for node in (n for n in trees.get(f.name, []) if n.parent < 0):
                 _inlined(info, program, f, trees[f.name], node, rows[f.name])
             info.end_children()
-        for name in sorted(n for n in inlined_names if _package(n) == pkg and n not in named):
+        for name in sorted(abstract.get(pkg, ())):
             info.die("abstract", name, 1, key=("fn", name))
         info.end_children()
         info.unit(start)
