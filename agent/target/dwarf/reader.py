@@ -113,6 +113,9 @@ class UnitRange:
     cu_offset: int
 
 
+TYPES_UNIT = "go.types"  # the unit noop's DWARF made from Go's metadata keeps types in
+
+
 class Dwarf:
     """A binary's DWARF, opened once; every lookup parses as little as it can."""
 
@@ -204,8 +207,11 @@ class Dwarf:
     def type_units(self) -> Iterator[CompileUnit]:
         """Units in the order types are most likely found: Go keeps them all in ``runtime``."""
         if self.language == "go":
-            # The linker emits every type DIE into the last of the "runtime" units.
-            first = [cu for cu in self.units if die_name(cu.get_top_DIE()) == "runtime"][-1:]
+            # The linker emits every type DIE into the last of the "runtime" units; the
+            # DWARF noop makes from Go's metadata, into its first unit, "go.types".
+            names = [(cu, die_name(cu.get_top_DIE())) for cu in self.units]
+            first = [cu for cu, n in names if n == TYPES_UNIT][:1] or \
+                [cu for cu, n in names if n == "runtime"][-1:]
             yield from first
             yield from (cu for cu in self.units if cu not in first)
         else:

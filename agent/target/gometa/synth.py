@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from agent.errors import NoopError
+from agent.target.dwarf.reader import TYPES_UNIT
 from agent.target.dwarf.writer import Info, LineRow, abbrev_section, line_program, uleb, write_elf
 from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
@@ -116,7 +117,7 @@ def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = Non
 def _types_unit(info: Info, types: tuple[rt.GoType, ...], aux: _Aux,
                 by_name: dict[str, rt.GoType]) -> None:
     start = info.begin_unit()
-    info.die("cu", "go.types", _GO_LANGUAGE, PRODUCER, 0)
+    info.die("cu", TYPES_UNIT, _GO_LANGUAGE, PRODUCER, 0)
     for t in types:
         _type_die(info, aux, t, by_name)
     aux.finish()
