@@ -6,6 +6,7 @@ back-off, while a probe within its budget is never touched."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import signal
 import statistics
@@ -55,15 +56,27 @@ def test_costs_are_kept_per_machine(privileged: None) -> None:
 
 # --- the budget, on counts made up ---------------------------------------------------------
 
-def _fake(budgets: list[float | None]) -> tuple[Any, Any]:
+def _fake(budgets: list[float | None], renews: bool = False) -> tuple[Any, Any]:
     plan = SimpleNamespace(probes=[
-        SimpleNamespace(name=f"p{n}", budget=b, sites=[SimpleNamespace(handling="emulated")])
+        SimpleNamespace(name=f"p{n}", budget=b, renews=renews,
+                        sites=[SimpleNamespace(handling="emulated")])
         for n, b in enumerate(budgets)])
     program = SimpleNamespace(sites=tuple((n, 0) for n in range(len(budgets))))
     return plan, program
 
 
 COSTS = cost.Costs({sites.EMULATED: 500.0, sites.SINGLE_STEPPED: 10_000.0}, "test")
+
+
+def test_a_renew_probe_is_never_taken_off() -> None:
+    """The probe that notes when metric objects are made or dropped has no budget, whatever
+    it costs: taken off, a new object at a freed one's address would be counted in the
+    old one's rows."""
+    plan, program = _fake([0.01], renews=True)
+    o = Overhead(cast(Any, plan), cast(Any, program), COSTS, None, 0.05, now=0.0)
+    assert o.look({(0, 7): 1000}, {}, 1.0) == []
+    assert o.look({(0, 7): 10**9}, {}, 2.0) == []
+    assert o.probes[0].enabled and math.isinf(o.probes[0].budget)
 
 
 def test_over_budget_comes_off_and_back_with_a_doubling_back_off() -> None:

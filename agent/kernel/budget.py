@@ -70,7 +70,10 @@ class Overhead:
                  window: float = WINDOW) -> None:
         self.plan, self.program, self.costs, self.run_times = plan, program, costs, run_times
         self.window = window
-        self.probes = [_Probe(p.name, p.budget if p.budget is not None else default_budget,
+        # A renew probe (plan.generations) has none: taken off, an address's new metric
+        # object would be counted in the rows of the one there before it.
+        self.probes = [_Probe(p.name, math.inf if p.renews else p.budget
+                              if p.budget is not None else default_budget,
                               backoff=window, on_since=now) for p in plan.probes]
         self.seen: dict[tuple[int, int], int] = {}  # (site, pid) -> hits last read
 

@@ -275,10 +275,9 @@ def _makers(b: Binary) -> ProbePlan | None:
     if not out:
         return None
     value = ValueSpec("object", "addr", 8, 0, "pointer", "the new metric")
-    # No budget takes it off: while it were off, an object made at a freed one's
-    # address would be counted in the old one's rows (see generations.UNBUDGETED).
-    return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen),
-                     budget=generations.UNBUDGETED)
+    # No budget takes it off (kernel.budget): while it were off, an object made at a
+    # freed one's address would be counted in the old one's rows.
+    return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen))
 
 
 def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:

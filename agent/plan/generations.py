@@ -13,9 +13,9 @@ from dataclasses import replace
 from agent.plan.model import Fetch, ProbePlan, ValueSpec
 
 NAME = "generation"  # the value (and aggregate key) every update probe gains
-# A renew probe's budget: none. Taken off, an address's new object would be counted in
-# its old one's rows, under its name. Its sites run once per object made or dropped.
-UNBUDGETED = float("inf")
+# A renew probe has no budget (kernel.budget): taken off, an address's new object would
+# be counted in its old one's rows, under its name. Its sites run once per object made
+# or dropped.
 SPEC = ValueSpec(NAME, "uint", 8, 0, "uint64", "the generation of m's address")
 
 

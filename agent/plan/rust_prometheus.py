@@ -291,7 +291,7 @@ def _drops(b: Binary, found: list[Found]) -> tuple[ProbePlan | None, str]:
         return None, f"no {DESC_DROP} to probe"
     return ProbePlan(DROPPED, TARGET, (ValueSpec("object", "addr", 8, 0, "pointer",
                                                  "the dropped metric"),), tuple(out),
-                     unseen=tuple(unseen), budget=generations.UNBUDGETED), ""
+                     unseen=tuple(unseen)), ""
 
 
 def _line_tables_only(b: Binary) -> bool:

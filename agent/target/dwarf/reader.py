@@ -32,6 +32,7 @@ from agent.errors import BinaryError
 from agent.target import debuginfo
 from agent.target.amd64 import DWARF_REGS
 from agent.target.dwarf import scan
+from agent.target.dwarf.writer import TYPES_UNIT
 from agent.target.elf import ElfFile
 
 # Go's own DWARF attributes (cmd/internal/dwarf): the reflect kind of a type.
@@ -111,9 +112,6 @@ class UnitRange:
     low: int
     high: int
     cu_offset: int
-
-
-TYPES_UNIT = "go.types"  # the unit noop's DWARF made from Go's metadata keeps types in
 
 
 class Dwarf:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+TYPES_UNIT = "go.types"  # the unit noop's DWARF made from Go's metadata keeps types in
+
 Abbrevs = dict[str, tuple[str, bool, tuple[tuple[str, str], ...]]]
 
 # DWARF constants (Go's own attributes included)

@@ -24,8 +24,15 @@ from collections import defaultdict
 from pathlib import Path
 
 from agent.errors import NoopError
-from agent.target.dwarf.reader import TYPES_UNIT
-from agent.target.dwarf.writer import Info, LineRow, abbrev_section, line_program, uleb, write_elf
+from agent.target.dwarf.writer import (
+    TYPES_UNIT,
+    Info,
+    LineRow,
+    abbrev_section,
+    line_program,
+    uleb,
+    write_elf,
+)
 from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
 from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
