@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.example import TICKS, run_logged
+from harness.example import TICKS, Traced, run_logged, trace
 from harness.metrics import scrape, series_name
-from harness.noop import Agent, no_probe_left, settle, start, tracing
+from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan import rust_prometheus
 from agent.plan.binary import Binary
@@ -93,38 +92,25 @@ def _told(log: list[str]) -> Told:
     return Told(made, [float(v) for v in observed.split("observed ", 1)[1].split()])
 
 
-@dataclass
-class Traced:
-    lines: list[dict[str, Any]]
-    metrics: dict[str, float]
-    told: Told
-    stderr: str
-    exit: int
-    pid: int
-
-
 @pytest.fixture(scope="module")
 def traced(privileged: None, rust_branches: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Traced:
-    with tracing(tmp_path_factory.mktemp("branches"), "--binary", rust_branches) as session:
-        ex, url, log = run_logged(rust_branches)
-        try:
-            metrics = scrape(url)
-            time.sleep(1.0)  # let noop drain the ring buffer
-        finally:
-            ex.terminate()
-            ex.wait(timeout=10)
-    return Traced(session.lines, metrics, _told(log), session.stderr, session.exit or 0,
-                  session.pid)
+    return trace(tmp_path_factory.mktemp("branches"), rust_branches, "--binary",
+                 rust_branches)
 
 
-def test_trace_sees_each_call_once(traced: Traced) -> None:
-    assert traced.exit == 0, traced.stderr
-    assert "undecodable" not in traced.stderr and "warning" not in traced.stderr, \
-        traced.stderr
-    assert Counter((x["metric"], x["op"]) for x in traced.lines) == traced.told.calls
-    assert sum(traced.told.calls.values()) > TICKS  # the program did make them
-    no_probe_left(traced.pid)
+@pytest.fixture(scope="module")
+def told(traced: Traced) -> Told:
+    return _told(traced.log)
+
+
+def test_trace_sees_each_call_once(traced: Traced, told: Told) -> None:
+    assert traced.noop_exit == 0, traced.noop_stderr
+    assert "undecodable" not in traced.noop_stderr and \
+        "warning" not in traced.noop_stderr, traced.noop_stderr
+    assert Counter((x["metric"], x["op"]) for x in traced.lines) == told.calls
+    assert sum(told.calls.values()) > TICKS  # the program did make them
+    no_probe_left(traced.noop_pid)
 
 
 def test_trace_values_end_where_its_metrics_do(traced: Traced) -> None:
@@ -141,7 +127,7 @@ def test_trace_values_end_where_its_metrics_do(traced: Traced) -> None:
             assert x.get("racy", False) == isinstance(x["inc"], int), x
 
 
-def test_trace_increments_and_observations(traced: Traced) -> None:
+def test_trace_increments_and_observations(traced: Traced, told: Told) -> None:
     """inc() +1, dec() -1, inc_by(n) n (the program's n: 10 times a tick number); the
     histogram's observed values are the program's, each with its count."""
     for x in traced.lines:
@@ -152,9 +138,9 @@ def test_trace_increments_and_observations(traced: Traced) -> None:
         else:
             assert x["inc"] == {"inc": 1, "dec": -1}[x["op"]], x
     hist = [x for x in traced.lines if x["kind"] == "histogram"]
-    assert [x["value"] for x in hist] == traced.told.observed
+    assert [x["value"] for x in hist] == told.observed
     assert [x["note"] for x in hist] == [f"count {k}" for k in range(1, len(hist) + 1)]
-    assert sum(traced.told.observed) == traced.metrics["branch_seconds_sum"]
+    assert sum(told.observed) == traced.metrics["branch_seconds_sum"]
 
 
 def _key(name: str, pid: int, target: str, series: str, **more: str

@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.example import TICKS, run_logged
+from harness.example import TICKS, Traced, run_logged, trace
 from harness.metrics import scrape, series_name
-from harness.noop import Agent, no_probe_left, settle, start, tracing
+from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan import rust_prometheus
 from agent.plan.binary import Binary
@@ -153,39 +152,25 @@ def _told(log: list[str]) -> Told:
     return Told(made, flushes)
 
 
-@dataclass
-class Traced:
-    lines: list[dict[str, Any]]
-    metrics: dict[str, float]
-    told: Told
-    stderr: str
-    exit: int
-    pid: int
-
-
 @pytest.fixture(scope="module")
 def traced(privileged: None, rust_deferred: Path, tmp_path_factory: pytest.TempPathFactory
            ) -> Traced:
-    with tracing(tmp_path_factory.mktemp("deferred"), "--binary", rust_deferred) as session:
-        ex, url, log = run_logged(rust_deferred)
-        try:
-            metrics = scrape(url)
-            time.sleep(1.0)  # let noop drain the ring buffer
-        finally:
-            ex.terminate()
-            ex.wait(timeout=10)
-    return Traced(session.lines, metrics, _told(log), session.stderr, session.exit or 0,
-                  session.pid)
+    return trace(tmp_path_factory.mktemp("deferred"), rust_deferred, "--binary",
+                 rust_deferred)
+
+
+@pytest.fixture(scope="module")
+def told(traced: Traced) -> Told:
+    return _told(traced.log)
 
 
 def _series(x: dict[str, Any]) -> str:
     return series_name(x["metric"], x["labels"])
 
 
-def test_the_program_made_its_calls(traced: Traced) -> None:
+def test_the_program_made_its_calls(told: Told) -> None:
     """Its own account: every call each tick, flushes on the ticks it says, some of
     them empty (the crate skips those) and some not."""
-    told = traced.told
     assert {s for s, _m in told.calls} == \
         {s.partition("{")[0] for s in {*TIMERS, *HISTOGRAMS, *COUNTERS, *UNTOUCHED}}
     assert all(n == TICKS for (s, _m), n in told.calls.items() if s in TIMERS)
@@ -196,28 +181,28 @@ def test_the_program_made_its_calls(traced: Traced) -> None:
     assert any(f[0] == 0 for f in told.flushes["ops_local_int_counter"])
 
 
-def test_trace_one_line_per_update_of_a_shared_metric(traced: Traced) -> None:
-    assert traced.exit == 0, traced.stderr
-    assert "undecodable" not in traced.stderr and "warning" not in traced.stderr, \
-        traced.stderr
-    assert Counter((_series(x), x["op"]) for x in traced.lines) == traced.told.updates()
+def test_trace_one_line_per_update_of_a_shared_metric(traced: Traced, told: Told) -> None:
+    assert traced.noop_exit == 0, traced.noop_stderr
+    assert "undecodable" not in traced.noop_stderr and \
+        "warning" not in traced.noop_stderr, traced.noop_stderr
+    assert Counter((_series(x), x["op"]) for x in traced.lines) == told.updates()
     assert not {_series(x) for x in traced.lines} & UNTOUCHED
     assert traced.metrics["ops_local_int_counter_dropped"] == 0
     assert traced.metrics["ops_timer_stop_and_discard_count"] == 0
-    no_probe_left(traced.pid)
+    no_probe_left(traced.noop_pid)
 
 
-def test_trace_flushes_say_what_was_flushed(traced: Traced) -> None:
+def test_trace_flushes_say_what_was_flushed(traced: Traced, told: Told) -> None:
     """A counter's flush: its increment the local sum, its value the counter's after it.
     A histogram's: its increment the observations flushed, its value their sum, its
     note the count after it; one line per flush that reached the shared histogram."""
     for series in COUNTERS | HISTOGRAMS:
         lines = [x for x in traced.lines if _series(x) == series]
         assert [(x["inc"], x["value"] if series in HISTOGRAMS else x["inc"])
-                for x in lines] == traced.told.flushed(series), series
+                for x in lines] == told.flushed(series), series
     for series in HISTOGRAMS:
         counts = [x["note"] for x in traced.lines if _series(x) == series]
-        sizes = [int(n) for n, _sum in traced.told.flushed(series)]
+        sizes = [int(n) for n, _sum in told.flushed(series)]
         assert counts == [f"count {sum(sizes[:k + 1])}" for k in range(len(sizes))], series
 
 

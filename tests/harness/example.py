@@ -48,13 +48,14 @@ class Traced:
     noop_stderr: str
     noop_exit: int
     noop_pid: int
+    log: list[str]  # what the program said up to its last tick
 
 
 def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
     """Start noop, then the example for TICKS ticks; scrape its /metrics after the last
     tick, stop noop, and return both sides."""
     with tracing(tmp_path, *noop_args) as session:
-        ex, url = run_example(example)
+        ex, url, log = run_logged(example)
         try:
             metrics = scrape(url)
             time.sleep(1.0)  # let noop drain the ring buffer
@@ -62,7 +63,7 @@ def trace(tmp_path: Path, example: Path, *noop_args: str | Path) -> Traced:
             ex.terminate()
             ex.wait(timeout=10)
     return Traced(session.lines, metrics, ex.pid, session.stderr, session.exit or 0,
-                  session.pid)
+                  session.pid, log)
 
 
 # noop run's spec for the example: a probe on main.placeOrder with a metric of each kind.
