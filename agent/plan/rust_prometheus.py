@@ -396,42 +396,39 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
                          _found(kind, op, number, where, insns, hits[0], owner, field))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
         frame = _frame(die.get_parent())  # HistogramCore::observe
-        core = _self_type(b, frame)
-        count = _member(b, core, "shard_and_count")
-        insns = b.instructions(where)
-        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
-                and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
-        if core is None or count is None or len(hits) != 1:
-            why = "no DWARF type for its HistogramCore" if core is None else \
-                "no lock xadd on shard_and_count"
-            missed.append((ranges, f"histogram.observe inlined into {shown(where)} at "
-                           f"{ranges[0][0]:#x} ({why})"))
-            continue
-        found.setdefault(insns[hits[0]].address, replace(_found(
-            "histogram", "observe", "u64", where, insns, hits[0], core, count),
-            around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
+        _counted(b, found, missed, "observe", where, ranges, frame, _self_type(b, frame))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC_BY]):
         frame = _frame(die.get_parent())
         if frame is None or b.functions.function_name(origin_of(frame)) != _HIST_FLUSH:
             continue  # ShardAndCount::inc's (an observation, found above), or none
-        core = _shared_core(b, _self_type(b, frame))
-        count = _member(b, core, "shard_and_count")
-        insns = b.instructions(where)
-        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
-                and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
-        if core is None or count is None or len(hits) != 1:
-            why = "no DWARF type for its HistogramCore" if core is None else \
-                "no lock xadd on shard_and_count"
-            missed.append((ranges, f"histogram.flush inlined into {shown(where)} at "
-                           f"{ranges[0][0]:#x} ({why})"))
-            continue
-        found.setdefault(insns[hits[0]].address, replace(_found(
-            "histogram", "flush", "u64", where, insns, hits[0], core, count),
-            around=tuple(b.dwarf.ranges(frame))))
+        _counted(b, found, missed, "flush", where, ranges, frame,
+                 _shared_core(b, _self_type(b, frame)))
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
     unseen = [why for ranges, why in missed if ranges
               and not any(_within(a, ranges) for a in found)]
     return [found[a] for a in sorted(found)], unseen
+
+
+def _counted(b: Binary, found: dict[int, Found],
+             missed: list[tuple[list[tuple[int, int]], str]], op: str, where: str,
+             ranges: list[tuple[int, int]], frame: DIE | None, core: DIE | None) -> None:
+    """A histogram's count update (``observe``, or a local histogram's ``flush``) in the
+    copy at ``ranges`` of ``where``: its one ``lock xadd`` on the HistogramCore's
+    ``shard_and_count``, into ``found``; or why not, into ``missed``."""
+    count = _member(b, core, "shard_and_count")
+    insns = b.instructions(where)
+    hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
+            and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
+    if core is None or count is None or len(hits) != 1:
+        why = "no DWARF type for its HistogramCore" if core is None else \
+            "no lock xadd on shard_and_count"
+        missed.append((ranges, f"histogram.{op} inlined into "
+                       f"{b.functions.display_name(where)} at "
+                       f"{ranges[0][0]:#x} ({why})"))
+        return
+    found.setdefault(insns[hits[0]].address, replace(
+        _found("histogram", op, "u64", where, insns, hits[0], core, count),
+        around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
 
 
 def _within(address: int, ranges: list[tuple[int, int]]) -> bool:
