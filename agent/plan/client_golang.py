@@ -28,7 +28,7 @@ from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.placement import entry_site
+from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
 from agent.target import discover, sites
@@ -421,9 +421,7 @@ def _with_sum(b: Binary, probe: ProbePlan) -> ProbePlan:
         if end is None or end.address in targets or \
                 sites.handling(end.raw) == sites.REFUSED:
             return probe
-        kept = (*site.fetches[:-1], Fetch("later"))
-        ends = (*(Fetch("saved", slot=k) for k in range(len(site.fetches) - 1)),
-                Fetch("derived", regs=("rax", src), formula="new-old"))
+        kept, ends = paired_with_swap(site.fetches, src)
         how = sites.handling(end.raw)
         out += [replace(site, fetches=kept, role="call",
                         why=f"{site.why}; kept for the sum's swap at {insns[m].address:#x}"),

@@ -60,6 +60,7 @@ from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.placement import paired_with_swap
 from agent.spec.probes import parse_selector
 from agent.target import debuginfo, discover, guards, sites
 from agent.target.amd64 import full_register
@@ -765,9 +766,7 @@ def _paired(b: Binary, f: Found, at: sites.Insn, m: int, fetches: tuple[Fetch, .
     swap, after = f.insns[m], f.insns[m + 1]
     src = next((o[1] for o in swap.operands if o[0] == "reg"), "")
     name = b.functions.display_name(f.function)
-    kept = (*fetches[:-1], Fetch("later"))
-    ends = (*(Fetch("saved", slot=k) for k in range(len(fetches) - 1)),
-            Fetch("derived", regs=("rax", src), formula="new-old"))
+    kept, ends = paired_with_swap(fetches, src)
     return [
         (at.address, -f.insns[f.n].address, Site(
             name, at.address, b.elf.file_offset(at.address), why + "; kept for the sum's "
