@@ -121,9 +121,10 @@ class PresetMeta:
     A metric object is known by its process, its address and that address's generation
     (``plan.generations``; 0 where the preset saw none). A program that makes a metric
     again (a registry per request) makes one series of all the objects of one name and
-    labels: its value is the newest object's (the one first updated last), its updates
-    and increments those of all of them. ``retire`` folds the rows of objects that are
-    gone into their series, so that the rows can leave the kernel's map."""
+    labels: its value is the newest live object's (made last where the generations say
+    when objects were made, else first updated last), its updates and increments those
+    of all of them. ``retire`` folds the rows of objects that are gone into their
+    series, so that the rows can leave the kernel's map."""
 
     def __init__(self, plan: Plan, target: str, processes: Processes | None = None) -> None:
         self.plan = plan
@@ -138,7 +139,7 @@ class PresetMeta:
         # whether the plan's rows say their object's generation; and whether that is
         # when the object was made (client_golang's makers), which orders a series'
         # objects, or when the address's last object was dropped (the crate's)
-        self.renews = any(v.name == generations.NAME for p in plan.probes for v in p.values)
+        self.renews = any(p.renews for p in plan.probes)
         self.made = any(s.role == "renew" and s.tag == "made"
                         for p in plan.probes for s in p.sites)
 
@@ -185,7 +186,7 @@ class PresetMeta:
         """The object ``row`` is of, with the row folded into a copy of what ``objs``
         holds of it (kept only when all of the row could be read)."""
         assert row.key is not None
-        key = object_of(row)
+        key = object_of(row.key)
         site = int(row.key["$site"])
         kind, op = updates.operation(probe, site, self.library)
         had = objs.get(key)
@@ -306,11 +307,9 @@ class PresetMeta:
         yield from (updates, value, incs, unnamed)
 
 
-def object_of(row: Row) -> Object:
-    """The metric object an aggregate row of the preset is of."""
-    assert row.key is not None
-    return (int(row.key["$pid"]), int(row.key["object"] or 0),
-            int(row.key.get(generations.NAME) or 0))
+def object_of(key: dict[str, Any]) -> Object:
+    """The metric object the preset's aggregate row with (decoded) ``key`` is of."""
+    return (int(key["$pid"]), int(key["object"] or 0), int(key.get(generations.NAME) or 0))
 
 
 def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:

@@ -26,7 +26,7 @@ from agent.kernel import aggregate, budget, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.load import BuildChanged
 from agent.output.exporter import Exporter, Health, Session
-from agent.output.meta import Object, PresetMeta
+from agent.output.meta import Object, PresetMeta, object_of
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
@@ -371,8 +371,7 @@ class Daemon:
                 if not running[pid]:
                     gone.append((key, per_cpu))
                 elif renews and values.get("object") is not None:
-                    objects.setdefault(pi, []).append((key, (
-                        pid, int(values["object"]), int(values.get("generation") or 0))))
+                    objects.setdefault(pi, []).append((key, object_of(values)))
             if not gone:
                 continue
             with s.lock:  # a scrape sees the rows in the map or in noop, never in both
