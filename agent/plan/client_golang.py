@@ -193,9 +193,13 @@ def make(b: Binary, aggregate: bool) -> Plan:
     keys = ("$pid", "object", *((generations.NAME,) if made else ()), "$site")
     unseen: list[str] = []
 
-    def counted(cheap: ProbePlan) -> ProbePlan:  # noop run: folded in the kernel
-        return replace(generations.added(cheap, made), aggregate=Aggregate(
-            keys, CHEAP_COLUMNS[cheap.name], MAX_ROWS, True)) if aggregate else cheap
+    def folded(probe: ProbePlan, columns: tuple[Column, ...]) -> ProbePlan:
+        """noop run's: its hits folded into rows by (process, object, generation, site)."""
+        return replace(generations.added(probe, made),
+                       aggregate=Aggregate(keys, columns, MAX_ROWS, True))
+
+    def counted(cheap: ProbePlan) -> ProbePlan:
+        return folded(cheap, CHEAP_COLUMNS[cheap.name]) if aggregate else cheap
 
     for rule in RULES:
         cheap = _cheap(b, rule) if aggregate else None
@@ -215,8 +219,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
                    "path joins the instruction after it, and no site before it reads the "
                    "update: not counted" for a in sorted(joins)]
         if probe is not None and aggregate:
-            probe = replace(generations.added(probe, made), aggregate=Aggregate(
-                keys, COLUMNS[rule.probe], MAX_ROWS, True))
+            probe = folded(probe, COLUMNS[rule.probe])
         elif probe is not None and rule.probe == "summary_atomic":
             probe = _with_sum(b, probe)
         if probe is not None:
