@@ -153,7 +153,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         from agent.spec import probes as spec
         print(json.dumps(spec.json_schema(), indent=2))
         return 0
-    plan = _plan(args, args.run)
+    from agent.tools import estimate
+    costs_later = None if args.emit_c or args.measure else \
+        estimate.costs_ahead(calibrate=os.geteuid() == 0)  # beside resolving: no wait
+    try:
+        plan = _plan(args, args.run)
+    except BaseException:
+        if costs_later is not None:
+            costs_later()  # its loop file is removed before noop exits
+        raise
     from agent.kernel import codegen
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.tools import render
@@ -162,12 +170,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode,
                                           attach_cookies()).text)
         return 0
-    from agent.tools import estimate
     rates = estimate.rates(args.rate or [], plan)
     if args.measure:
         from agent.kernel.load import check_privileges
         check_privileges()  # counting attaches uprobes: say so before anything else
-    costs = estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
+    costs = costs_later() if costs_later is not None else \
+        estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
     measured = {}
     if args.measure:
         if costs is None:

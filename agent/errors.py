@@ -31,10 +31,27 @@ class NotFound(NoopError):
     """A name (type, function) does not exist in the binary."""
 
     def __init__(self, what: str, name: str, candidates: Iterable[str] = ()) -> None:
-        near = nearest(name, candidates)
-        hint = "did you mean " + ", ".join(near) + "?" if near else ""
-        super().__init__(f"{what} {name!r} not found", hint)
-        self.suggestions = tuple(near)
+        super().__init__(f"{what} {name!r} not found")
+        self._name = name
+        self._candidates = candidates
+        self._near: tuple[str, ...] | None = None
+
+    @property
+    def suggestions(self) -> tuple[str, ...]:
+        """The names closest to the one not found: worked out only when asked (a
+        caller that expects the miss never pays for comparing every name)."""
+        if self._near is None:
+            self._near = tuple(nearest(self._name, self._candidates))
+        return self._near
+
+    @property  # NoopError's plain attribute, computed here
+    def hint(self) -> str:
+        near = self.suggestions
+        return "did you mean " + ", ".join(near) + "?" if near else ""
+
+    @hint.setter
+    def hint(self, value: str) -> None:
+        pass  # NoopError's __init__ sets it; the suggestions make it
 
 
 def nearest(name: str, candidates: Iterable[str], limit: int = 3) -> list[str]:

@@ -62,12 +62,6 @@ def run(prepared: Prepared, duration: float | None = None,
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     run_times = cost.RunTimes()
     try:
-        costs: cost.Costs | None = None
-        uncosted = ""  # why not: said once the probes are on (a load that fails for the
-        try:           # same reason, headers missing say, says it alone)
-            costs = cost.costs()
-        except NoopError as exc:
-            uncosted = exc.message
         try:
             (plan, program, sink), loaded = settle(
                 prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
@@ -75,6 +69,12 @@ def run(prepared: Prepared, duration: float | None = None,
         finally:
             if progress is not None:
                 progress.done()
+        costs: cost.Costs | None = None
+        uncosted = ""  # why not: said now the probes are on (a load that failed for the
+        try:           # same reason, headers missing say, said it alone); measured
+            costs = cost.costs()  # after attaching, so that it never delays the probes
+        except NoopError as exc:
+            uncosted = exc.message
         if uncosted:
             logs.say(f"{uncosted}: budgets are not held", logs.WARNING)
         for _path, why in sorted(loaded.refused.items()):

@@ -12,7 +12,7 @@ from pathlib import Path
 from agent.errors import NoopError
 from agent.plan.model import ProbePlan, Site, TargetPlan
 from agent.plan.selectors import Walker
-from agent.target import discover, proof, sites
+from agent.target import debuginfo, discover, proof, sites
 from agent.target.dwarf.functions import Functions
 from agent.target.dwarf.lookup import find_type
 from agent.target.dwarf.reader import Dwarf
@@ -29,10 +29,10 @@ GOID_OFFSETS = {(1, 19): 152, (1, 21): 152, (1, 24): 160, (1, 26): 152, (1, 27):
 class Binary:
     """One target binary opened for resolving: ELF, DWARF, functions, type walker."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, scope: debuginfo.Scope | None = None) -> None:
         self.path = path
         self.elf = ElfFile(path)
-        self.dwarf = Dwarf(self.elf)
+        self.dwarf = Dwarf(self.elf, debuginfo.locate(self.elf, scope))
         self.namer = TypeNamer(self.dwarf)
         self.functions = Functions(self.dwarf, self.namer)
         self.walker = Walker(self.dwarf, self.namer)

@@ -31,7 +31,7 @@ from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
-from agent.target import discover, sites
+from agent.target import debuginfo, discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
 from agent.target.dwarf.reader import die_name
 
@@ -244,6 +244,11 @@ def make(b: Binary, aggregate: bool) -> Plan:
 # gauges (and the closures that make a *Vec's children), and the one maker of each of
 # histograms and summaries. Each returns the new object as an interface, whose data
 # word is in rbx at its RETs (Go's register ABI: results in rax, rbx, ...).
+# What a stripped build's DWARF made from Go metadata must hold for this preset: the
+# package's functions (with every function they are inlined into, and the types they
+# refer to), its metrics' structs, and the goroutine's (its id's offset).
+SCOPE = debuginfo.Scope(functions=(PKG + ".",),
+                        types=(*sorted({f"{PKG}.{r.struct}" for r in RULES}), "runtime.g"))
 MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
                     r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")
 MADE = "metric_made"  # the probe at their RETs

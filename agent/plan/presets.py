@@ -50,7 +50,7 @@ def _make(path: str, aggregate: bool) -> Plan:
 
 
 def _preset(path: str, aggregate: bool) -> Plan:
-    b = Binary(path)
+    b = Binary(path, client_golang.SCOPE)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
     if language in ("go", "rust"):
         made = client_golang.make(b, aggregate) if language == "go" else \

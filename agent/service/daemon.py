@@ -154,8 +154,20 @@ class Daemon:
             raise
 
     def _measure(self) -> None:
-        """What a hit costs here (calibrated once per kernel and CPU model), and the
-        kernel's run time of BPF programs: what budgets are measured with."""
+        """The kernel's run time of BPF programs: what budgets are measured with, with
+        the cost of a hit (``_price``)."""
+        from agent.kernel import cost
+
+        self.run_times = cost.RunTimes()
+        self._sweeps = 0  # prune's
+        if not self.run_times.available:
+            log(f"{self.run_times.why}: budgets count the traps only, not the "
+                "programs' own run time", logs.WARNING)
+
+    def _price(self, session: Session | None) -> None:
+        """What a hit costs here (calibrated once per kernel and CPU model, under a
+        second): measured once the first probes are on, so that it never delays them;
+        budgets are held from then on."""
         from agent.kernel import cost
 
         try:
@@ -165,11 +177,8 @@ class Daemon:
         else:
             log(f"a uprobe hit costs {self.costs.describe()} here"
                 + (" (measured before)" if self.costs.cached else " (measured now)"))
-        self.run_times = cost.RunTimes()
-        self._sweeps = 0  # prune's
-        if not self.run_times.available:
-            log(f"{self.run_times.why}: budgets count the traps only, not the "
-                "programs' own run time", logs.WARNING)
+            if session is not None and session.overhead is not None:
+                session.overhead.costs = self.costs
 
     def start(self) -> None:
         plan = self.opts.first
@@ -183,6 +192,7 @@ class Daemon:
             if not p.metrics and p.aggregate is None and not p.renews:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
+        self._price(session)
         if self._uncosted:
             log(f"{self._uncosted}: probes' costs are not estimated, budgets not enforced",
                 logs.WARNING)

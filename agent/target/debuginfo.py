@@ -25,6 +25,7 @@ from pathlib import Path
 from agent import cache
 from agent.errors import BinaryError, NoDebugInfo
 from agent.target.elf import ElfFile
+from agent.target.gometa.scope import Scope as Scope  # the plan names it from here
 
 SELF, SEPARATE, GO_METADATA, SYMBOLS = "binary", "separate", "go-metadata", "symbols"
 
@@ -36,11 +37,15 @@ _signed: dict[str, dict[str, str]] = {}
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the DWARF of a binary is read: ``path``, found as ``how`` says."""
+    """Where the DWARF of a binary is read: ``path``, found as ``how`` says. DWARF made
+    from Go metadata is written at ``path`` when first opened (``ready``), for the
+    ``signatures`` a spec gives and the ``scope`` a reader needs."""
 
-    kind: str  # SELF, SEPARATE or GO_METADATA
+    kind: str  # SELF, SEPARATE, GO_METADATA or SYMBOLS
     path: str
     how: str
+    signatures: tuple[tuple[str, str], ...] = ()
+    scope: Scope | None = None
 
     @property
     def cache_tag(self) -> str:
@@ -49,8 +54,15 @@ class Source:
             return "+symtab"
         if self.kind != GO_METADATA:
             return ""
-        signed = Path(self.path).name.split(".")[-2]  # the signatures' hash, if any
-        return "+gometa" + (f"-{signed}" if len(signed) == 16 else "")
+        # the signatures' hash and the scope's, as the made file's name has them
+        return "+gometa" + "".join(f"-{part}" for part in Path(self.path).name.split(".")
+                                   if part[:1] in "sw" and len(part) == 17)
+
+    def ready(self, elf: ElfFile) -> None:
+        """Make the DWARF this source names if it is made from metadata and not made
+        yet (kept in noop's cache)."""
+        if self.kind == GO_METADATA and not Path(self.path).is_file():
+            _synthesize(elf, Path(self.path), dict(self.signatures), self.scope)
 
 
 def cache_id(elf: ElfFile, source: Source | None = None) -> str:
@@ -94,8 +106,10 @@ def sign(binary: str, signatures: dict[str, str]) -> None:
     _signed[str(Path(binary).resolve())] = dict(signatures)
 
 
-def locate(elf: ElfFile) -> Source:
-    """Where ``elf``'s DWARF is; NoDebugInfo when nowhere."""
+def locate(elf: ElfFile, scope: Scope | None = None) -> Source:
+    """Where ``elf``'s DWARF is; NoDebugInfo when nowhere. For a stripped Go program,
+    DWARF made from its metadata for ``scope`` (the whole program without one), made
+    when first opened."""
     named = _named.get(str(elf.path.resolve()))
     if named is not None:
         why = _refusal(elf, Path(named))
@@ -110,9 +124,10 @@ def locate(elf: ElfFile) -> Source:
             return Source(SEPARATE, str(path), how)
     if _is_go(elf):
         signed = _signed.get(str(elf.path.resolve()), {})
-        return Source(GO_METADATA, str(_synthesized(elf, signed)),
+        return Source(GO_METADATA, str(_synthesized(elf, signed, scope)),
                       "Go runtime metadata (pclntab, type descriptors)" +
-                      (", signatures from the spec" if signed else ""))
+                      (", signatures from the spec" if signed else ""),
+                      tuple(sorted(signed.items())), scope)
     from agent.target.dwarf import symtab
 
     if elf.function_symbols() and symtab.is_rust(elf):
@@ -189,23 +204,28 @@ def _refusal(elf: ElfFile, path: Path) -> str:
         return "shares no build-id with the binary, and the binary has no debuglink"
 
 
-def _synthesized(elf: ElfFile, signatures: dict[str, str]) -> Path:
-    """The DWARF file made from the Go runtime metadata of ``elf`` (and the signatures a
-    spec gives), made once per build-id and signatures, and kept in noop's cache."""
+def _synthesized(elf: ElfFile, signatures: dict[str, str], scope: Scope | None) -> Path:
+    """Where the DWARF made from the Go runtime metadata of ``elf`` (and the signatures
+    a spec gives, for ``scope``) is kept in noop's cache: one file per build-id,
+    signatures and scope."""
     from agent.target.gometa import synth
-    from agent.target.gometa.program import GoProgram
 
-    where = cache.cache_dir() / "gometa"
     signed = ""
     if signatures:
         text = json.dumps(signatures, sort_keys=True).encode()
-        signed = "." + hashlib.sha256(text).hexdigest()[:16]
-    path = where / f"{elf.build_id}.v{synth.FORMAT}{signed}.debug"
-    if not path.is_file():
-        program = GoProgram(elf)
-        where.mkdir(parents=True, exist_ok=True)
-        synth.write(program, path, signatures)
-    return path
+        signed = ".s" + hashlib.sha256(text).hexdigest()[:16]
+    scoped = f".w{scope.key}" if scope is not None else ""
+    return cache.cache_dir() / "gometa" / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
+
+
+def _synthesize(elf: ElfFile, path: Path, signatures: dict[str, str],
+                scope: Scope | None) -> None:
+    from agent.target.gometa import synth
+    from agent.target.gometa.program import GoProgram
+
+    program = GoProgram(elf)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    synth.write(program, path, signatures, scope)
 
 
 def _from_symbols(elf: ElfFile) -> Path:

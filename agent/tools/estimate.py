@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent import logs
@@ -163,6 +164,23 @@ def _cost(plan: Plan, index: list[tuple[int, int]], counts: dict[tuple[int, int]
     for (pi, _pid), ns in per.items():
         out[pi] = max(out.get(pi, 0.0), ns)
     return out
+
+
+def costs_ahead(calibrate: bool) -> Callable[[], Costs | None]:
+    """``costs_or_none``, measured in a thread beside what the caller does meanwhile
+    (resolving a plan): the returned function waits for it. The measurement times its
+    own thread's CPU, so the work beside it does not count in it."""
+    import threading
+
+    got: list[Costs | None] = [None]
+    thread = threading.Thread(target=lambda: got.__setitem__(0, costs_or_none(calibrate)),
+                              name="noop-calibrate", daemon=True)
+    thread.start()
+
+    def wait() -> Costs | None:
+        thread.join()
+        return got[0]
+    return wait
 
 
 def costs_or_none(calibrate: bool) -> Costs | None:

@@ -14,18 +14,20 @@ from agent.target.dwarf.reader import Dwarf, attr
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
 _KEYWORDS = ("struct ", "union ", "class ", "enum ")
+GO_TYPES = "go-types-v2"  # the index of Go's types units (v2: every unit named runtime)
 _cached_index = cache.shaped(dict[str, list[int]])  # an index as the cache keeps it
 
 
 def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     """Named types -> DIE offsets (aggregates first), from cache or a scan.
 
-    For Go the first index covers only the units that hold types (``runtime``): the
-    others hold thousands of functions whose DIEs would take seconds to walk. A miss
-    there asks for the ``complete`` index, which walks every unit once.
+    For Go the first index covers only the unit that holds Go's types (``runtime``):
+    the others hold thousands of functions whose DIEs would take seconds to walk. A
+    miss of a C type (cgo's) there asks for the ``complete`` index, which walks every
+    unit once.
     """
     bid = dwarf.cache_id
-    key = "complete" if complete or dwarf.language != "go" else "go-types"
+    key = "complete" if complete or dwarf.language != "go" else GO_TYPES
     if key in dwarf.type_indexes:  # read once per open binary: a plan looks up dozens
         return dwarf.type_indexes[key]
     cached = cache.get(bid, "types", key, load=_cached_index)
@@ -33,18 +35,18 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
         dwarf.type_indexes[key] = cached
         return cached
     index: dict[str, list[int]] = {}
-    units = list(dwarf.type_units())
-    if key == "go-types":
-        units = units[:1]
-    fast = dwarf.top_types(units[0]) if key == "go-types" and units else None
-    if fast is not None:  # Go's types unit, read from the raw bytes
-        for name, tag, offset in fast:
+    units = dwarf.go_type_units() if key == GO_TYPES else list(dwarf.type_units())
+    for cu in list(units) if key == GO_TYPES else []:
+        fast = dwarf.top_types(cu)
+        if fast is None:
+            continue
+        for name, tag, offset in fast:  # Go's types unit, read from the raw bytes
             offs = index.setdefault(name, [])
             if tag in _AGGREGATES:
                 offs.insert(0, offset)
             else:
                 offs.append(offset)
-        units = []
+        units.remove(cu)
     for cu in units:
         for name, die in dwarf.iter_named_types(cu):
             if attr(die, "DW_AT_declaration"):
@@ -63,7 +65,10 @@ def find_type(dwarf: Dwarf, name: str) -> DIE:
     """The type DIE named ``name``, preferring a definition with members."""
     index = _index(dwarf, complete=False)
     die = _lookup(dwarf, name, index)
-    if die is None and dwarf.language == "go":
+    # Go's linker writes every Go type in one unit, noop's DWARF from metadata too: the
+    # others hold only cgo's C types, whose names have no package.
+    if die is None and dwarf.language == "go" and not dwarf.from_metadata and \
+            "." not in name:
         index = _index(dwarf, complete=True)
         die = _lookup(dwarf, name, index)
     if die is None:

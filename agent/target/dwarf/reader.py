@@ -121,6 +121,7 @@ class Dwarf:
         self.elf = elf
         self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
         self.source = source or debuginfo.locate(elf)
+        self.source.ready(elf)
         if self.source.kind != debuginfo.SELF:
             with ElfFile(self.source.path) as debug:
                 elf.take_symbols(debug)
@@ -203,17 +204,19 @@ class Dwarf:
     # -- types -----------------------------------------------------------------
 
     def type_units(self) -> Iterator[CompileUnit]:
-        """Units in the order types are most likely found: Go keeps them all in ``runtime``."""
-        if self.language == "go":
-            # The linker emits every type DIE into the last of the "runtime" units; the
-            # DWARF noop makes from Go's metadata, into its first unit, "go.types".
-            names = [(cu, die_name(cu.get_top_DIE())) for cu in self.units]
-            first = [cu for cu, n in names if n == TYPES_UNIT][:1] or \
-                [cu for cu, n in names if n == "runtime"][-1:]
-            yield from first
-            yield from (cu for cu in self.units if cu not in first)
-        else:
-            yield from self.units
+        """Units in the order types are most likely found: Go's in ``go_type_units``."""
+        first = self.go_type_units() if self.language == "go" else []
+        yield from first
+        yield from (cu for cu in self.units if cu not in first)
+
+    def go_type_units(self) -> list[CompileUnit]:
+        """The units that hold a Go program's types: noop's "go.types" in DWARF made
+        from metadata; else those named ``runtime``, where the linker writes them (the
+        last of them, or, with cgo, another), the largest first."""
+        names = [(cu, die_name(cu.get_top_DIE())) for cu in self.units]
+        made = [cu for cu, n in names if n == TYPES_UNIT]
+        return made[:1] or sorted((cu for cu, n in names if n == "runtime"),
+                                  key=lambda cu: -cu["unit_length"])
 
     def top_types(self, cu: CompileUnit) -> list[tuple[str, str, int]] | None:
         """(name, tag, offset) of the named type definitions directly under ``cu`` as

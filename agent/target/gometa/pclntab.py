@@ -9,6 +9,7 @@ from 1.20); an older one is named for what it is. From Go 1.26 the header's
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -292,6 +293,44 @@ class Pclntab:
             nodes.append(InlinedCall(i, self.name_at(name_off), parent,
                                      func.entry + parent_pc))
         return nodes
+
+    def inliners(self, funcs: list[Func], wanted: Callable[[str], bool], gofunc: int
+                 ) -> list[Func]:
+        """Those of ``funcs`` whose inlining tree holds a function whose name (``·`` as
+        ``.``) is ``wanted``: every tree's names compared by their offsets in the names
+        table (a tree ends where the next begins, or sooner), and the trees that may
+        hold one decoded."""
+        wanted_at: set[int] = set()
+        at = 0
+        for raw in self._names.split(b"\0"):
+            if raw and wanted(raw.decode(errors="replace").replace("·", ".")):
+                wanted_at.add(at)
+            at += len(raw) + 1
+        trees = sorted((off, f) for f in funcs
+                       if (off := self.funcdata(f, FUNCDATA_INLTREE)) is not None)
+        if not wanted_at or not trees:
+            return []
+        size, name_at = (16, 4) if self.new else (20, 12)
+        lo, hi = trees[0][0], trees[-1][0] + size * 4096
+        seg = self.image.segment(gofunc + lo)
+        if seg is None:
+            return [f for _o, f in trees if any(wanted(n.name.replace("·", "."))
+                                                for n in self.inline_tree(f, gofunc))]
+        start, data = seg
+        region = data[gofunc + lo - start:gofunc + hi - start]
+        words = memoryview(region[:len(region) // 4 * 4]).cast("i")
+        starts = sorted({off for off, _f in trees})
+        ends = dict(zip(starts, [*starts[1:], hi], strict=True))  # functions may share one tree
+        out = []
+        for off, f in trees:
+            end = ends[off]
+            first = (off - lo + name_at) // 4
+            maybe = (off - lo) % 4 or not wanted_at.isdisjoint(
+                words[first:(end - lo) // 4:size // 4])
+            if maybe and any(wanted(n.name.replace("·", "."))
+                             for n in self.inline_tree(f, gofunc)):
+                out.append(f)
+        return out
 
 
 def _value_at(ranges: list[tuple[int, int, int]], pc: int) -> int:

@@ -10,6 +10,7 @@ where the descriptor's own string has only the package's last element.
 
 from __future__ import annotations
 
+import bisect
 import re
 import struct
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ _METHOD = struct.Struct("<iiii")
 # A package qualifier inside a type's string: a name followed by a dot, at the start or
 # after a character that cannot end a path element.
 _QUALIFIER = re.compile(r"(^|[^\w./])([A-Za-z_]\w*)\.")
+# A package path up to its last element: "github.com/a/" of "github.com/a/b.T".
+_PATHS = re.compile(r"(?<![\w~-])(?:\w[\w.~-]*/)+(?=[\w.~-]*\.)")
+# A named type's name, as DWARF gives it: its package's path, a dot, its own name.
+_NAMED = re.compile(r"(?P<package>[\w.~/-]+)\.(?P<type>\w+)")
 _BASIC_NAMES = {BOOL: "bool", INT: "int", INT8: "int8", INT16: "int16", INT32: "int32",
                 INT64: "int64", UINT: "uint", UINT8: "uint8", UINT16: "uint16",
                 UINT32: "uint32", UINT64: "uint64", UINTPTR: "uintptr", FLOAT32: "float32",
@@ -244,12 +249,86 @@ class Types:
     @cached_property
     def all(self) -> tuple[GoType, ...]:
         """Every type reachable from the runtime's roots, named as DWARF names them."""
-        for root in self._roots():
-            self.at(root)
+        self._read_all()
         types = tuple(self._by_address.values())
         for t in types:
             t.name = self._full_name(t, set())
         return types
+
+    def _read_all(self) -> None:
+        for root in self._roots():
+            self.at(root)
+
+    def find(self, name: str) -> GoType | None:
+        """The type DWARF names ``name``, read with what it refers to and no more: a
+        binary search in typelinks (sorted by the descriptors' own strings) for its
+        string, and for its pointer's (the linker keeps ``*T`` of every named ``T``
+        with a descriptor). None when neither is there; without typelinks (Go 1.27),
+        from every type."""
+        if "all" in self.__dict__ or not self.md.typelinks:
+            return next((t for t in self.all if t.name == name), None)
+        short = _PATHS.sub("", name)
+        for string, pointer in ((short, False), ("*" + short, True)):
+            for at in self._typelinks_with(string):
+                found = self.at(at)
+                t = found.elem if pointer else found
+                if t is not None and self.name(t) == name:
+                    return t
+        if name.startswith("*"):  # a pointer: the one its element's descriptor names
+            elem = self.find(name[1:])
+            return self.pointer_to(elem) if elem is not None else None
+        named = _NAMED.fullmatch(name)
+        if named is None:  # a composite type whose packages' names may not be their paths'
+            return next((t for t in self.all if t.name == name), None)
+        # A package named other than its path's last element (go-jmespath's is jmespath):
+        # every typelink whose string names a type of this name in some package.
+        for at in self._by_tail.get(named["type"], ()):
+            t = self.at(at)
+            for c in (t, t.elem) if t.kind == POINTER else (t,):
+                if c is not None and self.name(c) == name:
+                    return c
+        return None
+
+    @cached_property
+    def _by_tail(self) -> dict[str, list[int]]:
+        """Typelinks whose string names a named type (``pkg.T``, ``*pkg.T``), by ``T``."""
+        out: dict[str, list[int]] = {}
+        for at in self.md.typelinks:
+            named = _NAMED.fullmatch(self._string(at).removeprefix("*"))
+            if named is not None:
+                out.setdefault(named["type"], []).append(at)
+        return out
+
+    def pointer_to(self, t: GoType) -> GoType | None:
+        """The type ``*t`` if the binary has its descriptor (``t``'s ``ptrToThis``)."""
+        ptr_to = _BASE.unpack(self.image.read(t.address, _BASE.size, "a type descriptor"))[-1]
+        p = self.at(self.md.types + ptr_to) if ptr_to > 0 else None
+        return p if p is not None and p.kind == POINTER and p.elem is t else None
+
+    def name(self, t: GoType) -> str:
+        """``t``'s name as DWARF gives it (set on ``t``)."""
+        if not t.name:
+            t.name = self._full_name(t, set())
+        return t.name
+
+    def _typelinks_with(self, string: str) -> list[int]:
+        """The typelinks whose descriptor's string is ``string``."""
+        links = self.md.typelinks
+        lo = bisect.bisect_left(links, string, key=self._string)
+        out = []
+        while lo < len(links) and self._string(links[lo]) == string:
+            out.append(links[lo])
+            lo += 1
+        return out
+
+    def _string(self, address: int) -> str:
+        got = self._by_address.get(address)
+        if got is not None:
+            return got.short
+        (_size, _ptrdata, _hash, tflag, _align, _falign, _kind, _eq, _gc, str_off,
+         _ptr_to) = _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
+        short = self._name_off(str_off)
+        return short[1:] if tflag & _TFLAG_EXTRA_STAR else short
 
     def _roots(self) -> list[int]:
         roots = list(self.md.typelinks)
@@ -270,9 +349,13 @@ class Types:
                 at += 24 + 8 * max(n, 1)  # itab: inter, _type, hash+pad, fun[n]
         return roots
 
+    def _kind_size(self, kind: int) -> int:
+        """The size of a descriptor of ``kind`` before its method table."""
+        return {POINTER: 56, SLICE: 56, ARRAY: 72, CHAN: 64, MAP: self._map_size,
+                FUNC: 56, STRUCT: 80, INTERFACE: 80}.get(kind, _BASE.size)
+
     def _descriptor_size(self, t: GoType) -> int:
-        size = {POINTER: 56, SLICE: 56, ARRAY: 72, CHAN: 64, MAP: self._map_size,
-                FUNC: 56, STRUCT: 80, INTERFACE: 80}.get(t.kind, _BASE.size)
+        size = self._kind_size(t.kind)
         if t.tflag & _TFLAG_UNCOMMON:
             size += 16 + _METHOD.size * len(t.methods)
         # Go 1.27 keeps each kind's variable part inside the descriptor.
@@ -284,11 +367,50 @@ class Types:
     def _packages(self) -> dict[str, str]:
         """Full package paths by their last element, where that is unambiguous."""
         paths: dict[str, set[str]] = {}
-        for t in self._by_address.values():
-            if t.named and t.pkgpath:
-                paths.setdefault(t.pkgpath.rsplit("/", 1)[-1], set()).add(t.pkgpath)
+        for pkgpath in self._package_paths():
+            paths.setdefault(pkgpath.rsplit("/", 1)[-1], set()).add(pkgpath)
         # "go" is also the start of the compiler's own go.shape names.
         return {k: next(iter(v)) for k, v in paths.items() if len(v) == 1 and k != "go"}
+
+    def _package_paths(self) -> set[str]:
+        """The package of every named type: of those ``all`` reads, or, without reading
+        them all, of the named types of typelinks' pointers (every named type with a
+        descriptor has its pointer's there)."""
+        if "all" in self.__dict__ or not self.md.typelinks:
+            self._read_all()
+            return {t.pkgpath for t in self._by_address.values() if t.named and t.pkgpath}
+        out = set()
+        for at in self.md.typelinks:
+            head = _BASE.unpack(self.image.read(at, _BASE.size, "a type descriptor"))
+            if head[6] & _KIND_MASK != POINTER:
+                continue
+            elem = self.image.pointer(at + _BASE.size)
+            if not elem:
+                continue
+            got = self._by_address.get(elem)
+            pkgpath = got.pkgpath if got is not None and got.named else \
+                self._named_package(elem)
+            if pkgpath:
+                out.add(pkgpath)
+        return out
+
+    def _named_package(self, address: int) -> str:
+        """The package path of the type at ``address`` if it is named ('' if not), read
+        from its descriptor alone (as ``_shell`` and ``_fill`` would set it)."""
+        head = _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
+        tflag, kind = head[3], head[6] & _KIND_MASK
+        if not tflag & _TFLAG_NAMED:
+            return ""
+        pkgpath = ""
+        if kind in (STRUCT, INTERFACE):
+            name = self.image.pointer(address + _BASE.size)
+            pkgpath = self._name_at(name)[0] if name else ""
+        if tflag & _TFLAG_UNCOMMON:
+            size = self._kind_size(kind)
+            (pkg_off,) = struct.unpack("<i", self.image.read(address + size, 4,
+                                                             "a type's method table"))
+            pkgpath = self._name_off(pkg_off) if pkg_off else pkgpath
+        return pkgpath
 
     def _qualify(self, text: str) -> str:
         """``text`` with each short package qualifier (``abi.Type``) made full."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import struct
 from collections import defaultdict
+from functools import cached_property
 from pathlib import Path
 
 from agent.errors import NoopError
@@ -37,9 +38,10 @@ from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
 from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
 from agent.target.gometa.program import Function, GoProgram, Signature
+from agent.target.gometa.scope import Scope
 
 PRODUCER = "noop from Go runtime metadata (pclntab, type descriptors); regabi"
-FORMAT = 3  # bump when what is written changes: cached copies are then made anew
+FORMAT = 4  # bump when what is written changes: cached copies are then made anew
 
 _ENCODING = {rt.BOOL: 0x02, rt.FLOAT32: 0x04, rt.FLOAT64: 0x04, rt.COMPLEX64: 0x03,
              rt.COMPLEX128: 0x03, **dict.fromkeys(
@@ -96,20 +98,25 @@ _GO_LANGUAGE = 0x16
 _METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
 
 
-def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = None) -> None:
+def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = None,
+          scope: Scope | None = None) -> None:
     """Writes the DWARF debug file for ``program`` to ``out``, with the ``signatures``
-    (Go function types, by function name) a spec gives where the metadata has none."""
+    (Go function types, by function name) a spec gives where the metadata has none;
+    for ``scope`` only (its functions, the functions they are inlined into and the
+    types all of these need), else for the whole program."""
     info = Info(_ABBREVS)
-    types = program.types.all
-    by_name = {t.name: t for t in types}
+    by_name = _Known(program, everything=scope is None)
     aux = _Aux(info)
     declared = {fn: _declared(fn, text, by_name, aux)
                 for fn, text in (signatures or {}).items()}
+    functions, trees = _chosen(program, scope, set(declared))
+    types = program.types.all if scope is None else \
+        _closure(by_name, [*aux.roots, *_roots(program, functions, scope, by_name)])
     _types_unit(info, types, aux, by_name)
     lines = bytearray()
-    _functions_units(info, program, declared, lines)
+    _functions_units(info, program, functions, trees, declared, lines, by_name)
     info.patch()
-    frame = _frames(program)
+    frame = _frames(program, functions)
     symtab, strtab = _symbols(program)
     sections = [(".debug_abbrev", abbrev_section(_ABBREVS)), (".debug_info", bytes(info.buf)),
                 (".debug_ranges", bytes(info.ranges)), (".debug_frame", frame),
@@ -118,11 +125,134 @@ def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = Non
     write_elf(out, sections, program.module.text, program.module.etext)
 
 
+def _chosen(program: GoProgram, scope: Scope | None, declared: set[str]
+            ) -> tuple[list[Function], dict[str, list[InlinedCall]]]:
+    """The functions to write, by address: those ``scope`` wants (and those a spec
+    declares a signature of) with every function one of them is inlined into, or all;
+    and their inlining trees."""
+    gofunc = program.module.gofunc
+    functions = program.functions
+    if scope is not None:
+        hosts = {f.offset for f in program.pclntab.inliners(
+            [f.func for f in functions], scope.wants_function, gofunc)}
+        functions = tuple(f for f in functions if f.func.offset in hosts or
+                          f.name in declared or scope.wants_function(f.name))
+    trees = {}
+    for f in functions:
+        tree = program.pclntab.inline_tree(f.func, gofunc)
+        if tree:
+            trees[f.name] = tree
+    return list(functions), trees
+
+
+class _Known:
+    """A program's types by the name DWARF gives them, and its methods' signatures:
+    from every type, read at once (``everything``), or each found when asked."""
+
+    def __init__(self, program: GoProgram, everything: bool) -> None:
+        self.program = program
+        self.types = program.types
+        self.everything = everything
+        self._found: dict[str, rt.GoType | None] = {}
+
+    @cached_property
+    def _all(self) -> dict[str, rt.GoType]:
+        return {t.name: t for t in self.types.all}
+
+    def get(self, name: str) -> rt.GoType | None:
+        if self.everything:
+            return self._all.get(name)
+        if name not in self._found:
+            self._found[name] = self.types.find(name)
+        return self._found[name]
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    def __getitem__(self, name: str) -> rt.GoType:
+        got = self.get(name)
+        if got is None:
+            raise KeyError(name)
+        return got
+
+    def wanted(self, scope: Scope) -> list[rt.GoType]:
+        """The types ``scope`` names."""
+        if any(n.endswith(".") for n in scope.types):  # a package's: every type's name
+            return [t for n, t in self._all.items() if scope.wants_type(n)]
+        return [t for t in (self.get(n) for n in scope.types) if t is not None]
+
+    def name(self, t: rt.GoType) -> str:
+        return self.types.name(t)
+
+    def pointer_to(self, t: rt.GoType) -> rt.GoType | None:
+        """The type ``*t``, where the binary has its descriptor."""
+        if self.everything:
+            return self._all.get("*" + t.name)
+        return self.types.pointer_to(t)
+
+    def signature(self, f: Function) -> Signature | None:
+        """The signature of method ``f`` from its receiver type's method table."""
+        if self.everything:
+            return self.program.signatures.get(f.entry)
+        pkg = _package(f.name)
+        rest = f.name[len(pkg) + 1:]
+        if rest.startswith("(*") and ")." in rest:
+            receiver = f"*{pkg}.{rest[2:rest.index(')')]}"
+        elif "." in rest:
+            receiver = f"{pkg}.{rest.split('.', 1)[0]}"
+        else:
+            return None
+        t = self.get(receiver)
+        if t is None:
+            return None
+        for m in t.methods:
+            if m.tfn == f.entry and m.signature is not None:
+                return Signature(t, m.signature)
+        return None
+
+
+def _roots(program: GoProgram, functions: list[Function], scope: Scope,
+           by_name: _Known) -> list[rt.GoType]:
+    """The types a scope's DWARF must hold: those it names, and the receivers,
+    parameters and results of the functions written."""
+    out = by_name.wanted(scope)
+    for f in functions:
+        sig = by_name.signature(f)
+        if sig is not None:
+            out += [sig.receiver, *sig.func.params, *sig.func.results]
+        else:
+            receiver = _receiver(f.name, by_name)
+            if receiver is not None:
+                out.append(receiver)
+    return out
+
+
+def _closure(by_name: _Known, roots: list[rt.GoType]) -> tuple[rt.GoType, ...]:
+    """``roots`` and every type their DWARF refers to (elements, fields, a slice's
+    pointer type), named, by address."""
+    seen: dict[int, rt.GoType] = {}
+    stack = list(roots)
+    while stack:
+        t = stack.pop()
+        if t.address in seen:
+            continue
+        seen[t.address] = t
+        by_name.name(t)
+        if t.kind in (rt.POINTER, rt.SLICE, rt.ARRAY) and t.elem is not None:
+            stack.append(t.elem)
+            pointer = by_name.pointer_to(t.elem) if t.kind == rt.SLICE else None
+            if pointer is not None:
+                stack.append(pointer)
+        elif t.kind == rt.STRUCT:
+            stack += [f.type for f in t.fields]
+    return tuple(t for _a, t in sorted(seen.items()))
+
+
 # -- types -----------------------------------------------------------------------------
 
 
 def _types_unit(info: Info, types: tuple[rt.GoType, ...], aux: _Aux,
-                by_name: dict[str, rt.GoType]) -> None:
+                by_name: _Known) -> None:
     start = info.begin_unit()
     info.die("cu", TYPES_UNIT, _GO_LANGUAGE, PRODUCER, 0)
     for t in types:
@@ -141,6 +271,7 @@ class _Aux:
         self.wanted: set[str] = set()
         self.pointers: dict[str, object | None] = {}  # "*T" with no descriptor: T's reference
         self.slices: dict[str, tuple[object, object]] = {}  # "[]T": T's and *T's
+        self.roots: list[rt.GoType] = []  # types with descriptors a signature names
 
     def ref(self, name: str) -> str:
         self.wanted.add(name)
@@ -187,7 +318,7 @@ class _Aux:
                 self.info.end_children()
 
 
-def _type_die(info: Info, aux: _Aux, t: rt.GoType, by_name: dict[str, rt.GoType]) -> None:
+def _type_die(info: Info, aux: _Aux, t: rt.GoType, by_name: _Known) -> None:
     key, k = t.address, t.kind
 
     def ref(x: rt.GoType | None) -> object:
@@ -234,21 +365,23 @@ def _type_die(info: Info, aux: _Aux, t: rt.GoType, by_name: dict[str, rt.GoType]
         info.die("func_type", t.name, 8, k, key=key)
 
 
-def _pointer_to(aux: _Aux, elem: rt.GoType | None, by_name: dict[str, rt.GoType]) -> object:
+def _pointer_to(aux: _Aux, elem: rt.GoType | None, by_name: _Known) -> object:
     """A reference to the pointer type ``*elem`` (a slice's ``array`` member)."""
     if elem is None:
         return aux.ref("unsafe.Pointer")
+    pointer = by_name.pointer_to(elem)
+    if pointer is not None:
+        return pointer.address
     name = "*" + elem.name
-    if name in by_name:
-        return by_name[name].address
     aux.pointers[name] = elem.address
     return aux.ref(name)
 
 
-def _type_ref(name: str, by_name: dict[str, rt.GoType], aux: _Aux, where: str) -> object:
+def _type_ref(name: str, by_name: _Known, aux: _Aux, where: str) -> object:
     """A reference to the type a signature names: its descriptor's, else one written
     here for a basic type, a pointer or a slice."""
     if name in by_name:
+        aux.roots.append(by_name[name])
         return by_name[name].address
     if name in _BASIC:
         return aux.ref(name)
@@ -271,7 +404,7 @@ def _type_ref(name: str, by_name: dict[str, rt.GoType], aux: _Aux, where: str) -
 Declared = tuple[list[tuple[str, object, str]], list[tuple[str, object, str]]]
 
 
-def _declared(fn: str, text: str, by_name: dict[str, rt.GoType], aux: _Aux) -> Declared:
+def _declared(fn: str, text: str, by_name: _Known, aux: _Aux) -> Declared:
     """A spec's signature of ``fn``: (name, type reference, type name) of each parameter
     (the receiver not included) and result."""
     params, results = signature.parse(text, fn)
@@ -293,42 +426,42 @@ def _package(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
-def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declared],
-                     lines: bytearray) -> None:
-    functions = program.functions
+def _functions_units(info: Info, program: GoProgram, functions: list[Function],
+                     trees: dict[str, list[InlinedCall]], declared: dict[str, Declared],
+                     lines: bytearray, by_name: _Known) -> None:
+    """A unit per package of the ``functions`` written, each function with its inlined
+    copies; every other function named as inlined gets an abstract entry in a unit of
+    its package."""
     by_package: dict[str, list[Function]] = defaultdict(list)
     for f in functions:
         by_package[_package(f.name)].append(f)
-    named = {f.name: f for f in functions}
     inlined_names: set[str] = set()
-    trees = {}
-    for f in functions:
-        tree = program.pclntab.inline_tree(f.func, program.module.gofunc)
-        if tree:
-            trees[f.name] = tree
-            inlined_names.update(n.name.replace("·", ".") for n in tree)
-    signatures = program.signatures
-    by_type_name = {t.name: t for t in program.types.all}
-    abstract: dict[str, list[str]] = defaultdict(list)  # inlined only, by package
-    for name in inlined_names:
-        if name not in named:
-            abstract[_package(name)].append(name)
-    for pkg, funcs in sorted(by_package.items()):
+    for tree in trees.values():
+        inlined_names.update(n.name.replace("·", ".") for n in tree)
+    written = {f.name for f in functions}
+    abstract: dict[str, list[str]] = defaultdict(list)  # not written here, by package
+    for name in inlined_names - written:
+        abstract[_package(name)].append(name)
+    for pkg in sorted(by_package.keys() | abstract.keys()):
+        funcs = by_package.get(pkg, [])
         start = info.begin_unit()
-        spans = _merge([(f.entry, f.entry + max(f.size, 1)) for f in funcs])
-        # The unit's line table, from each function's pcfile and pcln tables.
-        files: dict[str, int] = {}
-        rows = {f.name: [(lo, hi, files.setdefault(name, len(files) + 1), line)
-                         for lo, hi, name, line in program.pclntab.lines(f.func)]
-                for f in funcs}
-        stmt_list = len(lines)
-        lines += line_program(list(files), [rows[f.name] for f in
-                                            sorted(funcs, key=lambda f: f.entry)])
-        info.die("cu_ranges", pkg, _GO_LANGUAGE, PRODUCER, 0, info.range_list(spans),
-                 stmt_list)
+        if not funcs:
+            info.die("cu", pkg, _GO_LANGUAGE, PRODUCER, 0)
+        else:
+            spans = _merge([(f.entry, f.entry + max(f.size, 1)) for f in funcs])
+            # The unit's line table, from each function's pcfile and pcln tables.
+            files: dict[str, int] = {}
+            rows = {f.name: [(lo, hi, files.setdefault(name, len(files) + 1), line)
+                             for lo, hi, name, line in program.pclntab.lines(f.func)]
+                    for f in funcs}
+            stmt_list = len(lines)
+            lines += line_program(list(files), [rows[f.name] for f in
+                                                sorted(funcs, key=lambda f: f.entry)])
+            info.die("cu_ranges", pkg, _GO_LANGUAGE, PRODUCER, 0, info.range_list(spans),
+                     stmt_list)
         for f in funcs:
-            sig = signatures.get(f.entry)
-            receiver = _receiver(f.name, by_type_name) if sig is None else sig.receiver
+            sig = by_name.signature(f)
+            receiver = _receiver(f.name, by_name) if sig is None else sig.receiver
             given = declared.get(f.name)
             if given is not None and sig is not None:
                 _agree(f.name, given, sig)
@@ -342,16 +475,9 @@ def _functions_units(info: Info, program: GoProgram, declared: dict[str, Declare
             info.die("abstract", name, 1, key=("fn", name))
         info.end_children()
         info.unit(start)
-    for name in inlined_names:  # inlined from a package with no code of its own left
-        if ("fn", name) not in info.offsets:
-            start = info.begin_unit()
-            info.die("cu", _package(name), _GO_LANGUAGE, PRODUCER, 0)
-            info.die("abstract", name, 1, key=("fn", name))
-            info.end_children()
-            info.unit(start)
 
 
-def _receiver(name: str, types: dict[str, rt.GoType]) -> rt.GoType | None:
+def _receiver(name: str, types: _Known) -> rt.GoType | None:
     """A method's receiver type from its name alone (``pkg.(*T).M``), when the type has
     a descriptor."""
     m = _METHOD.match(name)
@@ -431,7 +557,7 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 # -- frames and symbols ----------------------------------------------------------------
 
 
-def _frames(program: GoProgram) -> bytes:
+def _frames(program: GoProgram, functions: list[Function]) -> bytes:
     """``.debug_frame``: the canonical frame address at each pc, rsp + 8 + the frame's
     size from pclntab's pcsp table."""
     cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + uleb(1) + b"\x78" + bytes([16])
@@ -439,7 +565,7 @@ def _frames(program: GoProgram) -> bytes:
     cie_body += bytes(-(len(cie_body) + 4) % 8)
     out = bytearray(struct.pack("<I", len(cie_body)) + cie_body)
     pcl = program.pclntab
-    for f in program.functions:
+    for f in functions:
         rec = pcl._func(f.func.offset)
         body = bytearray(struct.pack("<IQQ", 0, f.entry, f.size))
         pc = f.entry

@@ -1,0 +1,35 @@
+"""What of a stripped Go program's metadata a reader needs made into DWARF."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What of a stripped Go program's metadata a reader needs as DWARF: the functions
+    ``functions`` names, with every function that inlines one of them, and the types
+    ``types`` names, with the types those functions and types refer to. A name ending
+    in a dot (``pkg.``) stands for every name it begins. DWARF made for a scope
+    answers for these alone; ``None`` where a scope is asked for is the whole
+    program."""
+
+    functions: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        text = json.dumps([sorted(set(self.functions)), sorted(set(self.types))])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def wants_function(self, name: str) -> bool:
+        return _named_by(name, self.functions)
+
+    def wants_type(self, name: str) -> bool:
+        return _named_by(name, self.types)
+
+
+def _named_by(name: str, names: tuple[str, ...]) -> bool:
+    return any(name == n or (n.endswith(".") and name.startswith(n)) for n in names)
