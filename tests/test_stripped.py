@@ -522,3 +522,67 @@ def test_a_descriptor_pointing_outside_is_one_line(stripped_example: Path,
         assert "outside" in line and "Traceback" not in line, line
 
 
+
+
+def test_types_found_by_name_are_those_of_every_type(twins: tuple[Path, Path]) -> None:
+    """A type found by its name alone (a binary search in typelinks, a pointer's
+    element, a package named other than its path) is the one reading every descriptor
+    names so; a name no descriptor has is None."""
+    from agent.target.gometa.program import GoProgram
+    from agent.target.gometa.rtypes import POINTER
+
+    _full, stripped = twins
+    with ElfFile(stripped) as elf:
+        every = {}
+        for t in GoProgram(elf).types.all:
+            if re.fullmatch(r"\*?[\w.~/-]+\.\w+", t.name) and \
+                    (t.named or t.kind == POINTER and t.elem is not None and t.elem.named):
+                every.setdefault(t.name, t.address)
+        types = GoProgram(elf).types
+        assert len(every) > 1000
+        assert {n: getattr(types.find(n), "address", None) for n in every} == every
+        # found without reading every descriptor, where typelinks are (to Go 1.26)
+        assert ("all" in types.__dict__) == (not types.md.typelinks)
+        assert types.find(f"{PKG}.noSuchType") is None
+        assert types.find(f"*{PKG}.noSuchType") is None
+
+
+def test_inlining_trees_compared_by_name_offset(twins: tuple[Path, Path]) -> None:
+    """The functions whose inlining trees hold a wanted name, found by comparing name
+    offsets, are those found by decoding every tree, for a package and for all."""
+    from agent.target.gometa.program import GoProgram
+
+    _full, stripped = twins
+    with ElfFile(stripped) as elf:
+        program = GoProgram(elf)
+        funcs = [f.func for f in program.functions]
+        gofunc = program.module.gofunc
+        trees = {f.offset: [n.name.replace("·", ".") for n in
+                            program.pclntab.inline_tree(f, gofunc)] for f in funcs}
+        for wanted in (lambda n: n.startswith(PKG + "."), lambda n: n.startswith("strconv."),
+                       lambda _n: True):
+            truth = {o for o, names in trees.items() if any(map(wanted, names))}
+            assert truth
+            got = {f.offset for f in program.pclntab.inliners(funcs, wanted, gofunc)}
+            assert got == truth
+
+
+@pytest.mark.parametrize("aggregate", [False, True], ids=["trace", "run"])
+def test_the_preset_from_its_scope_equals_it_from_all_metadata(
+        stripped_example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        aggregate: bool) -> None:
+    """The preset's plan from DWARF made for its scope alone (its package, the
+    functions it is inlined into, its structs) is the plan from DWARF made of every
+    function and type, and the scope's DWARF is the smaller."""
+    from agent.plan import client_golang, plain, presets
+
+    plans = []
+    for scope in (client_golang.SCOPE, None):
+        monkeypatch.setattr(client_golang, "SCOPE", scope)
+        monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / str(scope is None)))
+        plans.append(plain.dump(presets._make(str(stripped_example), aggregate)))
+    assert plans[0] == plans[1]
+    assert plans[0]["probes"]
+    scoped, whole = (sum(f.stat().st_size for f in (tmp_path / str(w) / "gometa").iterdir())
+                     for w in (False, True))
+    assert scoped * 4 < whole
