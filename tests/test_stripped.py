@@ -536,7 +536,7 @@ def test_types_found_by_name_are_those_of_every_type(twins: tuple[Path, Path]) -
         every = {}
         for t in GoProgram(elf).types.all:
             if re.fullmatch(r"\*?[\w.~/-]+\.\w+", t.name) and \
-                    (t.named or t.kind == POINTER and t.elem is not None and t.elem.named):
+                    (t.named or (t.kind == POINTER and t.elem is not None and t.elem.named)):
                 every.setdefault(t.name, t.address)
         types = GoProgram(elf).types
         assert len(every) > 1000
