@@ -1,6 +1,7 @@
 """How long noop takes to attach, cold and warm, and how much memory ``noop run`` keeps.
 
 Usage: python bench/startup.py [--runs N] [--binary BIN] [--rust BIN] [--config FILE]
+                                [--large BIN ...] [--large-only]
 
 Measured from the command's start to its "uprobes on" line (``noop --binary``,
 ``noop --config``) or to /readyz answering 200 (``noop run``), the median of ``--runs``
@@ -12,6 +13,12 @@ once beforehand (a machine's set-up, not a start): BCC_KERNEL_SOURCE is passed o
 Needs root and the examples built (``./setup.sh demo``); they run while the probes
 attach, so attaching is measured on live targets. ``--rust``: the Rust example, whose
 preset (the prometheus crate's) is measured beside the Go one.
+
+Large binaries (``--large``; by default Debian's stripped ``/usr/bin/prometheus`` and
+``build/go-large``, a 50 MB client_golang program with DWARF built here from
+bench/programs/go-large and Debian's Go sources): ``noop check --binary`` (the plan
+alone), ``noop --binary`` and ``noop run --binary`` with each running, cold and warm,
+with each command's peak RSS (the kernel's ``ru_maxrss`` of the process).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 NOOP = [sys.executable, "-m", "agent"]
 PORT = 19559
+PEAK = False  # run_start gives the peak RSS rather than the RSS once ready (large arms)
+LARGE = ROOT / "build" / "go-large"
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -44,13 +53,32 @@ def _env(cache: Path) -> dict[str, str]:
             "BCC_KERNEL_SOURCE": os.environ.get("BCC_KERNEL_SOURCE", "")}
 
 
-def _stop(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _stop(proc: subprocess.Popen[bytes], sig: int) -> int:
+    """Stops ``proc``; its peak RSS (KiB)."""
     proc.send_signal(sig)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pid, _status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = 0
+            return usage.ru_maxrss
+        time.sleep(0.01)
+    proc.kill()
+    return os.wait4(proc.pid, 0)[2].ru_maxrss
+
+
+def check_plan(args: list[str], cache: Path) -> tuple[float, int]:
+    """Seconds ``noop check`` takes to print its plan, and its peak RSS (KiB)."""
+    started = time.monotonic()
+    proc = subprocess.Popen([*NOOP, "check", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=_env(cache), cwd=ROOT)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    took = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):  # 1: a probe over its budget at the rates given
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise SystemExit(f"noop check {' '.join(args)} failed:\n{err[-800:]}")
+    return took, usage.ru_maxrss
 
 
 def trace_start(args: list[str], cache: Path) -> tuple[float, int]:
@@ -65,8 +93,7 @@ def trace_start(args: list[str], cache: Path) -> tuple[float, int]:
         said.append(line)
         if "uprobes on" in line:
             took = time.monotonic() - started
-            _stop(proc, signal.SIGINT)
-            return took, 0
+            return took, _stop(proc, signal.SIGINT)
     proc.wait()
     raise SystemExit(f"noop {' '.join(args)} never attached:\n{''.join(said[-5:])}")
 
@@ -93,9 +120,11 @@ def run_start(args: list[str], cache: Path) -> tuple[float, int]:
         took = time.monotonic() - started
         time.sleep(1)
         rss = rss_kib(proc.pid)
-        return took, rss
+        peak = _stop(proc, signal.SIGTERM)
+        return took, rss if not PEAK else peak
     finally:
-        _stop(proc, signal.SIGTERM)
+        if proc.returncode is None:
+            _stop(proc, signal.SIGTERM)
 
 
 def rss_kib(pid: int) -> int:
@@ -105,21 +134,72 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def measure(name: str, start: object, args: list[str], runs: int) -> list[str]:
+def measure(name: str, start: object, args: list[str], runs: int, peak: bool = False
+            ) -> list[str]:
+    """The median of ``runs`` cold and warm starts; the memory of the warm one (the
+    cold one's peak with ``peak``)."""
     cold, warm, rss = [], [], []
     for _ in range(runs):
         cache = Path(tempfile.mkdtemp(prefix="noop-startup-"))
         try:
-            t, _m = start(args, cache)  # type: ignore[operator]
+            t, m = start(args, cache)  # type: ignore[operator]
             cold.append(t)
+            if peak:
+                rss.append(m)
             t, m = start(args, cache)  # type: ignore[operator]
             warm.append(t)
-            rss.append(m)
+            if not peak:
+                rss.append(m)
         finally:
             shutil.rmtree(cache, ignore_errors=True)
     mem = f"{statistics.median(rss) / 1024:.0f} MB" if any(rss) else "-"
     return [name, f"{statistics.median(cold):.2f} s", f"{statistics.median(warm):.2f} s",
             mem, f"{min(cold):.2f}-{max(cold):.2f} / {min(warm):.2f}-{max(warm):.2f}"]
+
+
+def build_large() -> Path:
+    """build/go-large, built once from bench/programs/go-large with Debian's Go and
+    its packaged sources (client_golang, the AWS SDK)."""
+    if not LARGE.exists():
+        LARGE.parent.mkdir(exist_ok=True)
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode"}
+        subprocess.run(["go", "build", "-o", str(LARGE), "."], check=True, env=env,
+                       cwd=ROOT / "bench" / "programs" / "go-large")
+    return LARGE
+
+
+def _serve(binary: Path, tmp: Path) -> subprocess.Popen[bytes]:
+    """``binary`` running, on loopback (Debian's prometheus with a config of its own)."""
+    args = [str(binary), "-listen", "127.0.0.1:0"]
+    if binary.name == "prometheus":
+        (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
+        args = [str(binary), f"--config.file={tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp / 'data'}", "--web.listen-address=127.0.0.1:19558"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def large_arms(binaries: list[Path], runs: int) -> list[list[str]]:
+    global PEAK
+    rows = []
+    tmp = Path(tempfile.mkdtemp(prefix="noop-large-"))
+    served = [_serve(b, tmp) for b in binaries]
+    PEAK = True
+    try:
+        for b in binaries:
+            size = f"{b.name}, {b.stat().st_size / 1e6:.0f} MB"
+            rows += [measure(f"noop check --binary ({size})", check_plan,
+                             ["--binary", str(b)], runs, peak=True),
+                     measure(f"noop --binary ({size})", trace_start, ["--binary", str(b)],
+                             runs, peak=True),
+                     measure(f"noop run --binary ({size})", run_start, ["--binary", str(b)],
+                             runs, peak=True)]
+    finally:
+        PEAK = False
+        for s in served:
+            s.terminate()
+            s.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
 
 
 def main() -> int:
@@ -128,7 +208,14 @@ def main() -> int:
     ap.add_argument("--binary", default="build/go-prometheus")
     ap.add_argument("--rust", default="build/rust-prometheus")
     ap.add_argument("--config", default="probes.yaml")
+    ap.add_argument("--large", action="append", type=Path,
+                    help="a large binary (default: /usr/bin/prometheus and build/go-large)")
+    ap.add_argument("--large-only", action="store_true", help="only the large binaries")
     opts = ap.parse_args()
+    large = opts.large or [Path("/usr/bin/prometheus"), build_large()]
+    if opts.large_only:
+        _table(large_arms(large, opts.runs), opts.runs, "peak RSS (cold)")
+        return 0
     binary, rust = ROOT / opts.binary, ROOT / opts.rust
     for b in (binary, rust):
         if not b.exists():
@@ -152,13 +239,19 @@ def main() -> int:
         for t in targets:
             t.terminate()
             t.wait()
-    head = ["arm", "cold", "warm", "VmRSS (run)", "range cold / warm"]
-    print(f"median of {opts.runs}, seconds to attach (uprobes on, or /readyz)")
+    _table(rows, opts.runs, "VmRSS (run)")
+    _table(large_arms(large, opts.runs), opts.runs, "peak RSS (cold)")
+    return 0
+
+
+def _table(rows: list[list[str]], runs: int, memory: str) -> None:
+    head = ["arm", "cold", "warm", memory, "range cold / warm"]
+    print(f"median of {runs}, seconds to a plan (check), to attach (uprobes on) or to "
+          "/readyz (run)")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join(" --- " for _ in head) + "|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
-    return 0
 
 
 if __name__ == "__main__":
