@@ -14,6 +14,7 @@ from agent import cache
 from agent.errors import NoopError, NotFound
 from agent.target import debuginfo
 from agent.target.elf import ElfFile
+from agent.target.gometa.scope import Scope
 
 if TYPE_CHECKING:
     from agent.target.dwarf.reader import Dwarf
@@ -169,12 +170,26 @@ class _Opened:
         except BaseException:
             self.elf.close()
             raise
-        self.dwarf: Dwarf | None = None
-        self.namer: TypeNamer | None = None
+        self.readers: dict[Scope | None, tuple[Dwarf, TypeNamer]] = {}
+
+    def reader(self, scope: Scope | None) -> tuple[Dwarf, TypeNamer]:
+        """The DWARF an answer reads, with its type namer: for a stripped Go binary,
+        made from the metadata ``scope`` names (a struct, a function), unless the
+        whole program's is open already."""
+        from agent.target.dwarf.reader import Dwarf
+        from agent.target.dwarf.types import TypeNamer
+
+        if self.source.kind != debuginfo.GO_METADATA or None in self.readers:
+            scope = None
+        if scope not in self.readers:
+            dwarf = Dwarf(self.elf, self.source if scope is None
+                          else debuginfo.locate(self.elf, scope))
+            self.readers[scope] = dwarf, TypeNamer(dwarf)
+        return self.readers[scope]
 
     def close(self) -> None:
-        if self.dwarf is not None:
-            self.dwarf.close()
+        for dwarf, _namer in self.readers.values():
+            dwarf.close()
         self.elf.close()
 
 
@@ -209,34 +224,33 @@ def _opened(binary: str) -> _Opened:
     return got
 
 
-def _answer(binary: str, kind: str, key: str, compute: Compute) -> Any:
+def _answer(binary: str, kind: str, key: str, compute: Compute, scope: Scope | None = None
+            ) -> Any:
     """The cached answer for (build-id, kind, key) if it has the shape of its kind,
-    else computed from DWARF and cached."""
+    else computed from DWARF (for a stripped Go binary, made for ``scope``: what the
+    answer reads) and cached."""
     opened = _opened(binary)
     hit = cache.get(opened.cache_id, kind, key, load=cache.shaped(SHAPES[kind]))
     if hit is not None:
         return hit
-    from agent.target.dwarf.reader import Dwarf, damage_said
-    from agent.target.dwarf.types import TypeNamer
+    from agent.target.dwarf.reader import damage_said
 
     with damage_said(opened.source.path):
-        if opened.dwarf is None or opened.namer is None:
-            opened.dwarf = Dwarf(opened.elf, opened.source)
-            opened.namer = TypeNamer(opened.dwarf)
-        value = compute(opened.elf, opened.dwarf, opened.namer)
+        dwarf, namer = opened.reader(scope)
+        value = compute(opened.elf, dwarf, namer)
     cache.put(opened.cache_id, kind, key, value)
     return value
 
 
 def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
-    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+    def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
         from agent.target.dwarf.lookup import find_type
         from agent.target.dwarf.reader import tag
         from agent.target.dwarf.types import layout_of
 
         try:
             die = find_type(dwarf, type_name)
-        except NotFound as exc:
+        except NotFound:
             if dwarf.source.kind == "symbols":
                 from agent.target.dwarf.symtab import NO_VALUES
 
@@ -244,7 +258,16 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
                                 "debug info, which keeps no types", NO_VALUES) from None
             if not dwarf.from_metadata:
                 raise
-            near = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+            from agent.errors import nearest
+            from agent.target.gometa.program import GoProgram
+
+            # The DWARF made for this one type names few others: the nearest of all, of
+            # its package or of its own name (ranking every name takes seconds).
+            package, _dot, own = type_name.lstrip("*").rpartition(".")
+            every = [t.name for t in GoProgram(elf).types.all]
+            named = nearest(type_name, [n for n in every if n.lstrip("*").startswith(
+                package + ".") or n.endswith("." + own)] or every)
+            near = f"; did you mean {', '.join(named)}?" if named else ""
             raise NoopError(
                 f"type {type_name!r} has no type descriptor in this stripped Go binary, so "
                 "its layout is unknown (only the types a program puts in an interface or "
@@ -274,7 +297,7 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
                 "size": layout.size, "members": members,
                 "debug": "Go type descriptors" if dwarf.from_metadata else dwarf.source.how}
 
-    return dict(_answer(binary, "struct", type_name, compute))
+    return dict(_answer(binary, "struct", type_name, compute, Scope(types=(type_name,))))
 
 
 def function_vars(binary: str, function: str) -> dict[str, Any]:
@@ -305,7 +328,7 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
             out["note"] = f"{missing}; to see its parameters, {NO_VALUES}"
         return out
 
-    return dict(_answer(binary, "vars", function, compute))
+    return dict(_answer(binary, "vars", function, compute, Scope(functions=(function,))))
 
 
 def build_facts(binary: str) -> dict[str, Any]:
@@ -353,7 +376,12 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
                  **({"only_inlined": True} if not f.address else {})}
                 for f in Functions(dwarf, namer).summaries()]
 
-    rows = _answer(binary, "funcs", "all", compute)
+    from agent.target.gometa import scope
+
+    # A stripped Go binary's DWARF is made for the functions the pattern can match.
+    within = scope.of_pattern(pattern)
+    rows = _answer(binary, "funcs", "all" if within is None else f"within:{within.key}",
+                   compute, within)
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)

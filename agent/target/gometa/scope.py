@@ -12,7 +12,8 @@ class Scope:
     """What of a stripped Go program's metadata a reader needs as DWARF: the functions
     ``functions`` names, with every function that inlines one of them, and the types
     ``types`` names, with the types those functions and types refer to. A name ending
-    in a dot (``pkg.``) stands for every name it begins. DWARF made for a scope
+    in a dot (``pkg.``) stands for every name it begins, as one ending in ``*`` does
+    (without the star). DWARF made for a scope
     answers for these alone; ``None`` where a scope is asked for is the whole
     program."""
 
@@ -32,4 +33,16 @@ class Scope:
 
 
 def _named_by(name: str, names: tuple[str, ...]) -> bool:
-    return any(name == n or (n.endswith(".") and name.startswith(n)) for n in names)
+    return any(name == n or (n.endswith(".") and name.startswith(n)) or
+               (n.endswith("*") and name.startswith(n[:-1])) for n in names)
+
+
+def of_pattern(pattern: str | None) -> Scope | None:
+    """The scope of the functions a shell-style ``pattern`` can match: those its
+    literal beginning begins (None, the whole program, when it has none)."""
+    if not pattern:
+        return None
+    literal = pattern[:min(pattern.find(c) % (len(pattern) + 1) for c in "*?[")]
+    if not literal:
+        return None
+    return Scope(functions=(literal if literal == pattern else literal + "*",))

@@ -117,7 +117,7 @@ def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = Non
     _functions_units(info, program, functions, trees, declared, lines, by_name)
     info.patch()
     frame = _frames(program, functions)
-    symtab, strtab = _symbols(program)
+    symtab, strtab = _symbols(program if scope is None or scope.functions else None)
     sections = [(".debug_abbrev", abbrev_section(_ABBREVS)), (".debug_info", bytes(info.buf)),
                 (".debug_ranges", bytes(info.ranges)), (".debug_frame", frame),
                 (".debug_line", bytes(lines)),
@@ -131,6 +131,8 @@ def _chosen(program: GoProgram, scope: Scope | None, declared: set[str]
     declares a signature of) with every function one of them is inlined into, or all;
     and their inlining trees."""
     gofunc = program.module.gofunc
+    if scope is not None and not scope.functions and not declared:
+        return [], {}  # types only: no function is read
     functions = program.functions
     if scope is not None:
         hosts = {f.offset for f in program.pclntab.inliners(
@@ -579,10 +581,11 @@ def _frames(program: GoProgram, functions: list[Function]) -> bytes:
     return bytes(out)
 
 
-def _symbols(program: GoProgram) -> tuple[bytes, bytes]:
+def _symbols(program: GoProgram | None) -> tuple[bytes, bytes]:
+    """The symbol table of every function (none without ``program``)."""
     strtab = bytearray(b"\0")
     symtab = bytearray(bytes(24))
-    for f in program.functions:
+    for f in program.functions if program is not None else ():
         name = len(strtab)
         strtab += f.name.encode() + b"\0"
         symtab += struct.pack("<IBBHQQ", name, 0x12, 0, 1, f.entry, f.size)  # GLOBAL FUNC
