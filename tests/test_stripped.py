@@ -586,3 +586,35 @@ def test_the_preset_from_its_scope_equals_it_from_all_metadata(
     scoped, whole = (sum(f.stat().st_size for f in (tmp_path / str(w) / "gometa").iterdir())
                      for w in (False, True))
     assert scoped * 4 < whole
+
+
+@pytest.mark.parametrize("pattern", [f"{PKG}.(*counter).*", f"{PKG}.New*", "strconv.Itoa",
+                                     "*.(*gauge).Set"])
+def test_funcs_of_a_pattern_from_its_scope_equal_the_whole_listing(
+        stripped_example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        pattern: str) -> None:
+    """``noop funcs BIN PATTERN`` on a stripped Go binary reads DWARF made for what the
+    pattern's literal beginning begins; its listing (inlined counts included) is the
+    whole program's, filtered."""
+    from agent.target.gometa import scope
+    from agent.tools import inspect
+
+    got = []
+    for within in (scope.of_pattern, lambda _p: None):
+        monkeypatch.setattr(scope, "of_pattern", within)
+        monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / str(len(got))))
+        inspect.close()
+        got.append(inspect.function_list(str(stripped_example), pattern))
+    assert got[0] == got[1]
+    assert got[0]
+
+
+def test_a_pattern_s_scope() -> None:
+    from agent.target.gometa.scope import Scope, of_pattern
+
+    assert of_pattern("a.(*T).M") == Scope(functions=("a.(*",))  # fnmatch's * in (*T)
+    assert of_pattern("a.b") == Scope(functions=("a.b",))
+    assert of_pattern("a.b?c") == Scope(functions=("a.b*",))
+    assert of_pattern("*.Inc") is None and of_pattern("") is None
+    s = of_pattern("a.(*")
+    assert s is not None and s.wants_function("a.(x).M") and not s.wants_function("b.(x)")
