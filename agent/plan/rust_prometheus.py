@@ -47,6 +47,7 @@ crate's atomics directly, not through these methods: those are not counted.
 
 from __future__ import annotations
 
+import bisect
 import re
 import struct
 from collections.abc import Iterator
@@ -373,8 +374,7 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         assert m is not None
         number, store = _NUMBERS[m.group(1)], m.group(2) == "set"
         insns = b.instructions(where)
-        hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
-                and _is_update(i, number, store)]
+        hits = [n for n in _indices(insns, ranges) if _is_update(insns[n], number, store)]
         if len(hits) == 1 and insns[hits[0]].address in found:
             continue  # a copy nested in another (Value::inc holds Value::inc_by)
         chain = list(_chain(die, b))
@@ -418,8 +418,8 @@ def _counted(b: Binary, found: dict[int, Found],
     ``shard_and_count``, into ``found``; or why not, into ``missed``."""
     count = _member(b, core, "shard_and_count")
     insns = b.instructions(where)
-    hits = [n for n, i in enumerate(insns) if _within(i.address, ranges)
-            and i.lock and i.mnemonic == "xadd" and _mem_reg(i) is not None]
+    hits = [n for n in _indices(insns, ranges) if insns[n].lock
+            and insns[n].mnemonic == "xadd" and _mem_reg(insns[n]) is not None]
     if core is None or count is None or len(hits) != 1:
         why = "no DWARF type for its HistogramCore" if core is None else \
             "no lock xadd on shard_and_count"
@@ -430,6 +430,16 @@ def _counted(b: Binary, found: dict[int, Found],
     found.setdefault(insns[hits[0]].address, replace(
         _found("histogram", op, "u64", where, insns, hits[0], core, count),
         around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
+
+
+def _indices(insns: tuple[sites.Insn, ...], ranges: list[tuple[int, int]]) -> list[int]:
+    """The indices of the instructions (by address) that start within ``ranges``, in
+    order: found by bisection, as a function's copies are many and its code long."""
+    out: set[int] = set()
+    for lo, hi in ranges:
+        first = bisect.bisect_left(insns, lo, key=lambda i: i.address)
+        out.update(range(first, bisect.bisect_left(insns, hi, key=lambda i: i.address)))
+    return sorted(out)
 
 
 def _within(address: int, ranges: list[tuple[int, int]]) -> bool:
@@ -742,8 +752,9 @@ def _sum_swap(f: Found, site: int) -> int | None:
     both (nothing between them moves it or calls), and only the swap leads to the
     instruction after it."""
     insns = f.insns
-    swaps = [m for m, i in enumerate(insns) if _within(i.address, list(f.around))
-             and i.lock and i.mnemonic == "cmpxchg" and _qword(i) and _mem_reg(i)]
+    swaps = [m for m in _indices(insns, list(f.around))
+             if insns[m].lock and insns[m].mnemonic == "cmpxchg" and _qword(insns[m])
+             and _mem_reg(insns[m])]
     if len(swaps) != 1 or swaps[0] <= f.n or swaps[0] + 1 >= len(insns):
         return None
     m = swaps[0]
