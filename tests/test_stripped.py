@@ -618,3 +618,25 @@ def test_a_pattern_s_scope() -> None:
     assert of_pattern("*.Inc") is None and of_pattern("") is None
     s = of_pattern("a.(*")
     assert s is not None and s.wants_function("a.(x).M") and not s.wants_function("b.(x)")
+
+
+def test_funcs_from_metadata_list_what_its_dwarf_lists(twins: tuple[Path, Path],
+                                                       tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``noop funcs`` on a stripped Go binary lists every function and its inlined
+    copies straight from the metadata: the rows the DWARF made from all of it gives."""
+    from agent.target.dwarf.reader import Dwarf
+    from agent.target.dwarf.types import TypeNamer
+    from agent.tools import inspect
+
+    _full, stripped = twins
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    inspect.close()
+    got = inspect.function_list(str(stripped))
+    assert not (tmp_path / "gometa").exists()  # no DWARF made for it
+    with ElfFile(stripped) as elf:
+        dwarf = Dwarf(elf)
+        truth = inspect.listing(dwarf, TypeNamer(dwarf))
+        dwarf.close()
+    assert got == truth
+    assert any(r["inlined"] for r in got) and any(r.get("only_inlined") for r in got)

@@ -230,14 +230,23 @@ def _answer(binary: str, kind: str, key: str, compute: Compute, scope: Scope | N
     else computed from DWARF (for a stripped Go binary, made for ``scope``: what the
     answer reads) and cached."""
     opened = _opened(binary)
+
+    def made() -> Any:
+        from agent.target.dwarf.reader import damage_said
+
+        with damage_said(opened.source.path):
+            dwarf, namer = opened.reader(scope)
+            return compute(opened.elf, dwarf, namer)
+    return _cached(opened, kind, key, made)
+
+
+def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> Any:
+    """The cached answer for (build-id, kind, key) if it has the shape of its kind,
+    else ``make``'s, cached."""
     hit = cache.get(opened.cache_id, kind, key, load=cache.shaped(SHAPES[kind]))
     if hit is not None:
         return hit
-    from agent.target.dwarf.reader import damage_said
-
-    with damage_said(opened.source.path):
-        dwarf, namer = opened.reader(scope)
-        value = compute(opened.elf, dwarf, namer)
+    value = make()
     cache.put(opened.cache_id, kind, key, value)
     return value
 
@@ -368,20 +377,34 @@ def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
                        "the rest")
 
 
+def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
+    """``noop funcs``' rows from DWARF: every function with its inlined copies, then
+    those that exist only inlined."""
+    from agent.target.dwarf.functions import Functions
+
+    return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
+             **({"only_inlined": True} if not f.address else {})}
+            for f in Functions(dwarf, namer).summaries()]
+
+
 def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
-        from agent.target.dwarf.functions import Functions
-
-        return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
-                 **({"only_inlined": True} if not f.address else {})}
-                for f in Functions(dwarf, namer).summaries()]
+        return listing(dwarf, namer)
 
     from agent.target.gometa import scope
 
     # A stripped Go binary's DWARF is made for the functions the pattern can match.
     within = scope.of_pattern(pattern)
-    rows = _answer(binary, "funcs", "all" if within is None else f"within:{within.key}",
-                   compute, within)
+    opened = _opened(binary)
+    if within is None and opened.source.kind == debuginfo.GO_METADATA:
+        from agent.target.gometa import listing as metadata
+        from agent.target.gometa.program import GoProgram
+
+        # every function: from the metadata, without making DWARF of all of them
+        rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
+    else:
+        rows = _answer(binary, "funcs", "all" if within is None else
+                       f"within:{within.key}", compute, within)
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)

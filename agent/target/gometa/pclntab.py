@@ -236,12 +236,20 @@ class Pclntab:
         pos, value, pc, first = table_off, -1, entry, True
         try:
             while len(out) < 1 << 20:
-                uv, pos = uleb128(data, pos)
+                uv = data[pos]  # most values and deltas fit one byte
+                if uv < 0x80:
+                    pos += 1
+                else:
+                    uv, pos = uleb128(data, pos)
                 if uv == 0 and not first:
                     return out
                 first = False
                 value += -((uv >> 1) + 1) if uv & 1 else uv >> 1
-                delta, pos = uleb128(data, pos)
+                delta = data[pos]
+                if delta < 0x80:
+                    pos += 1
+                else:
+                    delta, pos = uleb128(data, pos)
                 out.append((pc, pc + delta * self.min_lc, value))
                 pc += delta * self.min_lc
         except IndexError:
@@ -272,13 +280,19 @@ class Pclntab:
     def inline_tree(self, func: Func, gofunc: int) -> list[InlinedCall]:
         """``func``'s inlining tree, with each node's parent (from Go 1.20 on the tree
         keeps none: it is the node whose code holds the call's ``parentPc``)."""
+        return self.inlining(func, gofunc)[0]
+
+    def inlining(self, func: Func, gofunc: int
+                 ) -> tuple[list[InlinedCall], list[tuple[int, int, int]]]:
+        """``func``'s inlining tree and its inlining index: the node each range of its
+        code is from (-1: the function's own)."""
         off = self.funcdata(func, FUNCDATA_INLTREE)
         ranges = self.pcdata(func, PCDATA_INLTREE_INDEX)
         if off is None or not ranges:
-            return []
+            return [], ranges
         count = max(v for _lo, _hi, v in ranges) + 1
         if count <= 0:
-            return []
+            return [], ranges
         size = 16 if self.new else 20
         raw = self.image.read(gofunc + off, size * count, "an inlining tree")
         nodes = []
@@ -292,7 +306,7 @@ class Pclntab:
                     "<hBBiiii", raw, i * size)
             nodes.append(InlinedCall(i, self.name_at(name_off), parent,
                                      func.entry + parent_pc))
-        return nodes
+        return nodes, ranges
 
     def inliners(self, funcs: list[Func], wanted: Callable[[str], bool], gofunc: int
                  ) -> list[Func]:
