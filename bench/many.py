@@ -1,7 +1,7 @@
 """Many targets on one node: attach time and memory with 20 different builds of the
 example at once, under one spec of a few hundred sites, and the preset per build.
 
-Usage: python bench/many.py [--builds N]
+Usage: python bench/many.py [--builds N] [--large]
 
 Each build links a padding package of a different size before client_golang, so its
 functions sit at other addresses and its generated C differs: nothing one build
@@ -12,6 +12,9 @@ compiles serves another. All builds run while noop attaches.
   an empty noop cache and again with the cache it left, and its VmRSS once ready;
 - preset: ``noop run --binary`` on each build in turn, sharing one cache (as a node
   whose pods run different builds): the median and largest time to /readyz.
+
+``--large``: the builds are of bench/programs/go-large (a 50 MB client_golang program
+with DWARF) rather than of the example.
 
 Needs root, Debian's Go (golang-go) and client_golang (./setup.sh installs both).
 """
@@ -38,8 +41,9 @@ from startup import run_start  # noqa: E402
 PATTERN = "github.com/prometheus/client_golang/prometheus.(*gauge).*"
 
 
-def build(n: int, out: Path, gopath: Path) -> Path:
-    """The example with a padding package of ``n`` functions linked before client_golang."""
+def build(n: int, out: Path, gopath: Path, source: Path) -> Path:
+    """The program at ``source`` (the example's main.go) with a padding package of ``n``
+    functions linked before client_golang."""
     src = gopath / "src" / "noopmany"
     (src / "aaapad").mkdir(parents=True, exist_ok=True)
     (src / f"ex{n}").mkdir(parents=True, exist_ok=True)
@@ -48,8 +52,9 @@ def build(n: int, out: Path, gopath: Path) -> Path:
     (src / "aaapad" / "pad.go").write_text(
         f"package aaapad\n\n{funcs}\n\nvar All = []func(int) int{{"
         + ", ".join(f"F{i}" for i in range(n)) + "}\n")
-    text = (ROOT / "examples" / "go-prometheus" / "main.go").read_text()
-    text = text.replace("import (", 'import (\n\t"noopmany/aaapad"', 1).replace(
+    text = source.read_text()
+    imports = '\n\t"noopmany/aaapad"' + ('' if '"os"' in text else '\n\t"os"')
+    text = text.replace("import (", "import (" + imports, 1).replace(
         "func main() {", "func main() {\n\tif len(os.Args) > 1000 {\n\t\t"
         "println(aaapad.All[0](1))\n\t}", 1)
     (src / f"ex{n}" / "main.go").write_text(text)
@@ -76,12 +81,16 @@ def spec(binaries: list[Path]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--builds", type=int, default=20)
+    ap.add_argument("--large", action="store_true",
+                    help="builds of bench/programs/go-large (50 MB with DWARF)")
     opts = ap.parse_args()
+    source = ROOT / ("bench/programs/go-large" if opts.large else "examples/go-prometheus")
     work = Path(tempfile.mkdtemp(prefix="noop-many-"))
     procs = []
     try:
         started = time.monotonic()
-        binaries = [build(10 + 7 * i, work, work / "gopath") for i in range(opts.builds)]
+        binaries = [build(10 + 7 * i, work, work / "gopath", source / "main.go")
+                    for i in range(opts.builds)]
         print(f"built {len(binaries)} variants of the example in "
               f"{time.monotonic() - started:.0f} s")
         procs = [subprocess.Popen([str(b), "-listen", "127.0.0.1:0"],
