@@ -640,3 +640,61 @@ def test_funcs_from_metadata_list_what_its_dwarf_lists(twins: tuple[Path, Path],
         dwarf.close()
     assert got == truth
     assert any(r["inlined"] for r in got) and any(r.get("only_inlined") for r in got)
+
+
+def test_a_spec_from_its_scope_equals_it_from_all_metadata(
+        stripped_example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec's plan for a stripped Go binary from DWARF made for what its probes read
+    (the functions they name, those their patterns' literal beginnings begin, with
+    every function these are inlined into, and the types asserted) is the plan from
+    DWARF made of all metadata."""
+    from agent.plan import plain, resolve
+    from agent.spec import probes as spec
+
+    conf = tmp_path / "probes.yaml"
+    conf.write_text(f"""version: 1
+targets:
+  t: {{binary: {stripped_example}}}
+probes:
+  - name: add
+    function: {PKG}.(*counter).Add
+    values: {{v: p1, bits: p0.valBits, g: $goid}}
+  - name: gauges
+    match: "{PKG}.(*gauge).*"
+  - name: inc_exit
+    function: {PKG}.(*counter).Inc
+    at: exit
+""")
+    plans = []
+    for scoped in (True, False):
+        if not scoped:
+            monkeypatch.setattr(resolve, "_scope", lambda _probes: None)
+        monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / str(scoped)))
+        plans.append(plain.dump(resolve.resolve(spec.load(str(conf)))))
+    assert plans[0] == plans[1]
+    assert len(plans[0]["probes"]) == 3
+    made = [sum(f.stat().st_size for f in (tmp_path / str(s) / "gometa").iterdir())
+            for s in (True, False)]
+    assert made[0] * 4 < made[1]
+
+
+def test_a_spec_s_scope() -> None:
+    """Line probes and patterns without a literal beginning read all of it."""
+    from agent.plan.resolve import _scope
+    from agent.spec.probes import Probe, Value
+    from agent.spec.reader import Mark
+
+    mark = Mark("probes.yaml", 1, 1)
+
+    def probe(**kw: object) -> Probe:
+        base: dict[str, object] = {"name": "p", "target": "t", "function": None,
+                                   "match": None, "values": (), "mark": mark,
+                                   "function_mark": mark}
+        return Probe(**{**base, **kw})  # type: ignore[arg-type]
+
+    got = _scope([probe(function="a.F", values=(Value("x", "p0.(*b.T).f", None, 8, mark),)),
+                  probe(match="c.(*G).*")])
+    assert got is not None and got.functions == ("a.F", "c.(*")
+    assert {"*b.T", "b.T", "runtime.g"} <= set(got.types)
+    assert _scope([probe(match="*.Inc")]) is None
+    assert _scope([probe(function="a.F", line="a.go:3")]) is None

@@ -52,6 +52,7 @@ from agent.target.dwarf.functions import FunctionVars
 from agent.target.dwarf.locations import Location
 from agent.target.dwarf.reader import damage_said, die_name, origin_of
 from agent.target.elf import ElfFile
+from agent.target.gometa.scope import Scope, of_pattern
 
 
 @dataclass
@@ -148,7 +149,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             before = len(out.problems)
             try:
                 with damage_said(path):
-                    b = Binary(path)
+                    b = Binary(path, _scope([p for _n, p in mine]))
                     target = b.plan(t.name, None, (), None, pinned)
                     got = [(n, plan) for n, probe in mine
                            if (plan := _probe(b, probe, out, xmm_readable)) is not None]
@@ -174,6 +175,29 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
     if out.problems:
         raise SpecError(out.problems)
     return Plan(spec.path, tuple(targets), tuple(probes), tuple(waiting))
+
+
+# A Go type a selector names: an interface's assertion to it, .(T) or .(*T).
+_ASSERTED = re.compile(r"\.\(\s*(\*?[^()\s]+)\s*\)")
+
+
+def _scope(probes: list[Probe]) -> Scope | None:
+    """What of a stripped Go binary's metadata ``probes`` read, for the DWARF made of
+    it: the functions they name or their patterns' literal beginnings begin, the types
+    their selectors assert and the goroutine's; None (all of it) for a line probe or a
+    pattern with no literal beginning."""
+    functions: list[str] = []
+    types = ["runtime.g"]
+    for p in probes:
+        within = of_pattern(p.match) if p.match else None
+        if p.line is not None or (p.function is None and within is None):
+            return None
+        functions += [p.function] if p.function is not None else \
+            list(within.functions if within is not None else ())
+        for v in p.values:
+            for name in _ASSERTED.findall(v.selector):
+                types += [name, name.lstrip("*")]
+    return Scope(tuple(functions), tuple(types))
 
 
 def _key(probes: list[tuple[int, Probe]], xmm_readable: bool) -> str | None:
