@@ -697,4 +697,6 @@ def test_a_spec_s_scope() -> None:
     assert got is not None and got.functions == ("a.F", "c.(*")
     assert {"*b.T", "b.T", "runtime.g"} <= set(got.types)
     assert _scope([probe(match="*.Inc")]) is None
+    assert _scope([probe(function="a.F", values=(Value("c", "$caller", None, 8, mark),))]) \
+        is None
     assert _scope([probe(function="a.F", line="a.go:3")]) is None

@@ -184,8 +184,10 @@ _ASSERTED = re.compile(r"\.\(\s*(\*?[^()\s]+)\s*\)")
 def _scope(probes: list[Probe]) -> Scope | None:
     """What of a stripped Go binary's metadata ``probes`` read, for the DWARF made of
     it: the functions they name or their patterns' literal beginnings begin, the types
-    their selectors assert and the goroutine's; None (all of it) for a line probe or a
-    pattern with no literal beginning."""
+    their selectors assert and the goroutine's; None (all of it) for a line probe, a
+    pattern with no literal beginning, or a ``$caller`` (at an inlined copy its value
+    names the copy's entry in the DWARF the plan is made from, which the resolver of
+    callers opens whole)."""
     functions: list[str] = []
     types = ["runtime.g"]
     for p in probes:
@@ -195,6 +197,8 @@ def _scope(probes: list[Probe]) -> Scope | None:
         functions += [p.function] if p.function is not None else \
             list(within.functions if within is not None else ())
         for v in p.values:
+            if v.selector.startswith("$caller"):
+                return None
             for name in _ASSERTED.findall(v.selector):
                 types += [name, name.lstrip("*")]
     return Scope(tuple(functions), tuple(types))
