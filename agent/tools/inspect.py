@@ -174,12 +174,14 @@ class _Opened:
 
     def reader(self, scope: Scope | None) -> tuple[Dwarf, TypeNamer]:
         """The DWARF an answer reads, with its type namer: for a stripped Go binary,
-        made from the metadata ``scope`` names (a struct, a function), unless the
-        whole program's is open already."""
+        made from the metadata ``scope`` names (a struct, a function) for the first
+        answer; a caller asking about more (walking every struct) gets the whole
+        program's, made once."""
         from agent.target.dwarf.reader import Dwarf
         from agent.target.dwarf.types import TypeNamer
 
-        if self.source.kind != debuginfo.GO_METADATA or None in self.readers:
+        if self.source.kind != debuginfo.GO_METADATA or None in self.readers or \
+                (self.readers and scope not in self.readers):
             scope = None
         if scope not in self.readers:
             dwarf = Dwarf(self.elf, self.source if scope is None
