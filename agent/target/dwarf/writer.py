@@ -8,6 +8,7 @@ DIE is written by naming its abbreviation and giving its values in order.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -200,6 +201,11 @@ def write_elf(out: Path, sections: list[tuple[str, bytes]], text: int, etext: in
     elf_header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8) + struct.pack(
         "<HHIQQQIHHHHHH", 2, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(headers),
         index[".shstrtab"])
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(elf_header + bytes(body) + bytes(pad) + b"".join(headers))
-    tmp.replace(out)
+    # A file of this process's own: two noops making the same file at once each move a
+    # whole one into place.
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(elf_header + bytes(body) + bytes(pad) + b"".join(headers))
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
