@@ -393,20 +393,15 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
         return listing(dwarf, namer)
 
-    from agent.target.gometa import scope
-
-    # A stripped Go binary's DWARF is made for the functions the pattern can match.
-    within = scope.of_pattern(pattern)
     opened = _opened(binary)
-    if within is None and opened.source.kind == debuginfo.GO_METADATA:
+    if opened.source.kind == debuginfo.GO_METADATA:
         from agent.target.gometa import listing as metadata
         from agent.target.gometa.program import GoProgram
 
-        # every function: from the metadata, without making DWARF of all of them
+        # A stripped Go binary's: from its metadata, without making DWARF of it.
         rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
     else:
-        rows = _answer(binary, "funcs", "all" if within is None else
-                       f"within:{within.key}", compute, within)
+        rows = _answer(binary, "funcs", "all", compute)
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)
