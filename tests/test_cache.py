@@ -538,3 +538,33 @@ def _damages(kind: str, v: Any) -> list[Any]:
                 edit(lambda c: c.pop("copies"))]
     return [*common, edit(lambda c: c["sites"][0]["vars"][0].update(location=[{"reg": 5}])),
             edit(lambda c: c["sites"][0].update(file=None)), edit(lambda c: c.pop("sites"))]
+
+
+class TestFileDigests:
+    """A file's digest is hashed once per version of it and kept; a change of its bytes,
+    even with its size and modification time put back, is another version."""
+
+    def test_kept_until_the_file_changes(self, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "cache"))
+        f = tmp_path / "bin"
+        f.write_bytes(b"A" * 4096)
+        hashed = []
+        real = hashlib.file_digest
+
+        def counting(*a: Any, **k: Any) -> Any:
+            hashed.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(hashlib, "file_digest", counting)
+        first = cache.fingerprint(f)
+        cache._digest.cache_clear()  # as a new process
+        assert cache.fingerprint(f) == first and len(hashed) == 1
+        st = f.stat()
+        with open(f, "r+b") as w:  # the same size, the same modification time
+            w.write(b"B")
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        cache._digest.cache_clear()
+        assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
+        assert cache.fingerprint(f) != first and len(hashed) == 2
+        assert cache.fingerprint(f) == hashlib.sha256(b"B" + b"A" * 4095).hexdigest()[:16]
