@@ -14,7 +14,7 @@ compiles serves another. All builds run while noop attaches.
   whose pods run different builds): the median and largest time to /readyz.
 
 ``--large``: the builds are of bench/programs/go-large (a 50 MB client_golang program
-with DWARF) rather than of the example.
+with DWARF, from Debian's golang-github-aws-aws-sdk-go-dev) rather than of the example.
 
 Needs root, Debian's Go (golang-go) and client_golang (./setup.sh installs both).
 """

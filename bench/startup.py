@@ -18,7 +18,8 @@ Large binaries (``--large``; by default Debian's stripped ``/usr/bin/prometheus`
 ``build/go-large``, a 50 MB client_golang program with DWARF built here from
 bench/programs/go-large and Debian's Go sources): ``noop check --binary`` (the plan
 alone), ``noop --binary`` and ``noop run --binary`` with each running, cold and warm,
-with each command's peak RSS (the kernel's ``ru_maxrss`` of the process).
+with each command's peak RSS (the kernel's ``ru_maxrss`` of the process). Building
+go-large needs Debian's ``golang-github-aws-aws-sdk-go-dev``.
 """
 
 from __future__ import annotations
@@ -160,6 +161,9 @@ def measure(name: str, start: object, args: list[str], runs: int, peak: bool = F
 def build_large() -> Path:
     """build/go-large, built once from bench/programs/go-large with Debian's Go and
     its packaged sources (client_golang, the AWS SDK)."""
+    if not LARGE.exists() and not Path("/usr/share/gocode/src/github.com/aws").is_dir():
+        raise SystemExit("build/go-large needs the AWS SDK's Go sources: apt-get install "
+                         "golang-github-aws-aws-sdk-go-dev (or give --large BIN ...)")
     if not LARGE.exists():
         LARGE.parent.mkdir(exist_ok=True)
         env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode"}
