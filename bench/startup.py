@@ -18,7 +18,8 @@ Large binaries (``--large``; by default Debian's stripped ``/usr/bin/prometheus`
 ``build/go-large``, a 50 MB client_golang program with DWARF built here from
 bench/programs/go-large and Debian's Go sources): ``noop check --binary`` (the plan
 alone), ``noop --binary`` and ``noop run --binary`` with each running, cold and warm,
-with each command's peak RSS (the kernel's ``ru_maxrss`` of the process). Building
+with each command's peak RSS (the kernel's ``ru_maxrss`` of the process, which counts
+the largest of the children it waited for: BCC's compiler, for the attaching arms). Building
 go-large needs Debian's ``golang-github-aws-aws-sdk-go-dev``.
 """
 
