@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from agent.target.gometa.pclntab import node_ranges
 from agent.target.gometa.program import GoProgram
 
 
@@ -15,19 +16,10 @@ def rows(program: GoProgram) -> list[dict[str, object]]:
     counts: dict[str, int] = defaultdict(int)
     pcl, gofunc = program.pclntab, program.module.gofunc
     for f in program.functions:
-        tree, ranges = pcl.inlining(f.func, gofunc)
-        if not tree:
-            continue
-        parents = {n.index: n.parent for n in tree}
-        live: set[int] = set()
-        for _lo, _hi, index in ranges:
-            steps = 0
-            while index >= 0 and index not in live and steps < len(tree):
-                live.add(index)
-                index = parents.get(index, -1)
-                steps += 1
+        tree, index = pcl.inlining(f.func, gofunc)
+        code = node_ranges(tree, index)
         for n in tree:
-            if n.index in live:
+            if n.index in code:
                 counts[n.name.replace("·", ".")] += 1
     named = {f.name for f in program.functions}
     out: list[dict[str, object]] = [

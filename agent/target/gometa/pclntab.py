@@ -347,5 +347,21 @@ class Pclntab:
         return out
 
 
+def node_ranges(tree: list[InlinedCall], index: list[tuple[int, int, int]]
+                ) -> dict[int, list[tuple[int, int]]]:
+    """The code of each node of an inlining tree: the ranges ``index`` (the function's
+    inlining index) gives it and those of the copies inlined into it; a node with none
+    has no code left."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    parents = {n.index: n.parent for n in tree}
+    for lo, hi, node in index:
+        steps = 0
+        while node >= 0 and steps < len(tree):
+            out.setdefault(node, []).append((lo, hi))
+            node = parents.get(node, -1)
+            steps += 1
+    return out
+
+
 def _value_at(ranges: list[tuple[int, int, int]], pc: int) -> int:
     return next((v for lo, hi, v in ranges if lo <= pc < hi), -1)

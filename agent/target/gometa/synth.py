@@ -36,7 +36,7 @@ from agent.target.dwarf.writer import (
 )
 from agent.target.gometa import rtypes as rt
 from agent.target.gometa import signature
-from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall
+from agent.target.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall, node_ranges
 from agent.target.gometa.program import Function, GoProgram, Signature
 from agent.target.gometa.scope import Scope
 
@@ -470,8 +470,11 @@ def _functions_units(info: Info, program: GoProgram, functions: list[Function],
             info.die("subprogram", f.name, f.entry, f.size, 1 if sig or given else 0,
                      key=("fn", f.name))
             _params(info, sig, receiver, given)
-            for node in (n for n in trees.get(f.name, []) if n.parent < 0):
-                _inlined(info, program, f, trees[f.name], node, rows[f.name])
+            tree = trees.get(f.name, [])
+            code = node_ranges(tree, program.pclntab.pcdata(f.func, PCDATA_INLTREE_INDEX)) \
+                if tree else {}
+            for node in (n for n in tree if n.parent < 0):
+                _inlined(info, tree, node, code, rows[f.name])
             info.end_children()
         for name in sorted(abstract.get(pkg, ())):
             info.die("abstract", name, 1, key=("fn", name))
@@ -516,22 +519,13 @@ def _params(info: Info, sig: Signature | None, receiver: rt.GoType | None,
         info.die("param", f"~r{i}", r.address, 1)
 
 
-def _inlined(info: Info, program: GoProgram, f: Function, tree: list[InlinedCall],
-             node: InlinedCall, rows: list[LineRow]) -> None:
-    """The inlined copy ``node`` of function ``f``, with the copies inlined into it, each
-    with the file and line of its call: those of its ``parent_pc`` in ``rows``."""
-    func = f.func
-    ranges: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    parents = {n.index: n.parent for n in tree}
-    for lo, hi, index in program.pclntab.pcdata(func, PCDATA_INLTREE_INDEX):
-        seen = 0
-        while index >= 0 and seen < len(tree):
-            ranges[index].append((lo, hi))
-            index = parents.get(index, -1)
-            seen += 1
-
+def _inlined(info: Info, tree: list[InlinedCall], node: InlinedCall,
+             code: dict[int, list[tuple[int, int]]], rows: list[LineRow]) -> None:
+    """The inlined copy ``node`` of a function (its ``tree``, each node's ``code``), with
+    the copies inlined into it, each with the file and line of its call: those of its
+    ``parent_pc`` in the function's ``rows``."""
     def emit(n: InlinedCall) -> None:
-        got = _merge(ranges.get(n.index, []))
+        got = _merge(code.get(n.index, []))
         if not got:
             return
         name = n.name.replace("·", ".")
