@@ -145,19 +145,26 @@ class Types:
         if not self.md.types <= address < self.md.etypes:
             raise self._fail("reference", address)
         (size, _ptrdata, _hash, tflag, align, _falign, kind, _eq, _gc, str_off,
-         _ptr_to) = _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
+         _ptr_to) = self._head(address)
         kind &= _KIND_MASK
         if not BOOL <= kind <= UNSAFE_POINTER:
             raise Corrupt(f"{self.image.elf.path}: a type descriptor at {address:#x} has kind "
                           f"{kind}, which Go does not have", "the binary is damaged")
-        short = self._name_off(str_off)
-        if tflag & _TFLAG_EXTRA_STAR:
-            short = short[1:]
-        t = GoType(address, kind, size, align, bool(tflag & _TFLAG_NAMED), short)
+        t = GoType(address, kind, size, align, bool(tflag & _TFLAG_NAMED),
+                   self._short(tflag, str_off))
         t.tflag = tflag
         self._by_address[address] = t
         self._pending.append(t)
         return t
+
+    def _head(self, address: int) -> tuple[int, ...]:
+        """The common header (abi.Type) of the descriptor at ``address``."""
+        return _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
+
+    def _short(self, tflag: int, str_off: int) -> str:
+        """A descriptor's own string: ``*prometheus.counter``."""
+        short = self._name_off(str_off)
+        return short[1:] if tflag & _TFLAG_EXTRA_STAR else short
 
     def _fill(self, t: GoType) -> None:
         extra = self._kind_fields(t)
@@ -301,7 +308,7 @@ class Types:
 
     def pointer_to(self, t: GoType) -> GoType | None:
         """The type ``*t`` if the binary has its descriptor (``t``'s ``ptrToThis``)."""
-        ptr_to = _BASE.unpack(self.image.read(t.address, _BASE.size, "a type descriptor"))[-1]
+        ptr_to = self._head(t.address)[-1]
         p = self.at(self.md.types + ptr_to) if ptr_to > 0 else None
         return p if p is not None and p.kind == POINTER and p.elem is t else None
 
@@ -325,10 +332,8 @@ class Types:
         got = self._by_address.get(address)
         if got is not None:
             return got.short
-        (_size, _ptrdata, _hash, tflag, _align, _falign, _kind, _eq, _gc, str_off,
-         _ptr_to) = _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
-        short = self._name_off(str_off)
-        return short[1:] if tflag & _TFLAG_EXTRA_STAR else short
+        head = self._head(address)
+        return self._short(head[3], head[9])
 
     def _roots(self) -> list[int]:
         roots = list(self.md.typelinks)
@@ -381,8 +386,7 @@ class Types:
             return {t.pkgpath for t in self._by_address.values() if t.named and t.pkgpath}
         out = set()
         for at in self.md.typelinks:
-            head = _BASE.unpack(self.image.read(at, _BASE.size, "a type descriptor"))
-            if head[6] & _KIND_MASK != POINTER:
+            if self._head(at)[6] & _KIND_MASK != POINTER:
                 continue
             elem = self.image.pointer(at + _BASE.size)
             if not elem:
@@ -397,7 +401,7 @@ class Types:
     def _named_package(self, address: int) -> str:
         """The package path of the type at ``address`` if it is named ('' if not), read
         from its descriptor alone (as ``_shell`` and ``_fill`` would set it)."""
-        head = _BASE.unpack(self.image.read(address, _BASE.size, "a type descriptor"))
+        head = self._head(address)
         tflag, kind = head[3], head[6] & _KIND_MASK
         if not tflag & _TFLAG_NAMED:
             return ""
