@@ -481,14 +481,7 @@ class TestInspectAnswers:
         for kind, answer in cold.items():
             RENDER[kind](answer)
 
-        opened = []
-        real = reader.Dwarf
-
-        def counting(*a: Any, **k: Any) -> Any:
-            opened.append(1)
-            return real(*a, **k)
-
-        monkeypatch.setattr(reader, "Dwarf", counting)
+        opened = _counted(monkeypatch, reader, "Dwarf")
         inspect.close()  # as a new process: nothing open
         assert {kind: ask() for kind, (_key, ask) in asks.items()} == cold
         assert opened == []  # every answer read from the cache
@@ -549,14 +542,7 @@ class TestFileDigests:
         monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "cache"))
         f = tmp_path / "bin"
         f.write_bytes(b"A" * 4096)
-        hashed = []
-        real = hashlib.file_digest
-
-        def counting(*a: Any, **k: Any) -> Any:
-            hashed.append(1)
-            return real(*a, **k)
-
-        monkeypatch.setattr(hashlib, "file_digest", counting)
+        hashed = _counted(monkeypatch, hashlib, "file_digest")
         first = cache.fingerprint(f)
         cache._digest.cache_clear()  # as a new process
         assert cache.fingerprint(f) == first and len(hashed) == 1
@@ -568,3 +554,16 @@ class TestFileDigests:
         assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
         assert cache.fingerprint(f) != first and len(hashed) == 2
         assert cache.fingerprint(f) == hashlib.sha256(b"B" + b"A" * 4095).hexdigest()[:16]
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """``owner.name`` replaced by itself counting its calls: one item per call."""
+    calls: list[int] = []
+    real = getattr(owner, name)
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls

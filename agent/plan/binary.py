@@ -20,6 +20,7 @@ from agent.target.dwarf.types import TypeNamer
 from agent.target.elf import ElfFile
 from agent.target.gometa import buildinfo
 from agent.target.gometa.image import Image
+from agent.target.gometa.scope import Scope
 
 # runtime.g.goid by Go version, for stripped builds whose runtime.g has no type
 # descriptor; each checked in the tests against DWARF of that toolchain's builds.
@@ -29,7 +30,7 @@ GOID_OFFSETS = {(1, 19): 152, (1, 21): 152, (1, 24): 160, (1, 26): 152, (1, 27):
 class Binary:
     """One target binary opened for resolving: ELF, DWARF, functions, type walker."""
 
-    def __init__(self, path: str, scope: debuginfo.Scope | None = None) -> None:
+    def __init__(self, path: str, scope: Scope | None = None) -> None:
         self.path = path
         self.elf = ElfFile(path)
         self.dwarf = Dwarf(self.elf, debuginfo.locate(self.elf, scope))

@@ -31,9 +31,10 @@ from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
-from agent.target import debuginfo, discover, sites
+from agent.target import discover, sites
 from agent.target.dwarf.locations import Location, Piece, Unavailable
 from agent.target.dwarf.reader import die_name
+from agent.target.gometa.scope import Scope
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
@@ -247,7 +248,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
 # What a stripped build's DWARF made from Go metadata must hold for this preset: the
 # package's functions (with every function they are inlined into, and the types they
 # refer to), its metrics' structs, and the goroutine's (its id's offset).
-SCOPE = debuginfo.Scope(functions=(PKG + ".",),
+SCOPE = Scope(functions=(PKG + ".",),
                         types=(*sorted({f"{PKG}.{r.struct}" for r in RULES}), "runtime.g"))
 MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
                     r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")

@@ -25,7 +25,7 @@ from pathlib import Path
 from agent import cache
 from agent.errors import BinaryError, NoDebugInfo
 from agent.target.elf import ElfFile
-from agent.target.gometa.scope import Scope as Scope  # the plan names it from here
+from agent.target.gometa.scope import Scope
 
 SELF, SEPARATE, GO_METADATA, SYMBOLS = "binary", "separate", "go-metadata", "symbols"
 

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 class Scope:
     """What of a stripped Go program's metadata a reader needs as DWARF: the functions
     ``functions`` names, with every function that inlines one of them, and the types
-    ``types`` names, with the types those functions and types refer to. A name ending
-    in a dot (``pkg.``) stands for every name it begins, as one ending in ``*`` does
-    (without the star). DWARF made for a scope
-    answers for these alone; ``None`` where a scope is asked for is the whole
-    program."""
+    ``types`` names (whole names), with the types those functions and types refer to.
+    A function's name ending in a dot (``pkg.``) stands for every name it begins, as
+    one ending in ``*`` does (without the star). DWARF made for a scope answers for
+    these alone; ``None`` where a scope is asked for is the whole program."""
 
     functions: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
@@ -26,15 +25,8 @@ class Scope:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def wants_function(self, name: str) -> bool:
-        return _named_by(name, self.functions)
-
-    def wants_type(self, name: str) -> bool:
-        return _named_by(name, self.types)
-
-
-def _named_by(name: str, names: tuple[str, ...]) -> bool:
-    return any(name == n or (n.endswith(".") and name.startswith(n)) or
-               (n.endswith("*") and name.startswith(n[:-1])) for n in names)
+        return any(name == n or (n.endswith(".") and name.startswith(n)) or
+                   (n.endswith("*") and name.startswith(n[:-1])) for n in self.functions)
 
 
 def of_pattern(pattern: str | None) -> Scope | None:

@@ -179,8 +179,6 @@ class _Known:
 
     def wanted(self, scope: Scope) -> list[rt.GoType]:
         """The types ``scope`` names."""
-        if any(n.endswith(".") for n in scope.types):  # a package's: every type's name
-            return [t for n, t in self._all.items() if scope.wants_type(n)]
         return [t for t in (self.get(n) for n in scope.types) if t is not None]
 
     def name(self, t: rt.GoType) -> str:
