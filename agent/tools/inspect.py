@@ -390,9 +390,6 @@ def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
 
 
 def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:
-    def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
-        return listing(dwarf, namer)
-
     opened = _opened(binary)
     if opened.source.kind == debuginfo.GO_METADATA:
         from agent.target.gometa import listing as metadata
@@ -401,7 +398,7 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
         # A stripped Go binary's: from its metadata, without making DWARF of it.
         rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
     else:
-        rows = _answer(binary, "funcs", "all", compute)
+        rows = _answer(binary, "funcs", "all", lambda _elf, dwarf, namer: listing(dwarf, namer))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 
@@ -32,9 +33,8 @@ class Scope:
 def of_pattern(pattern: str | None) -> Scope | None:
     """The scope of the functions a shell-style ``pattern`` can match: those its
     literal beginning begins (None, the whole program, when it has none)."""
-    if not pattern:
-        return None
-    literal = pattern[:min(pattern.find(c) % (len(pattern) + 1) for c in "*?[")]
+    wild = re.search(r"[*?[]", pattern or "")
+    literal = pattern[:wild.start()] if pattern and wild else pattern
     if not literal:
         return None
     return Scope(functions=(literal if literal == pattern else literal + "*",))
