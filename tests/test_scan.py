@@ -7,19 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from elftools.dwarf.die import DIE
 
 from agent.target.dwarf import scan
-from agent.target.dwarf.reader import open_dwarf
+from agent.target.dwarf.reader import die_name, open_dwarf
+from agent.target.dwarf.tree import Tree
 
 
 def _both(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = open_dwarf(binary).inlined_index()
 
-    def refuse(*_a: object) -> dict[str, list[int]]:
+    def refuse(*_a: object) -> list[int]:
         raise ValueError("the full walk, please")
 
     with monkeypatch.context() as m:
-        m.setattr(scan, "inlined_index", refuse)
+        m.setattr(Tree, "walk", refuse)
         slow = open_dwarf(binary).inlined_index()
     assert fast == slow
 
@@ -43,7 +45,7 @@ def test_an_unknown_form_is_refused_not_guessed() -> None:
     unit = bytes([4, 0, 0, 0, 0, 0, 8, 1, 0xAA])  # v4, abbrev 0, 8-byte addresses, DIE 1
     info = len(unit).to_bytes(4, "little") + unit
     with pytest.raises(ValueError, match="form 0x7f"):
-        scan.origins(info, abbrev)
+        Tree(info, abbrev, scan.Strings()).walk()
 
 
 def test_the_frame_of_a_pc_as_the_full_list_has_it(example: Path) -> None:
@@ -79,8 +81,22 @@ def _names_as_the_full_walk_has_them(binary: Path) -> None:
     keys = {int(k) for k in dwarf.inlined_index()}
     fast = dwarf.names_at(keys)
     assert fast is not None and len(fast) == len(keys) > 0
-    slow = {k: functions.function_name(dwarf.die_at(k)) for k in keys}
+    go = dwarf.language == "go"
+    slow = {k: die_name(dwarf.die_at(k)) or "" if go else _qualified(dwarf.die_at(k))
+            for k in keys}
     assert fast == slow
+    assert {k: functions.function_name(dwarf.die_at(k)) for k in keys} == slow
+
+
+def _qualified(die: DIE) -> str:
+    """``a::b::f`` through pyelftools' own parents (each found by parsing the unit)."""
+    parts = [die_name(die) or "?"]
+    parent = die.get_parent()
+    while parent is not None and parent.tag != "DW_TAG_compile_unit":
+        if die_name(parent):
+            parts.append(die_name(parent) or "")
+        parent = parent.get_parent()
+    return "::".join(reversed(parts))
 
 
 @pytest.mark.parametrize("which", ["rust_ledger", "rust_handler", "rust_layouts",

@@ -82,7 +82,9 @@ class Binary:
     def instructions(self, function: str) -> tuple[sites.Insn, ...]:
         got = self._insns.get(function)
         if got is None:
-            sym, _die = self.functions.find(function)
+            sym = self.functions.symbols.get(function)
+            if sym is None:  # said as find says it
+                sym, _die = self.functions.find(function)
             got = self._insns[function] = sites.disassemble(self.elf, sym.address,
                                                             max(sym.size, 1))
         return got

@@ -65,6 +65,7 @@ from agent.plan.placement import paired_with_swap
 from agent.spec.probes import parse_selector
 from agent.target import debuginfo, discover, guards, sites
 from agent.target.amd64 import full_register
+from agent.target.dwarf.functions import own_name
 from agent.target.dwarf.locations import Piece
 from agent.target.dwarf.reader import die_name, origin_of
 
@@ -182,9 +183,27 @@ def parse_tag(tag: str) -> Tag:
     return Tag(kind, op, sign, adjust, store)
 
 
+# Every metric object of the crate (a Value<P>, a HistogramCore) holds its Desc, which
+# its drop drops first: where the object's address stops being its.
+DESC_DROP = "core::ptr::drop_in_place<prometheus::desc::Desc>"
+DROPPED = "metric_dropped"  # the probe at those drops
+
+
 def links_crate(b: Binary) -> bool:
-    return any(_VALUE.match(n) or n == _HIST_INC for n in b.functions.inlined_names()) or \
-        any(n.startswith("prometheus::") for n in b.functions.symbols)
+    return any(n.startswith("prometheus::") for n in b.functions.symbols) or \
+        any(_VALUE.match(n) or n == _HIST_INC for n in _inlined(b))
+
+
+# Where the functions the preset reads are named: each is the crate's (in its namespace)
+# or the drop of its Desc (core::ptr's, named after the Desc it drops).
+_MENTIONED = ("prometheus", own_name(DESC_DROP))
+
+
+def _inlined(b: Binary) -> list[str]:
+    """The crate's functions that exist only as inlined copies, and the Desc's drop, read
+    from the units that mention them."""
+    return b.functions.inlined_among(_MENTIONED, lambda n: n.startswith("prometheus::")
+                                     or n == DESC_DROP)
 
 
 def make(b: Binary, aggregate: bool) -> Plan:
@@ -234,12 +253,6 @@ def make(b: Binary, aggregate: bool) -> Plan:
         probes.append(dropped)
     here = discover.Selector(path=str(Path(b.path).resolve()))
     return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
-
-
-# Every metric object of the crate (a Value<P>, a HistogramCore) holds its Desc, which
-# its drop drops first: where the object's address stops being its.
-DESC_DROP = "core::ptr::drop_in_place<prometheus::desc::Desc>"
-DROPPED = "metric_dropped"  # the probe at those drops
 
 
 def _drops(b: Binary, found: list[Found]) -> tuple[ProbePlan | None, str]:
@@ -344,13 +357,13 @@ def _usable(b: Binary) -> None:
 def _chain(die: DIE, b: Binary) -> Iterator[str]:
     """The names of the inlined copies and the function around ``die``, innermost
     first."""
-    d = die.get_parent()
+    d = b.dwarf.parent(die)
     while d is not None:
         if d.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_subprogram"):
             yield b.functions.function_name(origin_of(d)) or ""
         if d.tag == "DW_TAG_subprogram":
             return
-        d = d.get_parent()
+        d = b.dwarf.parent(d)
 
 
 def _copies(b: Binary, names: list[str]) -> Iterator[tuple[str, DIE, str, list[tuple[int, int]]]]:
@@ -365,7 +378,7 @@ def _copies(b: Binary, names: list[str]) -> Iterator[tuple[str, DIE, str, list[t
 def _updates(b: Binary) -> tuple[list[Found], list[str]]:
     """Every update instruction of the program's own, and the copies with code that
     have none noop recognises."""
-    names = b.functions.inlined_names()
+    names = _inlined(b)
     shown = b.functions.display_name
     found: dict[int, Found] = {}
     missed: list[tuple[list[tuple[int, int]], str]] = []
@@ -396,10 +409,10 @@ def _updates(b: Binary) -> tuple[list[Found], list[str]]:
         found.setdefault(insns[hits[0]].address,
                          _found(kind, op, number, where, insns, hits[0], owner, field))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
-        frame = _frame(die.get_parent())  # HistogramCore::observe
+        frame = _frame(b, b.dwarf.parent(die))  # HistogramCore::observe
         _counted(b, found, missed, "observe", where, ranges, frame, _self_type(b, frame))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC_BY]):
-        frame = _frame(die.get_parent())
+        frame = _frame(b, b.dwarf.parent(die))
         if frame is None or b.functions.function_name(origin_of(frame)) != _HIST_FLUSH:
             continue  # ShardAndCount::inc's (an observation, found above), or none
         _counted(b, found, missed, "flush", where, ranges, frame,
@@ -464,11 +477,11 @@ def _shared_core(b: Binary, local: DIE | None) -> DIE | None:
                  if c.tag == "DW_TAG_template_type_param" and die_name(c) == "T"), None)
 
 
-def _frame(die: DIE | None) -> DIE | None:
+def _frame(b: Binary, die: DIE | None) -> DIE | None:
     """The inlined copy or function ``die`` is in (itself if it is one)."""
     while die is not None and die.tag not in ("DW_TAG_inlined_subroutine",
                                               "DW_TAG_subprogram"):
-        die = die.get_parent()
+        die = b.dwarf.parent(die)
     return die
 
 

@@ -138,6 +138,9 @@ class Walker:
     def __init__(self, dwarf: Dwarf, namer: TypeNamer) -> None:
         self.dwarf = dwarf
         self.namer = namer
+        # each struct's members, by its DIE's offset: a preset asks of the same few
+        # types thousands of times, and pyelftools parses a DIE's children on each walk
+        self._members: dict[int, dict[str, tuple[int, DIE | None]]] = {}
 
     # -- types ---------------------------------------------------------------------
     def rust(self, die: DIE | None) -> bool:
@@ -200,13 +203,14 @@ class Walker:
 
     def members(self, die: DIE | None) -> dict[str, tuple[int, DIE | None]]:
         d = self.namer.strip(die)
-        out: dict[str, tuple[int, DIE | None]] = {}
         if d is None:
-            return out
-        for c in d.iter_children():
-            if c.tag == "DW_TAG_member" and die_name(c):
-                out[die_name(c) or ""] = (member_offset(c), self.dwarf.ref(c))
-        return out
+            return {}
+        out = self._members.get(d.offset)
+        if out is None:
+            out = self._members[d.offset] = {
+                die_name(c) or "": (member_offset(c), self.dwarf.ref(c))
+                for c in d.iter_children() if c.tag == "DW_TAG_member" and die_name(c)}
+        return dict(out)
 
     def _target(self, die: DIE | None) -> DIE | None:
         d = self.namer.strip(die)

@@ -102,9 +102,9 @@ class _Resolver:
         if self.dwarf is None or self.functions is None:
             return ("?", "?")
         die = self.dwarf.info.get_DIE_from_refaddr(offset)
-        parent = die.get_parent()
+        parent = self.dwarf.parent(die)
         while parent is not None and parent.tag not in BODY_TAGS:
-            parent = parent.get_parent()
+            parent = self.dwarf.parent(parent)
         name = self.functions.function_name(origin_of(parent)) if parent is not None else "?"
         file = self.lines.file_of(die, "DW_AT_call_file")
         line = attr(die, "DW_AT_call_line")

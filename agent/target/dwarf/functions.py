@@ -8,6 +8,7 @@ value says which source was used.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -86,6 +87,10 @@ class Functions:
         self.locations = LocationReader(dwarf)
         self._index: dict[str, list[int]] | None = None
         self._names: dict[str, list[int]] | None = None
+        # What questions about a few functions found, reading only the units they need:
+        # a function's name-holding DIEs with copies, and each such DIE's copies.
+        self._keys: dict[str, list[int]] = {}
+        self._copies: dict[int, list[int]] = {}
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
@@ -106,9 +111,9 @@ class Functions:
         if sym is None and name.startswith(("struct ", "fn ")):
             sym = self.symbols.get(name.split(" ", 1)[1])
         if sym is None and self.only_inlined(name):
-            return Symbol(name, 0, 0), self.dwarf.die_at(self._named()[name][0])
+            return Symbol(name, 0, 0), self.dwarf.die_at(self._keys_of(name)[0])
         if sym is None:
-            raise NotFound("function", name, [*self.symbols, *self._named()])
+            raise NotFound("function", name, self._every_name())
         die = self.dwarf.subprogram_at(sym.address)
         if die is None:
             raise NoopError(f"function {name!r} has a symbol but no DWARF entry",
@@ -189,21 +194,71 @@ class Functions:
 
     def only_inlined(self, name: str) -> bool:
         """Whether ``name`` exists only as copies inlined into other functions."""
-        return name not in self.symbols and name in self._named()
+        return name not in self.symbols and bool(self._keys_of(name))
 
     def inlined_names(self) -> list[str]:
         """Functions that exist only as inlined copies."""
         return [n for n in self._named() if n not in self.symbols]
+
+    def inlined_among(self, names: Collection[str], keep: Callable[[str], bool]) -> list[str]:
+        """The functions that exist only as inlined copies and whose name ``keep``
+        accepts, among those whose own name, or a namespace or type they are in, is one
+        of ``names``: read from the units that mention one of them (and those their
+        copies are in), not from every unit."""
+        got = self._targeted(names, keep)
+        if got is None:
+            return [n for n in self.inlined_names() if keep(n)]
+        return [n for n in got if n not in self.symbols]
+
+    def _every_name(self) -> Iterator[str]:
+        """Every function's name, the inlined-only ones read when first asked for."""
+        yield from self.symbols
+        yield from self._named()
+
+    def _keys_of(self, name: str) -> list[int]:
+        """The DIEs holding function ``name`` that inlined copies lead to."""
+        if self._names is not None:
+            return self._names.get(name, [])
+        if name not in self._keys:
+            self._targeted([own_name(name)], lambda n: n == name)
+        if name not in self._keys:  # no DIE of that name where it would be: every unit
+            self._keys[name] = self._named().get(name, [])
+        return self._keys[name]
+
+    def _targeted(self, names: Collection[str], keep: Callable[[str], bool]
+                  ) -> dict[str, list[int]] | None:
+        """The name-holding DIEs with copies of the functions ``keep`` accepts among
+        those ``names`` mention (``Tree.keys``), kept for later questions; None when the
+        raw reader cannot read them."""
+        keys = self.dwarf.function_keys(names, keep)
+        index = self.dwarf.copies([k for ks in keys.values() for k in ks]) \
+            if keys is not None else None
+        if keys is None or index is None:
+            return None
+        self._copies.update(index)
+        # a function named so with no copies has none: said, not asked again
+        self._keys.update({n: [k for k in ks if index.get(k)] for n, ks in keys.items()})
+        return {n: self._keys[n] for n in keys if self._keys[n]}
+
+    def _copies_of(self, key: int) -> list[int]:
+        """The inlined copies of the function whose name-holding DIE is at ``key``."""
+        if self._index is not None:
+            return self._index.get(str(key), [])
+        if key not in self._copies:
+            got = self.dwarf.copies([key])
+            if got is None:
+                return self._inlined_index().get(str(key), [])
+            self._copies[key] = got.get(key, [])
+        return self._copies[key]
 
     def inlined(self, name: str) -> tuple[Inlined, ...]:
         """The function's inlined copies with code, by entry address."""
         _sym, die = self.find(name)
         keys = {origin_of(die).offset}
         if self.dwarf.unit_language(die.cu) != "go":  # Go names a function once
-            keys.update(self._named().get(self.display_name(name), ()))
+            keys.update(self._keys_of(self.display_name(name)))
         out = []
-        for offset in (o for k in sorted(keys)
-                       for o in self._inlined_index().get(str(k), [])):
+        for offset in (o for k in sorted(keys) for o in self._copies_of(k)):
             copy = self.dwarf.die_at(offset)
             entry = attr(copy, "DW_AT_entry_pc")
             ranges = self.dwarf.ranges(copy)
@@ -245,7 +300,7 @@ class Functions:
             return loc if loc is not None and all(p.reg is not None for p in loc) else None
         # C and Rust: a slot in the caller's frame is read from rsp there, through the
         # caller's frame base and the call-frame information at the copy's entry.
-        outer = outer_subprogram(copy.die)
+        outer = outer_subprogram(self.dwarf, copy.die)
         cfa = self.dwarf.cfa_at(pc)
         return self._param_location(copy.die, param, size, pc,
                                     frame_base(outer) if outer is not None else None, cfa)
@@ -489,12 +544,32 @@ class Functions:
         return self.namer.qualified(decl)
 
 
-def outer_subprogram(die: DIE) -> DIE | None:
+def outer_subprogram(dwarf: Dwarf, die: DIE) -> DIE | None:
     """The out-of-line subprogram an inlined copy (or a block) is in."""
-    at = die.get_parent()
+    at = dwarf.parent(die)
     while at is not None and at.tag != "DW_TAG_subprogram":
-        at = at.get_parent()
+        at = dwarf.parent(at)
     return at
+
+
+def own_name(name: str) -> str:
+    """The last part of a qualified name (``a::B<c::D>::f`` -> ``f``: what DW_AT_name
+    holds), ``::`` inside brackets not counted."""
+    depth = last = i = 0
+    while i < len(name):
+        if name.startswith("->", i):
+            i += 2
+            continue
+        c = name[i]
+        if c in "<([":
+            depth += 1
+        elif c in ">)]":
+            depth -= 1
+        elif depth == 0 and name.startswith("::", i):
+            last = i = i + 2
+            continue
+        i += 1
+    return name[last:]
 
 
 def frame_base(die: DIE) -> list[int] | None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from elftools.common.exceptions import DWARFError, ELFError
 from elftools.dwarf.abbrevtable import AbbrevDecl, AbbrevTable
@@ -25,13 +25,14 @@ from elftools.dwarf.dwarfinfo import DWARFInfo
 from elftools.dwarf.enums import ENUM_DW_TAG
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
-from elftools.elf.elffile import ELFFile
 
 from agent import cache
 from agent.errors import BinaryError
 from agent.target import debuginfo
 from agent.target.amd64 import DWARF_REGS
 from agent.target.dwarf import scan
+from agent.target.dwarf.sections import dwarf_info, section_bytes
+from agent.target.dwarf.tree import Tree
 from agent.target.dwarf.writer import TYPES_UNIT
 from agent.target.elf import ElfFile
 
@@ -47,6 +48,9 @@ TYPE_TAGS = frozenset({
     "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
     "DW_TAG_array_type", "DW_TAG_subroutine_type",
 })
+_T = TypeVar("_T")
+# What reading raw DWARF raises on a form or layout it does not know.
+_SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError)
 _TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
 _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
                          "DW_TAG_union_type", "DW_TAG_enumeration_type"})
@@ -127,7 +131,7 @@ class Dwarf:
                 elf.take_symbols(debug)
         self._file = open(self.source.path, "rb")  # noqa: SIM115 - pyelftools reads lazily
         try:
-            self.info: DWARFInfo = ELFFile(self._file).get_dwarf_info()
+            self.info: DWARFInfo = dwarf_info(self._file)
         except (ELFError, ValueError, KeyError) as exc:
             raise BinaryError(f"{elf.path}: cannot read DWARF: {exc}") from None
         tables: dict[int, AbbrevTable] = {}
@@ -162,8 +166,8 @@ class Dwarf:
         """The bytes of .debug_info and .debug_abbrev (b"" without one), read once for
         the damage check and every raw scan."""
         info, abbrev = self.info.debug_info_sec, self.info.debug_abbrev_sec
-        return (_bytes(info) if info is not None else b"",
-                _bytes(abbrev) if abbrev is not None else b"")
+        return (section_bytes(info) if info is not None else b"",
+                section_bytes(abbrev) if abbrev is not None else b"")
 
     @cached_property
     def units(self) -> tuple[CompileUnit, ...]:
@@ -179,10 +183,13 @@ class Dwarf:
     def language(self) -> str:
         """The main language: Go if any unit is Go's (its C and assembly units come
         from cgo and the runtime), else Rust if any is Rust's, else the most common.
-        Read unit by unit up to the first Go one: a Go binary has hundreds."""
+        Read from the units' raw bytes (pyelftools would parse every abbreviation
+        table), or unit by unit up to the first Go one."""
+        ok, codes = self.ask(lambda t: t.languages())
+        langs = iter([_LANGUAGES.get(c, "c") for c in codes or ()] if ok else
+                     (self.unit_language(cu) for cu in self.units))
         counts: dict[str, int] = {}
-        for cu in self.units:
-            lang = self.unit_language(cu)
+        for lang in langs:
             if lang == "go":
                 return "go"
             counts[lang] = counts.get(lang, 0) + 1
@@ -227,23 +234,76 @@ class Dwarf:
             info, abbrev = self.raw
             got = scan.top_types(info, abbrev, cu.cu_offset,
                                  frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
-                                 _bytes(strs) if strs is not None else b"")
-        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
+                                 section_bytes(strs) if strs is not None else b"")
+        except _SCAN_ERRORS:
             return None
         return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
 
-    def names_at(self, offsets: set[int]) -> dict[int, str] | None:
-        """The qualified name (``scan.qualified_names``) of the DIE at each offset, read
-        from the raw bytes; None when the scan cannot read them."""
+    @cached_property
+    def strings(self) -> scan.Strings:
+        """The string sections a DIE's name may be in."""
+        return scan.Strings(*(section_bytes(s) if s is not None else b"" for s in (
+            self.info.debug_str_sec, getattr(self.info, "debug_line_str_sec", None),
+            getattr(self.info, "debug_str_offsets_sec", None))))
+
+    @cached_property
+    def tree(self) -> Tree | None:
+        """The raw bytes' shape, read unit by unit as questions need (``tree``); None
+        when the scan cannot read these sections (pyelftools' slow walks answer)."""
+        self.units  # noqa: B018 - the damage check says what is wrong, in one line
         try:
-            info, abbrev = self.raw
-            strings = scan.Strings(*(_bytes(s) if s is not None else b"" for s in (
-                self.info.debug_str_sec, getattr(self.info, "debug_line_str_sec", None),
-                getattr(self.info, "debug_str_offsets_sec", None))))
-            return scan.qualified_names(info, abbrev, strings, offsets,
-                                        self.language != "go")
-        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
+            return Tree(*self.raw, self.strings)
+        except _SCAN_ERRORS:
             return None
+
+    def ask(self, question: Callable[[Tree], _T]) -> tuple[bool, _T | None]:
+        """(True, what ``question`` answers from the tree), or (False, None) when the
+        tree cannot read a unit it needed (which turns it off for this binary)."""
+        tree = self.tree
+        if tree is None:
+            return False, None
+        try:
+            return True, question(tree)
+        except _SCAN_ERRORS:
+            self.__dict__["tree"] = None
+            return False, None
+
+    def names_at(self, offsets: set[int]) -> dict[int, str] | None:
+        """The qualified name (``Tree.qualified``) of the DIE at each offset, every unit
+        read; None when the scan cannot read them."""
+        nested = self.language != "go"
+
+        def names(tree: Tree) -> dict[int, str]:
+            tree.walk()
+            return {o: tree.qualified(o, nested) for o in offsets}
+        return self.ask(names)[1]
+
+    def function_keys(self, names: Collection[str], keep: Callable[[str], bool]
+                      ) -> dict[str, list[int]] | None:
+        """``Tree.keys``: the name-holding DIEs of the functions ``keep`` accepts among
+        those whose own name or scope is one of ``names``; None when the scan cannot
+        read them."""
+        nested = self.language != "go"
+        return self.ask(lambda t: t.keys(names, keep, nested))[1]
+
+    def copies(self, keys: Collection[int]) -> dict[int, list[int]] | None:
+        """Every inlined copy of the functions whose name-holding DIEs are ``keys``, by
+        key, reading only the units that can hold one; None when the scan cannot."""
+        def reach(tree: Tree) -> dict[int, list[int]]:
+            tree.reach(keys)
+            return tree.index(keys)
+        return self.ask(reach)[1]
+
+    def parent(self, die: DIE) -> DIE | None:
+        """The DIE ``die`` is in (None for a unit's own): from the tree when it keeps that
+        DIE, else pyelftools' (which parses the unit up to it)."""
+        def parent(tree: Tree) -> int | bool | None:
+            tree.walk([tree.unit_of(die.offset)])
+            return tree.parent(die.offset) if die.offset in tree.kept else False
+        ok, got = self.ask(parent)
+        if not ok or got is False:
+            return die.get_parent()
+        return self.die_at(got) if isinstance(got, int) else None
 
     def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
         """(qualified name, DIE) for every named type at top level or inside namespaces."""
@@ -299,7 +359,7 @@ class Dwarf:
         sec = self.info.debug_frame_sec if self.info.has_CFI() else None
         if sec is not None:  # x86-64: 8-byte addresses
             try:
-                data = _bytes(sec)
+                data = section_bytes(sec)
                 at = scan.fde_offset(data, pc)
             except (ValueError, IndexError, struct.error):
                 at = -1
@@ -378,6 +438,9 @@ class Dwarf:
         cu = self.unit_at(address)
         if cu is None:
             return None
+        ok, got = self.ask(lambda t: t.subprogram_at(cu.cu_offset, address))
+        if ok and got != -1:
+            return self.die_at(got) if got is not None else None
         for die in _walk_scopes(cu.get_top_DIE()):
             if die.tag == "DW_TAG_subprogram" and attr(die, "DW_AT_low_pc") == address:
                 return die
@@ -417,17 +480,21 @@ class Dwarf:
 
     def inlined_index(self) -> dict[str, list[int]]:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
-        its function's name (``scan``: the raw bytes, not a DIE object each)."""
-        try:
-            info, abbrev = self.raw
-            return scan.inlined_index(info, abbrev)
-        except (ValueError, IndexError, KeyError, struct.error, AttributeError):
-            pass  # a form or layout the scan does not know: the slow walk knows more
-        index: dict[str, list[int]] = {}
+        its function's name (from the tree: the raw bytes, not a DIE object each)."""
+        def index(tree: Tree) -> dict[str, list[int]]:
+            tree.walk()
+            out: dict[str, list[int]] = {}
+            for at in tree.inlined:
+                out.setdefault(str(tree.origin(at)), []).append(at)
+            return out
+        ok, got = self.ask(index)
+        if ok and got is not None:
+            return got
+        out: dict[str, list[int]] = {}  # a form the scan does not know: the slow walk
         for _cu, die in self.iter_all_dies():
             if die.tag == "DW_TAG_inlined_subroutine":
-                index.setdefault(str(origin_of(die).offset), []).append(die.offset)
-        return index
+                out.setdefault(str(origin_of(die).offset), []).append(die.offset)
+        return out
 
     def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
         """Every DIE of every unit: the slow full walk, for whole-binary listings only."""
@@ -465,13 +532,6 @@ def origin_of(die: DIE) -> DIE:
             break
         die = nxt
     return die
-
-
-def _bytes(section: Any) -> bytes:
-    """A DWARF section's (decompressed) bytes, as pyelftools holds them."""
-    stream = section.stream
-    stream.seek(0)
-    return bytes(stream.read())
 
 
 def _walk_scopes(parent: DIE) -> Iterator[DIE]:

@@ -1,10 +1,9 @@
-"""Fast passes over all of ``.debug_info`` for the questions that need every DIE:
-which DIEs are inlined copies, and of what, and what the functions they copy are
-called.
+"""Raw reading of DWARF's bytes: unit headers and abbreviation tables (and what is
+damaged in them), skipping an attribute by its form, a Go unit's top-level types, the
+FDE of a pc. ``tree`` walks units with these.
 
 pyelftools builds an object for every DIE and attribute (seconds and a few hundred MB
-for a large Go binary); this reads the raw bytes with the abbreviation tables, skips
-each attribute by its form, and keeps only the references that name an origin.
+for a large binary); these read the bytes and keep only what a question needs.
 """
 
 from __future__ import annotations
@@ -216,33 +215,6 @@ def _ref(info: bytes, pos: int, form: int, u: _Unit) -> int | None:
     return None
 
 
-def origins(info: bytes, abbrev: bytes) -> tuple[dict[int, int], list[int]]:
-    """(offset -> the offset its DW_AT_abstract_origin or DW_AT_specification names, for
-    every DIE with one; the offsets of every DW_TAG_inlined_subroutine). ValueError on
-    a form it does not know."""
-    refs: dict[int, int] = {}
-    inlined: list[int] = []
-    for u, table in _tabled_units(info, abbrev):
-        pos = u.first
-        while pos < u.end:
-            at = pos
-            code, pos = uleb128(info, pos)
-            if code == 0:
-                continue
-            tag, _children, specs = table[code]
-            if tag == TAG_INLINED_SUBROUTINE:
-                inlined.append(at)
-            for name, form in specs:
-                while form == 0x16:  # indirect: the form is in the DIE
-                    form, pos = uleb128(info, pos)
-                if name in _REFS and not (name == AT_SPECIFICATION and at in refs):
-                    target = _ref(info, pos, form, u)  # abstract_origin first
-                    if target is not None:
-                        refs[at] = target
-                pos = _skip(info, pos, form, u)
-    return refs, inlined
-
-
 def top_types(info: bytes, abbrev: bytes, unit: int, tags: frozenset[int], strs: bytes
               ) -> list[tuple[str, int, int]]:
     """(name, tag, offset) of every named, defined (not DW_AT_declaration) DIE with a
@@ -299,80 +271,6 @@ class Strings:
 
 def _string(data: bytes, at: int) -> str:
     return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
-
-
-def qualified_names(info: bytes, abbrev: bytes, strings: Strings, wanted: set[int],
-                    nested: bool) -> dict[int, str]:
-    """The name of each DIE at an offset of ``wanted``: with ``nested``, prefixed by the
-    names of the DIEs it is nested in (``a::b::Name``, as Rust and C++ write it), else
-    its own (Go's is already qualified). Names inline, in .debug_str (by offset or, in
-    DWARF 5, by index) or .debug_line_str; ValueError for a form it does not know."""
-    out: dict[int, str] = {}
-    for u, table in _tabled_units(info, abbrev):
-        pos = u.first
-        scope: list[str | None] = []  # names of the DIEs the next one is nested in
-        str_base = 8 if u.osize == 4 else 16  # past the table's header, until told
-        while pos < u.end:
-            at = pos
-            code, pos = uleb128(info, pos)
-            if code == 0:
-                if scope:
-                    scope.pop()
-                continue
-            _tag, children, specs = table[code]
-            raw: tuple[int, int] | None = None  # the name's form and value
-            for attr_, form in specs:
-                while form == 0x16:
-                    form, pos = uleb128(info, pos)
-                if attr_ == AT_NAME:
-                    if form == 0x08:
-                        raw = (form, pos)
-                    elif form in (0x0E, 0x1F):
-                        raw = (form, int.from_bytes(info[pos:pos + u.osize], "little"))
-                    elif form in _STRX:
-                        raw = (form, int.from_bytes(info[pos:pos + _STRX[form]], "little"))
-                    elif form == 0x1A:
-                        raw = (form, uleb128(info, pos)[0])
-                    else:
-                        raise ValueError(f"a name in form {form:#x}")
-                elif attr_ == AT_STR_OFFSETS_BASE and form == 0x17:
-                    str_base = int.from_bytes(info[pos:pos + u.osize], "little")
-                pos = _skip(info, pos, form, u)
-            name = None
-            if raw is not None:
-                form, value = raw
-                if form == 0x08:
-                    name = _string(info, value)
-                elif form == 0x0E:
-                    name = _string(strings.str, value)
-                elif form == 0x1F:
-                    name = _string(strings.line_str, value)
-                else:  # strx: the index of an offset in .debug_str_offsets
-                    at_ = str_base + value * u.osize
-                    name = _string(strings.str, int.from_bytes(
-                        strings.offsets[at_:at_ + u.osize], "little"))
-            if at in wanted:
-                # The unit's own name (scope[0]) is not part of a qualified name.
-                parts = [n for n in scope[1:] if n] if nested else []
-                out[at] = "::".join([*parts, name or "?"])
-            if children:
-                scope.append(name)
-    return out
-
-
-def inlined_index(info: bytes, abbrev: bytes) -> dict[str, list[int]]:
-    """Offsets of every inlined copy, by the offset of the DIE that holds its function's
-    name and type (abstract_origin / specification followed, up to four steps)."""
-    refs, inlined = origins(info, abbrev)
-    index: dict[str, list[int]] = {}
-    for at in inlined:
-        die = at
-        for _ in range(4):
-            if die not in refs:
-                break
-            die = refs[die]
-        index.setdefault(str(die), []).append(at)
-    return index
 
 
 def fde_offset(frame: bytes, pc: int) -> int | None:

@@ -93,7 +93,7 @@ class Source:
         if sym.address:
             out.append(Body(self.lines.scopes(die), "", die))
         for copy in self.functions.inlined(name):
-            outer = outer_subprogram(copy.die)
+            outer = outer_subprogram(self.dwarf, copy.die)
             if outer is None:
                 continue
             holder = self.functions.function_name(origin_of(outer))

@@ -129,12 +129,12 @@ class TypeNamer:
     def qualified(self, die: DIE) -> str:
         """``a::b::Name`` from the enclosing namespaces and types (Rust, C++)."""
         parts = [die_name(die) or "?"]
-        parent = die.get_parent()
+        parent = self.dwarf.parent(die)
         while parent is not None and parent.tag != "DW_TAG_compile_unit":
             pname = die_name(parent)
             if pname:
                 parts.append(pname)
-            parent = parent.get_parent()
+            parent = self.dwarf.parent(parent)
         return "::".join(reversed(parts))
 
     def _dimensions(self, die: DIE) -> list[int | None]:

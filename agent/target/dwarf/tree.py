@@ -1,0 +1,543 @@
+"""The shape of .debug_info read fast from its raw bytes, one unit at a time: what each
+scope-like DIE is in and is called, what each function DIE's abstract_origin or
+specification names, which DIEs are inlined copies.
+
+pyelftools makes an object for every DIE and attribute and finds a DIE's parent by
+parsing its unit from the start (seconds and hundreds of MB on a large Rust binary).
+This walks the bytes with a plan per abbreviation (most DIEs are skipped by one
+addition) and keeps only those facts, so that a question about a few functions reads
+the units that can hold them: the ones whose bytes refer to the function's name (its
+string's offset in .debug_str, or the name itself), then, until nothing new turns up,
+those whose bytes hold the offset of a DIE found so far (a DW_FORM_ref_addr from
+another unit: LLVM's copies inlined across units of one object, GCC's LTO).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator
+
+from agent.target.dwarf import scan
+from agent.target.elf import uleb128
+
+_SUBPROGRAM, _INLINED = 0x2E, 0x1D
+_UNIT_TAGS = frozenset({0x11, 0x41, 0x3C})  # compile, skeleton-less type, partial unit
+# Function-like DIEs whose reference is kept (a variable's abstract_origin is not).
+_REFERRING = frozenset({_SUBPROGRAM, _INLINED})
+# DIEs kept even without children: what a function's name or a copy's place needs.
+_KEPT = frozenset({_SUBPROGRAM, _INLINED, 0x0B, 0x39, 0x13, 0x02, 0x17, 0x04})
+_STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
+_ALT_FORMS = frozenset({0x1F20, 0x1F21})  # dwz's references into a supplementary file
+_REF_ADDR = 0x10
+AT_PRODUCER = 0x25
+AT_LOW_PC = 0x11
+AT_LANGUAGE = 0x13
+_SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
+
+Plan = tuple[int, bool, int, tuple[tuple[int, int, int], ...], int, bool]
+_SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW = range(6)  # what a step does with its attribute
+
+
+def _size(form: int, u: scan._Unit) -> int | None:
+    """The size of an attribute value of ``form`` in unit ``u``, or None when it varies."""
+    fixed = scan._FIXED.get(form)
+    if fixed is not None:
+        return fixed
+    if form in scan._OFFSET:
+        return u.osize
+    if form == 0x01:
+        return u.asize
+    if form == _REF_ADDR:
+        return u.refaddr
+    return None
+
+
+def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit
+           ) -> dict[int, Plan]:
+    """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
+    DIE of a fixed size with nothing to read in it is skipped by one addition; else each
+    step (bytes before it, what to do, form) is an attribute of a size that varies, or
+    one to read (a kept DIE's name, a function's reference, a unit's string base)."""
+    out: dict[int, Plan] = {}
+    for code, (tag, children, specs) in table.items():
+        kept = children or tag in _KEPT
+        steps: list[tuple[int, int, int]] = []
+        run = 0
+        for attr_, form in specs:
+            role = _NAME if kept and attr_ == scan.AT_NAME else \
+                _ORIGIN if tag in _REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
+                _SPEC if tag in _REFERRING and attr_ == scan.AT_SPECIFICATION else \
+                _BASE if tag in _UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
+                _LOW if tag == _SUBPROGRAM and attr_ == AT_LOW_PC else _SKIP
+            size = _size(form, u)
+            if size is None or role != _SKIP:
+                steps.append((run, role, form))
+                run = 0
+            else:
+                run += size
+        out[code] = (tag, children, -1 if steps else run, tuple(steps), run, kept)
+    return out
+
+
+_NO_NAME, _TEXT = -1, -2  # a kept DIE's name code: none; a string kept aside
+
+
+class _Kept:
+    """The kept DIEs of the units walked: per unit, arrays of offsets (ascending),
+    tags, parents and name codes (a .debug_str offset; -(offset + 3) of a name written
+    in .debug_info; ``_TEXT``; ``_NO_NAME``): 26 bytes a DIE, not a tuple and a dict
+    entry (about 200)."""
+
+    def __init__(self) -> None:
+        self.units: dict[int, tuple[array[int], array[int], array[int], array[int]]] = {}
+        self.starts: list[int] = []  # of the units in ``units``, sorted
+        self.texts: dict[int, str] = {}  # names given as strings (.debug_line_str)
+
+    def add(self, unit: int, block: tuple[array[int], array[int], array[int], array[int]]
+            ) -> None:
+        self.units[unit] = block
+        bisect.insort(self.starts, unit)
+
+    def _find(self, offset: int) -> tuple[tuple[array[int], array[int], array[int],
+                                                array[int]], int] | None:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return None
+        block = self.units[self.starts[i]]
+        k = bisect.bisect_left(block[0], offset)
+        return (block, k) if k < len(block[0]) and block[0][k] == offset else None
+
+    def __contains__(self, offset: int) -> bool:
+        return self._find(offset) is not None
+
+    def get(self, offset: int) -> tuple[int, int, int | str | None] | None:
+        """(tag, the DIE it is in or -1, its name: a .debug_str offset, the negated
+        (offset + 1) of a name written in .debug_info, a string, or None)."""
+        found = self._find(offset)
+        if found is None:
+            return None
+        (_o, tags, parents, names), k = found
+        code = names[k]
+        name: int | str | None = None if code == _NO_NAME else \
+            self.texts[offset] if code == _TEXT else code if code >= 0 else code + 2
+        return tags[k], parents[k], name
+
+    def __getitem__(self, offset: int) -> tuple[int, int, int | str | None]:
+        got = self.get(offset)
+        if got is None:
+            raise KeyError(offset)
+        return got
+
+    def items(self, units: Iterable[int]) -> Iterator[tuple[int, int, int]]:
+        """(offset, tag, name code) of the kept DIEs of ``units`` (walked ones)."""
+        for unit in units:
+            block = self.units.get(unit)
+            if block is not None:
+                yield from zip(block[0], block[1], block[3], strict=True)
+
+
+class Tree:
+    """Facts of the units walked so far (``walk``), by DIE offset."""
+
+    def __init__(self, info: bytes, abbrev: bytes, strings: scan.Strings) -> None:
+        self.info, self.abbrev, self.strings = info, abbrev, strings
+        self.units = list(scan._units(info))
+        self.starts = [u.at for u, _ in self.units]
+        self.walked: set[int] = set()
+        self.kept = _Kept()
+        self.refs: dict[int, int] = {}  # function DIE -> its origin / specification
+        self.inlined = array("Q")
+        self.starting: dict[int, list[int]] = {}  # address -> subprograms whose code starts there
+        self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
+        self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
+        self._prefix: dict[int, str] = {}
+        self._made_by: dict[int, bool] = {}
+        # The byte range of the run of units sharing each one's abbreviation table.
+        self._runs: list[tuple[int, int]] = []
+        first = 0
+        for i in range(1, len(self.units) + 1):
+            if i == len(self.units) or self.units[i][1] != self.units[first][1]:
+                span = (self.units[first][0].at, self.units[i - 1][0].end)
+                self._runs += [span] * (i - first)
+                first = i
+        forms = {f for at in {at for _u, at in self.units} for f in self._forms(at)}
+        # Whether another unit can refer to a DIE by its offset (searched for), and
+        # whether names may be in a file this one is not (then every unit is read).
+        self.cross = _REF_ADDR in forms
+        self.elsewhere = bool(forms & _ALT_FORMS) or (any(
+            f in scan._STRX or f == 0x1A for f in forms) and not strings.offsets)
+
+    def _forms(self, abbrev_at: int) -> set[int]:
+        return {f for _t, _c, specs in scan._abbrevs(self.abbrev, abbrev_at).values()
+                for _a, f in specs}
+
+    # --- walking -------------------------------------------------------------------
+
+    def unit_of(self, offset: int) -> int:
+        """The offset of the unit holding the DIE at ``offset``."""
+        return self.starts[max(bisect.bisect_right(self.starts, offset) - 1, 0)]
+
+    def walk(self, units: Iterable[int] | None = None) -> list[int]:
+        """Reads the units at ``units`` (every unit: None) not read before; the offsets of
+        those read."""
+        todo = sorted((set(self.starts) if units is None else set(units)) - self.walked)
+        for at in todo:
+            i = bisect.bisect_left(self.starts, at)
+            if i == len(self.starts) or self.starts[i] != at:
+                raise ValueError(f"no unit at +{at:#x}")
+            self._walk_unit(*self.units[i])
+            self.walked.add(at)
+        return todo
+
+    def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
+        key = (abbrev_at, u.osize, u.asize, u.refaddr)
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = _plans(scan._abbrevs(self.abbrev, abbrev_at), u)
+        info, refs, inlined = self.info, self.refs, self.inlined
+        block = (array("Q"), array("H"), array("q"), array("q"))
+        k_at, k_tag, k_parent, k_name = (a.append for a in block)
+        pos, end = u.first, u.end
+        stack: list[int] = []
+        str_base = 8 if u.osize == 4 else 16
+        skip = scan._skip
+        while pos < end:
+            at = pos
+            code = info[pos]
+            if code < 0x80:
+                pos += 1
+            else:
+                code, pos = uleb128(info, pos)
+            if code == 0:
+                if stack:
+                    stack.pop()
+                continue
+            tag, children, fixed, steps, tail, keep = plans[code]
+            if fixed >= 0:
+                pos += fixed
+                if keep:
+                    k_at(at)
+                    k_tag(tag)
+                    k_parent(stack[-1] if stack else -1)
+                    k_name(_NO_NAME)
+                    if tag == _INLINED:
+                        inlined.append(at)
+                    if children:
+                        stack.append(at)
+                continue
+            name: int | str | None = None
+            ref = low = -1
+            for before, role, form in steps:
+                pos += before
+                while form == 0x16:  # indirect: the form is in the DIE
+                    form, pos = uleb128(info, pos)
+                if role == _SKIP:
+                    if form == 0x18 or form == 0x09:  # exprloc, block: a length first
+                        n = info[pos]
+                        pos = pos + 1 + n if n < 0x80 else skip(info, pos, form, u)
+                    elif (form == 0x0D or form == 0x0F) and info[pos] < 0x80:
+                        pos += 1  # a one-byte LEB128
+                    else:
+                        pos = skip(info, pos, form, u)
+                    continue
+                if role == _NAME:
+                    name = self._name(pos, form, u, str_base)
+                elif role in (_ORIGIN, _SPEC):
+                    got = scan._ref(info, pos, form, u)
+                    if got is not None and (role == _ORIGIN or ref < 0):
+                        ref = got  # abstract_origin, else specification
+                elif role == _LOW:
+                    if form == 0x01:
+                        low = int.from_bytes(info[pos:pos + u.asize], "little")
+                    else:
+                        self.odd.add(u.at)
+                else:
+                    str_base = int.from_bytes(info[pos:pos + u.osize], "little")
+                pos = skip(info, pos, form, u)
+            pos += tail
+            if keep:
+                k_at(at)
+                k_tag(tag)
+                k_parent(stack[-1] if stack else -1)
+                if name is None:
+                    k_name(_NO_NAME)
+                elif isinstance(name, str):
+                    self.kept.texts[at] = name
+                    k_name(_TEXT)
+                else:
+                    k_name(name if name >= 0 else name - 2)  # -(pos + 1) -> -(pos + 3)
+                if ref >= 0:
+                    refs[at] = ref
+                if low >= 0:
+                    self.starting.setdefault(low, []).append(at)
+                if tag == _INLINED:
+                    inlined.append(at)
+                if children:
+                    stack.append(at)
+        self.kept.add(u.at, block)
+
+    def _name(self, pos: int, form: int, u: scan._Unit, str_base: int) -> int | str:
+        info = self.info
+        if form == _STRP:
+            return int.from_bytes(info[pos:pos + u.osize], "little")
+        if form == _STRING:
+            return -(pos + 1)
+        if form == _LINE_STRP:
+            return scan._string(self.strings.line_str,
+                                int.from_bytes(info[pos:pos + u.osize], "little"))
+        if form in scan._STRX or form == 0x1A:
+            index = int.from_bytes(info[pos:pos + scan._STRX[form]], "little") \
+                if form in scan._STRX else uleb128(info, pos)[0]
+            at = str_base + index * u.osize
+            return int.from_bytes(self.strings.offsets[at:at + u.osize], "little")
+        raise ValueError(f"a name in form {form:#x}")
+
+    # --- names ---------------------------------------------------------------------
+
+    def name(self, offset: int) -> str | None:
+        """The DW_AT_name of the kept DIE at ``offset``."""
+        got = self.kept.get(offset)
+        raw = got[2] if got is not None else None
+        if raw is None or isinstance(raw, str):
+            return raw
+        if raw >= 0:
+            return scan._string(self.strings.str, raw)
+        return scan._string(self.info, -raw - 1)
+
+    def qualified(self, offset: int, nested: bool = True) -> str:
+        """``a::b::name``: the names of the DIEs it is in (its unit's aside), then its
+        own ("?" when it has none); its own only without ``nested`` (Go's)."""
+        own = self.name(offset) or "?"
+        if not nested:
+            return own
+        parent = self.kept[offset][1] if offset in self.kept else -1
+        prefix = self._scope(parent)
+        return f"{prefix}::{own}" if prefix else own
+
+    def _scope(self, offset: int) -> str:
+        got = self._prefix.get(offset)
+        if got is not None:
+            return got
+        entry = self.kept.get(offset)
+        if entry is None or entry[0] in _UNIT_TAGS:
+            return ""
+        outer = self._scope(entry[1])
+        own = self.name(offset)
+        got = self._prefix[offset] = f"{outer}::{own}" if outer and own else outer or own or ""
+        return got
+
+    def parent(self, offset: int) -> int | None:
+        """The DIE the kept DIE at ``offset`` is in; None when it was not read."""
+        got = self.kept.get(offset)
+        return got[1] if got is not None and got[1] >= 0 else None
+
+    def subprogram_at(self, unit: int, address: int) -> int | None:
+        """The first subprogram DIE of unit ``unit``, at its top level or in namespaces
+        and types, whose code starts at ``address``; None when there is none; -1 when
+        the unit gives a start in a form this does not read."""
+        self.walk([unit])
+        if unit in self.odd:
+            return -1
+        for at in sorted(self.starting.get(address, ())):
+            if self.unit_of(at) != unit:
+                continue
+            parent = self.kept[at][1]
+            while parent >= 0 and self.kept[parent][0] in _SCOPES:
+                parent = self.kept[parent][1]
+            if parent >= 0 and self.kept[parent][0] in _UNIT_TAGS:
+                return at
+        return None
+
+    def origin(self, offset: int) -> int:
+        """The DIE holding the name of function DIE ``offset``: its abstract_origin or
+        specification followed, up to four steps, as far as the units read go."""
+        for _ in range(4):
+            nxt = self.refs.get(offset)
+            if nxt is None:
+                break
+            offset = nxt
+        return offset
+
+    # --- choosing units ------------------------------------------------------------
+
+    def mentioning(self, names: Collection[str]) -> set[int] | None:
+        """The units whose bytes refer to one of ``names`` as a DW_AT_name can: the
+        offset of the string in .debug_str (any place it ends, since linkers merge a
+        string into the tail of a longer one), through .debug_str_offsets, or written
+        in the unit itself. A superset (four bytes may match by chance); None when
+        names may be in another file (every unit must be read)."""
+        if self.elsewhere:
+            return None
+        info = self.info
+        hits: set[int] = set()
+        offsets: list[int] = []
+        for name in names:
+            raw = name.encode() + b"\0"
+            offsets += [m.start() for m in re.finditer(re.escape(raw), self.strings.str)]
+            hits.update(_finds(info, raw))
+        sizes = {u.osize for u, _ in self.units}
+        for off in offsets:
+            for size in sizes:
+                hits.update(_finds(info, off.to_bytes(size, "little")))
+        if self.strings.offsets and offsets:
+            hits.update(self._by_index(offsets, sizes))
+        return {self.unit_of(h) for h in hits}
+
+    def _by_index(self, offsets: list[int], sizes: set[int]) -> set[int]:
+        """Units whose .debug_str_offsets contribution holds one of ``offsets`` (DWARF
+        5's strx forms name a string by its index there)."""
+        table = self.strings.offsets
+        places = sorted(p for off in offsets for size in sizes
+                        for p in _finds(table, off.to_bytes(size, "little")))
+        if not places:
+            return set()
+        bases = sorted(self._str_bases())
+        out = set()
+        for p in places:
+            i = bisect.bisect_right(bases, (p, 2**64)) - 1
+            if i >= 0:
+                out.add(bases[i][1])
+            else:
+                out.update(self.starts)  # a table no unit names: read them all
+        return out
+
+    def _str_bases(self) -> list[tuple[int, int]]:
+        """(DW_AT_str_offsets_base, unit) of each unit that has one."""
+        out = []
+        for u, abbrev_at in self.units:
+            pos = u.first
+            code, pos = uleb128(self.info, pos)
+            table = scan._abbrevs(self.abbrev, abbrev_at)
+            if code not in table:
+                continue
+            for attr_, form in table[code][2]:
+                while form == 0x16:
+                    form, pos = uleb128(self.info, pos)
+                if attr_ == scan.AT_STR_OFFSETS_BASE:
+                    out.append((int.from_bytes(self.info[pos:pos + u.osize], "little"),
+                                u.at))
+                pos = scan._skip(self.info, pos, form, u)
+        return out
+
+    def referring(self, targets: Iterable[int]) -> set[int]:
+        """Units not read whose bytes hold the offset of one of ``targets`` as a
+        DW_FORM_ref_addr would (a superset). LLVM refers across units only within one
+        object file, whose units share one abbreviation table and lie together (a
+        "run"): only there is looked for a target LLVM made; everywhere for others (GCC's
+        LTO refers to the units of the objects it was compiled from)."""
+        if not self.cross:
+            return set()
+        sizes = {u.refaddr for u, _ in self.units}
+        out: set[int] = set()
+        for t in targets:
+            i = max(bisect.bisect_right(self.starts, t) - 1, 0)
+            lo, hi = self._runs[i] if self._llvm(i) else (0, len(self.info))
+            for size in sizes:
+                out.update(self.unit_of(h) for h in _finds(self.info, t.to_bytes(size, "little"),
+                                                           lo, hi))
+        return out - self.walked
+
+    def _llvm(self, i: int) -> bool:
+        """Whether LLVM made unit ``i`` (its DW_AT_producer says so)."""
+        got = self._made_by.get(i)
+        if got is None:
+            producer = self._top_string(i, AT_PRODUCER) or ""
+            got = self._made_by[i] = "LLVM" in producer or "clang" in producer
+        return got
+
+    def _top(self, i: int) -> tuple[dict[int, tuple[int, int]], int]:
+        """Unit ``i``'s own DIE: attribute -> (form, where its value is), and the unit's
+        base in .debug_str_offsets."""
+        u, abbrev_at = self.units[i]
+        info = self.info
+        code, pos = uleb128(info, u.first)
+        table = scan._abbrevs(self.abbrev, abbrev_at)
+        out: dict[int, tuple[int, int]] = {}
+        if code not in table:
+            return out, 0
+        base = 8 if u.osize == 4 else 16
+        for attr_, form in table[code][2]:
+            while form == 0x16:
+                form, pos = uleb128(info, pos)
+            out[attr_] = (form, pos)
+            if attr_ == scan.AT_STR_OFFSETS_BASE and form == 0x17:
+                base = int.from_bytes(info[pos:pos + u.osize], "little")
+            pos = scan._skip(info, pos, form, u)
+        return out, base
+
+    def _top_string(self, i: int, wanted: int) -> str | None:
+        """A string attribute of unit ``i``'s own DIE."""
+        attrs, base = self._top(i)
+        if wanted not in attrs:
+            return None
+        form, pos = attrs[wanted]
+        raw = self._name(pos, form, self.units[i][0], base)
+        if isinstance(raw, str):
+            return raw
+        return scan._string(self.strings.str, raw) if raw >= 0 else \
+            scan._string(self.info, -raw - 1)
+
+    def languages(self) -> list[int]:
+        """Each unit's DW_AT_language (0 without one)."""
+        out = []
+        for i in range(len(self.units)):
+            attrs, _base = self._top(i)
+            form, pos = attrs.get(AT_LANGUAGE, (0, 0))
+            size = {0x0B: 1, 0x05: 2, 0x06: 4}.get(form)
+            out.append(int.from_bytes(self.info[pos:pos + size], "little") if size else
+                       uleb128(self.info, pos)[0] if form == 0x0F else 0)
+        return out
+
+    def keys(self, names: Collection[str], keep: Callable[[str], bool], nested: bool = True
+             ) -> dict[str, list[int]]:
+        """The name-holding function DIEs (no abstract_origin or specification of their
+        own) whose qualified name ``keep`` accepts, by that name, in the units that
+        mention one of ``names`` (``mentioning``): every such function whose own name
+        (DW_AT_name) or a scope around it is one of ``names``."""
+        units = self.mentioning(names)
+        self.walk(units)
+        chosen = set(self.walked if units is None else units)
+        out: dict[str, list[int]] = {}
+        for at, tag, name in self.kept.items(sorted(chosen)):
+            if tag == _SUBPROGRAM and name != _NO_NAME and at not in self.refs:
+                q = self.qualified(at, nested)
+                if keep(q):
+                    out.setdefault(q, []).append(at)
+        return out
+
+    def reach(self, keys: Collection[int]) -> None:
+        """Reads the units holding ``keys`` and every unit that refers to them, or to a
+        function DIE that does, until no new one turns up: then ``index`` has every
+        inlined copy of them."""
+        self.walk({self.unit_of(k) for k in keys})
+        targets = set(keys)
+        frontier = set(keys)
+        while frontier:
+            self.walk(self.referring(frontier))
+            new = {d for d, r in self.refs.items() if r in targets and d not in targets}
+            targets |= new
+            # an inlined copy is no step to another: nothing refers to it
+            frontier = {d for d in new if self.kept[d][0] != _INLINED}
+
+    def index(self, keys: Collection[int]) -> dict[int, list[int]]:
+        """The inlined copies read so far, by the name-holding DIE (of ``keys``) their
+        origins lead to."""
+        wanted = set(keys)
+        out: dict[int, list[int]] = {}
+        for at in self.inlined:
+            key = self.origin(at)
+            if key in wanted:
+                out.setdefault(key, []).append(at)
+        return out
+
+
+def _finds(data: bytes, pattern: bytes, lo: int = 0, hi: int | None = None
+           ) -> Iterable[int]:
+    """Every place ``pattern`` starts in ``data`` (between ``lo`` and ``hi``)."""
+    end = len(data) if hi is None else hi
+    at = data.find(pattern, lo, end)
+    while at >= 0:
+        yield at
+        at = data.find(pattern, at + 1, end)

@@ -1,0 +1,185 @@
+"""The raw reader of units (``tree``) against pyelftools and against the whole index:
+a question about a few functions, answered from the units that mention them, gives
+what the walk of every unit gives; parents, a function's DIE at its address and the
+units' languages as pyelftools finds them; sections read through windows on the file
+byte for byte as pyelftools copies them; instructions read lazily as capstone's full
+decode has them. On every kind of binary the tests build (Go, Rust, C by GCC and by
+clang, whose DWARF 5 names strings by index)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import capstone
+import pytest
+from capstone import x86
+from elftools.elf.elffile import ELFFile
+
+from agent.target import sites
+from agent.target.dwarf.functions import Functions, own_name
+from agent.target.dwarf.reader import Dwarf, attr, open_dwarf
+from agent.target.dwarf.sections import section_bytes
+from agent.target.dwarf.types import TypeNamer
+from agent.target.elf import ElfFile
+
+_KINDS = ["rust_layouts", "rust_dropped", "rust_handler", "c_layouts_o2",
+          "c_dropped_clang", "c_dropped_gcc"]
+
+
+def _binary(which: str, request: pytest.FixtureRequest) -> Path:
+    """A test program by fixture name ("go_layouts_new": Go's newest, with DWARF 5)."""
+    return Path(request.getfixturevalue(which))
+
+
+def _functions(binary: Path) -> Functions:
+    dwarf = open_dwarf(binary)
+    return Functions(dwarf, TypeNamer(dwarf))
+
+
+def _copies(fns: Functions, name: str) -> list[int]:
+    return [c.die.offset for c in fns.inlined(name)]
+
+
+_INLINING = [k for k in _KINDS if k != "c_layouts_o2"] + ["go_layouts_119", "go_layouts_new"]
+
+
+@pytest.mark.parametrize("which", _INLINING)
+def test_a_few_functions_copies_as_every_unit_has_them(which: str,
+                                                       request: pytest.FixtureRequest
+                                                       ) -> None:
+    """Each inlined function's copies, asked alone of a fresh reader (the units that
+    name it and those referring to it), equal the whole index's; so does a question
+    about a group of them by a namespace, and whether a function exists only inlined.
+    A name no unit has is answered too."""
+    binary = _binary(which, request)
+    whole = _functions(binary)
+    names = sorted(whole._named())
+    assert names
+    step = max(1, len(names) // 40)
+    for name in names[::step]:
+        alone = _functions(binary)
+        assert _copies(alone, name) == _copies(whole, name), name
+        assert alone.only_inlined(name) == whole.only_inlined(name), name
+        assert alone.dwarf.tree is not None and \
+            len(alone.dwarf.tree.walked) <= len(whole.dwarf.units)
+    first = names[len(names) // 2].split("::")[0]
+    if "::" in names[len(names) // 2]:
+        group = _functions(binary).inlined_among([first], lambda n: n.startswith(first + "::"))
+        assert sorted(group) == sorted(n for n in whole.inlined_names()
+                                       if n.startswith(first + "::"))
+    assert not _functions(binary).only_inlined("no_such_function_anywhere")
+
+
+def test_own_names() -> None:
+    assert own_name("a::B<c::D>::f<e::F>") == "f<e::F>"
+    assert own_name("core::ptr::drop_in_place<prometheus::desc::Desc>") == \
+        "drop_in_place<prometheus::desc::Desc>"
+    assert own_name("x::Y::operator<") == "operator<"
+    assert own_name("f<fn() -> u32>::{closure#0}") == "{closure#0}"
+    assert own_name("main.(*T).M") == "main.(*T).M"
+    assert own_name("tally") == "tally"
+
+
+@pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])
+def test_parents_and_starts_as_pyelftools_has_them(which: str,
+                                                   request: pytest.FixtureRequest) -> None:
+    """The DIE each function, copy, block, namespace and type is in, from the tree,
+    is pyelftools' (which parses the unit up to it); the subprogram DIE whose code
+    starts at each function symbol's address is the one pyelftools' walk finds; the
+    binary's language is the one pyelftools' unit DIEs give."""
+    binary = _binary(which, request)
+    dwarf, mine = open_dwarf(binary), open_dwarf(binary)
+    checked = 0
+    for cu in dwarf.units[:6]:
+        for die in cu.iter_DIEs():
+            if die.tag in ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine",
+                           "DW_TAG_lexical_block", "DW_TAG_namespace",
+                           "DW_TAG_structure_type") or die.has_children:
+                got, theirs = mine.parent(mine.die_at(die.offset)), die.get_parent()
+                assert mine.tree is not None and die.offset in mine.tree.kept
+                assert (got.offset if got else None) == \
+                    (theirs.offset if theirs else None), hex(die.offset)
+                checked += 1
+    assert checked >= 10
+    for sym in list(dwarf.elf.function_symbols())[::7]:
+        got = mine.subprogram_at(sym.address)
+        assert (got.offset if got else None) == _walked_start(dwarf, sym.address), sym.name
+    plain = open_dwarf(binary)
+    plain.__dict__["tree"] = None
+    assert mine.language == plain.language
+
+
+def _walked_start(dwarf: Dwarf, address: int) -> int | None:
+    cu = dwarf.unit_at(address)
+    if cu is None:
+        return None
+
+    def walk(die: object) -> object:
+        for child in die.iter_children():  # type: ignore[attr-defined]
+            yield child
+            if child.tag in ("DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
+                             "DW_TAG_union_type", "DW_TAG_enumeration_type") \
+                    and child.has_children:
+                yield from walk(child)  # type: ignore[misc]
+    for die in walk(cu.get_top_DIE()):  # type: ignore[attr-defined]
+        if die.tag == "DW_TAG_subprogram" and attr(die, "DW_AT_low_pc") == address:
+            return int(die.offset)
+    return None
+
+
+@pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])
+def test_sections_through_windows_as_pyelftools_copies_them(
+        which: str, request: pytest.FixtureRequest) -> None:
+    binary = _binary(which, request)
+    mine = open_dwarf(binary).info
+    with open(binary, "rb") as f:
+        theirs = ELFFile(f).get_dwarf_info()
+        names = [n for n in vars(theirs) if n.endswith("_sec")]
+        assert names
+        for name in names:
+            a, b = getattr(mine, name), getattr(theirs, name)
+            assert (a is None) == (b is None), name
+            if a is not None:
+                b.stream.seek(0)
+                assert section_bytes(a) == b.stream.read(), name
+                a.stream.seek(3)
+                assert a.stream.read(5) == section_bytes(b)[3:8]
+
+
+@pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])
+def test_instructions_as_the_full_decode_has_them(which: str,
+                                                  request: pytest.FixtureRequest) -> None:
+    """Every instruction of a sample of functions: address, size, mnemonic, target
+    (from the light pass), operands, LOCK and registers written (decoded when asked)
+    equal capstone's full decode, as noop made them before."""
+    binary = _binary(which, request)
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = True
+    elf = ElfFile(binary)
+    syms = [s for s in elf.function_symbols() if s.size][::5]
+    assert syms
+    for sym in syms:
+        code = elf.read_vaddr(sym.address, sym.size)
+        want = []
+        for i in md.disasm(code, sym.address):
+            ops: list[tuple[object, ...]] = []
+            target = None
+            for o in i.operands:
+                if o.type == x86.X86_OP_REG:
+                    ops.append(("reg", md.reg_name(o.reg)))
+                elif o.type == x86.X86_OP_MEM:
+                    ops.append(("mem", md.reg_name(o.mem.base) if o.mem.base else "",
+                                md.reg_name(o.mem.index) if o.mem.index else "",
+                                o.mem.disp))
+                elif o.type == x86.X86_OP_IMM:
+                    ops.append(("imm", o.imm))
+                    if i.group(capstone.CS_GRP_JUMP) or i.group(capstone.CS_GRP_CALL):
+                        target = o.imm
+            _r, written = i.regs_access()
+            want.append((i.address, i.size, i.mnemonic.removeprefix("lock "),
+                         i.prefix[0] == x86.X86_PREFIX_LOCK, tuple(ops), target,
+                         bytes(i.bytes),
+                         tuple(sorted({md.reg_name(r) for r in written} - {"rflags"}))))
+        got = [(i.address, i.size, i.mnemonic, i.lock, i.operands, i.target, i.raw,
+                i.writes) for i in sites.decode(code, sym.address)]
+        assert got == want, sym.name
