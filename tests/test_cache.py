@@ -441,13 +441,19 @@ class TestTargetIndexes:
         *cold, bid = answers()
         assert cold[0] and cold[1] and cold[2] and cold[3] is not None
         counted: dict[str, int] = {}
-        for method in ("inlined_index", "names_at", "type_units", "_cfa_rule"):
+        for method in ("inlined_index", "names_at", "_cfa_rule"):
             real = getattr(reader.Dwarf, method)
 
             def counting(self: Any, *a: Any, _real: Any = real, _m: str = method) -> Any:
                 counted[_m] = counted.get(_m, 0) + 1
                 return _real(self, *a)
             monkeypatch.setattr(reader.Dwarf, method, counting)
+        types = lookup._from_tree  # the types index: read from the raw bytes
+
+        def typed(*a: Any) -> Any:
+            counted["types"] = counted.get("types", 0) + 1
+            return types(*a)
+        monkeypatch.setattr(lookup, "_from_tree", typed)
         assert answers()[:4] == tuple(cold)
         assert counted == {}  # every one read from the cache
 
@@ -461,8 +467,7 @@ class TestTargetIndexes:
             assert path.is_file(), kind
             path.write_bytes(_entry(key, value))
         assert answers()[:4] == tuple(cold)
-        assert counted == {"inlined_index": 1, "names_at": 1, "type_units": 1,
-                           "_cfa_rule": 1}
+        assert counted == {"inlined_index": 1, "names_at": 1, "types": 1, "_cfa_rule": 1}
 
 
 class TestInspectAnswers:

@@ -16,7 +16,8 @@ from capstone import x86
 from elftools.elf.elffile import ELFFile
 
 from agent.target import sites
-from agent.target.dwarf.functions import Functions, own_name
+from agent.target.dwarf import lookup
+from agent.target.dwarf.functions import Functions, name_parts, own_name
 from agent.target.dwarf.reader import Dwarf, attr, open_dwarf
 from agent.target.dwarf.sections import section_bytes
 from agent.target.dwarf.types import TypeNamer
@@ -64,13 +65,15 @@ def test_a_few_functions_copies_as_every_unit_has_them(which: str,
             len(alone.dwarf.tree.walked) <= len(whole.dwarf.units)
     first = names[len(names) // 2].split("::")[0]
     if "::" in names[len(names) // 2]:
-        group = _functions(binary).inlined_among([first], lambda n: n.startswith(first + "::"))
+        group = _functions(binary).inlined_among([(first,)],
+                                                 lambda n: n.startswith(first + "::"))
         assert sorted(group) == sorted(n for n in whole.inlined_names()
                                        if n.startswith(first + "::"))
     assert not _functions(binary).only_inlined("no_such_function_anywhere")
 
 
-def test_own_names() -> None:
+def test_name_parts() -> None:
+    assert name_parts("a::B<c::D>::f<e::F>") == ("a", "B<c::D>", "f<e::F>")
     assert own_name("a::B<c::D>::f<e::F>") == "f<e::F>"
     assert own_name("core::ptr::drop_in_place<prometheus::desc::Desc>") == \
         "drop_in_place<prometheus::desc::Desc>"
@@ -183,3 +186,26 @@ def test_instructions_as_the_full_decode_has_them(which: str,
         got = [(i.address, i.size, i.mnemonic, i.lock, i.operands, i.target, i.raw,
                 i.writes) for i in sites.decode(code, sym.address)]
         assert got == want, sym.name
+
+
+@pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])
+def test_types_as_every_unit_walked_by_pyelftools_has_them(
+        which: str, request: pytest.FixtureRequest) -> None:
+    """The index of every named type, from the tree, is the one pyelftools' walk of
+    each unit's children makes (same names, offsets, order); a type looked up alone
+    (the units that mention its name) is the one the whole index gives."""
+    binary = _binary(which, request)
+    mine = lookup._index(open_dwarf(binary), True)
+    plain = open_dwarf(binary)
+    plain.__dict__["tree"] = None
+    theirs = lookup._index(plain, True)
+    assert mine == theirs and len(mine) > 2
+    dwarf = open_dwarf(binary)
+    if dwarf.language == "go":
+        return  # Go's types are looked up in its types unit, not by units mentioning them
+    for name in sorted(mine)[::max(1, len(mine) // 60)]:
+        alone = open_dwarf(binary)
+        got = lookup.find_type(alone, name)
+        assert alone.type_indexes == {}  # not the whole index
+        want = lookup._lookup(dwarf, name, mine)
+        assert want is not None and got.offset == want.offset, name

@@ -196,7 +196,7 @@ def links_crate(b: Binary) -> bool:
 
 # Where the functions the preset reads are named: each is the crate's (in its namespace)
 # or the drop of its Desc (core::ptr's, named after the Desc it drops).
-_MENTIONED = ("prometheus", own_name(DESC_DROP))
+_MENTIONED = (("prometheus",), (own_name(DESC_DROP),))
 
 
 def _inlined(b: Binary) -> list[str]:
@@ -611,7 +611,9 @@ def _sites(b: Binary, group: list[Found], pair: bool = True
         values = tuple(v for v, _ in pairs) + mine
         if layout is None:
             layout = values
-        at = next(i for i in f.insns if i.address == site)
+        k = sites.index_at(f.insns, site)
+        assert k is not None  # a site is one of the function's instructions
+        at = f.insns[k]
         swap = _sum_swap(f, site) if pair and f.kind == "histogram" else None
         if swap is not None:  # the count here, kept for the observed value at the swap
             out += _paired(b, f, at, swap, tuple(x for _, x in pairs) + fetches, tag, why,
@@ -634,7 +636,7 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
     gone = Fetch("unavailable", why="not held anywhere at this site")
     field = "count" if f.kind == "histogram" else "value"
     what = f"{'lock ' * i.lock}{i.mnemonic} on the {f.kind}'s {field} at {i.address:#x}"
-    targets = {x.target for x in insns if x.target is not None}
+    targets = sites.branch_targets(insns)
     src = next((o[1] for o in i.operands if o[0] == "reg"), None)
     imm = next((o[1] for o in i.operands if o[0] == "imm"), None)
     if not i.lock and i.mnemonic in _STORES:
@@ -810,7 +812,7 @@ def _now(f: Found, fetch: Fetch) -> tuple[Fetch, ...]:
     return (fetch,) if f.number == "f64" else ()
 
 
-def _after(insns: tuple[sites.Insn, ...], n: int, targets: set[int]) -> int | None:
+def _after(insns: tuple[sites.Insn, ...], n: int, targets: frozenset[int]) -> int | None:
     """The first instruction after ``insns[n]`` and any LOCK instructions right after it,
     if nothing else jumps there and the kernel can probe it."""
     k = n + 1
@@ -880,10 +882,9 @@ def _loaded(b: Binary, insns: tuple[sites.Insn, ...], k: int, n: int, reg: str, 
             load.operands[1][0] != "mem" or load.operands[1][1] != "rip":
         return None
     span = (load.address, insns[n + 1].address + insns[n + 1].size)
-    for j in insns:
-        if j.target is not None and span[0] < j.target <= insns[k].address and \
-                not span[0] <= j.address < span[1]:
-            return None
+    if any(not span[0] <= a < span[1]
+           for a in sites.branches_into(insns, span[0], insns[k].address)):
+        return None
     return _double(b, load, load.operands[1][3], sign)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from elftools.dwarf.die import DIE
 
@@ -141,6 +142,7 @@ class Walker:
         # each struct's members, by its DIE's offset: a preset asks of the same few
         # types thousands of times, and pyelftools parses a DIE's children on each walk
         self._members: dict[int, dict[str, tuple[int, DIE | None]]] = {}
+        self._selected: dict[tuple[Any, ...], Selected] = {}
 
     # -- types ---------------------------------------------------------------------
     def rust(self, die: DIE | None) -> bool:
@@ -349,7 +351,18 @@ class Walker:
     def select(self, steps: tuple[Step, ...], start: Location | None, tdie: DIE | None,
                decode: str | None, cap: int, unavailable: str = "") -> Selected:
         """Walk ``steps`` (after the parameter name) from a parameter at ``start``; a
-        last step ``len`` reads the length of what the others selected."""
+        last step ``len`` reads the length of what the others selected. Kept: a preset
+        asks the same of the same type at each of hundreds of sites."""
+        key = (steps, start, tdie.offset if tdie is not None else None, decode, cap,
+               unavailable)
+        got = self._selected.get(key)
+        if got is None:
+            got = self._selected[key] = self._select(steps, start, tdie, decode, cap,
+                                                     unavailable)
+        return got
+
+    def _select(self, steps: tuple[Step, ...], start: Location | None, tdie: DIE | None,
+                decode: str | None, cap: int, unavailable: str) -> Selected:
         place: _Mem | _Regs | None = _start(start)
         path = str(steps[0][1])
         why = unavailable or "no location for it at this instruction"

@@ -13,6 +13,7 @@ ones it refuses to probe (``arch/x86/kernel/uprobes.c``).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -146,6 +147,41 @@ def decode(code: bytes, address: int) -> tuple[Insn, ...]:
         out.append(Insn(at, size, name, None, None, _direct(name, operands),
                         code[start:start + size]))
     return tuple(out)
+
+
+_SEEN: dict[int, tuple[tuple[Insn, ...], frozenset[int], list[tuple[int, int]]]] = {}
+
+
+def _branches(insns: tuple[Insn, ...]) -> tuple[frozenset[int], list[tuple[int, int]]]:
+    """The targets of a function's direct jumps and calls, and (target, address) of
+    each sorted, worked out once per instruction tuple (plans ask per update site)."""
+    got = _SEEN.get(id(insns))
+    if got is None or got[0] is not insns:
+        if len(_SEEN) > 64:
+            _SEEN.clear()
+        pairs = sorted((i.target, i.address) for i in insns if i.target is not None)
+        got = _SEEN[id(insns)] = (insns, frozenset(t for t, _a in pairs), pairs)
+    return got[1], got[2]
+
+
+def branch_targets(insns: tuple[Insn, ...]) -> frozenset[int]:
+    """Where the direct jumps and calls of ``insns`` go."""
+    return _branches(insns)[0]
+
+
+def branches_into(insns: tuple[Insn, ...], lo: int, hi: int) -> list[int]:
+    """The addresses of the direct jumps and calls of ``insns`` that go to an address
+    in (``lo``, ``hi``]."""
+    pairs = _branches(insns)[1]
+    start = bisect.bisect_right(pairs, (lo, 2**64))
+    end = bisect.bisect_right(pairs, (hi, 2**64))
+    return [a for _t, a in pairs[start:end]]
+
+
+def index_at(insns: tuple[Insn, ...], address: int) -> int | None:
+    """The index of the instruction of ``insns`` (in address order) at ``address``."""
+    k = bisect.bisect_left(insns, address, key=lambda i: i.address)
+    return k if k < len(insns) and insns[k].address == address else None
 
 
 def is_branch(i: Insn) -> bool:

@@ -200,11 +200,12 @@ class Functions:
         """Functions that exist only as inlined copies."""
         return [n for n in self._named() if n not in self.symbols]
 
-    def inlined_among(self, names: Collection[str], keep: Callable[[str], bool]) -> list[str]:
+    def inlined_among(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
+                      ) -> list[str]:
         """The functions that exist only as inlined copies and whose name ``keep``
-        accepts, among those whose own name, or a namespace or type they are in, is one
-        of ``names``: read from the units that mention one of them (and those their
-        copies are in), not from every unit."""
+        accepts, among those whose own name and the namespaces and types they are in
+        name all parts of one of ``names``: read from the units that mention them (and
+        those their copies are in), not from every unit."""
         got = self._targeted(names, keep)
         if got is None:
             return [n for n in self.inlined_names() if keep(n)]
@@ -219,13 +220,17 @@ class Functions:
         """The DIEs holding function ``name`` that inlined copies lead to."""
         if self._names is not None:
             return self._names.get(name, [])
+        go = self.dwarf.language == "go"
         if name not in self._keys:
-            self._targeted([own_name(name)], lambda n: n == name)
-        if name not in self._keys:  # no DIE of that name where it would be: every unit
+            got = self._targeted([name_parts(name) if not go else (name,)],
+                                 lambda n: n == name)
+            if got is not None and (go or _balanced(name)):
+                self._keys.setdefault(name, [])  # no unit names it: there is none
+        if name not in self._keys:  # the raw reader could not say: every unit
             self._keys[name] = self._named().get(name, [])
         return self._keys[name]
 
-    def _targeted(self, names: Collection[str], keep: Callable[[str], bool]
+    def _targeted(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
                   ) -> dict[str, list[int]] | None:
         """The name-holding DIEs with copies of the functions ``keep`` accepts among
         those ``names`` mention (``Tree.keys``), kept for later questions; None when the
@@ -552,10 +557,11 @@ def outer_subprogram(dwarf: Dwarf, die: DIE) -> DIE | None:
     return at
 
 
-def own_name(name: str) -> str:
-    """The last part of a qualified name (``a::B<c::D>::f`` -> ``f``: what DW_AT_name
-    holds), ``::`` inside brackets not counted."""
+def name_parts(name: str) -> tuple[str, ...]:
+    """The parts of a qualified name (``a::B<c::D>::f`` -> ``a``, ``B<c::D>``, ``f``: the
+    DW_AT_names of a DIE and the scopes it is in), ``::`` inside brackets not counted."""
     depth = last = i = 0
+    parts = []
     while i < len(name):
         if name.startswith("->", i):
             i += 2
@@ -566,10 +572,27 @@ def own_name(name: str) -> str:
         elif c in ">)]":
             depth -= 1
         elif depth == 0 and name.startswith("::", i):
+            parts.append(name[last:i])
             last = i = i + 2
             continue
         i += 1
-    return name[last:]
+    return (*parts, name[last:])
+
+
+def _balanced(name: str) -> bool:
+    """Whether every bracket of ``name`` closes (then ``name_parts`` splits it as
+    DWARF's names nest)."""
+    depth = 0
+    for c in name.replace("->", ""):
+        depth += (c in "<([") - (c in ">)]")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def own_name(name: str) -> str:
+    """The last part of a qualified name: what its DIE's DW_AT_name holds."""
+    return name_parts(name)[-1]
 
 
 def frame_base(die: DIE) -> list[int] | None:

@@ -10,9 +10,11 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.errors import NotFound
+from agent.target.dwarf.functions import name_parts
 from agent.target.dwarf.reader import Dwarf, attr
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
+_AGGREGATE_TAGS = frozenset({0x13, 0x17, 0x02})  # the same, as numbers
 _KEYWORDS = ("struct ", "union ", "class ", "enum ")
 GO_TYPES = "go-types-v2"  # the index of Go's types units (v2: every unit named runtime)
 _cached_index = cache.shaped(dict[str, list[int]])  # an index as the cache keeps it
@@ -34,7 +36,12 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     if cached is not None:
         dwarf.type_indexes[key] = cached
         return cached
-    index: dict[str, list[int]] = {}
+    index = _from_tree(dwarf, None) if key != GO_TYPES else None
+    if index is not None:
+        cache.put(bid, "types", key, index)
+        dwarf.type_indexes[key] = index
+        return index
+    index = {}
     units = dwarf.go_type_units() if key == GO_TYPES else list(dwarf.type_units())
     for cu in list(units) if key == GO_TYPES else []:
         fast = dwarf.top_types(cu)
@@ -61,8 +68,35 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
     return index
 
 
+def _from_tree(dwarf: Dwarf, names: set[tuple[str, ...]] | None
+               ) -> dict[str, list[int]] | None:
+    """The index of named types (``_index``'s, in its order) from the tree, of the
+    units that mention one of ``names`` (every unit: None); None when the tree cannot
+    read them."""
+    ok, found = dwarf.ask(lambda t: t.types(names, dwarf.language_of))
+    if not ok or found is None:
+        return None
+    index: dict[str, list[int]] = {}
+    for qualified, tag, offset in found:
+        offs = index.setdefault(qualified, [])
+        if tag in _AGGREGATE_TAGS:
+            offs.insert(0, offset)
+        else:
+            offs.append(offset)
+    return index
+
+
 def find_type(dwarf: Dwarf, name: str) -> DIE:
-    """The type DIE named ``name``, preferring a definition with members."""
+    """The type DIE named ``name``, preferring a definition with members. Rust's and
+    C's: first from the units that mention its name alone (every unit is read for a
+    miss, which suggests names)."""
+    if dwarf.language != "go" and not dwarf.type_indexes:
+        bare = name.strip()
+        bare = bare[len(next((k for k in _KEYWORDS if bare.startswith(k)), "")):].strip()
+        some = _from_tree(dwarf, {name_parts(bare), (bare.rsplit(".", 1)[-1],)})
+        die = _lookup(dwarf, name, some) if some is not None else None
+        if die is not None:
+            return die
     index = _index(dwarf, complete=False)
     die = _lookup(dwarf, name, index)
     # Go's linker writes every Go type in one unit, noop's DWARF from metadata too: the

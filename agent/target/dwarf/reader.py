@@ -31,7 +31,7 @@ from agent.errors import BinaryError
 from agent.target import debuginfo
 from agent.target.amd64 import DWARF_REGS
 from agent.target.dwarf import scan
-from agent.target.dwarf.sections import dwarf_info, section_bytes
+from agent.target.dwarf.sections import dwarf_info, section_bytes, text
 from agent.target.dwarf.tree import Tree
 from agent.target.dwarf.writer import TYPES_UNIT
 from agent.target.elf import ElfFile
@@ -185,8 +185,7 @@ class Dwarf:
         from cgo and the runtime), else Rust if any is Rust's, else the most common.
         Read from the units' raw bytes (pyelftools would parse every abbreviation
         table), or unit by unit up to the first Go one."""
-        ok, codes = self.ask(lambda t: t.languages())
-        langs = iter([_LANGUAGES.get(c, "c") for c in codes or ()] if ok else
+        langs = iter(self._languages.values() if self._languages else
                      (self.unit_language(cu) for cu in self.units))
         counts: dict[str, int] = {}
         for lang in langs:
@@ -196,6 +195,18 @@ class Dwarf:
         if counts.get("rust"):
             return "rust"
         return max(counts, key=lambda k: counts[k]) if counts else "c"
+
+    def language_of(self, unit: int) -> str:
+        """The language of the unit at offset ``unit``, from the raw bytes."""
+        got = self._languages.get(unit)
+        if got is None:
+            got = self.unit_language(self.info.get_CU_at(unit))
+        return got
+
+    @cached_property
+    def _languages(self) -> dict[int, str]:
+        ok, codes = self.ask(lambda t: dict(zip(t.starts, t.languages(), strict=True)))
+        return {u: _LANGUAGES.get(c, "c") for u, c in (codes or {}).items()} if ok else {}
 
     @staticmethod
     def unit_language(cu: CompileUnit | TypeUnit) -> str:
@@ -242,9 +253,10 @@ class Dwarf:
     @cached_property
     def strings(self) -> scan.Strings:
         """The string sections a DIE's name may be in."""
-        return scan.Strings(*(section_bytes(s) if s is not None else b"" for s in (
-            self.info.debug_str_sec, getattr(self.info, "debug_line_str_sec", None),
-            getattr(self.info, "debug_str_offsets_sec", None))))
+        return scan.Strings(text(self.info.debug_str_sec), *(
+            section_bytes(s) if s is not None else b"" for s in (
+                getattr(self.info, "debug_line_str_sec", None),
+                getattr(self.info, "debug_str_offsets_sec", None))))
 
     @cached_property
     def tree(self) -> Tree | None:
@@ -278,7 +290,7 @@ class Dwarf:
             return {o: tree.qualified(o, nested) for o in offsets}
         return self.ask(names)[1]
 
-    def function_keys(self, names: Collection[str], keep: Callable[[str], bool]
+    def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
                       ) -> dict[str, list[int]] | None:
         """``Tree.keys``: the name-holding DIEs of the functions ``keep`` accepts among
         those whose own name or scope is one of ``names``; None when the scan cannot

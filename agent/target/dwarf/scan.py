@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from agent.target.dwarf.sections import Text
 from agent.target.elf import uleb128
 
 TAG_INLINED_SUBROUTINE = 0x1D
@@ -264,7 +265,7 @@ AT_STR_OFFSETS_BASE = 0x72
 class Strings:
     """The string sections a DIE's name may be in."""
 
-    str: bytes = b""  # .debug_str
+    str: Text = field(default_factory=lambda: Text(b""))  # .debug_str
     line_str: bytes = b""  # .debug_line_str (DWARF 5)
     offsets: bytes = b""  # .debug_str_offsets (DWARF 5's strx forms index it)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from typing import IO, Any, cast
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DWARFInfo
@@ -41,6 +42,18 @@ class Window:
             self._data = got
         return self._data
 
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def pread(self, at: int, n: int) -> bytes:
+        """``n`` bytes from ``at`` (fewer at the end), read without mapping them (the
+        pages of a memory map once touched count in the process's RSS)."""
+        if self._data is not None:
+            return self._data[at:at + n]
+        n = max(0, min(n, self._size - at))
+        return os.pread(self._file.fileno(), n, self._start + at) if n else b""
+
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._size}[whence]
         self._pos = base + offset
@@ -58,6 +71,62 @@ class Window:
             got = self._view[self._start + start:self._start + end]
         self._pos = end
         return got
+
+
+class Text:
+    """A string section read in pieces (a window's), not held whole: the string at an
+    offset, and every place a string ends. Over bytes when the section is held anyway
+    (decompressed)."""
+
+    _CHUNK = 1 << 22
+
+    def __init__(self, source: Window | bytes) -> None:
+        self._source = source
+
+    def _read(self, at: int, n: int) -> bytes:
+        source = self._source
+        return source[at:at + n] if isinstance(source, bytes) else source.pread(at, n)
+
+    def string(self, at: int) -> str:
+        """The NUL-terminated string at offset ``at``."""
+        if isinstance(self._source, bytes):
+            return scan_string(self._source, at)
+        parts = []
+        while True:
+            piece = self._read(at, 256)
+            end = piece.find(b"\0")
+            if end >= 0 or not piece:
+                parts.append(piece[:end] if end >= 0 else piece)
+                return b"".join(parts).decode("utf-8", "replace")
+            parts.append(piece)
+            at += len(piece)
+
+    def places(self, raw: bytes) -> list[int]:
+        """Every offset where ``raw`` starts, read a few MB at a time."""
+        source = self._source
+        if isinstance(source, bytes):
+            return [m.start() for m in re.finditer(re.escape(raw), source)]
+        size = source.size
+        out: list[int] = []
+        at = 0
+        while at < size:
+            piece = self._read(at, self._CHUNK + len(raw) - 1)
+            out += [at + m.start() for m in re.finditer(re.escape(raw), piece)
+                    if m.start() < self._CHUNK]
+            at += self._CHUNK
+        return out
+
+
+def scan_string(data: bytes, at: int) -> str:
+    return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
+
+
+def text(section: Any) -> Text:
+    """A string section as ``Text``: its window where it has one."""
+    if section is None:
+        return Text(b"")
+    stream = section.stream
+    return Text(stream if isinstance(stream, Window) else section_bytes(section))
 
 
 class _WindowedELF(ELFFile):

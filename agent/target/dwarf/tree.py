@@ -15,7 +15,7 @@ another unit: LLVM's copies inlined across units of one object, GCC's LTO).
 from __future__ import annotations
 
 import bisect
-import re
+import struct
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
 
@@ -27,7 +27,11 @@ _UNIT_TAGS = frozenset({0x11, 0x41, 0x3C})  # compile, skeleton-less type, parti
 # Function-like DIEs whose reference is kept (a variable's abstract_origin is not).
 _REFERRING = frozenset({_SUBPROGRAM, _INLINED})
 # DIEs kept even without children: what a function's name or a copy's place needs.
-_KEPT = frozenset({_SUBPROGRAM, _INLINED, 0x0B, 0x39, 0x13, 0x02, 0x17, 0x04})
+# Named types (struct, union, class, typedef, base, enum, pointer, array, subroutine).
+TYPES = frozenset({0x13, 0x17, 0x02, 0x16, 0x24, 0x04, 0x0F, 0x01, 0x15})
+_KEPT = frozenset({_SUBPROGRAM, _INLINED, 0x0B, 0x39}) | TYPES
+_AT_DECLARATION = 0x3C
+_DECLARED = 1 << 16  # a kept DIE's tag with this bit: it has DW_AT_declaration
 _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _ALT_FORMS = frozenset({0x1F20, 0x1F21})  # dwz's references into a supplementary file
 _REF_ADDR = 0x10
@@ -36,8 +40,8 @@ AT_LOW_PC = 0x11
 AT_LANGUAGE = 0x13
 _SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
 
-Plan = tuple[int, bool, int, tuple[tuple[int, int, int], ...], int, bool]
-_SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW = range(6)  # what a step does with its attribute
+Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
+_SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW, _DECL = range(7)  # what a step does with it
 
 
 def _size(form: int, u: scan._Unit) -> int | None:
@@ -58,22 +62,24 @@ def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: s
            ) -> dict[int, Plan]:
     """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
     DIE of a fixed size with nothing to read in it is skipped by one addition; else each
-    step (bytes before it, what to do, form) is an attribute of a size that varies, or
-    one to read (a kept DIE's name, a function's reference, a unit's string base)."""
+    step (bytes before it, what to do, form, its size or -1) is an attribute of a size
+    that varies, or one to read (a kept DIE's name, a function's reference, a unit's
+    string base)."""
     out: dict[int, Plan] = {}
     for code, (tag, children, specs) in table.items():
         kept = children or tag in _KEPT
-        steps: list[tuple[int, int, int]] = []
+        steps: list[tuple[int, int, int, int]] = []
         run = 0
         for attr_, form in specs:
             role = _NAME if kept and attr_ == scan.AT_NAME else \
                 _ORIGIN if tag in _REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
                 _SPEC if tag in _REFERRING and attr_ == scan.AT_SPECIFICATION else \
                 _BASE if tag in _UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
-                _LOW if tag == _SUBPROGRAM and attr_ == AT_LOW_PC else _SKIP
+                _LOW if tag == _SUBPROGRAM and attr_ == AT_LOW_PC else \
+                _DECL if kept and attr_ == _AT_DECLARATION else _SKIP
             size = _size(form, u)
             if size is None or role != _SKIP:
-                steps.append((run, role, form))
+                steps.append((run, role, form, -1 if size is None else size))
                 run = 0
             else:
                 run += size
@@ -82,6 +88,8 @@ def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: s
 
 
 _NO_NAME, _TEXT = -1, -2  # a kept DIE's name code: none; a string kept aside
+_FEW = 4  # a part of a name found in this many places or fewer narrows the units read
+_U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
 
 
 class _Kept:
@@ -122,7 +130,7 @@ class _Kept:
         code = names[k]
         name: int | str | None = None if code == _NO_NAME else \
             self.texts[offset] if code == _TEXT else code if code >= 0 else code + 2
-        return tags[k], parents[k], name
+        return tags[k] & 0xFFFF, parents[k], name
 
     def __getitem__(self, offset: int) -> tuple[int, int, int | str | None]:
         got = self.get(offset)
@@ -130,8 +138,13 @@ class _Kept:
             raise KeyError(offset)
         return got
 
+    def declared(self, offset: int) -> bool:
+        found = self._find(offset)
+        return found is not None and bool(found[0][1][found[1]] & _DECLARED)
+
     def items(self, units: Iterable[int]) -> Iterator[tuple[int, int, int]]:
-        """(offset, tag, name code) of the kept DIEs of ``units`` (walked ones)."""
+        """(offset, tag and ``_DECLARED``, name code) of the kept DIEs of ``units``
+        (walked ones)."""
         for unit in units:
             block = self.units.get(unit)
             if block is not None:
@@ -149,8 +162,12 @@ class Tree:
         self.kept = _Kept()
         self.refs: dict[int, int] = {}  # function DIE -> its origin / specification
         self.inlined = array("Q")
-        self.starting: dict[int, list[int]] = {}  # address -> subprograms whose code starts there
+        self.starting: dict[int, list[int]] = {}  # address -> subprograms starting there
         self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
+        self._mentioned: dict[str, set[int]] = {}  # name -> the units that mention it
+        self._tables: dict[int, dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]] = {}
+        self._names: dict[int, str] = {}  # .debug_str offset -> the string there
+        self._strings_at: dict[str, list[int]] = {}  # name -> its places in .debug_str
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
         self._prefix: dict[int, str] = {}
         self._made_by: dict[int, bool] = {}
@@ -170,8 +187,15 @@ class Tree:
             f in scan._STRX or f == 0x1A for f in forms) and not strings.offsets)
 
     def _forms(self, abbrev_at: int) -> set[int]:
-        return {f for _t, _c, specs in scan._abbrevs(self.abbrev, abbrev_at).values()
+        return {f for _t, _c, specs in self._table(abbrev_at).values()
                 for _a, f in specs}
+
+    def _table(self, abbrev_at: int) -> dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]:
+        """The abbreviation table at ``abbrev_at``, read once."""
+        got = self._tables.get(abbrev_at)
+        if got is None:
+            got = self._tables[abbrev_at] = scan._abbrevs(self.abbrev, abbrev_at)
+        return got
 
     # --- walking -------------------------------------------------------------------
 
@@ -195,14 +219,18 @@ class Tree:
         key = (abbrev_at, u.osize, u.asize, u.refaddr)
         plans = self._plans.get(key)
         if plans is None:
-            plans = self._plans[key] = _plans(scan._abbrevs(self.abbrev, abbrev_at), u)
-        info, refs, inlined = self.info, self.refs, self.inlined
-        block = (array("Q"), array("H"), array("q"), array("q"))
+            plans = self._plans[key] = _plans(self._table(abbrev_at), u)
+        info, refs, inlined, starting = self.info, self.refs, self.inlined, self.starting
+        block = (array("Q"), array("I"), array("q"), array("q"))
         k_at, k_tag, k_parent, k_name = (a.append for a in block)
         pos, end = u.first, u.end
         stack: list[int] = []
+        parent = -1  # the DIE the next one is in: the top of ``stack``
         str_base = 8 if u.osize == 4 else 16
         skip = scan._skip
+        word = _U32 if u.osize == 4 else _U64  # a section offset (strp, sec_offset)
+        refaddr = _U32 if u.refaddr == 4 else _U64 if u.refaddr == 8 else None
+        unit = u.at
         while pos < end:
             at = pos
             code = info[pos]
@@ -213,6 +241,7 @@ class Tree:
             if code == 0:
                 if stack:
                     stack.pop()
+                    parent = stack[-1] if stack else -1
                 continue
             tag, children, fixed, steps, tail, keep = plans[code]
             if fixed >= 0:
@@ -220,19 +249,23 @@ class Tree:
                 if keep:
                     k_at(at)
                     k_tag(tag)
-                    k_parent(stack[-1] if stack else -1)
+                    k_parent(parent)
                     k_name(_NO_NAME)
                     if tag == _INLINED:
                         inlined.append(at)
                     if children:
                         stack.append(at)
+                        parent = at
                 continue
-            name: int | str | None = None
+            name = _NO_NAME
             ref = low = -1
-            for before, role, form in steps:
+            declared = 0
+            for before, role, form, size in steps:
                 pos += before
                 while form == 0x16:  # indirect: the form is in the DIE
                     form, pos = uleb128(info, pos)
+                    known = _size(form, u)
+                    size = -1 if known is None else known
                 if role == _SKIP:
                     if form == 0x18 or form == 0x09:  # exprloc, block: a length first
                         n = info[pos]
@@ -243,11 +276,26 @@ class Tree:
                         pos = skip(info, pos, form, u)
                     continue
                 if role == _NAME:
-                    name = self._name(pos, form, u, str_base)
+                    if form == _STRP:
+                        name = word(info, pos)[0]
+                    else:
+                        got_name = self._name(pos, form, u, str_base)
+                        if isinstance(got_name, str):
+                            self.kept.texts[at] = got_name
+                            name = _TEXT
+                        else:
+                            name = got_name if got_name >= 0 else got_name - 2
                 elif role in (_ORIGIN, _SPEC):
-                    got = scan._ref(info, pos, form, u)
+                    if form == 0x13:
+                        got = unit + _U32(info, pos)[0]
+                    elif form == _REF_ADDR and refaddr is not None:
+                        got = refaddr(info, pos)[0]
+                    else:
+                        got = scan._ref(info, pos, form, u)
                     if got is not None and (role == _ORIGIN or ref < 0):
                         ref = got  # abstract_origin, else specification
+                elif role == _DECL:
+                    declared = _DECLARED if form == 0x19 or info[pos] else 0
                 elif role == _LOW:
                     if form == 0x01:
                         low = int.from_bytes(info[pos:pos + u.asize], "little")
@@ -255,27 +303,22 @@ class Tree:
                         self.odd.add(u.at)
                 else:
                     str_base = int.from_bytes(info[pos:pos + u.osize], "little")
-                pos = skip(info, pos, form, u)
+                pos = pos + size if size >= 0 else skip(info, pos, form, u)
             pos += tail
             if keep:
                 k_at(at)
-                k_tag(tag)
-                k_parent(stack[-1] if stack else -1)
-                if name is None:
-                    k_name(_NO_NAME)
-                elif isinstance(name, str):
-                    self.kept.texts[at] = name
-                    k_name(_TEXT)
-                else:
-                    k_name(name if name >= 0 else name - 2)  # -(pos + 1) -> -(pos + 3)
+                k_tag(tag | declared)
+                k_parent(parent)
+                k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
                 if ref >= 0:
                     refs[at] = ref
                 if low >= 0:
-                    self.starting.setdefault(low, []).append(at)
+                    starting.setdefault(low, []).append(at)
                 if tag == _INLINED:
                     inlined.append(at)
                 if children:
                     stack.append(at)
+                    parent = at
         self.kept.add(u.at, block)
 
     def _name(self, pos: int, form: int, u: scan._Unit, str_base: int) -> int | str:
@@ -303,7 +346,10 @@ class Tree:
         if raw is None or isinstance(raw, str):
             return raw
         if raw >= 0:
-            return scan._string(self.strings.str, raw)
+            text = self._names.get(raw)
+            if text is None:
+                text = self._names[raw] = self.strings.str.string(raw)
+            return text
         return scan._string(self.info, -raw - 1)
 
     def qualified(self, offset: int, nested: bool = True) -> str:
@@ -362,28 +408,51 @@ class Tree:
 
     # --- choosing units ------------------------------------------------------------
 
-    def mentioning(self, names: Collection[str]) -> set[int] | None:
-        """The units whose bytes refer to one of ``names`` as a DW_AT_name can: the
-        offset of the string in .debug_str (any place it ends, since linkers merge a
-        string into the tail of a longer one), through .debug_str_offsets, or written
-        in the unit itself. A superset (four bytes may match by chance); None when
-        names may be in another file (every unit must be read)."""
+    def mentioning(self, names: Collection[tuple[str, ...]]) -> set[int] | None:
+        """The units that mention every part of one of ``names`` (a qualified name's
+        parts: a DIE and the scopes it is in are in one unit), a part mentioned as a
+        DW_AT_name can be: the offset of its string in .debug_str (any place it ends,
+        since linkers merge a string into the tail of a longer one), through
+        .debug_str_offsets, or written in the unit itself. A superset (four bytes may
+        match by chance); None when names may be in another file (every unit is read)."""
         if self.elsewhere:
             return None
-        info = self.info
-        hits: set[int] = set()
-        offsets: list[int] = []
-        for name in names:
+        out: set[int] = set()
+        for parts in names:
+            # each part's units: the rarest string's first, then those of others found
+            # in few places (each place is a search of all .debug_info)
+            ranked = sorted(dict.fromkeys(parts), key=lambda p: len(self._places(p)))
+            units = self._mentions(ranked[0]) if ranked else set()
+            for part in ranked[1:]:
+                if len(self._places(part)) <= _FEW:
+                    units = units & self._mentions(part)
+            out |= units
+        return out
+
+    def _places(self, name: str) -> list[int]:
+        """Where a string ``name`` ends .debug_str's strings (its possible offsets)."""
+        got = self._strings_at.get(name)
+        if got is None:
             raw = name.encode() + b"\0"
-            offsets += [m.start() for m in re.finditer(re.escape(raw), self.strings.str)]
-            hits.update(_finds(info, raw))
+            got = self._strings_at[name] = self.strings.str.places(raw)
+        return got
+
+    def _mentions(self, name: str) -> set[int]:
+        """The units that mention ``name`` (``mentioning``), kept."""
+        got = self._mentioned.get(name)
+        if got is not None:
+            return got
+        info = self.info
+        offsets = self._places(name)
+        hits = set(_finds(info, name.encode() + b"\0"))
         sizes = {u.osize for u, _ in self.units}
         for off in offsets:
             for size in sizes:
                 hits.update(_finds(info, off.to_bytes(size, "little")))
         if self.strings.offsets and offsets:
             hits.update(self._by_index(offsets, sizes))
-        return {self.unit_of(h) for h in hits}
+        got = self._mentioned[name] = {self.unit_of(h) for h in hits}
+        return got
 
     def _by_index(self, offsets: list[int], sizes: set[int]) -> set[int]:
         """Units whose .debug_str_offsets contribution holds one of ``offsets`` (DWARF
@@ -409,7 +478,7 @@ class Tree:
         for u, abbrev_at in self.units:
             pos = u.first
             code, pos = uleb128(self.info, pos)
-            table = scan._abbrevs(self.abbrev, abbrev_at)
+            table = self._table(abbrev_at)
             if code not in table:
                 continue
             for attr_, form in table[code][2]:
@@ -453,7 +522,7 @@ class Tree:
         u, abbrev_at = self.units[i]
         info = self.info
         code, pos = uleb128(info, u.first)
-        table = scan._abbrevs(self.abbrev, abbrev_at)
+        table = self._table(abbrev_at)
         out: dict[int, tuple[int, int]] = {}
         if code not in table:
             return out, 0
@@ -476,7 +545,7 @@ class Tree:
         raw = self._name(pos, form, self.units[i][0], base)
         if isinstance(raw, str):
             return raw
-        return scan._string(self.strings.str, raw) if raw >= 0 else \
+        return self.strings.str.string(raw) if raw >= 0 else \
             scan._string(self.info, -raw - 1)
 
     def languages(self) -> list[int]:
@@ -490,22 +559,64 @@ class Tree:
                        uleb128(self.info, pos)[0] if form == 0x0F else 0)
         return out
 
-    def keys(self, names: Collection[str], keep: Callable[[str], bool], nested: bool = True
-             ) -> dict[str, list[int]]:
+    def keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
+             nested: bool = True) -> dict[str, list[int]]:
         """The name-holding function DIEs (no abstract_origin or specification of their
         own) whose qualified name ``keep`` accepts, by that name, in the units that
         mention one of ``names`` (``mentioning``): every such function whose own name
-        (DW_AT_name) or a scope around it is one of ``names``."""
+        (DW_AT_name) and the scopes around it name all parts of one of ``names``."""
         units = self.mentioning(names)
         self.walk(units)
         chosen = set(self.walked if units is None else units)
         out: dict[str, list[int]] = {}
         for at, tag, name in self.kept.items(sorted(chosen)):
-            if tag == _SUBPROGRAM and name != _NO_NAME and at not in self.refs:
+            if tag & 0xFFFF == _SUBPROGRAM and name != _NO_NAME and at not in self.refs:
                 q = self.qualified(at, nested)
                 if keep(q):
                     out.setdefault(q, []).append(at)
         return out
+
+    def types(self, names: Collection[tuple[str, ...]] | None,
+              language: Callable[[int], str]) -> list[tuple[str, int, int]]:
+        """(qualified name, tag, offset) of every named type definition (``TYPES``, not
+        DW_AT_declaration) at a unit's top level or in named namespaces and types, as a
+        walk of each unit's children finds them, in the units that mention one of
+        ``names`` (``mentioning``; every unit: None). ``language(unit)``: a unit's
+        language; Go's names
+        are whole (nothing nested is read), Rust's and C++'s join with ``::``, others'
+        with ``.``."""
+        units = None if names is None else self.mentioning(names)
+        self.walk(units)
+        out: list[tuple[str, int, int]] = []
+        for unit in sorted(self.walked if units is None else units):
+            lang = language(unit)
+            sep = "::" if lang in ("rust", "c++") else "."
+            prefixes: dict[int, str | None] = {}
+            for at, flagged, code in self.kept.items([unit]):
+                tag = flagged & 0xFFFF
+                if tag not in TYPES or flagged & _DECLARED or code == _NO_NAME:
+                    continue
+                prefix = self._type_scope(self.kept[at][1], lang == "go", sep, prefixes)
+                if prefix is not None:
+                    out.append((prefix + (self.name(at) or ""), tag, at))
+        return out
+
+    def _type_scope(self, offset: int, whole: bool, sep: str, memo: dict[int, str | None]
+                    ) -> str | None:
+        """The prefix of the name of a type in the DIE at ``offset`` ("" at a unit's top
+        level); None when a walk of the unit's children does not reach it (an unnamed
+        scope, a function, anything nested in Go)."""
+        if offset in memo:
+            return memo[offset]
+        entry = self.kept.get(offset)
+        got: str | None = None
+        if entry is not None and entry[0] in _UNIT_TAGS:
+            got = ""
+        elif entry is not None and not whole and entry[0] in _SCOPES and self.name(offset):
+            outer = self._type_scope(entry[1], whole, sep, memo)
+            got = None if outer is None else f"{outer}{self.name(offset)}{sep}"
+        memo[offset] = got
+        return got
 
     def reach(self, keys: Collection[int]) -> None:
         """Reads the units holding ``keys`` and every unit that refers to them, or to a
