@@ -104,9 +104,13 @@ def test_parents_and_starts_as_pyelftools_has_them(which: str,
                     (theirs.offset if theirs else None), hex(die.offset)
                 checked += 1
     assert checked >= 10
+    ranges = dwarf._unit_ranges  # every unit's own ranges: what .debug_aranges narrows
     for sym in list(dwarf.elf.function_symbols())[::7]:
         got = mine.subprogram_at(sym.address)
         assert (got.offset if got else None) == _walked_start(dwarf, sym.address), sym.name
+        unit = mine.unit_at(sym.address)
+        held = [r.cu_offset for r in ranges if r.low <= sym.address < r.high]
+        assert (unit.cu_offset if unit else None) == (held[0] if held else None), sym.name
     plain = open_dwarf(binary)
     plain.__dict__["tree"] = None
     assert mine.language == plain.language

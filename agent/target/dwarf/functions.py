@@ -223,19 +223,19 @@ class Functions:
         go = self.dwarf.language == "go"
         if name not in self._keys:
             got = self._targeted([name_parts(name) if not go else (name,)],
-                                 lambda n: n == name)
+                                 lambda n: n == name, own=True)
             if got is not None and (go or _balanced(name)):
                 self._keys.setdefault(name, [])  # no unit names it: there is none
         if name not in self._keys:  # the raw reader could not say: every unit
             self._keys[name] = self._named().get(name, [])
         return self._keys[name]
 
-    def _targeted(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
-                  ) -> dict[str, list[int]] | None:
+    def _targeted(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
+                  own: bool = False) -> dict[str, list[int]] | None:
         """The name-holding DIEs with copies of the functions ``keep`` accepts among
         those ``names`` mention (``Tree.keys``), kept for later questions; None when the
         raw reader cannot read them."""
-        keys = self.dwarf.function_keys(names, keep)
+        keys = self.dwarf.function_keys(names, keep, own)
         index = self.dwarf.copies([k for ks in keys.values() for k in ks]) \
             if keys is not None else None
         if keys is None or index is None:

@@ -290,13 +290,13 @@ class Dwarf:
             return {o: tree.qualified(o, nested) for o in offsets}
         return self.ask(names)[1]
 
-    def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
-                      ) -> dict[str, list[int]] | None:
+    def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
+                      own: bool = False) -> dict[str, list[int]] | None:
         """``Tree.keys``: the name-holding DIEs of the functions ``keep`` accepts among
         those whose own name or scope is one of ``names``; None when the scan cannot
         read them."""
         nested = self.language != "go"
-        return self.ask(lambda t: t.keys(names, keep, nested))[1]
+        return self.ask(lambda t: t.keys(names, keep, nested, own))[1]
 
     def copies(self, keys: Collection[int]) -> dict[int, list[int]] | None:
         """Every inlined copy of the functions whose name-holding DIEs are ``keys``, by
@@ -439,11 +439,33 @@ class Dwarf:
         return DWARF_REGS[rule.reg], int(rule.offset)
 
     def unit_at(self, address: int) -> CompileUnit | None:
+        """The unit whose code holds ``address``: the one .debug_aranges names, when its
+        own ranges hold it (one unit's top DIE read), else from every unit's ranges."""
+        named = self._arange_unit(address)
+        if named is not None:
+            cu = self.info.get_CU_at(named)
+            if any(lo <= address < hi for lo, hi in self.ranges(cu.get_top_DIE())):
+                return cu
         ranges = self._unit_ranges
         i = bisect.bisect_right([r.low for r in ranges], address) - 1
         if i >= 0 and ranges[i].low <= address < ranges[i].high:
             return self.info.get_CU_at(ranges[i].cu_offset)
         return None
+
+    def _arange_unit(self, address: int) -> int | None:
+        """The unit .debug_aranges gives for ``address`` (None: none, or no such table)."""
+        try:
+            aranges = self._aranges
+            return aranges.cu_offset_at_addr(address) if aranges is not None else None
+        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None
+
+    @cached_property
+    def _aranges(self) -> Any:
+        try:
+            return self.info.get_aranges()
+        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None
 
     def subprogram_at(self, address: int) -> DIE | None:
         """The concrete (out-of-line) subprogram DIE whose code starts at ``address``."""
@@ -496,7 +518,7 @@ class Dwarf:
         def index(tree: Tree) -> dict[str, list[int]]:
             tree.walk()
             out: dict[str, list[int]] = {}
-            for at in tree.inlined:
+            for at in sorted(tree.inlined):  # in file order, whatever was read first
                 out.setdefault(str(tree.origin(at)), []).append(at)
             return out
         ok, got = self.ask(index)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
+from collections.abc import Iterator
 from typing import IO, Any, cast
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DWARFInfo
@@ -105,16 +105,21 @@ class Text:
         """Every offset where ``raw`` starts, read a few MB at a time."""
         source = self._source
         if isinstance(source, bytes):
-            return [m.start() for m in re.finditer(re.escape(raw), source)]
-        size = source.size
+            return list(_finds(source, raw))
         out: list[int] = []
         at = 0
-        while at < size:
+        while at < source.size:
             piece = self._read(at, self._CHUNK + len(raw) - 1)
-            out += [at + m.start() for m in re.finditer(re.escape(raw), piece)
-                    if m.start() < self._CHUNK]
+            out += [at + k for k in _finds(piece, raw) if k < self._CHUNK]
             at += self._CHUNK
         return out
+
+
+def _finds(data: bytes, pattern: bytes) -> Iterator[int]:
+    at = data.find(pattern)
+    while at >= 0:
+        yield at
+        at = data.find(pattern, at + 1)
 
 
 def scan_string(data: bytes, at: int) -> str:

@@ -18,6 +18,7 @@ import bisect
 import struct
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import TypeAlias
 
 from agent.target.dwarf import scan
 from agent.target.elf import uleb128
@@ -92,24 +93,28 @@ _FEW = 4  # a part of a name found in this many places or fewer narrows the unit
 _U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
 
 
+# A unit's kept DIEs: offsets, tags, parents, names, references (a string: the runtime's
+# array is not subscriptable before Python 3.12).
+Block: TypeAlias = "tuple[array[int], array[int], array[int], array[int], array[int]]"
+
+
 class _Kept:
     """The kept DIEs of the units walked: per unit, arrays of offsets (ascending),
-    tags, parents and name codes (a .debug_str offset; -(offset + 3) of a name written
-    in .debug_info; ``_TEXT``; ``_NO_NAME``): 26 bytes a DIE, not a tuple and a dict
-    entry (about 200)."""
+    tags, parents, name codes (a .debug_str offset; -(offset + 3) of a name written in
+    .debug_info; ``_TEXT``; ``_NO_NAME``) and what a function's abstract_origin or
+    specification names (-1: nothing): 36 bytes a DIE, not tuples and dict entries
+    (about 250)."""
 
     def __init__(self) -> None:
-        self.units: dict[int, tuple[array[int], array[int], array[int], array[int]]] = {}
+        self.units: dict[int, Block] = {}
         self.starts: list[int] = []  # of the units in ``units``, sorted
         self.texts: dict[int, str] = {}  # names given as strings (.debug_line_str)
 
-    def add(self, unit: int, block: tuple[array[int], array[int], array[int], array[int]]
-            ) -> None:
+    def add(self, unit: int, block: Block) -> None:
         self.units[unit] = block
         bisect.insort(self.starts, unit)
 
-    def _find(self, offset: int) -> tuple[tuple[array[int], array[int], array[int],
-                                                array[int]], int] | None:
+    def _find(self, offset: int) -> tuple[Block, int] | None:
         i = bisect.bisect_right(self.starts, offset) - 1
         if i < 0:
             return None
@@ -126,7 +131,7 @@ class _Kept:
         found = self._find(offset)
         if found is None:
             return None
-        (_o, tags, parents, names), k = found
+        (_o, tags, parents, names, _r), k = found
         code = names[k]
         name: int | str | None = None if code == _NO_NAME else \
             self.texts[offset] if code == _TEXT else code if code >= 0 else code + 2
@@ -137,6 +142,16 @@ class _Kept:
         if got is None:
             raise KeyError(offset)
         return got
+
+    def ref(self, offset: int) -> int:
+        """What the function DIE at ``offset`` refers to (-1: nothing, or not kept)."""
+        found = self._find(offset)
+        return found[0][4][found[1]] if found is not None else -1
+
+    def refs(self, unit: int) -> Iterator[tuple[int, int]]:
+        """(DIE, what it refers to) of the referring DIEs of walked unit ``unit``."""
+        block = self.units[unit]
+        return ((at, r) for at, r in zip(block[0], block[4], strict=True) if r >= 0)
 
     def declared(self, offset: int) -> bool:
         found = self._find(offset)
@@ -160,13 +175,16 @@ class Tree:
         self.starts = [u.at for u, _ in self.units]
         self.walked: set[int] = set()
         self.kept = _Kept()
-        self.refs: dict[int, int] = {}  # function DIE -> its origin / specification
         self.inlined = array("Q")
         self.starting: dict[int, list[int]] = {}  # address -> subprograms starting there
         self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
         self._mentioned: dict[str, set[int]] = {}  # name -> the units that mention it
         self._tables: dict[int, dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]] = {}
         self._names: dict[int, str] = {}  # .debug_str offset -> the string there
+        self._back: dict[int, list[int]] = {}  # ``_referrers``
+        # name code -> the name-holding subprograms (no reference of their own) so named
+        self._named: dict[int, list[int]] = {}
+        self._folded: set[int] = set()  # the units whose references are in ``_back``
         self._strings_at: dict[str, list[int]] = {}  # name -> its places in .debug_str
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
         self._prefix: dict[int, str] = {}
@@ -220,9 +238,10 @@ class Tree:
         plans = self._plans.get(key)
         if plans is None:
             plans = self._plans[key] = _plans(self._table(abbrev_at), u)
-        info, refs, inlined, starting = self.info, self.refs, self.inlined, self.starting
-        block = (array("Q"), array("I"), array("q"), array("q"))
-        k_at, k_tag, k_parent, k_name = (a.append for a in block)
+        info, inlined, starting = self.info, self.inlined, self.starting
+        named = self._named
+        block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
+        k_at, k_tag, k_parent, k_name, k_ref = (a.append for a in block)
         pos, end = u.first, u.end
         stack: list[int] = []
         parent = -1  # the DIE the next one is in: the top of ``stack``
@@ -251,6 +270,7 @@ class Tree:
                     k_tag(tag)
                     k_parent(parent)
                     k_name(_NO_NAME)
+                    k_ref(-1)
                     if tag == _INLINED:
                         inlined.append(at)
                     if children:
@@ -310,10 +330,11 @@ class Tree:
                 k_tag(tag | declared)
                 k_parent(parent)
                 k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
-                if ref >= 0:
-                    refs[at] = ref
+                k_ref(ref)
                 if low >= 0:
                     starting.setdefault(low, []).append(at)
+                if tag == _SUBPROGRAM and ref < 0 and name != _NO_NAME:
+                    named.setdefault(name, []).append(at)
                 if tag == _INLINED:
                     inlined.append(at)
                 if children:
@@ -400,8 +421,8 @@ class Tree:
         """The DIE holding the name of function DIE ``offset``: its abstract_origin or
         specification followed, up to four steps, as far as the units read go."""
         for _ in range(4):
-            nxt = self.refs.get(offset)
-            if nxt is None:
+            nxt = self.kept.ref(offset)
+            if nxt < 0:
                 break
             offset = nxt
         return offset
@@ -560,17 +581,30 @@ class Tree:
         return out
 
     def keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
-             nested: bool = True) -> dict[str, list[int]]:
+             nested: bool = True, own: bool = False) -> dict[str, list[int]]:
         """The name-holding function DIEs (no abstract_origin or specification of their
         own) whose qualified name ``keep`` accepts, by that name, in the units that
         mention one of ``names`` (``mentioning``): every such function whose own name
-        (DW_AT_name) and the scopes around it name all parts of one of ``names``."""
+        (DW_AT_name) and the scopes around it name all parts of one of ``names``. With
+        ``own``, the last part of each is the function's own name (only DIEs so named
+        are asked about)."""
         units = self.mentioning(names)
         self.walk(units)
         chosen = set(self.walked if units is None else units)
+        owns = {parts[-1] for parts in names if parts}
+        if own:  # the subprograms so named, through the index of names
+            candidates = sorted(
+                {at for n in owns for place in self._places(n)
+                 for at in self._named.get(place, ())} |
+                {at for code, ats in self._named.items() if code < 0 for at in ats
+                 if self.name(at) in owns})
+        else:
+            candidates = [at for at, tag, name in self.kept.items(sorted(chosen))
+                          if tag & 0xFFFF == _SUBPROGRAM and name != _NO_NAME
+                          and self.kept.ref(at) < 0]
         out: dict[str, list[int]] = {}
-        for at, tag, name in self.kept.items(sorted(chosen)):
-            if tag & 0xFFFF == _SUBPROGRAM and name != _NO_NAME and at not in self.refs:
+        for at in candidates:
+            if self.unit_of(at) in chosen:
                 q = self.qualified(at, nested)
                 if keep(q):
                     out.setdefault(q, []).append(at)
@@ -623,24 +657,38 @@ class Tree:
         function DIE that does, until no new one turns up: then ``index`` has every
         inlined copy of them."""
         self.walk({self.unit_of(k) for k in keys})
-        targets = set(keys)
+        seen = set(keys)
         frontier = set(keys)
         while frontier:
-            self.walk(self.referring(frontier))
-            new = {d for d, r in self.refs.items() if r in targets and d not in targets}
-            targets |= new
             # an inlined copy is no step to another: nothing refers to it
-            frontier = {d for d in new if self.kept[d][0] != _INLINED}
+            self.walk(self.referring(d for d in frontier if self.kept[d][0] != _INLINED))
+            referrers = self._referrers()
+            frontier = {d for t in frontier for d in referrers.get(t, ()) if d not in seen}
+            seen |= frontier
+
+    def _referrers(self) -> dict[int, list[int]]:
+        """DIE -> the function DIEs whose reference names it, of the units read."""
+        for unit in self.kept.units.keys() - self._folded:
+            for d, r in self.kept.refs(unit):
+                self._back.setdefault(r, []).append(d)
+            self._folded.add(unit)
+        return self._back
 
     def index(self, keys: Collection[int]) -> dict[int, list[int]]:
-        """The inlined copies read so far, by the name-holding DIE (of ``keys``) their
-        origins lead to."""
-        wanted = set(keys)
+        """The inlined copies read so far, in offset order, by the name-holding DIE (of
+        ``keys``) their origins lead to."""
+        referrers = self._referrers()
         out: dict[int, list[int]] = {}
-        for at in self.inlined:
-            key = self.origin(at)
-            if key in wanted:
-                out.setdefault(key, []).append(at)
+        for key in set(keys):
+            found: set[int] = set()
+            frontier = {key}
+            for _ in range(4):  # origin() follows four steps
+                frontier = {d for t in frontier for d in referrers.get(t, ())} - found
+                found |= frontier
+            copies = sorted(d for d in found if self.kept[d][0] == _INLINED
+                            and self.origin(d) == key)
+            if copies:
+                out[key] = copies
         return out
 
 
