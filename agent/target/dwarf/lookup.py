@@ -6,15 +6,19 @@ Names: Go ``github.com/prometheus/client_golang/prometheus.counter``; Rust and C
 
 from __future__ import annotations
 
+import functools
+
 from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.errors import NotFound
 from agent.target.dwarf.functions import name_parts
 from agent.target.dwarf.reader import Dwarf, attr
+from agent.target.dwarf.tree import Tree
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
 _AGGREGATE_TAGS = frozenset({0x13, 0x17, 0x02})  # the same, as numbers
+_TAG_NUMBERS = {"struct": 0x13, "union": 0x17, "class": 0x02, "enum": 0x04}
 _KEYWORDS = ("struct ", "union ", "class ", "enum ")
 GO_TYPES = "go-types-v2"  # the index of Go's types units (v2: every unit named runtime)
 _cached_index = cache.shaped(dict[str, list[int]])  # an index as the cache keeps it
@@ -74,10 +78,13 @@ def _from_tree(dwarf: Dwarf, names: set[tuple[str, ...]] | None
     units that mention one of ``names`` (every unit: None); None when the tree cannot
     read them."""
     ok, found = dwarf.ask(lambda t: t.types(names, dwarf.language_of))
-    if not ok or found is None:
-        return None
+    return _indexed(found) if ok and found is not None else None
+
+
+def _indexed(found: list[tuple[str, int, int, bool]]) -> dict[str, list[int]]:
+    """Named types (in file order) -> offsets, aggregates first, the last first."""
     index: dict[str, list[int]] = {}
-    for qualified, tag, offset in found:
+    for qualified, tag, offset, _children in found:
         offs = index.setdefault(qualified, [])
         if tag in _AGGREGATE_TAGS:
             offs.insert(0, offset)
@@ -86,15 +93,38 @@ def _from_tree(dwarf: Dwarf, names: set[tuple[str, ...]] | None
     return index
 
 
+def _alone(dwarf: Dwarf, name: str) -> DIE | None:
+    """Type ``name`` from the units that mention every part of it, the last first: the
+    whole index's answer is the last definition with members of the tag asked for, so
+    the first unit from the end that has one ends the search (a C type written in each
+    of 1,600 units is one unit's walk). None when not found there, or not readable."""
+    bare = name.strip()
+    keyword = next((k for k in _KEYWORDS if bare.startswith(k)), "")
+    bare = bare[len(keyword):].strip()
+    tag = _TAG_NUMBERS.get(keyword.strip())
+    ok, units = dwarf.ask(lambda t: t.mentioning({name_parts(bare),
+                                                   (bare.rsplit(".", 1)[-1],)}))
+    if not ok or units is None:
+        return None
+    found: list[tuple[str, int, int, bool]] = []
+    for unit in sorted(units, reverse=True):
+        ok, got = dwarf.ask(functools.partial(Tree.types_in, unit=unit,
+                                              language=dwarf.language_of(unit)))
+        if not ok or got is None:
+            return None
+        found[:0] = got
+        if any(n == bare and t in _AGGREGATE_TAGS and children and (tag is None or t == tag)
+               for n, t, _o, children in got):
+            break
+    return _lookup(dwarf, name, _indexed(found))
+
+
 def find_type(dwarf: Dwarf, name: str) -> DIE:
     """The type DIE named ``name``, preferring a definition with members. Rust's and
     C's: first from the units that mention its name alone (every unit is read for a
     miss, which suggests names)."""
     if dwarf.language != "go" and not dwarf.type_indexes:
-        bare = name.strip()
-        bare = bare[len(next((k for k in _KEYWORDS if bare.startswith(k)), "")):].strip()
-        some = _from_tree(dwarf, {name_parts(bare), (bare.rsplit(".", 1)[-1],)})
-        die = _lookup(dwarf, name, some) if some is not None else None
+        die = _alone(dwarf, name)
         if die is not None:
             return die
     index = _index(dwarf, complete=False)

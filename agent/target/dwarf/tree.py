@@ -33,6 +33,7 @@ TYPES = frozenset({0x13, 0x17, 0x02, 0x16, 0x24, 0x04, 0x0F, 0x01, 0x15})
 _KEPT = frozenset({_SUBPROGRAM, _INLINED, 0x0B, 0x39}) | TYPES
 _AT_DECLARATION = 0x3C
 _DECLARED = 1 << 16  # a kept DIE's tag with this bit: it has DW_AT_declaration
+_PARENT = 1 << 17  # ... with this one: it has children
 _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _ALT_FORMS = frozenset({0x1F20, 0x1F21})  # dwz's references into a supplementary file
 _REF_ADDR = 0x10
@@ -153,9 +154,6 @@ class _Kept:
         block = self.units[unit]
         return ((at, r) for at, r in zip(block[0], block[4], strict=True) if r >= 0)
 
-    def declared(self, offset: int) -> bool:
-        found = self._find(offset)
-        return found is not None and bool(found[0][1][found[1]] & _DECLARED)
 
     def items(self, units: Iterable[int]) -> Iterator[tuple[int, int, int]]:
         """(offset, tag and ``_DECLARED``, name code) of the kept DIEs of ``units``
@@ -267,7 +265,7 @@ class Tree:
                 pos += fixed
                 if keep:
                     k_at(at)
-                    k_tag(tag)
+                    k_tag(tag | _PARENT if children else tag)
                     k_parent(parent)
                     k_name(_NO_NAME)
                     k_ref(-1)
@@ -327,7 +325,7 @@ class Tree:
             pos += tail
             if keep:
                 k_at(at)
-                k_tag(tag | declared)
+                k_tag((tag | _PARENT if children else tag) | declared)
                 k_parent(parent)
                 k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
                 k_ref(ref)
@@ -611,28 +609,31 @@ class Tree:
         return out
 
     def types(self, names: Collection[tuple[str, ...]] | None,
-              language: Callable[[int], str]) -> list[tuple[str, int, int]]:
-        """(qualified name, tag, offset) of every named type definition (``TYPES``, not
-        DW_AT_declaration) at a unit's top level or in named namespaces and types, as a
-        walk of each unit's children finds them, in the units that mention one of
-        ``names`` (``mentioning``; every unit: None). ``language(unit)``: a unit's
-        language; Go's names
-        are whole (nothing nested is read), Rust's and C++'s join with ``::``, others'
-        with ``.``."""
+              language: Callable[[int], str]) -> list[tuple[str, int, int, bool]]:
+        """``types_in`` of each unit that mentions one of ``names`` (``mentioning``;
+        every unit: None), in file order."""
         units = None if names is None else self.mentioning(names)
         self.walk(units)
-        out: list[tuple[str, int, int]] = []
-        for unit in sorted(self.walked if units is None else units):
-            lang = language(unit)
-            sep = "::" if lang in ("rust", "c++") else "."
-            prefixes: dict[int, str | None] = {}
-            for at, flagged, code in self.kept.items([unit]):
-                tag = flagged & 0xFFFF
-                if tag not in TYPES or flagged & _DECLARED or code == _NO_NAME:
-                    continue
-                prefix = self._type_scope(self.kept[at][1], lang == "go", sep, prefixes)
-                if prefix is not None:
-                    out.append((prefix + (self.name(at) or ""), tag, at))
+        return [t for unit in sorted(self.walked if units is None else units)
+                for t in self.types_in(unit, language(unit))]
+
+    def types_in(self, unit: int, language: str) -> list[tuple[str, int, int, bool]]:
+        """(qualified name, tag, offset, has children) of every named type definition
+        (``TYPES``, not DW_AT_declaration) of unit ``unit`` at its top level or in named
+        namespaces and types, as a walk of the unit's children finds them. Go's names
+        are whole (nothing nested is read), Rust's and C++'s join with ``::``, others'
+        with ``.``."""
+        self.walk([unit])
+        sep = "::" if language in ("rust", "c++") else "."
+        prefixes: dict[int, str | None] = {}
+        out: list[tuple[str, int, int, bool]] = []
+        for at, flagged, code in self.kept.items([unit]):
+            tag = flagged & 0xFFFF
+            if tag not in TYPES or flagged & _DECLARED or code == _NO_NAME:
+                continue
+            prefix = self._type_scope(self.kept[at][1], language == "go", sep, prefixes)
+            if prefix is not None:
+                out.append((prefix + (self.name(at) or ""), tag, at, bool(flagged & _PARENT)))
         return out
 
     def _type_scope(self, offset: int, whole: bool, sep: str, memo: dict[int, str | None]
