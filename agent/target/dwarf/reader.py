@@ -126,6 +126,7 @@ class Dwarf:
         self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
         self.source = source or debuginfo.locate(elf)
         self.source.ready(elf)
+        self._tables: dict[int, scan.Table] = {}  # abbreviation tables, read once
         if self.source.kind != debuginfo.SELF:
             with ElfFile(self.source.path) as debug:
                 elf.take_symbols(debug)
@@ -173,7 +174,7 @@ class Dwarf:
     def units(self) -> tuple[CompileUnit, ...]:
         present = {f for f, sec in scan.FORM_SECTIONS.items()
                    if getattr(self.info, sec, None) is not None}
-        damage = scan.damage(*self.raw, present)
+        damage = scan.damage(*self.raw, present, self._tables)
         if damage:  # refused here, in one line, not deep inside pyelftools
             raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
                               "rebuild it, or give an intact debug file with --debuginfo")
@@ -264,7 +265,7 @@ class Dwarf:
         when the scan cannot read these sections (pyelftools' slow walks answer)."""
         self.units  # noqa: B018 - the damage check says what is wrong, in one line
         try:
-            return Tree(*self.raw, self.strings)
+            return Tree(*self.raw, self.strings, self._tables)
         except _SCAN_ERRORS:
             return None
 
@@ -287,7 +288,7 @@ class Dwarf:
 
         def names(tree: Tree) -> dict[int, str]:
             tree.walk()
-            return {o: tree.qualified(o, nested) for o in offsets}
+            return tree.names_of(offsets, nested)
         return self.ask(names)[1]
 
     def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
@@ -516,11 +517,7 @@ class Dwarf:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
         its function's name (from the tree: the raw bytes, not a DIE object each)."""
         def index(tree: Tree) -> dict[str, list[int]]:
-            tree.walk()
-            out: dict[str, list[int]] = {}
-            for at in sorted(tree.inlined):  # in file order, whatever was read first
-                out.setdefault(str(tree.origin(at)), []).append(at)
-            return out
+            return {str(k): v for k, v in tree.whole_index().items()}
         ok, got = self.ask(index)
         if ok and got is not None:
             return got

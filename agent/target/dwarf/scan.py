@@ -92,11 +92,16 @@ def _fields(info: bytes, head: int, osize: int) -> tuple[int, int, int, int]:
     return version, asize, abbrev_at, first
 
 
-def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = frozenset()
-           ) -> str:
+Table = dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]  # ``_abbrevs``'
+
+
+def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = frozenset(),
+           tables: dict[int, Table] | None = None) -> str:
     """What is wrong with the unit headers of .debug_info ('' when nothing): a length
     past the section's end, a version DWARF does not have, an address size that is not
-    4 or 8, an abbreviation table past its section's end or not readable."""
+    4 or 8, an abbreviation table past its section's end or not readable. The tables
+    read are kept in ``tables`` (the raw reader's, read once: a GCC build has one a
+    unit)."""
     checked: dict[int, str] = {}
     unit = 0
     while unit < len(info):
@@ -116,7 +121,7 @@ def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = froz
         if abbrev_at >= len(abbrev):
             return f"the unit at +{unit:#x} has its abbreviations past .debug_abbrev's end"
         if abbrev_at not in checked:
-            checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present)
+            checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present, tables)
         if checked[abbrev_at]:
             return checked[abbrev_at]
         unit = head + length
@@ -135,7 +140,8 @@ FORM_SECTIONS = {0x0E: "debug_str_sec", 0x1F: "debug_line_str_sec",
 
 
 def abbrev_damage(abbrev: bytes, at: int, version: int = 5,
-                  present: frozenset[int] | set[int] | None = None) -> str:
+                  present: frozenset[int] | set[int] | None = None,
+                  tables: dict[int, Table] | None = None) -> str:
     """What is wrong with the abbreviation table at ``at`` ('' when nothing): cut off,
     an attribute form that unit's DWARF version does not have, or one that points into
     a section the file lacks (``present``: the forms whose sections it has)."""
@@ -143,6 +149,8 @@ def abbrev_damage(abbrev: bytes, at: int, version: int = 5,
         table = _abbrevs(abbrev, at)
     except IndexError:
         return f"the abbreviation table at +{at:#x} runs past .debug_abbrev's end"
+    if tables is not None:
+        tables[at] = table
     known = FORMS_5 if version >= 5 else FORMS
     for code, (_tag, _children, specs) in table.items():
         for attr, form in specs:

@@ -167,7 +167,8 @@ class _Kept:
 class Tree:
     """Facts of the units walked so far (``walk``), by DIE offset."""
 
-    def __init__(self, info: bytes, abbrev: bytes, strings: scan.Strings) -> None:
+    def __init__(self, info: bytes, abbrev: bytes, strings: scan.Strings,
+                 tables: dict[int, scan.Table] | None = None) -> None:
         self.info, self.abbrev, self.strings = info, abbrev, strings
         self.units = list(scan._units(info))
         self.starts = [u.at for u, _ in self.units]
@@ -177,7 +178,7 @@ class Tree:
         self.starting: dict[int, list[int]] = {}  # address -> subprograms starting there
         self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
         self._mentioned: dict[str, set[int]] = {}  # name -> the units that mention it
-        self._tables: dict[int, dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]] = {}
+        self._tables = tables if tables is not None else {}  # abbreviation tables read
         self._names: dict[int, str] = {}  # .debug_str offset -> the string there
         self._back: dict[int, list[int]] = {}  # ``_referrers``
         # name code -> the name-holding subprograms (no reference of their own) so named
@@ -206,7 +207,7 @@ class Tree:
         return {f for _t, _c, specs in self._table(abbrev_at).values()
                 for _a, f in specs}
 
-    def _table(self, abbrev_at: int) -> dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]:
+    def _table(self, abbrev_at: int) -> scan.Table:
         """The abbreviation table at ``abbrev_at``, read once."""
         got = self._tables.get(abbrev_at)
         if got is None:
@@ -360,16 +361,8 @@ class Tree:
 
     def name(self, offset: int) -> str | None:
         """The DW_AT_name of the kept DIE at ``offset``."""
-        got = self.kept.get(offset)
-        raw = got[2] if got is not None else None
-        if raw is None or isinstance(raw, str):
-            return raw
-        if raw >= 0:
-            text = self._names.get(raw)
-            if text is None:
-                text = self._names[raw] = self.strings.str.string(raw)
-            return text
-        return scan._string(self.info, -raw - 1)
+        found = self.kept._find(offset)
+        return self._decoded(offset, found[0][3][found[1]]) if found is not None else None
 
     def qualified(self, offset: int, nested: bool = True) -> str:
         """``a::b::name``: the names of the DIEs it is in (its unit's aside), then its
@@ -392,6 +385,59 @@ class Tree:
         own = self.name(offset)
         got = self._prefix[offset] = f"{outer}::{own}" if outer and own else outer or own or ""
         return got
+
+    def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
+        """``qualified`` of each DIE at ``offsets`` (kept, in units read), looked up unit
+        by unit in the arrays rather than one bisection each."""
+        by_unit: dict[int, list[int]] = {}
+        for o in offsets:
+            by_unit.setdefault(self.unit_of(o), []).append(o)
+        out: dict[int, str] = {}
+        for unit, wanted in by_unit.items():
+            block = self.kept.units.get(unit)
+            if block is None:
+                out.update((o, self.qualified(o, nested)) for o in wanted)
+                continue
+            where = {o: i for i, o in enumerate(block[0])}
+            for o in wanted:
+                i = where.get(o)
+                if i is None:
+                    out[o] = self.qualified(o, nested)
+                    continue
+                code = block[3][i]
+                own = self._decoded(o, code) or "?"
+                prefix = self._scope(block[2][i]) if nested else ""
+                out[o] = f"{prefix}::{own}" if prefix else own
+        return out
+
+    def _decoded(self, offset: int, code: int) -> str | None:
+        """The name a name code stands for (``_Kept``'s), of the DIE at ``offset``."""
+        if code == _NO_NAME:
+            return None
+        if code == _TEXT:
+            return self.kept.texts[offset]
+        if code >= 0:
+            text = self._names.get(code)
+            if text is None:
+                text = self._names[code] = self.strings.str.string(code)
+            return text
+        return scan._string(self.info, -(code + 2) - 1)
+
+    def whole_index(self) -> dict[int, list[int]]:
+        """Every unit read: the offsets of every inlined copy, in file order, by the DIE
+        its origin leads to (``origin``)."""
+        self.walk()
+        refs = {at: r for unit in self.kept.units for at, r in self.kept.refs(unit)}
+        out: dict[int, list[int]] = {}
+        for at in sorted(self.inlined):
+            key = at
+            for _ in range(4):
+                nxt = refs.get(key)
+                if nxt is None:
+                    break
+                key = nxt
+            out.setdefault(key, []).append(at)
+        return out
 
     def parent(self, offset: int) -> int | None:
         """The DIE the kept DIE at ``offset`` is in; None when it was not read."""
