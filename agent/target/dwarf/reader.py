@@ -127,6 +127,7 @@ class Dwarf:
         self.source = source or debuginfo.locate(elf)
         self.source.ready(elf)
         self._tables: dict[int, scan.Table] = {}  # abbreviation tables, read once
+        self._own_ranges: dict[int, list[tuple[int, int]]] = {}  # a unit's, by offset
         if self.source.kind != debuginfo.SELF:
             with ElfFile(self.source.path) as debug:
                 elf.take_symbols(debug)
@@ -445,7 +446,10 @@ class Dwarf:
         named = self._arange_unit(address)
         if named is not None:
             cu = self.info.get_CU_at(named)
-            if any(lo <= address < hi for lo, hi in self.ranges(cu.get_top_DIE())):
+            own = self._own_ranges.get(named)
+            if own is None:
+                own = self._own_ranges[named] = self.ranges(cu.get_top_DIE())
+            if any(lo <= address < hi for lo, hi in own):
                 return cu
         ranges = self._unit_ranges
         i = bisect.bisect_right([r.low for r in ranges], address) - 1

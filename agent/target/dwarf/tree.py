@@ -197,6 +197,10 @@ class Tree:
                 self._runs += [span] * (i - first)
                 first = i
         forms = {f for at in {at for _u, at in self.units} for f in self._forms(at)}
+        self._inline_names = any(
+            a == scan.AT_NAME and f in (_STRING, 0x16)  # written there, or said there
+            for at in {at for _u, at in self.units}
+            for _t, _c, specs in self._table(at).values() for a, f in specs)
         # Whether another unit can refer to a DIE by its offset (searched for), and
         # whether names may be in a file this one is not (then every unit is read).
         self.cross = _REF_ADDR in forms
@@ -509,7 +513,8 @@ class Tree:
             return got
         info = self.info
         offsets = self._places(name)
-        hits = set(_finds(info, name.encode() + b"\0"))
+        # a name written in the unit itself, where any abbreviation allows one
+        hits = set(_finds(info, name.encode() + b"\0")) if self._inline_names else set()
         sizes = {u.osize for u, _ in self.units}
         for off in offsets:
             for size in sizes:
