@@ -12,9 +12,9 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.errors import NotFound
+from agent.target.dwarf import asks
 from agent.target.dwarf.functions import name_parts
 from agent.target.dwarf.reader import Dwarf, attr
-from agent.target.dwarf.tree import Tree
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
 _AGGREGATE_TAGS = frozenset({0x13, 0x17, 0x02})  # the same, as numbers
@@ -77,7 +77,7 @@ def _from_tree(dwarf: Dwarf, names: set[tuple[str, ...]] | None
     """The index of named types (``_index``'s, in its order) from the tree, of the
     units that mention one of ``names`` (every unit: None); None when the tree cannot
     read them."""
-    ok, found = dwarf.ask(lambda t: t.types(names, dwarf.language_of))
+    ok, found = dwarf.ask(lambda t: asks.types(t, names, dwarf.language_of))
     return _indexed(found) if ok and found is not None else None
 
 
@@ -102,13 +102,13 @@ def _alone(dwarf: Dwarf, name: str) -> DIE | None:
     keyword = next((k for k in _KEYWORDS if bare.startswith(k)), "")
     bare = bare[len(keyword):].strip()
     tag = _TAG_NUMBERS.get(keyword.strip())
-    ok, units = dwarf.ask(lambda t: t.mentioning({name_parts(bare),
+    ok, units = dwarf.ask(lambda t: t.mentions.mentioning({name_parts(bare),
                                                    (bare.rsplit(".", 1)[-1],)}))
     if not ok or units is None:
         return None
     found: list[tuple[str, int, int, bool]] = []
     for unit in sorted(units, reverse=True):
-        ok, got = dwarf.ask(functools.partial(Tree.types_in, unit=unit,
+        ok, got = dwarf.ask(functools.partial(asks.types_in, unit=unit,
                                               language=dwarf.language_of(unit)))
         if not ok or got is None:
             return None

@@ -30,7 +30,7 @@ from agent import cache
 from agent.errors import BinaryError
 from agent.target import debuginfo
 from agent.target.amd64 import DWARF_REGS
-from agent.target.dwarf import scan
+from agent.target.dwarf import asks, scan
 from agent.target.dwarf.sections import dwarf_info, section_bytes, text
 from agent.target.dwarf.tree import Tree
 from agent.target.dwarf.writer import TYPES_UNIT
@@ -298,14 +298,14 @@ class Dwarf:
         those whose own name or scope is one of ``names``; None when the scan cannot
         read them."""
         nested = self.language != "go"
-        return self.ask(lambda t: t.keys(names, keep, nested, own))[1]
+        return self.ask(lambda t: asks.keys(t, names, keep, nested, own))[1]
 
     def copies(self, keys: Collection[int]) -> dict[int, list[int]] | None:
         """Every inlined copy of the functions whose name-holding DIEs are ``keys``, by
         key, reading only the units that can hold one; None when the scan cannot."""
         def reach(tree: Tree) -> dict[int, list[int]]:
-            tree.reach(keys)
-            return tree.index(keys)
+            asks.reach(tree, keys)
+            return asks.index(tree, keys)
         return self.ask(reach)[1]
 
     def parent(self, die: DIE) -> DIE | None:
@@ -477,7 +477,7 @@ class Dwarf:
         cu = self.unit_at(address)
         if cu is None:
             return None
-        ok, got = self.ask(lambda t: t.subprogram_at(cu.cu_offset, address))
+        ok, got = self.ask(lambda t: asks.subprogram_at(t, cu.cu_offset, address))
         if ok and got != -1:
             return self.die_at(got) if got is not None else None
         for die in _walk_scopes(cu.get_top_DIE()):
@@ -521,7 +521,7 @@ class Dwarf:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
         its function's name (from the tree: the raw bytes, not a DIE object each)."""
         def index(tree: Tree) -> dict[str, list[int]]:
-            return {str(k): v for k, v in tree.whole_index().items()}
+            return {str(k): v for k, v in asks.whole_index(tree).items()}
         ok, got = self.ask(index)
         if ok and got is not None:
             return got
