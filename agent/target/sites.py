@@ -17,10 +17,10 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import capstone
-from capstone import x86
+if TYPE_CHECKING:
+    import capstone
 
 from agent.target.amd64 import full_register
 from agent.target.elf import ElfFile
@@ -74,6 +74,8 @@ class Insn:
         return self._writes or ()
 
     def _decode(self) -> None:
+        from capstone import x86
+
         md = _disassembler()
         i = next(md.disasm(self.raw, self.address, 1))
         ops: list[tuple[Any, ...]] = []
@@ -124,11 +126,15 @@ def _direct(mnemonic: str, operands: str) -> int | None:
 
 @cache
 def _light() -> capstone.Cs:
+    import capstone  # imported when first needed: a warm start decodes nothing
+
     return capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
 
 
 @cache
 def _disassembler() -> capstone.Cs:
+    import capstone
+
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
     md.detail = True
     return md
