@@ -130,7 +130,11 @@ def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
 
 def whole_index(tree: Tree) -> dict[int, list[int]]:
     """Every unit read: the offsets of every inlined copy, in file order, by the DIE
-    its origin leads to (``origin``)."""
+    its origin leads to (``origin``). None to read where no abbreviation can make an
+    inlined copy (a C program built without inlining across its functions)."""
+    if not any(tag == INLINED for at in {at for _u, at in tree.units}
+               for tag, _children, _specs in tree.table(at).values()):
+        return {}
     tree.walk()
     refs = {at: r for unit in tree.kept.units for at, r in tree.kept.refs(unit)}
     out: dict[int, list[int]] = {}

@@ -283,12 +283,12 @@ class Dwarf:
             return False, None
 
     def names_at(self, offsets: set[int]) -> dict[int, str] | None:
-        """The qualified name (``Tree.qualified``) of the DIE at each offset, every unit
-        read; None when the scan cannot read them."""
+        """The qualified name (``Tree.qualified``) of the DIE at each offset, read from
+        the units that hold them; None when the scan cannot read them."""
         nested = self.language != "go"
 
         def names(tree: Tree) -> dict[int, str]:
-            tree.walk()
+            tree.walk({tree.unit_of(o) for o in offsets})  # the units that hold them
             return tree.names_of(offsets, nested)
         return self.ask(names)[1]
 

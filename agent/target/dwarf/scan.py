@@ -8,6 +8,7 @@ for a large binary); these read the bytes and keep only what a question needs.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,11 +35,17 @@ _CU_REF = {0x11: 1, 0x12: 2, 0x13: 4, 0x14: 8}  # unit-relative references, by s
 
 def _abbrevs(data: bytes, pos: int) -> dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]]:
     """code -> (tag, has children, ((attribute, form), ...)) of the table at ``pos``."""
+    return _abbrevs_to(data, pos)[0]
+
+
+def _abbrevs_to(data: bytes, pos: int
+                ) -> tuple[dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], int]:
+    """``_abbrevs``, and where the table ends."""
     out: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]] = {}
     while True:
         code, pos = uleb128(data, pos)
         if code == 0:
-            return out
+            return out, pos
         tag, pos = uleb128(data, pos)
         children = data[pos] != 0
         pos += 1
@@ -103,6 +110,7 @@ def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = froz
     read are kept in ``tables`` (the raw reader's, read once: a GCC build has one a
     unit)."""
     checked: dict[int, str] = {}
+    alike = _Alike(abbrev, _table_offsets(info))
     unit = 0
     while unit < len(info):
         big = info[unit:unit + 4] == b"\xff\xff\xff\xff"
@@ -121,7 +129,8 @@ def damage(info: bytes, abbrev: bytes, present: frozenset[int] | set[int] = froz
         if abbrev_at >= len(abbrev):
             return f"the unit at +{unit:#x} has its abbreviations past .debug_abbrev's end"
         if abbrev_at not in checked:
-            checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present, tables)
+            checked[abbrev_at] = abbrev_damage(abbrev, abbrev_at, version, present, tables,
+                                               alike)
         if checked[abbrev_at]:
             return checked[abbrev_at]
         unit = head + length
@@ -141,26 +150,80 @@ FORM_SECTIONS = {0x0E: "debug_str_sec", 0x1F: "debug_line_str_sec",
 
 def abbrev_damage(abbrev: bytes, at: int, version: int = 5,
                   present: frozenset[int] | set[int] | None = None,
-                  tables: dict[int, Table] | None = None) -> str:
+                  tables: dict[int, Table] | None = None, alike: _Alike | None = None
+                  ) -> str:
     """What is wrong with the abbreviation table at ``at`` ('' when nothing): cut off,
     an attribute form that unit's DWARF version does not have, or one that points into
-    a section the file lacks (``present``: the forms whose sections it has)."""
+    a section the file lacks (``present``: the forms whose sections it has). A table
+    alike one checked before (``_Alike``) is that one, checked once a version."""
     try:
-        table = _abbrevs(abbrev, at)
+        table = alike.table(at) if alike is not None else _abbrevs(abbrev, at)
     except IndexError:
         return f"the abbreviation table at +{at:#x} runs past .debug_abbrev's end"
     if tables is not None:
         tables[at] = table
+    if alike is not None:
+        said = alike.said.get((id(table), version, id(present)))
+        if said is None:
+            said = alike.said[(id(table), version, id(present))] = _table_damage(
+                table, at, version, present)
+        return said.replace("@AT@", f"{at:#x}")
+    return _table_damage(table, at, version, present).replace("@AT@", f"{at:#x}")
+
+
+def _table_damage(table: Table, at: int, version: int,
+                  present: frozenset[int] | set[int] | None) -> str:
+    """``abbrev_damage`` of a table read, its offset written @AT@."""
     known = FORMS_5 if version >= 5 else FORMS
     for code, (_tag, _children, specs) in table.items():
         for attr, form in specs:
             if form not in known:
-                return (f"abbreviation {code} at +{at:#x} gives attribute {attr:#x} the "
+                return (f"abbreviation {code} at +@AT@ gives attribute {attr:#x} the "
                         f"form {form:#x}, unknown in DWARF {version}")
             if present is not None and form in FORM_SECTIONS and form not in present:
-                return (f"abbreviation {code} at +{at:#x} gives attribute {attr:#x} the "
+                return (f"abbreviation {code} at +@AT@ gives attribute {attr:#x} the "
                         f"form {form:#x}, whose section the file does not have")
     return ""
+
+
+class _Alike:
+    """Abbreviation tables read once per content: GCC writes one table per unit, most
+    of them byte for byte alike. A table's bytes up to the next table's offset key it;
+    one that runs past that point is read on its own, never shared."""
+
+    def __init__(self, abbrev: bytes, offsets: list[int]) -> None:
+        self.abbrev = abbrev
+        self.bounds = sorted(set(offsets))
+        self.read: dict[bytes, Table] = {}
+        self.said: dict[tuple[int, int, int], str] = {}
+
+    def table(self, at: int) -> Table:
+        i = bisect.bisect_right(self.bounds, at)
+        end = self.bounds[i] if i < len(self.bounds) else len(self.abbrev)
+        raw = self.abbrev[at:end]
+        got = self.read.get(raw)
+        if got is None:
+            got, stop = _abbrevs_to(self.abbrev, at)
+            if stop <= end:
+                self.read[raw] = got
+        return got
+
+
+def _table_offsets(info: bytes) -> list[int]:
+    """The abbreviation offsets of the units whose headers read (up to the first that
+    does not: the damage check says what is wrong with it)."""
+    out = []
+    unit = 0
+    try:
+        while unit + 4 <= len(info):
+            length, head, osize = _extent(info, unit)
+            if length < 2 + osize + 1 or head + length > len(info):
+                break
+            out.append(_fields(info, head, osize)[2])
+            unit = head + length
+    except (struct.error, IndexError):
+        pass
+    return out
 
 
 def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:

@@ -138,10 +138,11 @@ class Tree:
         return todo
 
     def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
-        key = (abbrev_at, u.osize, u.asize, u.refaddr)
+        table = self.table(abbrev_at)  # alike tables are one object (scan._Alike)
+        key = (id(table), u.osize, u.asize, u.refaddr)
         plans = self._plans.get(key)
         if plans is None:
-            plans = self._plans[key] = _plans(self.table(abbrev_at), u)
+            plans = self._plans[key] = _plans(table, u)
         info, inlined, starting = self.info, self.inlined, self.starting
         named = self.named
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
@@ -159,6 +160,9 @@ class Tree:
             code = info[pos]
             if code < 0x80:
                 pos += 1
+            elif info[pos + 1] < 0x80:  # GCC's codes pass 127 in a large unit
+                code = (code & 0x7F) | info[pos + 1] << 7
+                pos += 2
             else:
                 code, pos = uleb128(info, pos)
             if code == 0:
