@@ -2,8 +2,8 @@
 UNITS translation units, each including the usual system headers (every type they
 declare is written again in every unit's DWARF, -fno-eliminate-unused-debug-types, as
 in programs built with it or with large headers of their own) and defining a struct,
-functions that take it and a helper inlined into each of them. Also writes probes.yaml: 20 probes over units far apart.
-1,600 units: a 39 MB separate debug file.
+functions that take it and a helper inlined into each of them. Also writes
+probes.yaml: 20 probes over units far apart. 1,600 units: a 40 MB separate debug file.
 
 Usage: python gen.py OUT_DIR [UNITS]   (then: make -C OUT_DIR)
 """
