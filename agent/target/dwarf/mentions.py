@@ -9,13 +9,26 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agent.target.dwarf import scan
 from agent.target.elf import uleb128
 
-if TYPE_CHECKING:
-    from agent.target.dwarf.tree import Tree
+
+class Tree(Protocol):
+    """What of a ``tree.Tree`` this reads (named here: the tree makes a Mentions)."""
+
+    info: bytes
+    strings: scan.Strings
+    units: list[tuple[scan._Unit, int]]
+    starts: list[int]
+    walked: set[int]
+
+    def unit_of(self, offset: int) -> int: ...
+
+    def table(self, abbrev_at: int) -> scan.Table: ...
+
+    def top_string(self, i: int, wanted: int) -> str | None: ...
 
 _FEW = 4  # a part of a name found in this many places or fewer narrows the units read
 _STRING, _INDIRECT, _REF_ADDR = 0x08, 0x16, 0x10
