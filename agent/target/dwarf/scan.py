@@ -12,12 +12,10 @@ import bisect
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.target.dwarf.sections import Text
 from agent.target.elf import uleb128
 
-TAG_INLINED_SUBROUTINE = 0x1D
 AT_NAME = 0x03
 AT_DECLARATION = 0x3C
 AT_ABSTRACT_ORIGIN = 0x31
@@ -235,16 +233,6 @@ def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
         yield (_Unit(unit, head + length, first, version, osize, asize,
                      asize if version == 2 else osize), abbrev_at)
         unit = head + length
-
-
-def _tabled_units(info: bytes, abbrev: bytes) -> Iterator[tuple[_Unit, dict[int, Any]]]:
-    """Every unit of .debug_info with its abbreviation table (units share tables)."""
-    tables: dict[int, Any] = {}
-    for u, abbrev_at in _units(info):
-        table = tables.get(abbrev_at)
-        if table is None:
-            table = tables[abbrev_at] = _abbrevs(abbrev, abbrev_at)
-        yield u, table
 
 
 def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
