@@ -111,7 +111,7 @@ class Insn:
 
 
 # Mnemonics whose immediate operand is where they go (capstone's jump and call groups).
-_BRANCHES = ("j", "call", "loop")
+_BRANCHES = ("j", "call", "xbegin")  # not loop*: capstone groups it with neither
 
 
 def _direct(mnemonic: str, operands: str) -> int | None:

@@ -74,9 +74,12 @@ def types_in(tree: Tree, unit: int, language: str) -> list[tuple[str, int, int, 
         tag = flagged & 0xFFFF
         if tag not in TYPES or flagged & DECLARED or code == NO_NAME:
             continue
+        own = tree.name(at)
+        if not own:  # an empty name, as none (a walk of the children skips both)
+            continue
         prefix = _type_scope(tree, tree.kept[at][1], language == "go", sep, prefixes)
         if prefix is not None:
-            out.append((prefix + (tree.name(at) or ""), tag, at, bool(flagged & PARENT)))
+            out.append((prefix + own, tag, at, bool(flagged & PARENT)))
     return out
 
 def _type_scope(tree: Tree, offset: int, whole: bool, sep: str, memo: dict[int, str | None]

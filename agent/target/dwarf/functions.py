@@ -224,7 +224,8 @@ class Functions:
         if name not in self._keys:
             got = self._targeted([name_parts(name) if not go else (name,)],
                                  lambda n: n == name, own=True)
-            if got is not None and (go or _balanced(name)):
+            # C++'s conversion operators name a type, whose "::" no scope splits
+            if got is not None and (go or (_balanced(name) and "operator" not in name)):
                 self._keys.setdefault(name, [])  # no unit names it: there is none
         if name not in self._keys:  # the raw reader could not say: every unit
             self._keys[name] = self._named().get(name, [])
@@ -243,7 +244,9 @@ class Functions:
         self._copies.update(index)
         # a function named so with no copies has none: said, not asked again
         self._keys.update({n: [k for k in ks if index.get(k)] for n, ks in keys.items()})
-        return {n: self._keys[n] for n in keys if self._keys[n]}
+        # in the whole index's order: by each name's first DIE with copies
+        return {n: self._keys[n] for n in sorted((n for n in keys if self._keys[n]),
+                                                 key=lambda n: min(self._keys[n]))}
 
     def _copies_of(self, key: int) -> list[int]:
         """The inlined copies of the function whose name-holding DIE is at ``key``."""

@@ -62,7 +62,7 @@ class Mentions:
                                  for a, f in specs)
         # Whether another unit can refer to a DIE by its offset (searched for), and
         # whether names may be in a file this one is not (then every unit is read).
-        self.cross = _REF_ADDR in forms
+        self.cross = bool(forms & {_REF_ADDR, _INDIRECT})  # indirect: maybe a ref_addr
         self.elsewhere = bool(forms & _ALT_FORMS) or (any(
             f in scan._STRX or f == 0x1A for f in forms) and not tree.strings.offsets)
 
@@ -121,32 +121,35 @@ class Mentions:
                         for p in finds(table, off.to_bytes(size, "little")))
         if not places:
             return set()
-        bases = sorted(self._str_bases())
+        units_at: dict[int, list[int]] = {}  # base -> every unit with it (LTO shares one)
+        for base, unit in self._str_bases():
+            units_at.setdefault(base, []).append(unit)
+        bases = sorted(units_at)
         out = set()
         for p in places:
-            i = bisect.bisect_right(bases, (p, 2**64)) - 1
+            i = bisect.bisect_right(bases, p) - 1
             if i >= 0:
-                out.add(bases[i][1])
+                out.update(units_at[bases[i]])
             else:
                 out.update(self.tree.starts)  # a table no unit names: read them all
         return out
 
     def _str_bases(self) -> list[tuple[int, int]]:
-        """(DW_AT_str_offsets_base, unit) of each unit that has one."""
+        """(DW_AT_str_offsets_base, unit) of each unit: the one it says, else the one
+        its walk assumes (just past a table's header)."""
         out = []
         for u, abbrev_at in self.tree.units:
             pos = u.first
             code, pos = uleb128(self.tree.info, pos)
             table = self.tree.table(abbrev_at)
-            if code not in table:
-                continue
-            for attr_, form in table[code][2]:
+            base = 8 if u.osize == 4 else 16
+            for attr_, form in table[code][2] if code in table else ():
                 while form == 0x16:
                     form, pos = uleb128(self.tree.info, pos)
                 if attr_ == scan.AT_STR_OFFSETS_BASE:
-                    out.append((int.from_bytes(self.tree.info[pos:pos + u.osize], "little"),
-                                u.at))
+                    base = int.from_bytes(self.tree.info[pos:pos + u.osize], "little")
                 pos = scan._skip(self.tree.info, pos, form, u)
+            out.append((base, u.at))
         return out
 
     def referring(self, targets: Iterable[int]) -> set[int]:

@@ -50,7 +50,8 @@ TYPE_TAGS = frozenset({
 })
 _T = TypeVar("_T")
 # What reading raw DWARF raises on a form or layout it does not know.
-_SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError)
+_SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError,
+                OverflowError)  # a value past 2**63 in an array of offsets
 _TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
 _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
                          "DW_TAG_union_type", "DW_TAG_enumeration_type"})
@@ -311,6 +312,9 @@ class Dwarf:
     def parent(self, die: DIE) -> DIE | None:
         """The DIE ``die`` is in (None for a unit's own): from the tree when it keeps that
         DIE, else pyelftools' (which parses the unit up to it)."""
+        if isinstance(die.cu, TypeUnit):  # .debug_types: offsets the tree does not know
+            return die.get_parent()
+
         def parent(tree: Tree) -> int | bool | None:
             tree.walk([tree.unit_of(die.offset)])
             return tree.parent(die.offset) if die.offset in tree.kept else False
