@@ -181,25 +181,16 @@ def _light(code: bytes, address: int) -> list[tuple[object, ...]]:
 
 
 def _full(md: capstone.Cs, code: bytes, address: int) -> list[tuple[object, ...]]:
-    """capstone's full decode, as noop made instructions before the light pass."""
+    """capstone's full decode, as noop made instructions before the light pass: the
+    target of a jump or call from capstone's groups, the rest as sites.detail reads
+    it (what is checked here is the light pass and the laziness)."""
     want = []
     for i in md.disasm(code, address):
-        ops: list[tuple[object, ...]] = []
-        target = None
-        for o in i.operands:
-            if o.type == x86.X86_OP_REG:
-                ops.append(("reg", md.reg_name(o.reg)))
-            elif o.type == x86.X86_OP_MEM:
-                ops.append(("mem", md.reg_name(o.mem.base) if o.mem.base else "",
-                            md.reg_name(o.mem.index) if o.mem.index else "", o.mem.disp))
-            elif o.type == x86.X86_OP_IMM:
-                ops.append(("imm", o.imm))
-                if i.group(capstone.CS_GRP_JUMP) or i.group(capstone.CS_GRP_CALL):
-                    target = o.imm
-        _r, written = i.regs_access()
-        want.append((i.address, i.size, i.mnemonic.removeprefix("lock "),
-                     i.prefix[0] == x86.X86_PREFIX_LOCK, tuple(ops), target, bytes(i.bytes),
-                     tuple(sorted({md.reg_name(r) for r in written} - {"rflags"}))))
+        ops, writes, lock = sites.detail(md, i)
+        target = next((o.imm for o in i.operands if o.type == x86.X86_OP_IMM), None) \
+            if i.group(capstone.CS_GRP_JUMP) or i.group(capstone.CS_GRP_CALL) else None
+        want.append((i.address, i.size, i.mnemonic.removeprefix("lock "), lock, ops, target,
+                     bytes(i.bytes), writes))
     return want
 
 

@@ -74,23 +74,9 @@ class Insn:
         return self._writes or ()
 
     def _decode(self) -> None:
-        from capstone import x86
-
         md = _disassembler()
-        i = next(md.disasm(self.raw, self.address, 1))
-        ops: list[tuple[Any, ...]] = []
-        for o in i.operands:
-            if o.type == x86.X86_OP_REG:
-                ops.append(("reg", md.reg_name(o.reg)))
-            elif o.type == x86.X86_OP_MEM:
-                ops.append(("mem", md.reg_name(o.mem.base) if o.mem.base else "",
-                            md.reg_name(o.mem.index) if o.mem.index else "", o.mem.disp))
-            elif o.type == x86.X86_OP_IMM:
-                ops.append(("imm", o.imm))
-        _read, written = i.regs_access()
-        self._operands = tuple(ops)
-        self._writes = tuple(sorted({md.reg_name(r) for r in written} - {"rflags"}))
-        self._lock = i.prefix[0] == x86.X86_PREFIX_LOCK
+        self._operands, self._writes, self._lock = detail(
+            md, next(md.disasm(self.raw, self.address, 1)))
 
     @property
     def end(self) -> int:
@@ -108,6 +94,26 @@ class Insn:
 
     def __repr__(self) -> str:
         return f"Insn({self.address:#x}, {self.mnemonic!r}, {self.raw.hex()})"
+
+
+def detail(md: capstone.Cs, i: capstone.CsInsn
+           ) -> tuple[tuple[tuple[Any, ...], ...], tuple[str, ...], bool]:
+    """(operands, registers written but the flags, LOCK-prefixed) of instruction ``i``
+    of capstone's full decode (``md`` with details on)."""
+    from capstone import x86
+
+    ops: list[tuple[Any, ...]] = []
+    for o in i.operands:
+        if o.type == x86.X86_OP_REG:
+            ops.append(("reg", md.reg_name(o.reg)))
+        elif o.type == x86.X86_OP_MEM:
+            ops.append(("mem", md.reg_name(o.mem.base) if o.mem.base else "",
+                        md.reg_name(o.mem.index) if o.mem.index else "", o.mem.disp))
+        elif o.type == x86.X86_OP_IMM:
+            ops.append(("imm", o.imm))
+    _read, written = i.regs_access()
+    return (tuple(ops), tuple(sorted({md.reg_name(r) for r in written} - {"rflags"})),
+            i.prefix[0] == x86.X86_PREFIX_LOCK)
 
 
 # Mnemonics whose immediate operand is where they go (capstone's jump and call groups).

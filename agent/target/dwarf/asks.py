@@ -51,6 +51,7 @@ def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], b
                 out.setdefault(q, []).append(at)
     return out
 
+
 def types(tree: Tree, names: Collection[tuple[str, ...]] | None,
           language: Callable[[int], str]) -> list[tuple[str, int, int, bool]]:
     """``types_in`` of each unit that mentions one of ``names`` (``mentioning``;
@@ -59,6 +60,7 @@ def types(tree: Tree, names: Collection[tuple[str, ...]] | None,
     tree.walk(units)
     return [t for unit in sorted(tree.walked if units is None else units)
             for t in types_in(tree, unit, language(unit))]
+
 
 def types_in(tree: Tree, unit: int, language: str) -> list[tuple[str, int, int, bool]]:
     """(qualified name, tag, offset, has children) of every named type definition
@@ -82,6 +84,7 @@ def types_in(tree: Tree, unit: int, language: str) -> list[tuple[str, int, int, 
             out.append((prefix + own, tag, at, bool(flagged & PARENT)))
     return out
 
+
 def _type_scope(tree: Tree, offset: int, whole: bool, sep: str, memo: dict[int, str | None]
                 ) -> str | None:
     """The prefix of the name of a type in the DIE at ``offset`` ("" at a unit's top
@@ -99,6 +102,7 @@ def _type_scope(tree: Tree, offset: int, whole: bool, sep: str, memo: dict[int, 
     memo[offset] = got
     return got
 
+
 def reach(tree: Tree, keys: Collection[int]) -> None:
     """Reads the units holding ``keys`` and every unit that refers to them, or to a
     function DIE that does, until no new one turns up: then ``index`` has every
@@ -112,6 +116,7 @@ def reach(tree: Tree, keys: Collection[int]) -> None:
         referrers = tree.referrers()
         frontier = {d for t in frontier for d in referrers.get(t, ()) if d not in seen}
         seen |= frontier
+
 
 def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
     """The inlined copies read so far, in offset order, by the name-holding DIE (of

@@ -10,7 +10,6 @@ from typing import TypeAlias
 
 NO_NAME, TEXT = -1, -2  # a kept DIE's name code: none; a string kept aside
 
-
 # A unit's kept DIEs: offsets, tags, parents, names, references (a string: the runtime's
 # array is not subscriptable before Python 3.12).
 Block: TypeAlias = "tuple[array[int], array[int], array[int], array[int], array[int]]"
@@ -70,7 +69,6 @@ class Kept:
         """(DIE, what it refers to) of the referring DIEs of walked unit ``unit``."""
         block = self.units[unit]
         return ((at, r) for at, r in zip(block[0], block[4], strict=True) if r >= 0)
-
 
     def items(self, units: Iterable[int]) -> Iterator[tuple[int, int, int]]:
         """(offset, tag and ``tree.DECLARED``, name code) of the kept DIEs of ``units``

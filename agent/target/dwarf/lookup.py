@@ -52,21 +52,13 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
         if fast is None:
             continue
         for name, tag, offset in fast:  # Go's types unit, read from the raw bytes
-            offs = index.setdefault(name, [])
-            if tag in _AGGREGATES:
-                offs.insert(0, offset)
-            else:
-                offs.append(offset)
+            _add(index, name, offset, tag in _AGGREGATES)
         units.remove(cu)
     for cu in units:
         for name, die in dwarf.iter_named_types(cu):
             if attr(die, "DW_AT_declaration"):
                 continue  # an incomplete C type: the definition lives elsewhere
-            offs = index.setdefault(name, [])
-            if die.tag in _AGGREGATES:
-                offs.insert(0, die.offset)
-            else:
-                offs.append(die.offset)
+            _add(index, name, die.offset, die.tag in _AGGREGATES)
     cache.put(bid, "types", key, index)
     dwarf.type_indexes[key] = index
     return index
@@ -85,12 +77,18 @@ def _indexed(found: list[tuple[str, int, int, bool]]) -> dict[str, list[int]]:
     """Named types (in file order) -> offsets, aggregates first, the last first."""
     index: dict[str, list[int]] = {}
     for qualified, tag, offset, _children in found:
-        offs = index.setdefault(qualified, [])
-        if tag in _AGGREGATE_TAGS:
-            offs.insert(0, offset)
-        else:
-            offs.append(offset)
+        _add(index, qualified, offset, tag in _AGGREGATE_TAGS)
     return index
+
+
+def _add(index: dict[str, list[int]], name: str, offset: int, aggregate: bool) -> None:
+    """A type into the index in the order lookups rank: aggregates first, the last
+    seen first; others after them, in order."""
+    offs = index.setdefault(name, [])
+    if aggregate:
+        offs.insert(0, offset)
+    else:
+        offs.append(offset)
 
 
 def _alone(dwarf: Dwarf, name: str) -> DIE | None:

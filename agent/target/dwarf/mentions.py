@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from typing import Protocol
 
 from agent.target.dwarf import scan
-from agent.target.elf import uleb128
+from agent.target.dwarf.sections import finds
 
 
 class Tree(Protocol):
@@ -27,6 +27,8 @@ class Tree(Protocol):
     def unit_of(self, offset: int) -> int: ...
 
     def table(self, abbrev_at: int) -> scan.Table: ...
+
+    def top(self, i: int) -> tuple[dict[int, tuple[int, int]], int]: ...
 
     def top_string(self, i: int, wanted: int) -> str | None: ...
 
@@ -135,22 +137,9 @@ class Mentions:
         return out
 
     def _str_bases(self) -> list[tuple[int, int]]:
-        """(DW_AT_str_offsets_base, unit) of each unit: the one it says, else the one
-        its walk assumes (just past a table's header)."""
-        out = []
-        for u, abbrev_at in self.tree.units:
-            pos = u.first
-            code, pos = uleb128(self.tree.info, pos)
-            table = self.tree.table(abbrev_at)
-            base = 8 if u.osize == 4 else 16
-            for attr_, form in table[code][2] if code in table else ():
-                while form == 0x16:
-                    form, pos = uleb128(self.tree.info, pos)
-                if attr_ == scan.AT_STR_OFFSETS_BASE:
-                    base = int.from_bytes(self.tree.info[pos:pos + u.osize], "little")
-                pos = scan._skip(self.tree.info, pos, form, u)
-            out.append((base, u.at))
-        return out
+        """(the base in .debug_str_offsets its walk reads names from, unit) of each unit
+        (``Tree.top``)."""
+        return [(self.tree.top(i)[1], u.at) for i, (u, _a) in enumerate(self.tree.units)]
 
     def referring(self, targets: Iterable[int]) -> set[int]:
         """Units not read whose bytes hold the offset of one of ``targets`` as a
@@ -178,12 +167,3 @@ class Mentions:
             got = self._made_by[i] = "LLVM" in producer or "clang" in producer
         return got
 
-
-def finds(data: bytes, pattern: bytes, lo: int = 0, hi: int | None = None
-          ) -> Iterable[int]:
-    """Every place ``pattern`` starts in ``data`` (between ``lo`` and ``hi``)."""
-    end = len(data) if hi is None else hi
-    at = data.find(pattern, lo, end)
-    while at >= 0:
-        yield at
-        at = data.find(pattern, at + 1, end)

@@ -235,21 +235,29 @@ def _units(info: bytes) -> Iterator[tuple[_Unit, int]]:
         unit = head + length
 
 
+def fixed_size(form: int, u: _Unit) -> int | None:
+    """The size of an attribute value of ``form`` in unit ``u``, or None when it varies."""
+    size = _FIXED.get(form)
+    if size is not None:
+        return size
+    if form in _OFFSET:
+        return u.osize
+    if form == 0x01:  # addr
+        return u.asize
+    if form == 0x10:  # ref_addr
+        return u.refaddr
+    return None
+
+
 def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     """Where the attribute value of ``form`` at ``pos`` ends."""
-    size = _FIXED.get(form)
+    size = fixed_size(form, u)
     if size is not None:
         return pos + size
     if form in _ULEB:
         while info[pos] & 0x80:
             pos += 1
         return pos + 1
-    if form in _OFFSET:
-        return pos + u.osize
-    if form == 0x01:  # addr
-        return pos + u.asize
-    if form == 0x10:  # ref_addr
-        return pos + u.refaddr
     if form == 0x08:  # string
         return info.index(b"\0", pos) + 1
     if form in (0x09, 0x18):  # block, exprloc
@@ -327,10 +335,6 @@ class Strings:
     str: Text = field(default_factory=lambda: Text(b""))  # .debug_str
     line_str: bytes = b""  # .debug_line_str (DWARF 5)
     offsets: bytes = b""  # .debug_str_offsets (DWARF 5's strx forms index it)
-
-
-def _string(data: bytes, at: int) -> str:
-    return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
 
 
 def fde_offset(frame: bytes, pc: int) -> int | None:

@@ -105,24 +105,28 @@ class Text:
         """Every offset where ``raw`` starts, read a few MB at a time."""
         source = self._source
         if isinstance(source, bytes):
-            return list(_finds(source, raw))
+            return list(finds(source, raw))
         out: list[int] = []
         at = 0
         while at < source.size:
             piece = self._read(at, self._CHUNK + len(raw) - 1)
-            out += [at + k for k in _finds(piece, raw) if k < self._CHUNK]
+            out += [at + k for k in finds(piece, raw) if k < self._CHUNK]
             at += self._CHUNK
         return out
 
 
-def _finds(data: bytes, pattern: bytes) -> Iterator[int]:
-    at = data.find(pattern)
+def finds(data: bytes, pattern: bytes, lo: int = 0, hi: int | None = None
+          ) -> Iterator[int]:
+    """Every place ``pattern`` starts in ``data`` (between ``lo`` and ``hi``)."""
+    end = len(data) if hi is None else hi
+    at = data.find(pattern, lo, end)
     while at >= 0:
         yield at
-        at = data.find(pattern, at + 1)
+        at = data.find(pattern, at + 1, end)
 
 
 def scan_string(data: bytes, at: int) -> str:
+    """The NUL-terminated string at ``at`` of bytes held."""
     return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from agent.target.dwarf import scan
 from agent.target.dwarf.kept import NO_NAME, TEXT, Kept
 from agent.target.dwarf.mentions import Mentions
+from agent.target.dwarf.sections import scan_string
 from agent.target.elf import uleb128
 
 SUBPROGRAM, INLINED = 0x2E, 0x1D
@@ -43,20 +44,6 @@ Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
 _SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW, _DECL = range(7)  # what a step does with it
 
 
-def _size(form: int, u: scan._Unit) -> int | None:
-    """The size of an attribute value of ``form`` in unit ``u``, or None when it varies."""
-    fixed = scan._FIXED.get(form)
-    if fixed is not None:
-        return fixed
-    if form in scan._OFFSET:
-        return u.osize
-    if form == 0x01:
-        return u.asize
-    if form == _REF_ADDR:
-        return u.refaddr
-    return None
-
-
 def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit
            ) -> dict[int, Plan]:
     """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
@@ -76,7 +63,7 @@ def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: s
                 _BASE if tag in UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
                 _LOW if tag == SUBPROGRAM and attr_ == AT_LOW_PC else \
                 _DECL if kept and attr_ == _AT_DECLARATION else _SKIP
-            size = _size(form, u)
+            size = scan.fixed_size(form, u)
             if size is None or role != _SKIP:
                 steps.append((run, role, form, -1 if size is None else size))
                 run = 0
@@ -192,7 +179,7 @@ class Tree:
                 pos += before
                 while form == 0x16:  # indirect: the form is in the DIE
                     form, pos = uleb128(info, pos)
-                    known = _size(form, u)
+                    known = scan.fixed_size(form, u)
                     size = -1 if known is None else known
                 if role == _SKIP:
                     if form == 0x18 or form == 0x09:  # exprloc, block: a length first
@@ -257,7 +244,7 @@ class Tree:
         if form == _STRING:
             return -(pos + 1)
         if form == _LINE_STRP:
-            return scan._string(self.strings.line_str,
+            return scan_string(self.strings.line_str,
                                 int.from_bytes(info[pos:pos + u.osize], "little"))
         if form in scan._STRX or form == 0x1A:
             index = int.from_bytes(info[pos:pos + scan._STRX[form]], "little") \
@@ -330,7 +317,7 @@ class Tree:
             if text is None:
                 text = self._names[code] = self.strings.str.string(code)
             return text
-        return scan._string(self.info, -(code + 2) - 1)
+        return scan_string(self.info, -(code + 2) - 1)
 
     def parent(self, offset: int) -> int | None:
         """The DIE the kept DIE at ``offset`` is in; None when it was not read."""
@@ -385,7 +372,7 @@ class Tree:
         if isinstance(raw, str):
             return raw
         return self.strings.str.string(raw) if raw >= 0 else \
-            scan._string(self.info, -raw - 1)
+            scan_string(self.info, -raw - 1)
 
     def languages(self) -> list[int]:
         """Each unit's DW_AT_language (0 without one)."""
