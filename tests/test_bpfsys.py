@@ -8,8 +8,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +84,44 @@ def test_take_reads_and_deletes_a_per_cpu_row_at_once(privileged: None) -> None:
         assert table.take(key) == []  # absent: nothing, no error
     finally:
         table.close()
+
+
+def test_a_refused_program_says_the_kernel_reason_and_the_verifier_words(
+        privileged: None) -> None:
+    exit_only = bytes.fromhex("9500000000000000")  # exit with r0 never set
+    with pytest.raises(bpfsys.BpfError) as got:
+        bpfsys.load_program("noop_bad", exit_only, "GPL", 0)
+    assert got.value.message.startswith(
+        f"the kernel refused program noop_bad: {os.strerror(errno.EACCES)}; ")
+    assert "R0 !read_ok" in got.value.message
+
+
+def test_a_load_a_signal_interrupts_is_tried_again(privileged: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verifier stops for a pending signal (EAGAIN): a SIGHUP or SIGCHLD arriving
+    while noop loads must not make the kernel look as if it refused the program. A
+    program of 400,000 instructions takes the verifier ~0.2 s here; a timer fires once
+    10 ms into it."""
+    seen: list[int] = []
+    call = bpfsys._call
+
+    def watched(cmd: int, attr: Any) -> int:
+        try:
+            return call(cmd, attr)
+        except OSError as exc:
+            seen.append(exc.errno or 0)
+            raise
+
+    monkeypatch.setattr(bpfsys, "_call", watched)
+    rang: list[int] = []
+    old = signal.signal(signal.SIGALRM, lambda *_: rang.append(1))
+    insns = bytes.fromhex("b700000000000000") * 400_000 + bytes.fromhex("9500000000000000")
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        fd = bpfsys.load_program("noop_long", insns, "GPL", 0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    os.close(fd)
+    assert rang == [1]
+    assert seen == [errno.EAGAIN]  # the first load was cut short; the second went in

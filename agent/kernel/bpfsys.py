@@ -197,25 +197,32 @@ class Map:
             self.fd = -1
 
 
+LOAD_ATTEMPTS = 8  # a load the verifier left for a signal is tried again, this often
+
+
 def load_program(name: str, insns: bytes, license: str, kern_version: int,
                  attach_type: int = 0) -> int:
     """Load a kprobe-type program (a uprobe's); its fd. ``attach_type``
     ATTACH_UPROBE_MULTI: for uprobe_multi links (then for those only). On refusal the
     verifier's last lines say why."""
-    try:
-        return _call(PROG_LOAD, _program_attr(insns, license, attach_type, name,
-                                              kern_version))
-    except OSError as first:
-        log = ctypes.create_string_buffer(LOG_BYTES)
-        try:  # the same program again, to hear the verifier say why
+    log: ctypes.Array[ctypes.c_char] | None = None
+    interrupted = 0
+    while True:
+        try:  # after a refusal, the same program again to hear the verifier say why
             return _call(PROG_LOAD, _program_attr(insns, license, attach_type, name,
                                                   kern_version, log))
-        except OSError:
-            pass
-        said = [ln for ln in log.value.decode(errors="replace").splitlines() if ln.strip()]
-        tail = "; ".join(said[-3:]) if said else first.strerror
-        raise BpfError(f"the kernel refused program {name}: {tail}",
-                       "run 'noop doctor'; 'noop check --emit-c' shows the C") from None
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EINTR) and interrupted < LOAD_ATTEMPTS:
+                interrupted += 1  # a signal came while the verifier ran: it stops
+                continue
+            if log is None:
+                log, first = ctypes.create_string_buffer(LOG_BYTES), exc
+                continue
+            break
+    said = [ln for ln in log.value.decode(errors="replace").splitlines() if ln.strip()]
+    raise BpfError(f"the kernel refused program {name}: {first.strerror}"
+                   + (f"; {'; '.join(said[-3:])}" if said else ""),
+                   "run 'noop doctor'; 'noop check --emit-c' shows the C")
 
 
 def _program_attr(insns: bytes, license: str, attach_type: int, name: str = "",
