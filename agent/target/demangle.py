@@ -27,6 +27,8 @@ _SUFFIX_RE = re.compile(r"(?:\.(?:llvm|lto_priv)\.\d+|@0x[0-9a-f]+)$")
 
 def demangle(symbol: str) -> str | None:
     """The Rust name of ``symbol`` (legacy or v0), or None when it is not one."""
+    if not symbol.startswith(("_R", "_ZN")):  # the suffixes are at the end
+        return None
     symbol = strip_suffix(symbol)
     if symbol.startswith("_R"):
         return demangle_rust_v0(symbol)

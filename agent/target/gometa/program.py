@@ -3,7 +3,7 @@ type descriptors, and each function under the name a user writes."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -66,19 +66,21 @@ class GoProgram:
         name, and the ABI0 one of the pair is ``NAME.abi0``; other collisions (Go 1.19
         writes every instance of a generic function as ``f[...]``) get ``#2``, ``#3``
         in address order. pclntab's ``·`` is written ``.``, as in the symbol table."""
-        by_name: dict[str, list[pclntab.Func]] = defaultdict(list)
-        for f in self.pclntab.functions:
-            by_name[f.name.replace("·", ".")].append(f)
-        out = []
-        for name, funcs in by_name.items():
-            if len(funcs) == 2:
-                abi0 = self._abi0(funcs)
-                if abi0 is not None:
-                    out += [Function(name + ".abi0" if f is abi0 else name, f) for f in funcs]
-                    continue
-            out += [Function(name if i == 0 else f"{name}#{i + 1}", f)
-                    for i, f in enumerate(sorted(funcs, key=lambda f: f.entry))]
-        return tuple(sorted(out, key=lambda f: f.entry))
+        funcs = self.pclntab.functions  # by address: the runtime searches it so
+        names = [f.name.replace("·", ".") for f in funcs]
+        count = Counter(names)
+        groups: dict[str, list[pclntab.Func]] = defaultdict(list)
+        for name, f in zip(names, funcs, strict=True):
+            if count[name] > 1:
+                groups[name].append(f)
+        renamed: dict[int, str] = {}
+        for name, group in groups.items():
+            abi0 = self._abi0(group) if len(group) == 2 else None
+            for i, f in enumerate(group):
+                renamed[f.offset] = (name + ".abi0" if f is abi0 else name) if abi0 else \
+                    name if i == 0 else f"{name}#{i + 1}"
+        return tuple(Function(renamed[f.offset] if count[name] > 1 else name, f)
+                     for name, f in zip(names, funcs, strict=True))
 
     def _abi0(self, pair: list[pclntab.Func]) -> pclntab.Func | None:
         """Of two functions with one name, the ABI0 one: the assembly function beside

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,8 @@ class Scope:
 
     functions: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
+    _whole: frozenset[str] = field(init=False, repr=False, compare=False)
+    _begins: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -26,8 +28,12 @@ class Scope:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def wants_function(self, name: str) -> bool:
-        return any(name == n or (n.endswith(".") and name.startswith(n)) or
-                   (n.endswith("*") and name.startswith(n[:-1])) for n in self.functions)
+        return name in self._whole or name.startswith(self._begins)
+
+    def __post_init__(self) -> None:  # asked of every function of a program
+        object.__setattr__(self, "_whole", frozenset(self.functions))
+        object.__setattr__(self, "_begins", tuple(
+            n[:-1] if n.endswith("*") else n for n in self.functions if n.endswith((".", "*"))))
 
 
 def of_pattern(pattern: str | None) -> Scope | None:
