@@ -115,6 +115,54 @@ def test_a_compile_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not list((tmp_path / "bpf").glob("*.json")) if (tmp_path / "bpf").exists() else True
 
 
+def _programs(n: int, broken: int | None = None) -> str:
+    """A text of ``n`` programs of different lengths sharing a map and a helper; program
+    ``broken`` names what does not exist."""
+    out = ["#include <uapi/linux/ptrace.h>\nBPF_ARRAY(hits, u64, 16);\n"
+           "static __always_inline void bump(int i)\n{\n\tu64 *n = hits.lookup(&i);\n"
+           "\tif (n)\n\t\t__sync_fetch_and_add(n, 1);\n}\n"]
+    for i in range(n):
+        body = "".join(f"\tif (ctx->ax == {k})\n\t\tbump({k % 16});\n" for k in range(i + 1))
+        out.append(f"/* program {i} */\nint p{i}(struct pt_regs *ctx)\n{{\n{body}"
+                   f"\treturn {'nope' if i == broken else 0};\n}}\n")
+    return "".join(out) + "/* the end */\n"
+
+
+def test_a_text_is_split_between_compilers_program_by_program() -> None:
+    text = _programs(11)
+    assert compile.split(text, 1) == [text]
+    assert compile.split(_programs(compile.SHARE * 2 - 1), 2) == \
+        [_programs(compile.SHARE * 2 - 1)]  # too few programs for two compilers
+    parts = compile.split(text, 3)
+    assert len(parts) == 2  # 11 programs: two shares of 4 or more
+    program = re.compile(r"(?ms)^int p\d+\(.*?^\}\n")
+    outside = program.sub("", text)
+    mine = [program.findall(part) for part in parts]
+    every = [p for share in mine for p in share]
+    for part in parts:
+        assert program.sub("", part) == outside
+    assert sorted(every) == sorted(program.findall(text))
+    assert abs(sum(map(len, mine[0])) - sum(map(len, mine[1]))) < len(max(every, key=len))
+
+
+@pytest.mark.builds  # BCC compiles, in its child processes: seconds
+def test_compilers_sharing_a_text_make_what_one_makes(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    text = _programs(12)
+    whole = compile.in_child(text, 1)
+    assert sorted(whole.functions) == sorted(f"p{i}" for i in range(12))
+    for ways in (2, 3):
+        assert compile.in_child(text, ways) == whole
+    broken = _programs(12, broken=7)
+    with pytest.raises(compile.CompileError) as alone:
+        compile.in_child(broken, 1)
+    with pytest.raises(compile.CompileError) as shared:
+        compile.in_child(broken, 2)
+    assert "undeclared identifier 'nope'" in alone.value.message
+    assert shared.value.message == alone.value.message
+
+
 def test_a_verifier_refusal_says_why(privileged: None, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A program the kernel refuses: the verifier's own last words, in one line."""

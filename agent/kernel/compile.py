@@ -26,7 +26,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from importlib import util
 from pathlib import Path
 from typing import Any
@@ -187,25 +188,114 @@ def compile_c(text: str, what: str = "compiling",
     return compiled
 
 
-def in_child(text: str) -> Compiled:
-    """BCC's compile of ``text``, in a child process."""
+def in_child(text: str, ways: int | None = None) -> Compiled:
+    """BCC's compile of ``text``, in child processes: one for each CPU noop may use
+    (``ways``: this many), each compiling every declaration and its share of the
+    programs. clang compiles each function alone, so the parts' functions are the
+    whole's, instruction for instruction; parts that disagree on anything else, or an
+    error, are compiled again whole (whose message then names the whole text)."""
+    parts = split(text, ways if ways is not None else _ways(text))
+    if len(parts) > 1:
+        with ThreadPoolExecutor(len(parts)) as pool:
+            made = list(pool.map(_answer, parts))
+        merged = _merged(made)
+        if merged is not None:
+            return merged
+    got = _answer(text)
+    if isinstance(got, CompileError):
+        raise got
+    return got
+
+
+_PROGRAM = re.compile(r"(?ms)^int \w+\(struct pt_regs \*ctx\)\n\{\n.*?^\}\n")
+SHARE = 4  # programs a child must have for its own start (~0.3 s) to be worth it
+
+
+def split(text: str, ways: int) -> list[str]:
+    """``text`` as up to ``ways`` texts, each with every line outside the programs (the
+    headers, maps, types and inline helpers) and a share of the programs, balanced by
+    length; ``[text]`` when it has fewer than two programs a part."""
+    programs = list(_PROGRAM.finditer(text))
+    ways = min(ways, len(programs) // SHARE)
+    if ways < 2:
+        return [text]
+    load = [0] * ways
+    owner = {}
+    for m in sorted(programs, key=lambda m: m.end() - m.start(), reverse=True):
+        k = load.index(min(load))
+        owner[m.start()] = k
+        load[k] += m.end() - m.start()
+    parts: list[list[str]] = [[] for _ in range(ways)]
+    last = 0
+    for m in programs:
+        between = text[last:m.start()]
+        for k, part in enumerate(parts):
+            part.append(between + m.group() if owner[m.start()] == k else between)
+        last = m.end()
+    return ["".join(part) + text[last:] for part in parts]
+
+
+def _ways(text: str) -> int:
+    """Children worth starting: the CPUs this process may use (its affinity, and a
+    cgroup's CPU quota: a pod's limit), at most 4 (each holds LLVM: ~100 MB)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except OSError:
+        cpus = 1
+    return max(1, min(cpus, _quota(), 4))
+
+
+def _quota() -> int:
+    """CPUs this process's cgroup (v2) may use: its ``cpu.max`` quota over its period,
+    rounded up; many when it sets none or cannot be read."""
+    try:
+        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
+        limit = (Path("/sys/fs/cgroup") / line.partition("::")[2].lstrip("/") / "cpu.max"
+                 ).read_text().split()
+        return max(1, -(-int(limit[0]) // int(limit[1])))
+    except (OSError, IndexError, ValueError):
+        return 1 << 10
+
+
+def _merged(made: list[Compiled | CompileError]) -> Compiled | None:
+    """The parts' programs as one compile, when every part compiled and they agree on
+    license, kernel version and maps; None otherwise."""
+    first = made[0]
+    if not isinstance(first, Compiled):
+        return None
+    functions: dict[str, Function] = {}
+    for part in made:
+        if not isinstance(part, Compiled) or (part.license, part.kern_version, part.maps) \
+                != (first.license, first.kern_version, first.maps):
+            return None
+        for name, f in part.functions.items():
+            if functions.setdefault(name, f) != f:
+                return None
+    return replace(first, functions=functions)
+
+
+def _answer(text: str) -> Compiled | CompileError:
+    """What a child made of ``text``, or why it made nothing."""
     try:
         done = subprocess.run([sys.executable, "-m", "agent.kernel.compile"],
                               input=text.encode(), capture_output=True, timeout=600,
                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CompileError(f"could not run BCC's compiler: {exc}", "run 'noop doctor'") \
-            from None
+        return CompileError(f"could not run BCC's compiler: {exc}", "run 'noop doctor'")
     try:
         answer = json.loads(done.stdout)
     except ValueError:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         why = (said[-1] if said else f"killed by signal {-done.returncode}"
                if done.returncode < 0 else f"exit {done.returncode}")
-        raise CompileError(f"BCC's compiler stopped: {why}", "run 'noop doctor'") from None
+        return CompileError(f"BCC's compiler stopped: {why}", "run 'noop doctor'")
     if "error" in answer:
-        raise CompileError(answer["error"], answer.get("hint", ""))
-    return Compiled.from_json(answer)
+        return CompileError(answer["error"], answer.get("hint", ""))
+    try:
+        return Compiled.from_json(answer)
+    except (ValueError, KeyError, TypeError) as exc:
+        return CompileError(f"BCC's compiler said what noop cannot read: {exc}",
+                            "run 'noop doctor'")
 
 
 # --- the child: BCC compiles, and says what it made ----------------------------------
