@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.plan.model import ProbePlan, ValueSpec
-from agent.target import callers, gotypes
 
 CALLERS = ("caller", "caller_line")
 RESOLVED = (*CALLERS, "gotype")  # decodings resolved through the binary
@@ -164,9 +163,11 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return bits != 0
     if v.decode == "variant":
         return v.variant(bits)
-    if v.decode in CALLERS:
+    if v.decode in CALLERS:  # what names them reads DWARF: imported when one comes
+        from agent.target import callers
         return callers.name(v.binary, bits, v.decode == "caller_line")
     if v.decode == "gotype":
+        from agent.target import gotypes
         return gotypes.name(v.binary, bits)
     return bits
 

@@ -180,7 +180,8 @@ class Daemon:
             if session is not None and session.overhead is not None:
                 session.overhead.costs = self.costs
 
-    def start(self) -> None:
+    def start(self) -> Session | None:
+        """Attach the first plan; its session."""
         plan = self.opts.first
         log(f"resolving took {self.opts.resolved:.2f}s")
         from agent.kernel.load import attach_kind
@@ -192,10 +193,6 @@ class Daemon:
             if not p.metrics and p.aggregate is None and not p.renews:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
-        self._price(session)
-        if self._uncosted:
-            log(f"{self._uncosted}: probes' costs are not estimated, budgets not enforced",
-                logs.WARNING)
         self._refused_at_load()
         self.exporter.use(session)
         self._files_changed()
@@ -203,6 +200,15 @@ class Daemon:
         for name, selector in self.plan.waiting:
             log(f"target {name}: waiting for a process running {selector.describe()}")
         settled()
+        return session
+
+    def priced(self, session: Session | None) -> None:
+        """What a hit costs, once noop is ready (a first start on a machine calibrates:
+        half a second): budgets are held from then on."""
+        self._price(session)
+        if self._uncosted:
+            log(f"{self._uncosted}: probes' costs are not estimated, budgets not enforced",
+                logs.WARNING)
 
     def reload(self, reason: str = "") -> None:
         """Make the plan again and swap the probes: on SIGHUP (the spec may have
@@ -412,9 +418,10 @@ class Daemon:
             self.files = FileWatch(self._written)
             log(f"serving {server.scheme}://{server.address}/metrics; attaching")
             self.notify.extending()  # resolving and compiling take seconds
-            self.start()
+            session = self.start()
             log(f"ready: {self._status()}")
             self.notify.ready(self._status())
+            self.priced(session)
             next_prune = time.monotonic() + PRUNE_EVERY
             next_scan = time.monotonic() + SCAN_EVERY
             next_budget = time.monotonic() + budget.EVERY
