@@ -165,10 +165,10 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return v.variant(bits)
     if v.decode in CALLERS:  # what names them reads DWARF: imported when one comes
         from agent.target import callers
-        return callers.name(v.binary, bits, v.decode == "caller_line")
+        return callers.name(v.binary, v.build, bits, v.decode == "caller_line")
     if v.decode == "gotype":
         from agent.target import gotypes
-        return gotypes.name(v.binary, bits)
+        return gotypes.name(v.binary, v.build, bits)
     return bits
 
 

@@ -31,13 +31,14 @@ def builtin(v: Value) -> tuple[ValueSpec, Fetch]:
             Fetch("builtin", builtin=v.builtin or ""))
 
 
-def bind(plan: ProbePlan, binary: str) -> ProbePlan:
+def bind(plan: ProbePlan, binary: str, build: str) -> ProbePlan:
     """``plan`` with its caller values resolved through ``binary`` (the file as this
-    run reads it: a plan kept from another run may name another copy)."""
+    run reads it: a plan kept from another run may name another copy), as the build
+    ``build`` (its build-id) has them."""
     if not any(v.decode in RESOLVED for v in plan.values):
         return plan
-    return replace(plan, values=tuple(replace(v, binary=binary) if v.decode in RESOLVED
-                                      else v for v in plan.values))
+    return replace(plan, values=tuple(replace(v, binary=binary, build=build)
+                                      if v.decode in RESOLVED else v for v in plan.values))
 
 
 def at_sites(b: Binary, probe: Probe, sites: list[Site]) -> list[Site]:

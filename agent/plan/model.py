@@ -248,6 +248,7 @@ class ValueSpec:
     names: tuple[tuple[int, str], ...] = ()
     other: str | None = None
     binary: str = ""  # caller, caller_line, gotype: the file whose addresses it holds
+    build: str = ""  # that file's build-id when planned: names come from that build alone
 
     def variant(self, raw: int) -> str:
         """The name of the variant whose discriminant is ``raw`` (the low ``size``

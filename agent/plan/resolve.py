@@ -168,7 +168,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
         here = path if path.startswith(str(discover.PROC) + "/") else str(Path(path).resolve())
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
-        found += [(n, callers.bind(plan, here)) for n, plan in got]
+        found += [(n, callers.bind(plan, here, target.build_id)) for n, plan in got]
     # What a probe may cost is the spec's word, not the binary's: set after the cache.
     probes = [replace(plan, budget=spec.probes[n].budget if spec.probes[n].budget is not None
                       else spec.budget) for n, plan in sorted(found, key=lambda f: f[0])]

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import bisect
 import threading
-from functools import cache
+from functools import lru_cache
 
+from agent import logs
 from agent.errors import NoopError
 from agent.target.dwarf.functions import Functions
 from agent.target.dwarf.lines import Lines
-from agent.target.dwarf.reader import Dwarf, attr, origin_of
+from agent.target.dwarf.reader import DAMAGE, Dwarf, attr, damage_said, origin_of
 from agent.target.dwarf.types import TypeNamer
 from agent.target.elf import ElfFile
 
@@ -27,40 +28,53 @@ INLINED = 1 << 63  # with a DIE offset: the caller of that inlined copy
 BODY_TAGS = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
 
 
-def name(binary: str, raw: int, line: bool = False) -> str:
-    """The caller (``line``: its ``file:line``) a value read from ``binary`` names;
-    the address in hex when nothing in the binary holds it (a caller in another
-    module: a shared library's)."""
-    got = _resolver(binary).at(raw)
+KEPT = 16  # files' namers kept at once (per-container copies, builds followed)
+
+
+def name(binary: str, build: str, raw: int, line: bool = False) -> str:
+    """The caller (``line``: its ``file:line``) a value read from ``binary`` names, as
+    its build ``build`` has it; the address in hex when nothing in that build holds it
+    (a caller in another module: a shared library's), or when the file at that path is
+    another build now."""
+    got = _resolver(binary, build).at(raw)
     return got[1] if line else got[0]
 
 
-@cache
-def _resolver(binary: str) -> _Resolver:
-    return _Resolver(binary)
+@lru_cache(maxsize=KEPT)
+def _resolver(binary: str, build: str) -> _Resolver:
+    return _Resolver(binary, build)
 
 
 class _Resolver:
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, build: str) -> None:
         self.binary = binary
+        self.build = build
         self._lock = threading.Lock()
         self._memo: dict[int, tuple[str, str]] = {}
         self._opened = False
         self.dwarf: Dwarf | None = None
         self.functions: Functions | None = None
         self.symbols: list[tuple[int, int, str]] = []
+        self._failed = False
 
     def _open(self) -> None:
         self._opened = True
         try:
-            elf = ElfFile(self.binary)
-            self.symbols = sorted((s.address, s.address + s.size, s.name)
-                                  for s in elf.function_symbols() if s.size)
-            self.dwarf = Dwarf(elf)
-            self.functions = Functions(self.dwarf, TypeNamer(self.dwarf))
-            self.lines = Lines(self.dwarf)
-        except (NoopError, OSError, ValueError):
+            with damage_said(self.binary):
+                elf = ElfFile(self.binary)
+                if self.build and elf.build_id != self.build:
+                    logs.say(f"noop: {self.binary} is no longer the build its plan was made "
+                             f"from: its callers are shown as addresses", logs.WARNING)
+                    return
+                self.symbols = sorted((s.address, s.address + s.size, s.name)
+                                      for s in elf.function_symbols() if s.size)
+                self.dwarf = Dwarf(elf)
+                self.functions = Functions(self.dwarf, TypeNamer(self.dwarf))
+                self.lines = Lines(self.dwarf)
+        except (NoopError, OSError, *DAMAGE) as exc:
             self.dwarf = None  # the symbols alone, if any
+            logs.say(f"noop: callers in {self.binary} are named from its symbols alone: "
+                     f"{_why(exc)}", logs.WARNING)
 
     def at(self, raw: int) -> tuple[str, str]:
         with self._lock:
@@ -68,9 +82,14 @@ class _Resolver:
                 if not self._opened:
                     self._open()
                 try:
-                    self._memo[raw] = self._resolve(raw)
-                except Exception:  # a damaged binary must not stop an export: the address
-                    self._memo[raw] = (f"{raw:#x}", "?")
+                    with damage_said(self.binary):
+                        self._memo[raw] = self._resolve(raw)
+                except (NoopError, *DAMAGE) as exc:  # a damaged binary must not stop an
+                    self._memo[raw] = (f"{raw:#x}", "?")  # export: the address, said once
+                    if not self._failed:
+                        self._failed = True
+                        logs.say(f"noop: a caller in {self.binary} is shown as its address: "
+                                 f"{_why(exc)}", logs.WARNING)
             return self._memo[raw]
 
     def _resolve(self, raw: int) -> tuple[str, str]:
@@ -109,3 +128,7 @@ class _Resolver:
         file = self.lines.file_of(die, "DW_AT_call_file")
         line = attr(die, "DW_AT_call_line")
         return (name or "?", f"{file}:{line}" if file and isinstance(line, int) else "?")
+
+
+def _why(exc: Exception) -> str:
+    return exc.message if isinstance(exc, NoopError) else f"{type(exc).__name__}: {exc}"

@@ -5,30 +5,39 @@ it (``*errors.errorString``), from the descriptor's own string in the binary."""
 from __future__ import annotations
 
 import threading
-from functools import cache
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
+from agent import logs
+from agent.errors import NoopError
 from agent.target.elf import ElfFile
 
+if TYPE_CHECKING:
+    from agent.target.gometa.rtypes import Types
 
-def name(binary: str, address: int) -> str:
-    """``nil`` for 0; the address in hex when no descriptor of ``binary`` is there."""
+KEPT = 16  # files' namers kept at once (per-container copies, builds followed)
+
+
+def name(binary: str, build: str, address: int) -> str:
+    """``nil`` for 0; the address in hex when no descriptor of ``binary`` (as its build
+    ``build`` has it) is there, or when the file at that path is another build now."""
     if address == 0:
         return "nil"
-    return _names(binary).at(address)
+    return _names(binary, build).at(address)
 
 
-@cache
-def _names(binary: str) -> _Names:
-    return _Names(binary)
+@lru_cache(maxsize=KEPT)
+def _names(binary: str, build: str) -> _Names:
+    return _Names(binary, build)
 
 
 class _Names:
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, build: str) -> None:
         self.binary = binary
+        self.build = build
         self._lock = threading.Lock()
         self._memo: dict[int, str] = {}
-        self._types: Any = None
+        self._types: Types | None = None
         self._opened = False
 
     def at(self, address: int) -> str:
@@ -37,17 +46,27 @@ class _Names:
                 self._memo[address] = self._name(address)
             return self._memo[address]
 
+    def _open(self) -> None:
+        self._opened = True
+        from agent.target.gometa.program import GoProgram
+        try:
+            elf = ElfFile(self.binary)  # kept open: descriptors are read when asked
+            if self.build and elf.build_id != self.build:
+                why = "it is no longer the build its plan was made from"
+            else:
+                self._types = GoProgram(elf).types
+                return
+        except (NoopError, OSError) as exc:
+            why = exc.message if isinstance(exc, NoopError) else str(exc)
+        logs.say(f"noop: Go types in {self.binary} are shown as addresses: {why}",
+                 logs.WARNING)
+
     def _name(self, address: int) -> str:
         if not self._opened:
-            self._opened = True
-            try:
-                from agent.target.gometa.program import GoProgram
-                self._types = GoProgram(ElfFile(self.binary)).types
-            except Exception:  # not a Go binary noop can read: addresses, then
-                self._types = None
+            self._open()
         if self._types is None:
             return f"{address:#x}"
         try:
             return self._types.at(address).short or f"{address:#x}"
-        except Exception:  # no descriptor there (a damaged or foreign address)
+        except NoopError:  # no descriptor there (a damaged or foreign address)
             return f"{address:#x}"

@@ -52,6 +52,8 @@ _T = TypeVar("_T")
 # What reading raw DWARF raises on a form or layout it does not know.
 _SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError,
                 OverflowError)  # a value past 2**63 in an array of offsets
+# What reading a damaged binary's DWARF may raise, beyond noop's own errors.
+DAMAGE = (*_SCAN_ERRORS, ELFError, DWARFError, RecursionError)
 _TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
 _SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
                          "DW_TAG_union_type", "DW_TAG_enumeration_type"})
