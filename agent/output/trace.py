@@ -94,7 +94,8 @@ def run(prepared: Prepared, duration: float | None = None,
                 except BrokenPipeError:  # the reader went away (| head): stop quietly
                     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                     stop.append("output closed")
-                except Exception as exc:  # never let it escape into BCC's C callback
+                except Exception as exc:  # raised once every probe is off: a failing
+                    # sink (a full disk) must not leave the probes on while it unwinds
                     failures.append(exc)
                     stop.append("error")
                 stats.events += 1

@@ -444,9 +444,3 @@ def exits(insns: tuple[Insn, ...], start: int, end: int) -> tuple[Exit, ...]:
         elif i.mnemonic == "jmp" and i.target is not None and not start <= i.target < end:
             out.append(Exit(i, True))
     return tuple(out)
-
-
-def indirect_jumps(insns: tuple[Insn, ...]) -> int:
-    """Jumps through a register or memory: a switch's jump table, or a tail call that
-    noop cannot tell from one."""
-    return sum(1 for i in insns if i.mnemonic == "jmp" and i.target is None)

@@ -130,12 +130,3 @@ class Image:
                     out.append(start + pos)
                 pos = data.find(needle, pos + 1)
         return out
-
-    def cstring(self, vaddr: int, limit: int = 4096) -> str:
-        got = self.segment(vaddr)
-        if got is None:
-            raise Corrupt(f"{self.elf.path}: a name at {vaddr:#x} is outside the loaded image")
-        start, data = got
-        pos = vaddr - start
-        end = data.find(b"\0", pos, pos + limit)
-        return data[pos:end if end >= 0 else pos + limit].decode(errors="replace")
