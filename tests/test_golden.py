@@ -67,3 +67,15 @@ def test_the_client_golang_preset(example: Path) -> None:
 def test_the_prometheus_crate_preset(rust_example: Path) -> None:
     plan = presets.plan(str(rust_example))
     _same("rust_prometheus-trace.c", codegen.generate(plan, None, "trace", True).text)
+
+
+@ONE_COMPILER
+def test_the_process_is_not_in_the_c(example: Path) -> None:
+    """A plan limited to one process (``--pid``) compiles to the same text as for every
+    process: the process is set in a map when loading, so one compile serves all."""
+    every = presets.plan(str(example))
+    one = presets.plan(str(example), pid=os.getpid())
+    assert one.targets[0].pid == os.getpid() and every.targets[0].pid is None
+    for mode in ("trace", "run"):
+        assert codegen.generate(one, None, mode, True).text == \
+            codegen.generate(every, None, mode, True).text

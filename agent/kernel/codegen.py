@@ -92,7 +92,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
              "  /* per exit probe: returns without their call's entry */",
              f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
              "  /* per exit probe on an async fn: futures dropped before they completed */",
-             "", *traps_c(plan), *generations_c(plan)]
+             "", *traps_c(plan), *only_c(plan), *generations_c(plan)]
     if cookies:
         lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
                   "the uprobe with */",
@@ -150,12 +150,10 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
             else:
                 body, why = _aggregate(ctx, agg, events_too=probe.events)
             gsi = f"{base[pi]} + site" if share else str(base[pi] + si)
-            if target.pid is not None:
-                # A uprobe belongs to the file; perf's own pid filter would follow one
-                # thread only, and a Go program's goroutines run on many.
-                body = ["if ((bpf_get_current_pid_tgid() >> 32) != "
-                        f"{target.pid})  /* only process {target.pid} */", "\treturn 0;",
-                        *body]
+            # A uprobe belongs to the file; perf's own pid filter would follow one
+            # thread only, and a Go program's goroutines run on many.
+            body = [f"if (noop_left_out({plan.targets.index(target)}))"
+                    "  /* --pid: another process */", "\treturn 0;", *body]
             # Every trap costs its process, whoever it is for: counted first.
             body = [f"noop_trap({gsi});", *body]
             unreadable[(pi, si)] = why
@@ -202,6 +200,17 @@ def traps_c(plan: Plan) -> list[str]:
             "\t\tn = noop_traps.lookup(&k);  /* another CPU made it meanwhile */",
             "\t}", "\tif (!n) {  /* no room: the site's row of process 0 */", "\t\tk.pid = 0;",
             "\t\tn = noop_traps.lookup(&k);", "\t}", "\tif (n)", "\t\t(*n)++;", "}", ""]
+
+
+def only_c(plan: Plan) -> list[str]:
+    """The process each target is limited to (``--pid``, a target's ``pid:``), set when
+    loading (``agent.kernel.load``): the program is the same whatever the process, so
+    one compile serves every one."""
+    return [f"BPF_ARRAY(noop_only, u32, {max(1, len(plan.targets))});"
+            "  /* per target: the one process probed; 0: every one */",
+            "static __always_inline int noop_left_out(u32 target)", "{",
+            "\tu32 *only = noop_only.lookup(&target);",
+            "\treturn only && *only && (bpf_get_current_pid_tgid() >> 32) != *only;", "}", ""]
 
 
 def generations_c(plan: Plan) -> list[str]:

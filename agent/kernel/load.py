@@ -310,6 +310,7 @@ class Loaded:
             self.ring = ringbuf.Ring(self.obj.maps["noop_events"].fd, RINGBUF_BYTES)
             self._overflow_rows()
             self._trap_rows()
+            self._only()
             if progress is not None:
                 progress(f"attaching {len(program.functions)} uprobes")
             self._attach_all()
@@ -536,6 +537,13 @@ class Loaded:
         zero = bytes(table.d.value_size)
         for n in range(len(self.program.sites)):
             table.update(struct.pack("<II", n, 0), zero)
+
+    def _only(self) -> None:
+        """The process each target is limited to, where it is (``codegen.only_c``)."""
+        table = self._map("noop_only")
+        for ti, target in enumerate(self.plan.targets):
+            if target.pid is not None:
+                table.update(struct.pack("<I", ti), struct.pack("<I", target.pid))
 
     def close(self) -> None:
         take_off(self._probes)

@@ -115,6 +115,13 @@ static __always_inline void noop_trap(u32 site)
 		(*n)++;
 }
 
+BPF_ARRAY(noop_only, u32, 1);  /* per target: the one process probed; 0: every one */
+static __always_inline int noop_left_out(u32 target)
+{
+	u32 *only = noop_only.lookup(&target);
+	return only && *only && (bpf_get_current_pid_tgid() >> 32) != *only;
+}
+
 /* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached the uprobe with */
 static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;
 
@@ -153,6 +160,8 @@ _Static_assert(offsetof(struct noop_ev_0, v12) == 648, "event layout");
 int noop_p0_s0(struct pt_regs *ctx)
 {
 	noop_trap(0);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (ctx->flags & 0x4)  /* the jump here is taken: not a hit (the site's why above says which) */
 		return 0;
 	int probe_0 = 0;
@@ -382,6 +391,8 @@ int noop_p1_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(1 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_1 = 1;
 	u64 *made = noop_produced.lookup(&probe_1);
 	if (made)
@@ -578,6 +589,8 @@ int noop_p1_s2(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(1 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_1 = 1;
 	u64 *made = noop_produced.lookup(&probe_1);
 	if (made)
@@ -805,6 +818,8 @@ int noop_p2_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(4 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (ctx->flags & 0x40)  /* the jump here is taken: not a hit (the site's why above says which) */
 		return 0;
 	int probe_2 = 2;
@@ -999,6 +1014,8 @@ int noop_p2_s1(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(4 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (ctx->flags & 0x40)  /* the jump here is taken: not a hit (the site's why above says which) */
 		return 0;
 	int probe_2 = 2;
@@ -1193,6 +1210,8 @@ int noop_p2_s2(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(4 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_2 = 2;
@@ -1416,6 +1435,8 @@ int noop_p3_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(7 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (ctx->flags & 0x40)  /* the jump here is taken: not a hit (the site's why above says which) */
 		return 0;
 	int probe_3 = 3;
@@ -1632,6 +1653,8 @@ int noop_p4_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(11 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_4 = 4;
 	u64 *made = noop_produced.lookup(&probe_4);
 	if (made)
@@ -1821,6 +1844,8 @@ int noop_p4_s1(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(11 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_4 = 4;
 	u64 *made = noop_produced.lookup(&probe_4);
 	if (made)
@@ -2010,6 +2035,8 @@ int noop_p4_s2(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(11 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_4 = 4;
 	u64 *made = noop_produced.lookup(&probe_4);
 	if (made)
@@ -2227,6 +2254,8 @@ _Static_assert(offsetof(struct noop_ev_5, v11) == 640, "event layout");
 int noop_p5_s0(struct pt_regs *ctx)
 {
 	noop_trap(14);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_5 = 5;
 	u64 *made = noop_produced.lookup(&probe_5);
 	if (made)

@@ -115,6 +115,13 @@ static __always_inline void noop_trap(u32 site)
 		(*n)++;
 }
 
+BPF_ARRAY(noop_only, u32, 1);  /* per target: the one process probed; 0: every one */
+static __always_inline int noop_left_out(u32 target)
+{
+	u32 *only = noop_only.lookup(&target);
+	return only && *only && (bpf_get_current_pid_tgid() >> 32) != *only;
+}
+
 /* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached the uprobe with */
 static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;
 
@@ -160,6 +167,8 @@ BPF_PERCPU_ARRAY(noop_zero_0, struct noop_row_0, 1);  /* an empty row, never wri
 int noop_p0_s0(struct pt_regs *ctx)
 {
 	noop_trap(0);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	u32 faults = 0, absent = 0;
 	struct noop_key_0 k;
 	__builtin_memset(&k, 0, sizeof(k));
@@ -278,6 +287,8 @@ BPF_PERCPU_ARRAY(noop_callzero_1, struct noop_call_1, 1);  /* an empty record, n
 int noop_p1_s0(struct pt_regs *ctx)
 {
 	noop_trap(1);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	u64 hi = 0;
 	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */
@@ -316,6 +327,8 @@ int noop_p1_s0(struct pt_regs *ctx)
 int noop_p1_s1(struct pt_regs *ctx)
 {
 	noop_trap(2);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	u64 hi = 0;
 	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */

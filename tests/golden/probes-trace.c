@@ -115,6 +115,13 @@ static __always_inline void noop_trap(u32 site)
 		(*n)++;
 }
 
+BPF_ARRAY(noop_only, u32, 1);  /* per target: the one process probed; 0: every one */
+static __always_inline int noop_left_out(u32 target)
+{
+	u32 *only = noop_only.lookup(&target);
+	return only && *only && (bpf_get_current_pid_tgid() >> 32) != *only;
+}
+
 /* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached the uprobe with */
 static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;
 
@@ -139,6 +146,8 @@ _Static_assert(offsetof(struct noop_ev_0, v5) == 208, "event layout");
 int noop_p0_s0(struct pt_regs *ctx)
 {
 	noop_trap(0);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_0 = 0;
 	u64 *made = noop_produced.lookup(&probe_0);
 	if (made)
@@ -242,6 +251,8 @@ BPF_PERCPU_ARRAY(noop_callzero_1, struct noop_call_1, 1);  /* an empty record, n
 int noop_p1_s0(struct pt_regs *ctx)
 {
 	noop_trap(1);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	u64 hi = 0;
 	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */
@@ -280,6 +291,8 @@ int noop_p1_s0(struct pt_regs *ctx)
 int noop_p1_s1(struct pt_regs *ctx)
 {
 	noop_trap(2);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	u64 hi = 0;
 	bpf_probe_read_user(&hi, 8, (const void *)(ctx->r14 + 8));  /* g.stack.hi */
@@ -351,6 +364,8 @@ _Static_assert(offsetof(struct noop_ev_2, v1) == 112, "event layout");
 int noop_p2_s0(struct pt_regs *ctx)
 {
 	noop_trap(3);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_2 = 2;
 	u64 *made = noop_produced.lookup(&probe_2);
 	if (made)
@@ -409,6 +424,8 @@ int noop_p3_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(4 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (ctx->flags & 0x40)  /* the jump here is taken: not a hit (the site's why above says which) */
 		return 0;
 	int probe_3 = 3;

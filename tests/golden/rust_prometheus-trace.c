@@ -115,6 +115,13 @@ static __always_inline void noop_trap(u32 site)
 		(*n)++;
 }
 
+BPF_ARRAY(noop_only, u32, 1);  /* per target: the one process probed; 0: every one */
+static __always_inline int noop_left_out(u32 target)
+{
+	u32 *only = noop_only.lookup(&target);
+	return only && *only && (bpf_get_current_pid_tgid() >> 32) != *only;
+}
+
 /* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached the uprobe with */
 static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;
 
@@ -154,6 +161,8 @@ int noop_p0_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(0 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_0 = 0;
 	u64 *made = noop_produced.lookup(&probe_0);
 	if (made)
@@ -332,6 +341,8 @@ int noop_p0_s3(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(0 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_0 = 0;
 	u64 *made = noop_produced.lookup(&probe_0);
 	if (made)
@@ -543,6 +554,8 @@ int noop_p1_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(5 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_1 = 1;
@@ -727,6 +740,8 @@ int noop_p1_s1(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(5 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_1 = 1;
@@ -937,6 +952,8 @@ int noop_p2_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(7 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_2 = 2;
 	u64 *made = noop_produced.lookup(&probe_2);
 	if (made)
@@ -1115,6 +1132,8 @@ int noop_p2_s1(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(7 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_2 = 2;
 	u64 *made = noop_produced.lookup(&probe_2);
 	if (made)
@@ -1289,6 +1308,8 @@ int noop_p2_s3(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(7 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_2 = 2;
 	u64 *made = noop_produced.lookup(&probe_2);
 	if (made)
@@ -1467,6 +1488,8 @@ int noop_p2_s4(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(7 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_2 = 2;
 	u64 *made = noop_produced.lookup(&probe_2);
 	if (made)
@@ -1678,6 +1701,8 @@ int noop_p3_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(12 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_3 = 3;
@@ -1862,6 +1887,8 @@ int noop_p3_s1(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(12 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_3 = 3;
@@ -2046,6 +2073,8 @@ int noop_p3_s2(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(12 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_3 = 3;
@@ -2230,6 +2259,8 @@ int noop_p3_s3(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(12 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	int probe_3 = 3;
 	u64 *made = noop_produced.lookup(&probe_3);
 	if (made)
@@ -2410,6 +2441,8 @@ int noop_p3_s4(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
 	noop_trap(12 + site);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */
 		return 0;
 	int probe_3 = 3;
@@ -2630,6 +2663,8 @@ BPF_PERCPU_ARRAY(noop_callzero_4, struct noop_call_4, 1);  /* an empty record, n
 int noop_p4_s0(struct pt_regs *ctx)
 {
 	noop_trap(17);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	key.a = bpf_get_current_pid_tgid();
 	key.b = ctx->sp;
@@ -2792,6 +2827,8 @@ int noop_p4_s0(struct pt_regs *ctx)
 int noop_p4_s1(struct pt_regs *ctx)
 {
 	noop_trap(18);
+	if (noop_left_out(0))  /* --pid: another process */
+		return 0;
 	struct noop_callkey key = {};
 	key.a = bpf_get_current_pid_tgid();
 	key.b = ctx->sp;
