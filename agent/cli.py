@@ -166,8 +166,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.tools import render
     if args.emit_c:
-        mode = "run" if args.run else "trace"
-        sys.stdout.write(codegen.generate(plan, xmm_helper_available(), mode,
+        sys.stdout.write(codegen.generate(plan, xmm_helper_available(),
+                                          "run" if args.run else "trace",
                                           attach_cookies()).text)
         return 0
     rates = estimate.rates(args.rate or [], plan)

@@ -81,3 +81,24 @@ def test_plain_refuses_what_does_not_fit() -> None:
                             "mask": 0, "add": 0})
     col = Column("c", "hist", "v", bounds=(1, 2))
     assert plain.load(Column, plain.dump(col)) == col
+
+
+KINDS = [("Op", "op"), ("Fetch", "kind"), ("ValueSpec", "decode"), ("Site", "role"),
+         ("Column", "op"), ("MetricPlan", "kind"), ("MetricPlan", "where")]
+
+
+@pytest.mark.parametrize(("cls", "field"), KINDS)
+def test_a_kind_is_one_of_its_names_and_a_kept_plan_with_another_is_refused(
+        cls: str, field: str) -> None:
+    """Each kind of a plan's parts is a Literal (mypy's strict equality refuses a
+    misspelled comparison), and an entry that holds a name it does not allow does not
+    load: it is resolved again."""
+    import typing
+
+    from agent.plan import model
+    kind = typing.get_type_hints(getattr(model, cls))[field]
+    assert typing.get_origin(kind) is typing.Literal
+    names = typing.get_args(kind)
+    assert all(plain.load(kind, n) == n for n in names)
+    with pytest.raises(ValueError):
+        plain.load(kind, names[-1] + "x")

@@ -11,12 +11,15 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from itertools import accumulate
 from pathlib import Path
+from typing import Literal
 
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.events import Layout
 from agent.kernel.reads import fetch_c, unreadable
 from agent.plan.model import Fetch, Plan, ProbePlan, Site, ValueSpec
 from agent.target.amd64 import PT_REGS
+
+Mode = Literal["trace", "run"]  # noop --binary/--config (events) or noop run (aggregates)
 
 RINGBUF_PAGES = 256
 RINGBUF_BYTES = RINGBUF_PAGES * 4096  # 1 MiB: BCC counts pages of the kernel's (x86) size
@@ -63,7 +66,7 @@ def helpers_text() -> str:
         return (Path(__file__).resolve().parents[2] / "bpf" / "noop.h").read_text()
 
 
-def generate(plan: Plan, xmm_helper: str | None = None, mode: str = "trace",
+def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
              cookies: bool = False) -> Program:
     """The C program for ``plan``. ``xmm_helper`` names a kernel function that reads
     XMM registers from a uprobe (``bpf_get_fp_reg(dst, size, regno)``): a float held

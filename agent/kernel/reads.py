@@ -4,7 +4,7 @@ a value can never be read at its site with this kernel."""
 
 from __future__ import annotations
 
-from agent.plan.model import Fetch, Op
+from agent.plan.model import Fetch, Op, fetch_kind
 from agent.target.amd64 import PT_REGS, is_vector
 
 
@@ -31,7 +31,7 @@ def xmm_register(fetch: Fetch) -> int | None:
 
 def object_address(fetch: Fetch) -> Fetch:
     """A ``generation`` fetch's object address, as the fetch that computes it."""
-    return Fetch(fetch.formula, fetch.ops, fetch.offset, 8, fetch.regs)
+    return Fetch(fetch_kind(fetch.formula), fetch.ops, fetch.offset, 8, fetch.regs)
 
 
 def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Op, ProbePlan, Site, ValueSpec
+from agent.plan.model import Decode, Fetch, Op, ProbePlan, Site, ValueSpec
 from agent.spec.probes import Probe, Value
 from agent.target.callers import INLINED
 from agent.target.dwarf.lines import Lines
@@ -26,7 +26,8 @@ def builtin(v: Value) -> tuple[ValueSpec, Fetch]:
     """A built-in value's spec and its fetch before the sites are known: ``$caller``
     and ``$caller_line`` are read at each site (``at_sites``), named through the binary
     ``bind`` gives them; the others are the BPF program's own."""
-    decode = str(v.builtin) if v.builtin in BUILTINS else "uint"
+    decode: Decode = "caller" if v.builtin == "caller" else \
+        "caller_line" if v.builtin == "caller_line" else "uint"
     return (ValueSpec(v.name, decode, 8, 0, "builtin", v.selector),
             Fetch("builtin", builtin=v.builtin or ""))
 

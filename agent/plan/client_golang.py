@@ -27,7 +27,7 @@ from typing import Any
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
@@ -149,7 +149,7 @@ def _field(b: Binary, recv_type: Any, base: str, name: str, decode: str
     return ValueSpec(name, got.decode, got.size, 0, got.type, f"m.{name}"), got.fetch
 
 
-def _reg(name: str, reg: str, decode: str, what: str) -> tuple[ValueSpec, Fetch]:
+def _reg(name: str, reg: str, decode: Decode, what: str) -> tuple[ValueSpec, Fetch]:
     # The register differs from site to site; the value's description must not, since
     # all sites of a probe share one event layout.
     return (ValueSpec(name, decode, 8, 0, what, f"register ({name})"),

@@ -9,10 +9,11 @@ names one object, and the in-kernel rows of two objects at one address never mix
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Final
 
 from agent.plan.model import Fetch, ProbePlan, ValueSpec
 
-NAME = "generation"  # the value (and aggregate key) every update probe gains
+NAME: Final = "generation"  # the value (and aggregate key) every update probe gains
 # A renew probe has no budget (kernel.budget): taken off, an address's new object would
 # be counted in its old one's rows, under its name. Its sites run once per object made
 # or dropped.

@@ -7,11 +7,50 @@ can be shown (``noop check``), diffed as JSON and handed to codegen. Plain froze
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from agent.spec.decoders import LabelRule
 from agent.target.discover import Selector
 from agent.target.proof import Proof
+
+# The kinds of each part of a plan: mypy (strict equality) refuses a misspelled one
+# wherever one is compared or made, and a cached plan holding another is not loaded.
+OpKind = Literal["reg", "sp", "deref", "index", "bound", "root", "add", "when", "itype"]
+FetchKind = Literal["mem", "mem_slice", "mem_array", "reg", "reg_slice", "builtin", "const",
+                    "derived", "addr", "sum", "unavailable", "generation", "gotype",
+                    "caller", "root", "later", "saved"]
+Decode = Literal["int", "uint", "float", "bool", "string", "bytes", "addr", "variant",
+                 "caller", "caller_line", "gotype"]
+Role = Literal["", "call", "return", "drop", "renew"]
+ColumnOp = Literal["sum", "last", "first", "max", "base", "hist"]
+MetricKind = Literal["counter", "gauge", "histogram"]
+Where = Literal["kernel", "events"]
+
+
+def _one_of(kind: Any, name: str, what: str) -> str:
+    if name not in get_args(kind):
+        raise ValueError(f"not {what}: {name!r}")
+    return name
+
+
+def fetch_kind(name: str) -> FetchKind:
+    """``name`` as a fetch kind (one a plan keeps as text: a generation's address)."""
+    return cast(FetchKind, _one_of(FetchKind, name, "a fetch kind"))
+
+
+def decode_of(name: str) -> Decode:
+    """``name`` as a decoding (a spec's ``as:``, checked where it is parsed)."""
+    return cast(Decode, _one_of(Decode, name, "a decoding"))
+
+
+def metric_kind(name: str) -> MetricKind:
+    """``name`` as a metric type (a spec's ``type:``, checked where it is parsed)."""
+    return cast(MetricKind, _one_of(MetricKind, name, "a metric type"))
+
+
+def where_of(name: str) -> Where:
+    """``name`` as where a metric is aggregated (a spec's ``aggregate:``)."""
+    return cast(Where, _one_of(Where, name, "where a metric is aggregated"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +76,7 @@ class Op:
     - ``add``: acc += offset (an address inside what acc points to)
     """
 
-    op: str
+    op: OpKind
     reg: str = ""
     offset: int = 0
     index: int = 0
@@ -139,7 +178,7 @@ class Fetch:
     - ``saved`` (at a return): value ``slot`` as the call's entry read it
     """
 
-    kind: str
+    kind: FetchKind
     ops: tuple[Op, ...] = ()
     offset: int = 0
     size: int = 8
@@ -197,7 +236,8 @@ class Fetch:
         if self.kind == "root":
             return f"{path}: kept as pointer {self.slot}"
         if self.kind == "generation":
-            at = Fetch(self.formula, self.ops, self.offset, 8, self.regs).describe()
+            at = Fetch(fetch_kind(self.formula), self.ops, self.offset, 8,
+                       self.regs).describe()
             return f"the generation of the object at {at} (0: none seen)"
         if self.kind == "later":
             return "read at the return"
@@ -238,7 +278,7 @@ class ValueSpec:
 
     name: str
     # int, uint, float, bool, string, bytes, addr, variant, caller, caller_line, gotype
-    decode: str
+    decode: Decode
     size: int  # bytes of a scalar (1, 2, 4, 8); strings and bytes: cap
     cap: int
     type: str
@@ -301,7 +341,7 @@ class Site:
     skip_flags: int = 0
     handling: str = ""
     keep_flags: int = 0
-    role: str = ""
+    role: Role = ""
     gate: Fetch | None = None
     gate_values: tuple[int, ...] = ()
     key: Fetch | None = None
@@ -339,7 +379,7 @@ class Column:
     """
 
     name: str
-    op: str
+    op: ColumnOp
     value: str
     bounds: tuple[int, ...] = ()
     mask: int = 0
@@ -379,13 +419,13 @@ class MetricPlan:
     ``column`` of the probe's aggregate; ``events``: in noop, from ring-buffer events)."""
 
     name: str
-    kind: str  # counter, gauge, histogram
+    kind: MetricKind
     help: str
     value: str | None
     buckets: tuple[float, ...]
     labels: tuple[LabelRule, ...]
     max_series: int
-    where: str  # kernel, events
+    where: Where
     column: str = ""
     why: str = ""  # why it is aggregated where it is, when not as asked
 

@@ -28,6 +28,10 @@ def dump(obj: Any) -> Any:
 def load(kind: Any, data: Any) -> Any:
     """The value of type ``kind`` that ``dump`` made ``data`` of."""
     origin = typing.get_origin(kind)
+    if origin is typing.Literal:  # a kind: one of the names the plan's types allow
+        if isinstance(data, str) and data in typing.get_args(kind):
+            return data
+        raise ValueError(f"{data!r} is none of {typing.get_args(kind)}")
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(kind)
         if data is None and type(None) in options:

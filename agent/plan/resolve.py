@@ -26,6 +26,7 @@ from agent.plan.keys import KEY_LIMIT, bound, key_size
 from agent.plan.model import (
     Aggregate,
     Column,
+    ColumnOp,
     Fetch,
     MetricPlan,
     Op,
@@ -34,6 +35,8 @@ from agent.plan.model import (
     Site,
     TargetPlan,
     ValueSpec,
+    metric_kind,
+    where_of,
 )
 from agent.plan.selectors import FIRST_POLL, Future, SelectError
 from agent.spec.probes import (
@@ -616,9 +619,9 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
                 and m.kind != "gauge":
             where, why = "events", "a BPF program has no floating point to add floats"
         column = f"m{n}" if where == "kernel" and value is not None else ""
-        plans.append(MetricPlan(m.name, m.kind, m.help, m.value, m.buckets,
-                                tuple(lab.rule for lab in m.labels), m.max_series, where,
-                                column, why))
+        plans.append(MetricPlan(m.name, metric_kind(m.kind), m.help, m.value, m.buckets,
+                                tuple(lab.rule for lab in m.labels), m.max_series,
+                                where_of(where), column, why))
     kernel = [p for p in plans if p.where == "kernel"]
     if not kernel:
         return tuple(plans), None
@@ -631,7 +634,8 @@ def _metrics(probe: Probe, specs: tuple[ValueSpec, ...], out: _Collector
         if not p.column or p.value is None:
             continue
         v = by_name[p.value]
-        op = {"counter": "sum", "gauge": "last"}.get(p.kind, "hist")
+        op: ColumnOp = "sum" if p.kind == "counter" else "last" if p.kind == "gauge" \
+            else "hist"
         bounds = tuple(bound(v, b) for b in p.buckets) if op == "hist" else ()
         columns.append(Column(p.column, op, p.value, bounds))
     agg = Aggregate(keys, tuple(columns), max(p.max_series for p in kernel))

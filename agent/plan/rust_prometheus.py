@@ -60,7 +60,7 @@ from elftools.dwarf.die import DIE
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Column, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
 from agent.spec.probes import parse_selector
 from agent.target import debuginfo, discover, guards, sites
@@ -90,7 +90,7 @@ _LOCAL_FLUSH = re.compile(r"prometheus::counter::GenericLocalCounter<[^>]*>::flu
 # The method of the program's call: the innermost of these around the Value copy.
 _OWNER = re.compile(r"prometheus::(counter|gauge)::Generic(?:Counter|Gauge)<[^>]*>::(\w+)")
 _NUMBERS = {"F64": "f64", "I64": "i64", "U64": "u64"}
-_DECODE = {"f64": "float", "i64": "int", "u64": "uint"}
+_DECODE: dict[str, Decode] = {"f64": "float", "i64": "int", "u64": "uint"}
 _LOCK_OPS = {"add": 1, "sub": -1, "inc": 1, "dec": -1}
 _STORES = ("mov", "movsd", "movq", "xchg")
 
@@ -571,7 +571,7 @@ def _sites(b: Binary, group: list[Found], pair: bool = True
     ``pair``, a histogram's count site is paired with its sum's swap, for the observed
     value (one more hit an observation)."""
     number = group[0].number
-    decode = "uint" if group[0].kind == "histogram" else _DECODE[number]
+    decode: Decode = "uint" if group[0].kind == "histogram" else _DECODE[number]
     what = {"f64": "f64 bits", "i64": "i64", "u64": "u64"}[number]
     specs = (ValueSpec("delta", decode, 8, 0, what, "the increment"),
              ValueSpec("value", decode, 8, 0, what, "the value after the update"),

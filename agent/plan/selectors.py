@@ -23,7 +23,7 @@ from typing import Any
 from elftools.dwarf.die import DIE
 
 from agent.errors import NoopError
-from agent.plan.model import Fetch, Op
+from agent.plan.model import Decode, Fetch, Op, decode_of
 from agent.spec.probes import Step
 from agent.target.amd64 import is_vector
 from agent.target.dwarf.locations import Location
@@ -116,7 +116,7 @@ class Future:
 @dataclass(frozen=True, slots=True)
 class Selected:
     fetch: Fetch
-    decode: str
+    decode: Decode
     size: int
     cap: int
     type: str
@@ -727,7 +727,8 @@ class Walker:
                               "read it as int or uint")
         if isinstance(place, _Mem):
             place = _Mem(place.ops, place.offset)
-        return Selected(self._scalar_fetch(place, 8, unavailable), want, 8, 0, tname)
+        return Selected(self._scalar_fetch(place, 8, unavailable), decode_of(want), 8, 0,
+                        tname)
 
     def _final(self, place: _Mem | _Regs | None, tdie: DIE | None, decode: str | None,
                cap: int, path: str, unavailable: str) -> Selected:
@@ -793,9 +794,10 @@ class Walker:
         if byteish:
             if kind == "array" and tdie is not None:
                 cap = min(cap, self._count(tdie) or cap)
-            return Selected(self._bytes_fetch(place, kind, seq, unavailable), want, cap, cap,
-                            tname)
-        return Selected(self._scalar_fetch(place, size, unavailable), want, size, 0, tname)
+            return Selected(self._bytes_fetch(place, kind, seq, unavailable), decode_of(want),
+                            cap, cap, tname)
+        return Selected(self._scalar_fetch(place, size, unavailable), decode_of(want), size, 0,
+                        tname)
 
     def _variant(self, place: _Mem | _Regs | None, tdie: DIE | None, decode: str | None,
                  path: str, unavailable: str) -> Selected:
@@ -828,8 +830,8 @@ class Walker:
         mask = (1 << 8 * size) - 1
         names = tuple((int(v) & mask, n) for v, n in names if isinstance(v, int))
         if decode in ("int", "uint"):
-            return Selected(self._scalar_fetch(place, size, unavailable), decode, size, 0,
-                            tname)
+            return Selected(self._scalar_fetch(place, size, unavailable), decode_of(decode),
+                            size, 0, tname)
         if decode not in (None, "string"):
             raise SelectError(f"{path} is {tname}: it cannot be read as {decode}",
                               "an enum reads as the name of its variant, or as int")
