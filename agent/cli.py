@@ -129,8 +129,10 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
         from agent.kernel.kfeatures import xmm_helper_available
+        from agent.live.discover import Locator
         # noop run waits for targets no process runs yet; the other commands say so.
-        plan = resolve.resolve(loaded, xmm_helper_available() is not None, wait=aggregate)
+        plan = resolve.resolve(loaded, xmm_helper_available() is not None, wait=aggregate,
+                               where=Locator())
         for warning in plan.warnings:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
@@ -436,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if getattr(args, "debuginfo", None):
-            from agent.target import debuginfo
+            from agent.binary import debuginfo
             binary = getattr(args, "binary", None)
             if not binary:
                 raise NoopError("--debuginfo needs --binary: name it in the spec's target as "

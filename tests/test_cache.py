@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agent import cache
+from agent.binary import debuginfo
+from agent.binary.amd64 import DWARF_REGS
+from agent.binary.dwarf import functions, lookup, reader
+from agent.binary.dwarf.types import TypeNamer
+from agent.binary.elf import ElfFile
 from agent.errors import NoopError
 from agent.kernel import cost, kfeatures
-from agent.target import debuginfo
-from agent.target.amd64 import DWARF_REGS
-from agent.target.dwarf import functions, lookup, reader
-from agent.target.dwarf.types import TypeNamer
-from agent.target.elf import ElfFile
 from agent.tools import inspect, render
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from agent.kernel.aggregate import Row
+from agent.live import cgroups
+from agent.live.cgroups import Processes, Where
 from agent.output.usermetrics import UserMetrics
 from agent.plan.model import LabelRule, MetricPlan, Plan, ProbePlan, ValueSpec
-from agent.target import cgroups
-from agent.target.cgroups import Processes, Where
 
 ID = "4f1c0c6b1a6a2a0f3e8f5b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e"
 UID = "0b7f9c1e-3d2a-4c5b-9e8f-1a2b3c4d5e6f"

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from harness.noop import command, popen, run
 
+from agent.binary import sites
+from agent.binary.elf import ElfFile
 from agent.kernel import bpfsys, compile, load
-from agent.target import sites
-from agent.target.elf import ElfFile
 
 REPO = Path(__file__).resolve().parent.parent
 

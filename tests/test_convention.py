@@ -4,8 +4,8 @@ at opt-level 0 (checked with objdump) as the expected answers."""
 
 import pytest
 
-from agent.target.abi.shape import Shape, struct, word
-from agent.target.dwarf import convention
+from agent.binary.abi.shape import Shape, struct, word
+from agent.binary.dwarf import convention
 
 U32, U64, F32, F64 = word("int", 4), word("int"), word("float", 4), word("float")
 FAT = struct(U64, U64)

@@ -26,11 +26,12 @@ from harness.metrics import get, samples
 from harness.noop import Agent, no_probe_left, run, start, stopped, target_byte, wait_for
 from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
 
+from agent.binary.elf import ElfFile
 from agent.errors import NoopError
+from agent.live import discover
 from agent.spec import probes as spec
 from agent.spec.probes import SpecError
-from agent.target import discover
-from agent.target.elf import ElfFile
+from agent.spec.selector import Selector
 
 pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
 
@@ -61,23 +62,23 @@ def sleeper(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
 def test_found_by_path_name_and_build_id(sleeper: tuple[Path, subprocess.Popen[bytes]]
                                          ) -> None:
     exe, proc = sleeper
-    (by_name,) = discover.find(discover.Selector(exe=exe.name))
+    (by_name,) = discover.find(Selector(exe=exe.name))
     assert (by_name.pid, by_name.exe) == (proc.pid, str(exe))
     assert by_name.path == f"/proc/{proc.pid}/root{exe}"  # the same file, reached via /proc
     st = exe.stat()
     assert by_name.file == (st.st_dev, st.st_ino)
-    assert [p.pid for p in discover.find(discover.Selector(path=str(exe)))] == [proc.pid]
+    assert [p.pid for p in discover.find(Selector(path=str(exe)))] == [proc.pid]
     build = ElfFile(exe).build_id
-    assert proc.pid in [p.pid for p in discover.find(discover.Selector(build_id=build))]
-    assert discover.find(discover.Selector(exe=exe.name), pid=os.getpid()) == []
-    assert [p.pid for p in discover.find(discover.Selector(exe=exe.name), pid=proc.pid)] \
+    assert proc.pid in [p.pid for p in discover.find(Selector(build_id=build))]
+    assert discover.find(Selector(exe=exe.name), pid=os.getpid()) == []
+    assert [p.pid for p in discover.find(Selector(exe=exe.name), pid=proc.pid)] \
         == [proc.pid]
     # A deleted executable is still reached, through /proc/PID/exe.
     exe.unlink()
     gone = discover.process(proc.pid)
     assert gone is not None and gone.exe == str(exe) and gone.path == f"/proc/{proc.pid}/exe"
     assert discover.BuildIds().of(gone) == build
-    assert [p.pid for p in discover.find(discover.Selector(exe=exe.name))] == [proc.pid]
+    assert [p.pid for p in discover.find(Selector(exe=exe.name))] == [proc.pid]
 
 
 def test_processes_of_one_file_attach_once(sleeper: tuple[Path, subprocess.Popen[bytes]]
@@ -85,8 +86,8 @@ def test_processes_of_one_file_attach_once(sleeper: tuple[Path, subprocess.Popen
     exe, proc = sleeper
     other = subprocess.Popen([str(exe), "60"])
     try:
-        _until(lambda: len(discover.find(discover.Selector(exe=exe.name))) == 2, "two")
-        found = discover.find(discover.Selector(exe=exe.name))
+        _until(lambda: len(discover.find(Selector(exe=exe.name))) == 2, "two")
+        found = discover.find(Selector(exe=exe.name))
         assert [p.pid for p in discover.distinct_files(found)] == [min(proc.pid, other.pid)]
     finally:
         other.kill()
@@ -114,7 +115,16 @@ def test_a_target_no_process_runs_is_one_clear_error(tmp_path: Path) -> None:
                           "process runs /no/such/dir/prog")]:
         text = f"targets: {{t: {target}}}\nprobes: [{{name: p, function: f}}]\n"
         with pytest.raises(NoopError, match=re.escape(said)):
-            resolve.resolve(spec.parse(text, "<t>"))
+            resolve.resolve(spec.parse(text, "<t>"), where=discover.Locator())
+
+
+def test_resolving_looks_at_no_process_unless_told(tmp_path: Path) -> None:
+    """Resolving reads files alone: a target only a running process can name is not
+    found without the live locator that noop's commands hand it."""
+    from agent.plan import resolve
+    text = "targets: {t: {exe: sh}}\nprobes: [{name: p, function: f}]\n"
+    with pytest.raises(NoopError, match="no such file here: an executable named sh"):
+        resolve.resolve(spec.parse(text, "<t>"))
 
 
 # -- a container without Kubernetes ------------------------------------------------------
@@ -152,7 +162,7 @@ def container(privileged: None, example: Path, tmp_path: Path
         url = next(m.group(1) for line in log if (m := re.search(r"(http://\S+/metrics)", line)))
         inside = next(int(m.group(1)) for line in log if (m := re.search(r"pid (\d+) ", line)))
         # Its own: unshare's child (another test's program called shop may run too).
-        found = discover.find(discover.Selector(exe="shop"))
+        found = discover.find(Selector(exe="shop"))
         own = [p for p in found if _parent(p.pid) == proc.pid]
         assert len(own) == 1, (proc.pid, [(p, _parent(p.pid)) for p in found])
         (shop,) = own
@@ -328,7 +338,7 @@ def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"a")
     b.write_bytes(b"bb")
-    sel = discover.Selector(exe="shop")
+    sel = Selector(exe="shop")
     plan = Plan("<t>", (TargetPlan("shop", str(a), "A", "go", None, None, selector=sel,
                                    pinned=False),), ())
     w = watch.Watch()

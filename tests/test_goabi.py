@@ -1,8 +1,8 @@
 """Go internal ABI assignment, worked by hand from abi-internal.md's rules."""
 
-from agent.target.abi import goabi
-from agent.target.abi.shape import Shape, struct, word
-from agent.target.dwarf.locations import Piece
+from agent.binary.abi import goabi
+from agent.binary.abi.shape import Shape, struct, word
+from agent.binary.dwarf.locations import Piece
 
 INT = word("int")
 F64 = word("float")

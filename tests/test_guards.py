@@ -3,7 +3,7 @@ paths make, the flags that keep its hits, and its registers read there."""
 
 from __future__ import annotations
 
-from agent.target import guards, sites
+from agent.binary import guards, sites
 
 LOCK_INC = bytes.fromhex("f048ff8098000000")  # lock inc qword [rax+0x98]
 LOAD = bytes.fromhex("488b03")  # mov rax, [rbx]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.binary.demangle import demangle, demangle_rust_legacy
 from agent.errors import NotFound, nearest
-from agent.target.demangle import demangle, demangle_rust_legacy
 
 
 @pytest.mark.parametrize(("symbol", "plain"), [

@@ -32,12 +32,13 @@ from harness.programs import EXAMPLE, go_build, go_toolchain
 from oracles import machine
 
 from agent import cache
+from agent.binary import debuginfo, proof
+from agent.binary.elf import ElfFile
 from agent.kernel import codegen, load
 from agent.kernel.kfeatures import attach_cookies
 from agent.plan import plain, presets
 from agent.plan.model import Plan, Site
-from agent.target import debuginfo, proof
-from agent.target.elf import ElfFile
+from agent.spec.selector import Selector
 
 # attach: run again with --attach perf (setup.sh test). Never side by side (setup.sh
 # runs a test file on one worker): they start copies of one build at replaced paths,
@@ -605,9 +606,9 @@ def test_a_copy_of_the_build_with_other_code_is_refused_alone(privileged: None,
 def test_the_watch_leaves_a_refused_file_until_it_changes(tmp_path: Path) -> None:
     """A file refused a plan's probes is not offered again to that plan while it stays
     as it is; once it changes, or for another plan, it is."""
+    from agent.live import discover
     from agent.plan.model import TargetPlan
     from agent.service import watch
-    from agent.target import discover
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"a")
     b.write_bytes(b"a")
@@ -618,7 +619,7 @@ def test_the_watch_leaves_a_refused_file_until_it_changes(tmp_path: Path) -> Non
                                 st.st_mtime_ns, st.st_size)
 
     target = TargetPlan("shop", str(a), "A", "go", None, None,
-                        selector=discover.Selector(exe="shop"), pinned=False)
+                        selector=Selector(exe="shop"), pinned=False)
     plan = Plan("<t>", (target,), ())
     w = watch.Watch()
     w.ids.of = lambda p: "A"  # type: ignore[method-assign]
@@ -637,17 +638,17 @@ def test_the_watch_compares_with_the_file_as_attached(tmp_path: Path) -> None:
     """A pinned file renamed over after noop attached to it, before the watch's first
     look: the watch compares with the file as it was opened to attach, sees it changed
     and asks for a new plan (read now, it would take the new file for the probed one)."""
+    from agent.binary.elf import stamp
     from agent.plan.model import TargetPlan
     from agent.service import watch
-    from agent.target import discover
     a = tmp_path / "shop"
     a.write_bytes(b"old")
-    attached = discover.stamp(str(a))
+    attached = stamp(str(a))
     staged = tmp_path / "shop.new"
     staged.write_bytes(b"new build")
     os.replace(staged, a)
     target = TargetPlan("shop", str(a), "A", "go", None, None,
-                        selector=discover.Selector(path=str(a)), pinned=True)
+                        selector=Selector(path=str(a)), pinned=True)
     plan = Plan("<t>", (target,), ())
     step = watch.Watch().step(plan, lambda _t: {str(a)}, [], stamp=lambda _p: attached)
     assert step.replan == f"target shop: {a} changed on disk"
@@ -661,15 +662,15 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
     plan's: it says so once and leaves that file unprobed, without making the plan
     again, pass after pass; the target's own process stays probed and counted."""
     from agent.kernel.kfeatures import xmm_helper_available
+    from agent.live import discover
     from agent.service import daemon
-    from agent.target import discover
 
     name = f"svc{os.getpid()}"  # followed by name: no other test's process has it
     with path_of(example, tmp_path, "a", name) as own:
         plan = _preset(own)
         (target,) = plan.targets
         plan = replace(plan, targets=(replace(
-            target, selector=discover.Selector(exe=name), pinned=False),))
+            target, selector=Selector(exe=name), pinned=False),))
         copy = _altered(example, plan, tmp_path / "b", name)
         copy.chmod(0o755)
         said: list[str] = []
@@ -709,7 +710,7 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
 
 def _with(step: Callable[..., Any], extra: Any) -> Callable[..., Any]:
     """Watch.step seeing ``extra`` among the processes it finds."""
-    from agent.target import discover
+    from agent.live import discover
 
     def stepped(plan: Plan, attached: Callable[[str], set[str]], procs: Any = None,
                 stamp: Any = None) -> Any:

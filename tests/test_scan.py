@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from elftools.dwarf.die import DIE
 
-from agent.target.dwarf import scan
-from agent.target.dwarf.reader import die_name, open_dwarf
-from agent.target.dwarf.tree import Tree
+from agent.binary.dwarf import scan
+from agent.binary.dwarf.reader import die_name, open_dwarf
+from agent.binary.dwarf.tree import Tree
 
 
 def _both(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,8 +73,8 @@ def test_go_type_names_as_the_full_walk_has_them(example: Path) -> None:
 
 
 def _names_as_the_full_walk_has_them(binary: Path) -> None:
-    from agent.target.dwarf.functions import Functions
-    from agent.target.dwarf.types import TypeNamer
+    from agent.binary.dwarf.functions import Functions
+    from agent.binary.dwarf.types import TypeNamer
 
     dwarf = open_dwarf(binary)
     functions = Functions(dwarf, TypeNamer(dwarf))

@@ -19,7 +19,7 @@ from harness import builds
 from harness.noop import run as noop
 from harness.programs import GO_TOOLCHAINS, PROGRAMS, go_build, go_toolchain
 
-from agent.target.elf import ElfFile, Symbol
+from agent.binary.elf import ElfFile, Symbol
 
 REPO = Path(__file__).resolve().parent.parent
 PKG = "github.com/prometheus/client_golang/prometheus"
@@ -142,8 +142,8 @@ def _short(name: str) -> str:
 
 
 def _struct_names(binary: Path) -> list[str]:
-    from agent.target.gometa.program import GoProgram
-    from agent.target.gometa.rtypes import STRUCT
+    from agent.binary.gometa.program import GoProgram
+    from agent.binary.gometa.rtypes import STRUCT
 
     with ElfFile(binary) as elf:
         program = GoProgram(elf)
@@ -307,8 +307,8 @@ def test_a_debug_file_of_another_build_is_refused(c_layouts: Path, c_layouts_o2:
 
 
 def test_damaged_go_metadata_is_one_line(stripped_example: Path, tmp_path: Path) -> None:
-    from agent.target.gometa import pclntab
-    from agent.target.gometa.image import Image
+    from agent.binary.gometa import pclntab
+    from agent.binary.gometa.image import Image
 
     with ElfFile(stripped_example) as elf:
         at = pclntab.find_header(Image(elf))
@@ -367,7 +367,7 @@ def test_the_preset_refuses_update_methods_it_does_not_know(tmp_path: Path) -> N
 
 
 def test_build_info_modules() -> None:
-    from agent.target.gometa import buildinfo
+    from agent.binary.gometa import buildinfo
 
     info = buildinfo.parse("go1.24.11", (
         b"path\texample.com/shop/cmd/shop\n"
@@ -502,7 +502,7 @@ def test_no_section_headers_at_all(stripped_example: Path, example: Path,
 
 def test_a_descriptor_pointing_outside_is_one_line(stripped_example: Path,
                                                    tmp_path: Path) -> None:
-    from agent.target.gometa.program import GoProgram
+    from agent.binary.gometa.program import GoProgram
 
     with ElfFile(stripped_example) as elf:
         program = GoProgram(elf)
@@ -532,8 +532,8 @@ def test_types_found_by_name_are_those_of_every_type(twins: tuple[Path, Path]) -
     """A type found by its name alone (a binary search in typelinks, a pointer's
     element, a package named other than its path) is the one reading every descriptor
     names so; a name no descriptor has is None."""
-    from agent.target.gometa.program import GoProgram
-    from agent.target.gometa.rtypes import POINTER
+    from agent.binary.gometa.program import GoProgram
+    from agent.binary.gometa.rtypes import POINTER
 
     _full, stripped = twins
     with ElfFile(stripped) as elf:
@@ -554,7 +554,7 @@ def test_types_found_by_name_are_those_of_every_type(twins: tuple[Path, Path]) -
 def test_inlining_trees_compared_by_name_offset(twins: tuple[Path, Path]) -> None:
     """The functions whose inlining trees hold a wanted name, found by comparing name
     offsets, are those found by decoding every tree, for a package and for all."""
-    from agent.target.gometa.program import GoProgram
+    from agent.binary.gometa.program import GoProgram
 
     _full, stripped = twins
     with ElfFile(stripped) as elf:
@@ -593,7 +593,7 @@ def test_the_preset_from_its_scope_equals_it_from_all_metadata(
 
 
 def test_a_pattern_s_scope() -> None:
-    from agent.target.gometa.scope import Scope, of_pattern
+    from agent.binary.gometa.scope import Scope, of_pattern
 
     assert of_pattern("a.(*T).M") == Scope(functions=("a.(*",))  # fnmatch's * in (*T)
     assert of_pattern("a.b") == Scope(functions=("a.b",))
@@ -609,8 +609,8 @@ def test_funcs_from_metadata_list_what_its_dwarf_lists(twins: tuple[Path, Path],
     """``noop funcs`` on a stripped Go binary lists every function and its inlined
     copies straight from the metadata: the rows the DWARF made from all of it gives
     (a pattern filters them)."""
-    from agent.target.dwarf.reader import Dwarf
-    from agent.target.dwarf.types import TypeNamer
+    from agent.binary.dwarf.reader import Dwarf
+    from agent.binary.dwarf.types import TypeNamer
     from agent.tools import inspect
 
     _full, stripped = twins

@@ -15,8 +15,8 @@ from harness import builds
 from harness.noop import tracing
 from harness.programs import PROGRAMS, NoopRun, installed, run_build
 
-from agent.target.demangle import strip_suffix
-from agent.target.elf import ElfFile
+from agent.binary.demangle import strip_suffix
+from agent.binary.elf import ElfFile
 
 
 @pytest.fixture(scope="module")

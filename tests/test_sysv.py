@@ -1,8 +1,8 @@
 """System V AMD64 classification, with the psABI's own kinds of examples."""
 
-from agent.target.abi import sysv
-from agent.target.abi.shape import Shape, struct, word
-from agent.target.dwarf.locations import Piece
+from agent.binary.abi import sysv
+from agent.binary.abi.shape import Shape, struct, word
+from agent.binary.dwarf.locations import Piece
 
 INT = word("int", 4)
 LONG = word("int")

@@ -15,13 +15,13 @@ import pytest
 from capstone import x86
 from elftools.elf.elffile import ELFFile
 
-from agent.target import sites
-from agent.target.dwarf import lookup
-from agent.target.dwarf.functions import Functions, name_parts, own_name
-from agent.target.dwarf.reader import Dwarf, attr, open_dwarf
-from agent.target.dwarf.sections import section_bytes
-from agent.target.dwarf.types import TypeNamer
-from agent.target.elf import ElfFile
+from agent.binary import sites
+from agent.binary.dwarf import lookup
+from agent.binary.dwarf.functions import Functions, name_parts, own_name
+from agent.binary.dwarf.reader import Dwarf, attr, open_dwarf
+from agent.binary.dwarf.sections import section_bytes
+from agent.binary.dwarf.types import TypeNamer
+from agent.binary.elf import ElfFile
 
 _KINDS = ["rust_layouts", "rust_dropped", "rust_handler", "c_layouts_o2",
           "c_dropped_clang", "c_dropped_gcc"]

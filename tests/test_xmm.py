@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.binary.elf import ElfFile
 from agent.kernel import codegen, kfeatures, ringbuf
 from agent.plan import resolve
 from agent.spec import probes as spec
-from agent.target.elf import ElfFile
 
 MIX = """
 targets: {c: {binary: BINARY}}

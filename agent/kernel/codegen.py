@@ -13,11 +13,11 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Literal
 
+from agent.binary.amd64 import PT_REGS
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.events import Layout
 from agent.kernel.reads import fetch_c, unreadable
 from agent.plan.model import Fetch, Plan, ProbePlan, Site, ValueSpec
-from agent.target.amd64 import PT_REGS
 
 Mode = Literal["trace", "run"]  # noop --binary/--config (events) or noop run (aggregates)
 

@@ -30,10 +30,10 @@ from functools import cache
 from pathlib import Path
 
 from agent import cache as disk
+from agent.binary import proof, sites
 from agent.errors import NoopError
 from agent.kernel import bpfsys
 from agent.plan import plain
-from agent.target import proof, sites
 
 EMPTY_C = "int noop_bench_empty(struct pt_regs *ctx)\n{\n\treturn 0;\n}\n"
 CLASSES = (sites.EMULATED, sites.SINGLE_STEPPED)

@@ -164,10 +164,10 @@ def scalar(v: ValueSpec, raw: int) -> Any:
     if v.decode == "variant":
         return v.variant(bits)
     if v.decode in CALLERS:  # what names them reads DWARF: imported when one comes
-        from agent.target import callers
+        from agent.binary import callers
         return callers.name(v.binary, v.build, bits, v.decode == "caller_line")
     if v.decode == "gotype":
-        from agent.target import gotypes
+        from agent.binary import gotypes
         return gotypes.name(v.binary, v.build, bits)
     return bits
 

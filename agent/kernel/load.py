@@ -16,15 +16,15 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
+from agent.binary import debuginfo
+from agent.binary.elf import Stamp
+from agent.binary.proof import Opened, Proof
 from agent.errors import NoopError
 from agent.kernel import aggregate, bpfsys, ringbuf
 from agent.kernel.codegen import RINGBUF_BYTES, Program
 from agent.kernel.compile import Compiled, compile_c
 from agent.kernel.compile import bcc_version as bcc_version
 from agent.plan.model import Plan
-from agent.target import debuginfo
-from agent.target.discover import Stamp
-from agent.target.proof import Opened, Proof
 
 P = TypeVar("P")
 

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
+from agent.live.cgroups import Processes
 from agent.output import updates
 from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
@@ -26,7 +27,6 @@ from agent.plan import generations, rust_prometheus
 from agent.plan.client_golang import COUNT_MASK
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.presets import library
-from agent.target.cgroups import Processes
 
 LABELS = ("target", "pid", "library", "metric", "labels")
 

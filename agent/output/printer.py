@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from agent.kernel.events import Event
+from agent.live.cgroups import Processes
 from agent.output import updates
 from agent.output.undecodable import probe_of, shown, why
 from agent.plan.model import Plan, ProbePlan
-from agent.target.cgroups import Processes
 
 # CLOCK_MONOTONIC (bpf_ktime_get_ns) -> wall clock, fixed once at start.
 _EPOCH_OFFSET = time.time_ns() - time.monotonic_ns()

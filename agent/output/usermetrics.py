@@ -23,12 +23,12 @@ from prometheus_client.core import (
 from agent.kernel import events
 from agent.kernel.aggregate import Row
 from agent.kernel.events import ABSENT, FAULTS, PID, TS, Event, Records
+from agent.live.cgroups import Processes
 from agent.output.undecodable import Tally, Undecodable, row_ident, shown, why
 from agent.output.undecodable import value as read
 from agent.plan.model import MetricPlan, Plan, ProbePlan, ValueSpec
 from agent.spec import decoders
 from agent.spec.decoders import go_float
-from agent.target.cgroups import Processes
 
 OVERFLOW = "__overflow__"  # every label's value in a metric's overflow series
 PID_KEY = "$pid"  # the part of every in-kernel key that says which process hit

@@ -9,18 +9,19 @@ from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
+from agent.binary import debuginfo, proof, sites
+from agent.binary.dwarf.functions import Functions
+from agent.binary.dwarf.lookup import find_type
+from agent.binary.dwarf.reader import Dwarf
+from agent.binary.dwarf.types import TypeNamer
+from agent.binary.elf import ElfFile
+from agent.binary.gometa import buildinfo
+from agent.binary.gometa.image import Image
+from agent.binary.gometa.scope import Scope
 from agent.errors import NoopError
 from agent.plan.model import ProbePlan, Site, TargetPlan
 from agent.plan.selectors import Walker
-from agent.target import debuginfo, discover, proof, sites
-from agent.target.dwarf.functions import Functions
-from agent.target.dwarf.lookup import find_type
-from agent.target.dwarf.reader import Dwarf
-from agent.target.dwarf.types import TypeNamer
-from agent.target.elf import ElfFile
-from agent.target.gometa import buildinfo
-from agent.target.gometa.image import Image
-from agent.target.gometa.scope import Scope
+from agent.spec.selector import Selector, through_proc
 
 # runtime.g.goid by Go version, for stripped builds whose runtime.g has no type
 # descriptor; each checked in the tests against DWARF of that toolchain's builds.
@@ -148,11 +149,11 @@ class Binary:
         return sym.address if sym is not None else 0
 
     def plan(self, name: str, pid: int | None, also: tuple[str, ...] = (),
-             selector: discover.Selector | None = None, pinned: bool = True,
+             selector: Selector | None = None, pinned: bool = True,
              modules: tuple[tuple[str, str], ...] = ()) -> TargetPlan:
         # A path through /proc/PID/root reaches another mount namespace's file: resolving
         # its links would name a path of that namespace instead.
-        path = self.path if self.path.startswith(str(discover.PROC) + "/") \
+        path = self.path if through_proc(self.path) \
             else str(Path(self.path).resolve())
         where = self.dwarf.source.how if self.dwarf.source.kind != "separate" \
             else f"{self.dwarf.source.path} ({self.dwarf.source.how})"

@@ -3,7 +3,7 @@ canonical frame address - 8 (at a function's entry the top of the stack; later i
 wherever the call-frame information puts the frame: C and Rust release builds keep no
 frame pointer, Go's comes from its .debug_frame or, stripped, its pclntab's SP
 deltas), or, at a site in an inlined copy, the copy's own call (a token the output
-resolves: ``agent.target.callers``). The value stays an address in the kernel (an
+resolves: ``agent.binary.callers``). The value stays an address in the kernel (an
 in-kernel aggregate keys on it); names are resolved when it is printed or scraped.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent.binary.callers import INLINED
+from agent.binary.dwarf.lines import Lines
+from agent.binary.dwarf.reader import origin_of
 from agent.plan.binary import Binary
 from agent.plan.model import Decode, Fetch, Op, ProbePlan, Site, ValueSpec
 from agent.spec.probes import Probe, Value
-from agent.target.callers import INLINED
-from agent.target.dwarf.lines import Lines
-from agent.target.dwarf.reader import origin_of
 
 BUILTINS = ("caller", "caller_line")
 RESOLVED = (*BUILTINS, "gotype")  # values named through the binary when shown

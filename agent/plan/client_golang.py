@@ -24,6 +24,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agent.binary import sites
+from agent.binary.dwarf.locations import Location, Piece, Unavailable
+from agent.binary.dwarf.reader import die_name
+from agent.binary.gometa.scope import Scope
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
@@ -31,10 +35,7 @@ from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePl
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
 from agent.spec.probes import parse_selector
-from agent.target import discover, sites
-from agent.target.dwarf.locations import Location, Piece, Unavailable
-from agent.target.dwarf.reader import die_name
-from agent.target.gometa.scope import Scope
+from agent.spec.selector import Selector
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
@@ -236,7 +237,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
     if made is not None:
         probes.append(made)
     # Watched like a spec's target named by this path (noop run: up, a new build).
-    here = discover.Selector(path=str(Path(path).resolve()))
+    here = Selector(path=str(Path(path).resolve()))
     return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
                 tuple(probes))
 

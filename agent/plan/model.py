@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
+from agent.binary.proof import Proof
 from agent.spec.decoders import LabelRule
-from agent.target.discover import Selector
-from agent.target.proof import Proof
+from agent.spec.selector import Selector
 
 # The kinds of each part of a plan: mypy (strict equality) refuses a misspelled one
 # wherever one is compared or made, and a cached plan holding another is not loaded.
@@ -327,7 +327,7 @@ class Site:
     completed: the call was cancelled).
 
     ``proof`` is what the file must hold for a uprobe to go at ``file_offset``: its
-    build, the code around it and the instruction there (``agent.target.proof``),
+    build, the code around it and the instruction there (``agent.binary.proof``),
     checked before every attach.
     """
 
@@ -496,7 +496,7 @@ class TargetPlan:
     # this host, probed whether or not a process runs it
     selector: Selector | None = None
     pinned: bool = True
-    debug: str = "in the binary"  # where its DWARF came from (agent.target.debuginfo)
+    debug: str = "in the binary"  # where its DWARF came from (agent.binary.debuginfo)
     go_version: str | None = None
     modules: tuple[tuple[str, str], ...] = ()  # (module, version) the plan depends on
 

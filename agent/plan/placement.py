@@ -18,16 +18,16 @@ from functools import partial
 
 from elftools.dwarf.die import DIE
 
+from agent.binary import sites
+from agent.binary.amd64 import is_vector
+from agent.binary.dwarf.functions import FunctionVars, Inlined
+from agent.binary.dwarf.locations import Location, Piece
 from agent.errors import NoopError
 from agent.plan import updates
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch, Op, Site, ValueSpec
 from agent.plan.selectors import SelectError
 from agent.spec.probes import Probe, parse_selector
-from agent.target import sites
-from agent.target.amd64 import is_vector
-from agent.target.dwarf.functions import FunctionVars, Inlined
-from agent.target.dwarf.locations import Location, Piece
 
 FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
 

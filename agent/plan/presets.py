@@ -8,13 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from agent import cache
+from agent.binary import debuginfo, proof
+from agent.binary.dwarf.reader import damage_said
+from agent.binary.elf import ElfFile
 from agent.errors import NoopError
 from agent.plan import client_golang, plain, rust_prometheus
 from agent.plan.binary import Binary
 from agent.plan.model import Plan
-from agent.target import debuginfo, discover, proof
-from agent.target.dwarf.reader import damage_said
-from agent.target.elf import ElfFile
+from agent.spec.selector import Selector, through_proc
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 LIBRARIES = {"client_golang preset": "client_golang",
@@ -27,7 +28,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
 
     The plan depends on the binary's bytes alone: it is kept in noop's cache by
     build-id, and a start that finds it opens no DWARF."""
-    here = discover.Selector(path=str(Path(path).resolve()))
+    here = Selector(path=str(Path(path).resolve()))
     elf = ElfFile(path)
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
     build_id = debuginfo.cache_id(elf)
@@ -40,7 +41,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
         if build_id:
             cache.put(build_id, "preset", key, plain.dump(made))
     (target,) = made.targets
-    binary = path if path.startswith(str(discover.PROC) + "/") else here.path or path
+    binary = path if through_proc(path) else here.path or path
     return replace(made, targets=(replace(target, binary=binary, pid=pid, selector=here),))
 
 

@@ -13,12 +13,19 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from elftools.dwarf.die import DIE
 
 from agent import cache
+from agent.binary import debuginfo, proof
+from agent.binary.dwarf.functions import FunctionVars
+from agent.binary.dwarf.locations import Location
+from agent.binary.dwarf.reader import damage_said, die_name, origin_of
+from agent.binary.elf import ElfFile
+from agent.binary.gometa.scope import Scope, of_pattern
 from agent.errors import NoopError, nearest
 from agent.plan import callers, elsewhere, lines, placement, plain
 from agent.plan.binary import Binary
@@ -50,12 +57,7 @@ from agent.spec.probes import (
     parse_selector,
 )
 from agent.spec.reader import Mark, Problem, SpecError
-from agent.target import debuginfo, discover, proof
-from agent.target.dwarf.functions import FunctionVars
-from agent.target.dwarf.locations import Location
-from agent.target.dwarf.reader import damage_said, die_name, origin_of
-from agent.target.elf import ElfFile
-from agent.target.gometa.scope import Scope, of_pattern
+from agent.spec.selector import NotRunning, Selector, binary_path, selector_of, through_proc
 
 
 @dataclass
@@ -66,67 +68,35 @@ class _Collector:
         self.problems.append(Problem(mark, message, hint, probe))
 
 
-def binary_path(spec: Spec, binary: str) -> str:
-    """A target's binary: absolute as given, else relative to the spec file's directory."""
-    p = Path(binary)
-    if p.is_absolute() or spec.path.startswith("<"):
-        return str(p)
-    return str(Path(spec.path).parent / p)
+# Where a target's program is read from: its file, and the other files (in other
+# containers) of the same build; NotRunning when nothing runs it. Finding processes is
+# agent.live's (discover.Locator): resolving reads files alone.
+Where = Callable[[Spec, Target], tuple[str, tuple[str, ...]]]
 
 
-class NotRunning(NoopError):
-    """No process runs what a target names (and no file on this host has it)."""
-
-    def __init__(self, message: str, hint: str, selector: discover.Selector) -> None:
-        super().__init__(message, hint)
-        self.selector = selector
-
-
-def selector_of(spec: Spec, t: Target) -> discover.Selector:
-    """How ``t`` names its program, its path made absolute."""
-    if t.binary is not None:
-        return discover.Selector(path=binary_path(spec, t.binary), container=t.container,
-                                 pod=t.pod)
-    return discover.Selector(exe=t.exe, build_id=t.build_id, container=t.container,
-                             pod=t.pod)
+def on_host(spec: Spec, t: Target) -> tuple[str, tuple[str, ...]]:
+    """A target named by a path, as that file on this host (no process is looked at)."""
+    selector = selector_of(spec, t)
+    if selector.path is not None and os.path.lexists(selector.path):
+        return selector.path, ()
+    raise NotRunning(f"no such file here: {selector.describe()}",
+                     "check the path, or start the program (noop run finds processes)",
+                     selector)
 
 
-def locate(spec: Spec, t: Target, ids: discover.BuildIds) -> tuple[str, tuple[str, ...]]:
-    """The file a target's program is read from, and the other files (in other
-    containers) that processes run with the same build: a path on this host as it
-    is; else, or when the target names an executable or a build-id, what the running
-    processes run, reached through /proc."""
-    if t.binary is not None:
-        path = binary_path(spec, t.binary)
-        if not Path(t.binary).is_absolute() or os.path.lexists(path):
-            return path, ()
-    selector = selector_of(spec, t)  # an absolute path not here: as processes see it
-    found = discover.distinct_files(discover.find(selector, t.pid, ids=ids))
-    if not found:
-        runs = f"process {t.pid} does not run" if t.pid is not None else "no process runs"
-        raise NotRunning(("no such file here, and " if t.binary is not None else "") +
-                         f"{runs} {selector.describe()}",
-                         "start the program first, or check the name (noop looks in every "
-                         "process, containers included, through /proc)", selector)
-    builds = sorted({ids.of(p) or "?" for p in found})
-    if len(builds) > 1:
-        raise NoopError(f"processes run {len(builds)} builds of {selector.describe()} "
-                        f"({', '.join(builds)})", "name one of them by build_id")
-    return found[0].path, tuple(p.path for p in found[1:])
-
-
-def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
+def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
+            where: Where = on_host) -> Plan:
     """The plan for ``spec``; ``xmm_readable``: the kernel has a helper that reads XMM
     registers, so float arguments are read where they are passed; ``wait``: a target
-    no process runs is left out, in ``Plan.waiting``, rather than an error."""
+    no process runs is left out, in ``Plan.waiting``, rather than an error; ``where``:
+    the file each target is read from."""
     out = _Collector([])
     targets: list[TargetPlan] = []
-    ids = discover.BuildIds()
-    waiting: list[tuple[str, discover.Selector]] = []
+    waiting: list[tuple[str, Selector]] = []
     found: list[tuple[int, ProbePlan]] = []  # (the probe's place in the spec, its plan)
     for t in spec.targets:
         try:
-            path, also = locate(spec, t, ids)
+            path, also = where(spec, t)
             if t.debuginfo:
                 debuginfo.name(path, binary_path(spec, t.debuginfo))
             debuginfo.sign(path, {p.function: p.signature for p in spec.probes
@@ -144,7 +114,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
         except NoopError as exc:
             out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
             continue
-        pinned = t.binary is not None and not path.startswith(str(discover.PROC) + "/")
+        pinned = t.binary is not None and not through_proc(path)
         mine = [(n, p) for n, p in enumerate(spec.probes) if p.target == t.name]
         key = _key(mine, xmm_readable)
         kept = _kept(build_id, key) if build_id and key else None
@@ -168,7 +138,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False) -> Plan:
             gc.collect()
         else:
             target, got = kept
-        here = path if path.startswith(str(discover.PROC) + "/") else str(Path(path).resolve())
+        here = path if through_proc(path) else str(Path(path).resolve())
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
         found += [(n, callers.bind(plan, here, target.build_id)) for n, plan in got]
@@ -682,7 +652,7 @@ def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
         return None
     missing = b.functions.no_values(fv.function) if var is None else ""
     if missing:
-        from agent.target.dwarf.symtab import NO_VALUES
+        from agent.binary.dwarf.symtab import NO_VALUES
 
         out.add(v.mark, f"{v.name}: {fv.function} has no known parameters: {missing}",
                 NO_VALUES, probe.name)

@@ -57,17 +57,18 @@ from pathlib import Path
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 
+from agent.binary import debuginfo, guards, sites
+from agent.binary.amd64 import full_register
+from agent.binary.dwarf.functions import own_name
+from agent.binary.dwarf.locations import Piece
+from agent.binary.dwarf.reader import die_name, origin_of
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
 from agent.spec.probes import parse_selector
-from agent.target import debuginfo, discover, guards, sites
-from agent.target.amd64 import full_register
-from agent.target.dwarf.functions import own_name
-from agent.target.dwarf.locations import Piece
-from agent.target.dwarf.reader import die_name, origin_of
+from agent.spec.selector import Selector
 
 TARGET = "main"
 LIBRARY = "rust-prometheus"
@@ -251,7 +252,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
         probes[0] = replace(probes[0], unseen=tuple(missed))
     if dropped is not None:
         probes.append(dropped)
-    here = discover.Selector(path=str(Path(b.path).resolve()))
+    here = Selector(path=str(Path(b.path).resolve()))
     return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
 
 

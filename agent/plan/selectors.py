@@ -22,13 +22,13 @@ from typing import Any
 
 from elftools.dwarf.die import DIE
 
+from agent.binary.amd64 import is_vector
+from agent.binary.dwarf.locations import Location
+from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
+from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
 from agent.errors import NoopError
 from agent.plan.model import Decode, Fetch, Op, decode_of
 from agent.spec.probes import Step
-from agent.target.amd64 import is_vector
-from agent.target.dwarf.locations import Location
-from agent.target.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
-from agent.target.dwarf.types import GoKind, TypeNamer, member_offset
 
 _ENCODING = {2: "bool", 4: "float", 5: "int", 6: "int", 7: "uint", 8: "uint", 0x10: "uint"}
 
@@ -395,7 +395,7 @@ class Walker:
     def _types_start(self) -> int | None:
         """Where the binary's type descriptors start (``runtime.types``): DWARF gives a
         type's descriptor as an offset from it."""
-        from agent.target.gometa.program import GoProgram
+        from agent.binary.gometa.program import GoProgram
         if self.dwarf.elf.e_type == 3:  # ET_DYN: a PIE moves the descriptors at load
             return None
         try:
@@ -407,7 +407,7 @@ class Walker:
     def runtime_type(self, name: str, path: str) -> tuple[int, DIE]:
         """The address of Go type ``name``'s descriptor, and the DWARF entry of the
         value an interface holding one points to (``*T``: T; T: T)."""
-        from agent.target.dwarf.lookup import find_type
+        from agent.binary.dwarf.lookup import find_type
         pointer = name.startswith("*")
         try:
             die = find_type(self.dwarf, name)
@@ -439,7 +439,7 @@ class Walker:
     @cached_property
     def _descriptors(self) -> dict[str, int]:
         """The binary's type descriptors by the name Go's DWARF gives their type."""
-        from agent.target.gometa.program import GoProgram
+        from agent.binary.gometa.program import GoProgram
         try:
             return {t.name: t.address for t in GoProgram(self.dwarf.elf).types.all}
         except (NoopError, ValueError, KeyError, IndexError, struct.error):

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.binary import sites
+from agent.binary.dwarf.lookup import find_type
 from agent.errors import NotFound
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch
-from agent.target import sites
-from agent.target.dwarf.lookup import find_type
 
 PKG = "github.com/prometheus/client_golang/prometheus"
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agent.binary import elf
+from agent.binary.elf import Stamp
+from agent.live import discover
 from agent.plan.model import Plan
-from agent.target import discover
 
 SCAN_EVERY = 1.0  # seconds between passes over /proc
-Stamp = discover.Stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ class Watch:
         is the version of the file attached at ``path`` as it was opened to attach (a
         file renamed over the path since is another version), else read now."""
         def version(path: str) -> Stamp | None:
-            return (stamp(path) if stamp is not None else None) or discover.stamp(path)
+            return (stamp(path) if stamp is not None else None) or elf.stamp(path)
 
         if plan is not self._plan:  # a new plan: what its files are now
             self._plan = plan
@@ -85,7 +86,7 @@ class Watch:
                 why = (f"target {t.name}: a process runs another build "
                        f"({', '.join(sorted(b or '?' for b in builds))})")
             if t.pinned:
-                now_stamp = discover.stamp(t.binary)
+                now_stamp = elf.stamp(t.binary)
                 state.append((t.binary, frozenset([str(now_stamp)])))
                 if now_stamp != self._pinned.get(t.binary) and not why:
                     why = f"target {t.name}: {t.binary} changed on disk"
@@ -123,7 +124,7 @@ class Watch:
     def refuse_file(self, path: str, version: Stamp | None, plan: Plan) -> None:
         """The file at ``path`` cannot take ``plan``'s probes: not offered again for
         that plan while the file stays this version (``version``: None, as it is now)."""
-        got = version or discover.stamp(path)
+        got = version or elf.stamp(path)
         self._refused_files = {p: r for p, r in self._refused_files.items()
                                if r[1] is plan}  # those of older plans are moot
         if got is not None:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agent import logs
+from agent.binary import sites
 from agent.errors import NoopError
 from agent.kernel.cost import Costs
 from agent.plan.model import Plan, ProbePlan
-from agent.target import sites
 
 LOOK_EVERY = 0.1  # seconds between looks at the counts while measuring
 
@@ -84,8 +84,8 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     of its sites (nothing read, nothing sent): per probe the busiest process's hits
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
+    from agent.binary.proof import Opened
     from agent.kernel import codegen, load
-    from agent.target.proof import Opened
 
     load.check_privileges()
     load.check_targets(plan)

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent import cache
+from agent.binary import debuginfo
+from agent.binary.elf import ElfFile
+from agent.binary.gometa.scope import Scope
 from agent.errors import NoopError, NotFound
-from agent.target import debuginfo
-from agent.target.elf import ElfFile
-from agent.target.gometa.scope import Scope
 
 if TYPE_CHECKING:
-    from agent.target.dwarf.reader import Dwarf
-    from agent.target.dwarf.types import TypeNamer
+    from agent.binary.dwarf.reader import Dwarf
+    from agent.binary.dwarf.types import TypeNamer
 
 Compute = Callable[[ElfFile, "Dwarf", "TypeNamer"], Any]
 
@@ -177,8 +177,8 @@ class _Opened:
         made from the metadata ``scope`` names (a struct, a function) for the first
         answer; a caller asking about more (walking every struct) gets the whole
         program's, made once."""
-        from agent.target.dwarf.reader import Dwarf
-        from agent.target.dwarf.types import TypeNamer
+        from agent.binary.dwarf.reader import Dwarf
+        from agent.binary.dwarf.types import TypeNamer
 
         if self.source.kind != debuginfo.GO_METADATA or None in self.readers or \
                 (self.readers and scope not in self.readers):
@@ -211,7 +211,7 @@ def close() -> None:
 
 
 def _opened(binary: str) -> _Opened:
-    from agent.target.discover import stamp
+    from agent.binary.elf import stamp
 
     version = stamp(binary)
     if version is None:
@@ -234,7 +234,7 @@ def _answer(binary: str, kind: str, key: str, compute: Compute, scope: Scope | N
     opened = _opened(binary)
 
     def made() -> Any:
-        from agent.target.dwarf.reader import damage_said
+        from agent.binary.dwarf.reader import damage_said
 
         with damage_said(opened.source.path):
             dwarf, namer = opened.reader(scope)
@@ -255,22 +255,22 @@ def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> An
 
 def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
     def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
-        from agent.target.dwarf.lookup import find_type
-        from agent.target.dwarf.reader import tag
-        from agent.target.dwarf.types import layout_of
+        from agent.binary.dwarf.lookup import find_type
+        from agent.binary.dwarf.reader import tag
+        from agent.binary.dwarf.types import layout_of
 
         try:
             die = find_type(dwarf, type_name)
         except NotFound:
             if dwarf.source.kind == "symbols":
-                from agent.target.dwarf.symtab import NO_VALUES
+                from agent.binary.dwarf.symtab import NO_VALUES
 
                 raise NoopError(f"type {type_name!r}: the binary is a Rust build without "
                                 "debug info, which keeps no types", NO_VALUES) from None
             if not dwarf.from_metadata:
                 raise
+            from agent.binary.gometa.program import GoProgram
             from agent.errors import nearest
-            from agent.target.gometa.program import GoProgram
 
             # The DWARF made for this one type names few others: the nearest of all, of
             # its package or of its own name (ranking every name takes seconds).
@@ -322,7 +322,7 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
         return d
 
     def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
-        from agent.target.dwarf.functions import Functions
+        from agent.binary.dwarf.functions import Functions
 
         functions = Functions(dwarf, namer)
         fv = functions.vars(function)
@@ -334,7 +334,7 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
             _from_metadata(out, functions, function)
         missing = functions.no_values(function)
         if missing:
-            from agent.target.dwarf.symtab import NO_VALUES
+            from agent.binary.dwarf.symtab import NO_VALUES
 
             out["note"] = f"{missing}; to see its parameters, {NO_VALUES}"
         return out
@@ -344,8 +344,8 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
 
 def build_facts(binary: str) -> dict[str, Any]:
     """Where the binary's DWARF comes from, and for Go its toolchain and modules."""
-    from agent.target.gometa import buildinfo
-    from agent.target.gometa.image import Image
+    from agent.binary.gometa import buildinfo
+    from agent.binary.gometa.image import Image
 
     elf = ElfFile(binary)
     info = buildinfo.read(Image(elf))
@@ -362,7 +362,7 @@ METADATA_SOURCE = "abi (signature from type metadata)"
 def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
     """A stripped Go binary's answer: each location is the ABI's, from a signature the
     type metadata keeps for methods reachable through an interface or reflection."""
-    from agent.target.dwarf.reader import attr
+    from agent.binary.dwarf.reader import attr
 
     _sym, die = functions.find(function)
     signed = attr(die, "DW_AT_prototyped")
@@ -382,7 +382,7 @@ def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
 def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
     """``noop funcs``' rows from DWARF: every function with its inlined copies, then
     those that exist only inlined."""
-    from agent.target.dwarf.functions import Functions
+    from agent.binary.dwarf.functions import Functions
 
     return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
              **({"only_inlined": True} if not f.address else {})}
@@ -392,8 +392,8 @@ def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
 def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:
     opened = _opened(binary)
     if opened.source.kind == debuginfo.GO_METADATA:
-        from agent.target.gometa import listing as metadata
-        from agent.target.gometa.program import GoProgram
+        from agent.binary.gometa import listing as metadata
+        from agent.binary.gometa.program import GoProgram
 
         # A stripped Go binary's: from its metadata, without making DWARF of it.
         rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
@@ -410,13 +410,13 @@ def function_lines(binary: str, function: str, source_dir: str | None = None
     go) and the functions inlined there, and its text when the file is on this machine
     (at the path the binary names, or under ``source_dir``)."""
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
-        from agent.target.dwarf.functions import Functions
-        from agent.target.dwarf.source import Source
+        from agent.binary.dwarf.functions import Functions
+        from agent.binary.dwarf.source import Source
 
         return Source(Functions(dwarf, namer)).listing(function)
 
     got = dict(_answer(binary, "lines", function, compute))
-    from agent.target.dwarf.lines import read_source
+    from agent.binary.dwarf.lines import read_source
 
     texts: dict[str, list[str] | None] = {}
     for entry in got["lines"]:
@@ -433,13 +433,13 @@ def function_lines(binary: str, function: str, source_dir: str | None = None
 def line_vars(binary: str, where: str) -> dict[str, Any]:
     """The parameters and locals available at ``FUNCTION:LINE`` or ``FILE:LINE``: at
     each statement address of the line, each value's type and location there."""
-    from agent.target.dwarf.source import split_line
+    from agent.binary.dwarf.source import split_line
 
     split_line(where)  # a malformed argument is refused before any DWARF is read
 
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
-        from agent.target.dwarf.functions import Functions
-        from agent.target.dwarf.source import Source
+        from agent.binary.dwarf.functions import Functions
+        from agent.binary.dwarf.source import Source
 
         source = Source(Functions(dwarf, namer))
         sites = []

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.binary.proof import Proof, Unprovable
 from agent.errors import NoopError, NotFound
-from agent.target.proof import Proof, Unprovable
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "bench"
 DEBIAN_GO = Path("/usr/bin/go")  # Debian's Go builds client_golang from GOPATH, offline

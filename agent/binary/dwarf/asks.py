@@ -1,0 +1,175 @@
+"""Questions answered from the units a Tree reads: the functions and types of a
+name (from the units that mention it), every inlined copy of a function (through the
+units that refer to it), in the order and with the answers a walk of every unit
+gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from agent.binary.dwarf.kept import NO_NAME
+from agent.binary.dwarf.tree import (
+    DECLARED,
+    INLINED,
+    PARENT,
+    SCOPES,
+    SUBPROGRAM,
+    TYPES,
+    UNIT_TAGS,
+    Tree,
+)
+
+
+def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
+         nested: bool = True, own: bool = False) -> dict[str, list[int]]:
+    """The name-holding function DIEs (no abstract_origin or specification of their
+    own) whose qualified name ``keep`` accepts, by that name, in the units that
+    mention one of ``names`` (``mentioning``): every such function whose own name
+    (DW_AT_name) and the scopes around it name all parts of one of ``names``. With
+    ``own``, the last part of each is the function's own name (only DIEs so named
+    are asked about)."""
+    units = tree.mentions.mentioning(names)
+    tree.walk(units)
+    chosen = set(tree.walked if units is None else units)
+    owns = {parts[-1] for parts in names if parts}
+    if own:  # the subprograms so named, through the index of names
+        candidates = sorted(
+            {at for n in owns for place in tree.mentions.places(n)
+             for at in tree.named.get(place, ())} |
+            {at for code, ats in tree.named.items() if code < 0 for at in ats
+             if tree.name(at) in owns})
+    else:
+        candidates = [at for at, tag, name in tree.kept.items(sorted(chosen))
+                      if tag & 0xFFFF == SUBPROGRAM and name != NO_NAME
+                      and tree.kept.ref(at) < 0]
+    out: dict[str, list[int]] = {}
+    for at in candidates:
+        if tree.unit_of(at) in chosen:
+            q = tree.qualified(at, nested)
+            if keep(q):
+                out.setdefault(q, []).append(at)
+    return out
+
+
+def types(tree: Tree, names: Collection[tuple[str, ...]] | None,
+          language: Callable[[int], str]) -> list[tuple[str, int, int, bool]]:
+    """``types_in`` of each unit that mentions one of ``names`` (``mentioning``;
+    every unit: None), in file order."""
+    units = None if names is None else tree.mentions.mentioning(names)
+    tree.walk(units)
+    return [t for unit in sorted(tree.walked if units is None else units)
+            for t in types_in(tree, unit, language(unit))]
+
+
+def types_in(tree: Tree, unit: int, language: str) -> list[tuple[str, int, int, bool]]:
+    """(qualified name, tag, offset, has children) of every named type definition
+    (``TYPES``, not DW_AT_declaration) of unit ``unit`` at its top level or in named
+    namespaces and types, as a walk of the unit's children finds them. Go's names
+    are whole (nothing nested is read), Rust's and C++'s join with ``::``, others'
+    with ``.``."""
+    tree.walk([unit])
+    sep = "::" if language in ("rust", "c++") else "."
+    prefixes: dict[int, str | None] = {}
+    out: list[tuple[str, int, int, bool]] = []
+    for at, flagged, code in tree.kept.items([unit]):
+        tag = flagged & 0xFFFF
+        if tag not in TYPES or flagged & DECLARED or code == NO_NAME:
+            continue
+        own = tree.name(at)
+        if not own:  # an empty name, as none (a walk of the children skips both)
+            continue
+        prefix = _type_scope(tree, tree.kept[at][1], language == "go", sep, prefixes)
+        if prefix is not None:
+            out.append((prefix + own, tag, at, bool(flagged & PARENT)))
+    return out
+
+
+def _type_scope(tree: Tree, offset: int, whole: bool, sep: str, memo: dict[int, str | None]
+                ) -> str | None:
+    """The prefix of the name of a type in the DIE at ``offset`` ("" at a unit's top
+    level); None when a walk of the unit's children does not reach it (an unnamed
+    scope, a function, anything nested in Go)."""
+    if offset in memo:
+        return memo[offset]
+    entry = tree.kept.get(offset)
+    got: str | None = None
+    if entry is not None and entry[0] in UNIT_TAGS:
+        got = ""
+    elif entry is not None and not whole and entry[0] in SCOPES and tree.name(offset):
+        outer = _type_scope(tree, entry[1], whole, sep, memo)
+        got = None if outer is None else f"{outer}{tree.name(offset)}{sep}"
+    memo[offset] = got
+    return got
+
+
+def reach(tree: Tree, keys: Collection[int]) -> None:
+    """Reads the units holding ``keys`` and every unit that refers to them, or to a
+    function DIE that does, until no new one turns up: then ``index`` has every
+    inlined copy of them."""
+    tree.walk({tree.unit_of(k) for k in keys})
+    seen = set(keys)
+    frontier = set(keys)
+    while frontier:
+        # an inlined copy is no step to another: nothing refers to it
+        tree.walk(tree.mentions.referring(d for d in frontier if tree.kept[d][0] != INLINED))
+        referrers = tree.referrers()
+        frontier = {d for t in frontier for d in referrers.get(t, ()) if d not in seen}
+        seen |= frontier
+
+
+def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
+    """The inlined copies read so far, in offset order, by the name-holding DIE (of
+    ``keys``) their origins lead to."""
+    referrers = tree.referrers()
+    out: dict[int, list[int]] = {}
+    for key in set(keys):
+        found: set[int] = set()
+        frontier = {key}
+        for _ in range(4):  # origin() follows four steps
+            frontier = {d for t in frontier for d in referrers.get(t, ())} - found
+            found |= frontier
+        copies = sorted(d for d in found if tree.kept[d][0] == INLINED
+                        and tree.origin(d) == key)
+        if copies:
+            out[key] = copies
+    return out
+
+
+def whole_index(tree: Tree) -> dict[int, list[int]]:
+    """Every unit read: the offsets of every inlined copy, in file order, by the DIE
+    its origin leads to (``origin``). None to read where no abbreviation can make an
+    inlined copy (a C program built without inlining across its functions)."""
+    if not any(tag == INLINED for at in {at for _u, at in tree.units}
+               for tag, _children, _specs in tree.table(at).values()):
+        return {}
+    tree.walk()
+    refs = {at: r for unit in tree.kept.units for at, r in tree.kept.refs(unit)}
+    out: dict[int, list[int]] = {}
+    for at in sorted(tree.inlined):
+        key = at
+        for _ in range(4):
+            nxt = refs.get(key)
+            if nxt is None:
+                break
+            key = nxt
+        out.setdefault(key, []).append(at)
+    return out
+
+
+def subprogram_at(tree: Tree, unit: int, address: int) -> int | None:
+    """The first subprogram DIE of unit ``unit``, at its top level or in namespaces
+    and types, whose code starts at ``address``; None when there is none; -1 when
+    the unit gives a start in a form this does not read."""
+    tree.walk([unit])
+    if unit in tree.odd:
+        return -1
+    for at in sorted(tree.starting.get(address, ())):
+        if tree.unit_of(at) != unit:
+            continue
+        parent = tree.kept[at][1]
+        while parent >= 0 and tree.kept[parent][0] in SCOPES:
+            parent = tree.kept[parent][1]
+        if parent >= 0 and tree.kept[parent][0] in UNIT_TAGS:
+            return at
+    return None

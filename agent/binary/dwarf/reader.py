@@ -1,0 +1,597 @@
+"""Lazy access to a binary's DWARF: compile units, named types and functions by name.
+
+Go binaries hold ~10,000 functions and hundreds of thousands of DIEs; this module
+parses only the compile units a query needs (Go puts every type in one unit, and a
+function's unit is found from its address), never the whole tree unless asked.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+from elftools.common.exceptions import DWARFError, ELFError
+from elftools.dwarf.abbrevtable import AbbrevDecl, AbbrevTable
+from elftools.dwarf.callframe import FDE, CallFrameInfo
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+from elftools.dwarf.dwarfinfo import DWARFInfo
+from elftools.dwarf.enums import ENUM_DW_TAG
+from elftools.dwarf.ranges import BaseAddressEntry
+from elftools.dwarf.typeunit import TypeUnit
+
+from agent import cache
+from agent.binary import debuginfo
+from agent.binary.amd64 import DWARF_REGS
+from agent.binary.dwarf import asks, scan
+from agent.binary.dwarf.sections import dwarf_info, section_bytes, text
+from agent.binary.dwarf.tree import Tree
+from agent.binary.dwarf.writer import TYPES_UNIT
+from agent.binary.elf import ElfFile
+from agent.errors import BinaryError
+
+# Go's own DWARF attributes (cmd/internal/dwarf): the reflect kind of a type.
+DW_AT_GO_KIND = 0x2900
+
+# DW_AT_language codes noop distinguishes.
+_LANGUAGES = {0x16: "go", 0x1C: "rust", 0x01: "c", 0x02: "c", 0x0C: "c", 0x1D: "c",
+              0x2C: "c", 0x04: "c++", 0x1A: "c++", 0x21: "c++", 0x2B: "c++"}
+
+TYPE_TAGS = frozenset({
+    "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type", "DW_TAG_typedef",
+    "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
+    "DW_TAG_array_type", "DW_TAG_subroutine_type",
+})
+_T = TypeVar("_T")
+# What reading raw DWARF raises on a form or layout it does not know.
+_SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError,
+                OverflowError)  # a value past 2**63 in an array of offsets
+# What reading a damaged binary's DWARF may raise, beyond noop's own errors.
+DAMAGE = (*_SCAN_ERRORS, ELFError, DWARFError, RecursionError)
+_TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
+_SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
+                         "DW_TAG_union_type", "DW_TAG_enumeration_type"})
+
+
+def tag(die: DIE) -> str:
+    """The DIE's tag name (pyelftools gives an int for tags it does not know)."""
+    if isinstance(die.tag, str):
+        return die.tag
+    return f"DW_TAG_{die.tag:#x}" if isinstance(die.tag, int) else "DW_TAG_null"
+
+
+def attr(die: DIE, name: str | int, default: Any = None) -> Any:
+    a = die.attributes.get(name)  # type: ignore[arg-type]  # Go's own codes are ints
+    return default if a is None else a.value
+
+
+_REF_FORMS = frozenset({"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8",
+                        "DW_FORM_ref_udata", "DW_FORM_ref_addr", "DW_FORM_ref_sig8",
+                        "DW_FORM_ref_sup4", "DW_FORM_ref_sup8", "DW_FORM_GNU_ref_alt"})
+
+
+class _CheckedAbbrevs(AbbrevTable):
+    """An abbreviation table whose missing code is a DWARFError (pyelftools' own error of
+    malformed DWARF, which ``damage_said`` reports) rather than a bare KeyError."""
+
+    def get_abbrev(self, code: int) -> AbbrevDecl:
+        got = self._abbrev_map.get(code)
+        if got is None:
+            raise DWARFError(f"a DIE has abbreviation code {code}, which its unit's table "
+                             "does not have")
+        return got
+
+
+@contextmanager
+def damage_said(path: str | Path) -> Iterator[None]:
+    """pyelftools' own errors of malformed input (ELFError, DWARFError: a reference
+    past its unit, a value cut off, an unknown form) as one line naming the file; no
+    other exception is touched."""
+    try:
+        yield
+    except (ELFError, DWARFError) as exc:
+        raise BinaryError(f"{path}: its debug info is damaged: "
+                          f"{' '.join(str(exc).split())}",
+                          "rebuild it, or give an intact debug file with --debuginfo"
+                          ) from None
+    except RecursionError:  # pyelftools walks a DIE's children recursively
+        raise BinaryError(f"{path}: its debug info is damaged: its DIEs nest deeper than "
+                          "any program's (their tree is broken)",
+                          "rebuild it, or give an intact debug file with --debuginfo"
+                          ) from None
+
+
+def die_name(die: DIE) -> str | None:
+    v = attr(die, "DW_AT_name")
+    return v.decode(errors="replace") if isinstance(v, bytes) else None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRange:
+    """Address range [low, high) covered by the compile unit at ``cu_offset``."""
+
+    low: int
+    high: int
+    cu_offset: int
+
+
+class Dwarf:
+    """A binary's DWARF, opened once; every lookup parses as little as it can."""
+
+    def __init__(self, elf: ElfFile, source: debuginfo.Source | None = None) -> None:
+        self.elf = elf
+        self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
+        self.source = source or debuginfo.locate(elf)
+        self.source.ready(elf)
+        self._tables: dict[int, scan.Table] = {}  # abbreviation tables, read once
+        self._own_ranges: dict[int, list[tuple[int, int]]] = {}  # a unit's, by offset
+        if self.source.kind != debuginfo.SELF:
+            with ElfFile(self.source.path) as debug:
+                elf.take_symbols(debug)
+        self._file = open(self.source.path, "rb")  # noqa: SIM115 - pyelftools reads lazily
+        try:
+            self.info: DWARFInfo = dwarf_info(self._file)
+        except (ELFError, ValueError, KeyError) as exc:
+            raise BinaryError(f"{elf.path}: cannot read DWARF: {exc}") from None
+        tables: dict[int, AbbrevTable] = {}
+
+        def abbrev_table(offset: int) -> AbbrevTable:  # as pyelftools', checked
+            if offset not in tables:
+                section = self.info.debug_abbrev_sec
+                if section is None or offset >= section.size:
+                    raise DWARFError(f"an abbreviation table at +{offset:#x} is past the "
+                                     ".debug_abbrev section's end")
+                tables[offset] = _CheckedAbbrevs(self.info.structs, section.stream, offset)
+            return tables[offset]
+
+        self.info.get_abbrev_table = abbrev_table  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def from_metadata(self) -> bool:
+        """Whether this DWARF was made from a stripped Go binary's runtime metadata."""
+        return self.source.kind == debuginfo.GO_METADATA
+
+    @property
+    def cache_id(self) -> str:
+        """The key of this binary's answers in noop's cache: its build-id, told apart
+        from a twin with full DWARF when the answers come from metadata."""
+        return debuginfo.cache_id(self.elf, self.source)
+
+    @cached_property
+    def raw(self) -> tuple[bytes, bytes]:
+        """The bytes of .debug_info and .debug_abbrev (b"" without one), read once for
+        the damage check and every raw scan."""
+        info, abbrev = self.info.debug_info_sec, self.info.debug_abbrev_sec
+        return (section_bytes(info) if info is not None else b"",
+                section_bytes(abbrev) if abbrev is not None else b"")
+
+    @cached_property
+    def units(self) -> tuple[CompileUnit, ...]:
+        present = {f for f, sec in scan.FORM_SECTIONS.items()
+                   if getattr(self.info, sec, None) is not None}
+        damage = scan.damage(*self.raw, present, self._tables)
+        if damage:  # refused here, in one line, not deep inside pyelftools
+            raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
+                              "rebuild it, or give an intact debug file with --debuginfo")
+        return tuple(self.info.iter_CUs())
+
+    @cached_property
+    def language(self) -> str:
+        """The main language: Go if any unit is Go's (its C and assembly units come
+        from cgo and the runtime), else Rust if any is Rust's, else the most common.
+        Read from the units' raw bytes (pyelftools would parse every abbreviation
+        table), or unit by unit up to the first Go one."""
+        langs = iter(self._languages.values() if self._languages else
+                     (self.unit_language(cu) for cu in self.units))
+        counts: dict[str, int] = {}
+        for lang in langs:
+            if lang == "go":
+                return "go"
+            counts[lang] = counts.get(lang, 0) + 1
+        if counts.get("rust"):
+            return "rust"
+        return max(counts, key=lambda k: counts[k]) if counts else "c"
+
+    def language_of(self, unit: int) -> str:
+        """The language of the unit at offset ``unit``, from the raw bytes."""
+        got = self._languages.get(unit)
+        if got is None:
+            got = self.unit_language(self.info.get_CU_at(unit))
+        return got
+
+    @cached_property
+    def _languages(self) -> dict[int, str]:
+        ok, codes = self.ask(lambda t: dict(zip(t.starts, t.languages(), strict=True)))
+        return {u: _LANGUAGES.get(c, "c") for u, c in (codes or {}).items()} if ok else {}
+
+    @staticmethod
+    def unit_language(cu: CompileUnit | TypeUnit) -> str:
+        return _LANGUAGES.get(attr(cu.get_top_DIE(), "DW_AT_language", 0), "c")
+
+    def die_at(self, offset: int) -> DIE:
+        return self.info.get_DIE_from_refaddr(offset)
+
+    def ref(self, die: DIE, name: str = "DW_AT_type") -> DIE | None:
+        """The DIE an attribute refers to (None for ``void``)."""
+        return referred(die, name)
+
+    # -- types -----------------------------------------------------------------
+
+    def type_units(self) -> Iterator[CompileUnit]:
+        """Units in the order types are most likely found: Go's in ``go_type_units``."""
+        first = self.go_type_units() if self.language == "go" else []
+        yield from first
+        yield from (cu for cu in self.units if cu not in first)
+
+    def go_type_units(self) -> list[CompileUnit]:
+        """The units that hold a Go program's types: noop's "go.types" in DWARF made
+        from metadata; else those named ``runtime``, where the linker writes them (the
+        last of them, or, with cgo, another), the largest first."""
+        names = [(cu, die_name(cu.get_top_DIE())) for cu in self.units]
+        made = [cu for cu, n in names if n == TYPES_UNIT]
+        return made[:1] or sorted((cu for cu, n in names if n == "runtime"),
+                                  key=lambda cu: -cu["unit_length"])
+
+    def top_types(self, cu: CompileUnit) -> list[tuple[str, str, int]] | None:
+        """(name, tag, offset) of the named type definitions directly under ``cu`` as
+        ``scan`` reads them from the raw bytes (what ``iter_named_types`` yields for a Go
+        unit, without a DIE object each); None when the scan cannot read them."""
+        strs = self.info.debug_str_sec
+        try:
+            info, abbrev = self.raw
+            got = scan.top_types(info, abbrev, cu.cu_offset,
+                                 frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
+                                 section_bytes(strs) if strs is not None else b"")
+        except _SCAN_ERRORS:
+            return None
+        return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
+
+    @cached_property
+    def strings(self) -> scan.Strings:
+        """The string sections a DIE's name may be in."""
+        return scan.Strings(text(self.info.debug_str_sec), *(
+            section_bytes(s) if s is not None else b"" for s in (
+                getattr(self.info, "debug_line_str_sec", None),
+                getattr(self.info, "debug_str_offsets_sec", None))))
+
+    @cached_property
+    def tree(self) -> Tree | None:
+        """The raw bytes' shape, read unit by unit as questions need (``tree``); None
+        when the scan cannot read these sections (pyelftools' slow walks answer)."""
+        self.units  # noqa: B018 - the damage check says what is wrong, in one line
+        try:
+            return Tree(*self.raw, self.strings, self._tables)
+        except _SCAN_ERRORS:
+            return None
+
+    def ask(self, question: Callable[[Tree], _T]) -> tuple[bool, _T | None]:
+        """(True, what ``question`` answers from the tree), or (False, None) when the
+        tree cannot read a unit it needed (which turns it off for this binary)."""
+        tree = self.tree
+        if tree is None:
+            return False, None
+        try:
+            return True, question(tree)
+        except _SCAN_ERRORS:
+            self.__dict__["tree"] = None
+            return False, None
+
+    def names_at(self, offsets: set[int]) -> dict[int, str] | None:
+        """The qualified name (``Tree.qualified``) of the DIE at each offset, read from
+        the units that hold them; None when the scan cannot read them."""
+        nested = self.language != "go"
+
+        def names(tree: Tree) -> dict[int, str]:
+            tree.walk({tree.unit_of(o) for o in offsets})  # the units that hold them
+            return tree.names_of(offsets, nested)
+        return self.ask(names)[1]
+
+    def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
+                      own: bool = False) -> dict[str, list[int]] | None:
+        """``Tree.keys``: the name-holding DIEs of the functions ``keep`` accepts among
+        those whose own name or scope is one of ``names``; None when the scan cannot
+        read them."""
+        nested = self.language != "go"
+        return self.ask(lambda t: asks.keys(t, names, keep, nested, own))[1]
+
+    def copies(self, keys: Collection[int]) -> dict[int, list[int]] | None:
+        """Every inlined copy of the functions whose name-holding DIEs are ``keys``, by
+        key, reading only the units that can hold one; None when the scan cannot."""
+        def reach(tree: Tree) -> dict[int, list[int]]:
+            asks.reach(tree, keys)
+            return asks.index(tree, keys)
+        return self.ask(reach)[1]
+
+    def parent(self, die: DIE) -> DIE | None:
+        """The DIE ``die`` is in (None for a unit's own): from the tree when it keeps that
+        DIE, else pyelftools' (which parses the unit up to it)."""
+        if isinstance(die.cu, TypeUnit):  # .debug_types: offsets the tree does not know
+            return die.get_parent()
+
+        def parent(tree: Tree) -> int | bool | None:
+            tree.walk([tree.unit_of(die.offset)])
+            return tree.parent(die.offset) if die.offset in tree.kept else False
+        ok, got = self.ask(parent)
+        if not ok or got is False:
+            return die.get_parent()
+        return self.die_at(got) if isinstance(got, int) else None
+
+    def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
+        """(qualified name, DIE) for every named type at top level or inside namespaces."""
+        lang = self.unit_language(cu)
+        sep = "::" if lang in ("rust", "c++") else "."
+
+        def walk(parent: DIE, prefix: str) -> Iterator[tuple[str, DIE]]:
+            for die in parent.iter_children():
+                name = die_name(die)
+                if die.tag in TYPE_TAGS and name:
+                    yield (prefix + name if lang != "go" else name), die
+                if die.tag in _SCOPE_TAGS and name and lang != "go" and die.has_children:
+                    yield from walk(die, prefix + name + sep)
+
+        yield from walk(cu.get_top_DIE(), "")
+
+    # -- functions ---------------------------------------------------------------
+
+    def ranges(self, die: DIE) -> list[tuple[int, int]]:
+        """The [low, high) address ranges of a unit, subprogram or inlined copy; empty
+        when it has none that noop reads (DWARF 5 rnglistx)."""
+        low = attr(die, "DW_AT_low_pc")
+        if "DW_AT_ranges" in die.attributes:
+            a = die.attributes["DW_AT_ranges"]
+            rl = self.info.range_lists()
+            if rl is None or a.form == "DW_FORM_rnglistx" or not isinstance(die.cu, CompileUnit):
+                return []
+            top = die.cu.get_top_DIE()
+            base = attr(top, "DW_AT_low_pc", 0) or 0
+            out = []
+            for r in rl.get_range_list_at_offset(a.value, cu=die.cu):
+                if isinstance(r, BaseAddressEntry):
+                    base = r.base_address
+                elif getattr(r, "is_absolute", False):
+                    out.append((r.begin_offset, r.end_offset))
+                else:
+                    out.append((base + r.begin_offset, base + r.end_offset))
+            return out
+        if low is not None and "DW_AT_high_pc" in die.attributes:
+            return [(low, high_pc(die))]
+        return []
+
+    @cached_property
+    def _unit_ranges(self) -> tuple[UnitRange, ...]:
+        out = [UnitRange(lo, hi, cu.cu_offset) for cu in self.units
+               for lo, hi in self.ranges(cu.get_top_DIE())]
+        return tuple(sorted(out, key=lambda r: r.low))
+
+    def _fde_at(self, pc: int) -> FDE | None:
+        """The FDE covering ``pc``: from .debug_frame, found by a scan of the entries'
+        headers and parsed alone (pyelftools parses every entry to list them: seconds
+        for a large Go binary); else from the full list."""
+        sec = self.info.debug_frame_sec if self.info.has_CFI() else None
+        if sec is not None:  # x86-64: 8-byte addresses
+            try:
+                data = section_bytes(sec)
+                at = scan.fde_offset(data, pc)
+            except (ValueError, IndexError, struct.error):
+                at = -1
+            if at is not None and at >= 0:
+                cfi = CallFrameInfo(stream=sec.stream, size=sec.size, address=sec.address,
+                                    base_structs=self.info.structs)
+                entry = cfi._parse_entry_at(at)
+                if isinstance(entry, FDE) and entry.header["initial_location"] <= pc < (
+                        entry.header["initial_location"] + entry.header["address_range"]):
+                    return entry
+                at = -1  # not what the header scan took it for: the full list decides
+            if at is None:
+                return None
+        fdes = self._fdes
+        i = bisect.bisect_right(self._fde_starts, pc) - 1
+        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
+            return None
+        return fdes[i][2]
+
+    @cached_property
+    def _fdes(self) -> list[tuple[int, int, FDE]]:
+        entries = (self.info.CFI_entries() if self.info.has_CFI() else
+                   self.info.EH_CFI_entries() if self.info.has_EH_CFI() else [])
+        return sorted(((e["initial_location"], e["initial_location"] + e["address_range"], e)
+                       for e in entries if isinstance(e, FDE)), key=lambda t: t[0])
+
+    @cached_property
+    def _fde_starts(self) -> list[int]:
+        return [f[0] for f in self._fdes]
+
+    def cfa_at(self, pc: int) -> int | None:
+        """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
+        function's first instruction), from the call-frame information; None when it is
+        not rsp-based or not described."""
+        rule = self.cfa_rule_at(pc)
+        return rule[1] if rule is not None and rule[0] == "rsp" else None
+
+    def cfa_rule_at(self, pc: int) -> tuple[str, int] | None:
+        """The canonical frame address at ``pc`` as (register, offset): rsp plus the
+        frame's size, or rbp + 16 once a prologue has set up a frame pointer; None when
+        it is not described. Kept in the build-id cache: pyelftools parses every entry
+        of the binary to find one (seconds for a large Go program)."""
+        bid = self.cache_id
+        key = f"{pc:#x}"
+        if bid:
+            hit = cache.get(bid, "cfa-rule", key, load=_cfa_entry)
+            if hit is not None:
+                return hit[0]
+        rule = self._cfa_rule(pc)
+        if bid:
+            cache.put(bid, "cfa-rule", key, {"rule": list(rule) if rule else None})
+        return rule
+
+    def _cfa_rule(self, pc: int) -> tuple[str, int] | None:
+        fde = self._fde_at(pc)
+        if fde is None:
+            return None
+        rule = None
+        for row in fde.get_decoded().table:
+            if row["pc"] > pc:
+                break
+            rule = row.get("cfa")
+        if rule is None or rule.expr is not None or rule.reg not in DWARF_REGS:
+            return None
+        return DWARF_REGS[rule.reg], int(rule.offset)
+
+    def unit_at(self, address: int) -> CompileUnit | None:
+        """The unit whose code holds ``address``: the one .debug_aranges names, when its
+        own ranges hold it (one unit's top DIE read), else from every unit's ranges."""
+        named = self._arange_unit(address)
+        if named is not None:
+            cu = self.info.get_CU_at(named)
+            own = self._own_ranges.get(named)
+            if own is None:
+                own = self._own_ranges[named] = self.ranges(cu.get_top_DIE())
+            if any(lo <= address < hi for lo, hi in own):
+                return cu
+        ranges = self._unit_ranges
+        i = bisect.bisect_right([r.low for r in ranges], address) - 1
+        if i >= 0 and ranges[i].low <= address < ranges[i].high:
+            return self.info.get_CU_at(ranges[i].cu_offset)
+        return None
+
+    def _arange_unit(self, address: int) -> int | None:
+        """The unit .debug_aranges gives for ``address`` (None: none, or no such table)."""
+        try:
+            aranges = self._aranges
+            return aranges.cu_offset_at_addr(address) if aranges is not None else None
+        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None
+
+    @cached_property
+    def _aranges(self) -> Any:
+        try:
+            return self.info.get_aranges()
+        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None
+
+    def subprogram_at(self, address: int) -> DIE | None:
+        """The concrete (out-of-line) subprogram DIE whose code starts at ``address``."""
+        cu = self.unit_at(address)
+        if cu is None:
+            return None
+        ok, got = self.ask(lambda t: asks.subprogram_at(t, cu.cu_offset, address))
+        if ok and got != -1:
+            return self.die_at(got) if got is not None else None
+        for die in _walk_scopes(cu.get_top_DIE()):
+            if die.tag == "DW_TAG_subprogram" and attr(die, "DW_AT_low_pc") == address:
+                return die
+        return None
+
+    def subprogram_holding(self, pc: int) -> DIE | None:
+        """The concrete (out-of-line) subprogram DIE whose code holds ``pc``."""
+        cu = self.unit_at(pc)
+        if cu is None:
+            return None
+        for die in _walk_scopes(cu.get_top_DIE()):
+            if die.tag == "DW_TAG_subprogram" and any(
+                    lo <= pc < hi for lo, hi in self.ranges(die)):
+                return die
+        return None
+
+    def line_at(self, address: int) -> str | None:
+        """``file:line`` of the instruction at ``address``, from its unit's line table."""
+        cu = self.unit_at(address)
+        program = self.info.line_program_for_CU(cu) if cu is not None else None
+        if program is None:
+            return None
+        best: tuple[int, int, int] | None = None  # (address, file, line) of the last row
+        for entry in program.get_entries():
+            st = entry.state
+            if st is None:
+                continue
+            if st.address <= address and not st.end_sequence and \
+                    (best is None or st.address >= best[0]):
+                best = (st.address, st.file, st.line)
+        if best is None:
+            return None
+        files = program.header.file_entry
+        index = best[1] if program.header.version >= 5 else best[1] - 1
+        name = files[index].name.decode(errors="replace") if 0 <= index < len(files) else "?"
+        return f"{Path(name).name}:{best[2]}"
+
+    def inlined_index(self) -> dict[str, list[int]]:
+        """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
+        its function's name (from the tree: the raw bytes, not a DIE object each)."""
+        def index(tree: Tree) -> dict[str, list[int]]:
+            return {str(k): v for k, v in asks.whole_index(tree).items()}
+        ok, got = self.ask(index)
+        if ok and got is not None:
+            return got
+        out: dict[str, list[int]] = {}  # a form the scan does not know: the slow walk
+        for _cu, die in self.iter_all_dies():
+            if die.tag == "DW_TAG_inlined_subroutine":
+                out.setdefault(str(origin_of(die).offset), []).append(die.offset)
+        return out
+
+    def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
+        """Every DIE of every unit: the slow full walk, for whole-binary listings only."""
+        for cu in self.units:
+            for die in cu.iter_DIEs():
+                yield cu, die
+
+
+def referred(die: DIE, name: str) -> DIE | None:
+    """The DIE attribute ``name`` refers to (None without one); a DWARFError when its
+    form is not a reference (damaged DWARF: pyelftools fails in its own message)."""
+    got = die.attributes.get(name)
+    if got is None:
+        return None
+    if got.form not in _REF_FORMS or not isinstance(got.raw_value, int):
+        raise DWARFError(f"{name} of the DIE at +{die.offset:#x} has form {got.form}, "
+                         "not a reference")
+    return die.get_DIE_from_attribute(name)
+
+
+def _cfa_entry(value: Any) -> tuple[tuple[str, int] | None]:
+    """A cached CFA rule, ``{"rule": [register, offset] | null}``, for ``cache.get``:
+    the rule in a 1-tuple (so that no rule is not a miss); anything else raises."""
+    rule = cache.check(dict[str, tuple[str, int] | None], value)["rule"]
+    if rule is not None and rule[0] not in DWARF_REGS.values():
+        raise ValueError(f"no register {rule[0]!r}")
+    return ((rule[0], rule[1]) if rule is not None else None,)
+
+
+def origin_of(die: DIE) -> DIE:
+    """The DIE holding name and type: follow abstract_origin / specification."""
+    for _ in range(4):
+        nxt = referred(die, "DW_AT_abstract_origin") or referred(die, "DW_AT_specification")
+        if nxt is None:
+            break
+        die = nxt
+    return die
+
+
+def _walk_scopes(parent: DIE) -> Iterator[DIE]:
+    """Children of ``parent``, descending into namespaces and types (Rust/C++ methods)."""
+    for die in parent.iter_children():
+        yield die
+        if die.tag in _SCOPE_TAGS and die.has_children:
+            yield from _walk_scopes(die)
+
+
+def high_pc(die: DIE) -> int:
+    """DW_AT_high_pc as an address (DWARF ≥ 4 may store it as a length)."""
+    a = die.attributes["DW_AT_high_pc"]
+    low = attr(die, "DW_AT_low_pc", 0)
+    if a.form in ("DW_FORM_addr", "DW_FORM_addrx", "DW_FORM_addrx1", "DW_FORM_addrx2",
+                  "DW_FORM_addrx4"):
+        return int(a.value)
+    return int(low) + int(a.value)
+
+
+def open_dwarf(path: str | Path) -> Dwarf:
+    return Dwarf(ElfFile(path))

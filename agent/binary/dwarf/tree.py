@@ -1,0 +1,386 @@
+"""The shape of .debug_info read fast from its raw bytes, one unit at a time: what each
+scope-like DIE is in and is called, what each function DIE's abstract_origin or
+specification names, which DIEs are inlined copies.
+
+pyelftools makes an object for every DIE and attribute and finds a DIE's parent by
+parsing its unit from the start (seconds and hundreds of MB on a large Rust binary).
+This walks the bytes with a plan per abbreviation (most DIEs are skipped by one
+addition) and keeps only those facts (``kept``), so that a question about a few
+functions or types reads only the units ``mentions`` says can hold them; ``asks``
+answers the questions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from array import array
+from collections.abc import Iterable
+
+from agent.binary.dwarf import scan
+from agent.binary.dwarf.kept import NO_NAME, TEXT, Kept
+from agent.binary.dwarf.mentions import Mentions
+from agent.binary.dwarf.sections import scan_string
+from agent.binary.elf import uleb128
+
+SUBPROGRAM, INLINED = 0x2E, 0x1D
+UNIT_TAGS = frozenset({0x11, 0x41, 0x3C})  # compile, skeleton-less type, partial unit
+# Function-like DIEs whose reference is kept (a variable's abstract_origin is not).
+_REFERRING = frozenset({SUBPROGRAM, INLINED})
+# DIEs kept even without children: what a function's name or a copy's place needs.
+# Named types (struct, union, class, typedef, base, enum, pointer, array, subroutine).
+TYPES = frozenset({0x13, 0x17, 0x02, 0x16, 0x24, 0x04, 0x0F, 0x01, 0x15})
+_KEPT = frozenset({SUBPROGRAM, INLINED, 0x0B, 0x39}) | TYPES
+_AT_DECLARATION = 0x3C
+DECLARED = 1 << 16  # a kept DIE's tag with this bit: it has DW_AT_declaration
+PARENT = 1 << 17  # ... with this one: it has children
+_STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
+_REF_ADDR = 0x10
+AT_LOW_PC = 0x11
+AT_LANGUAGE = 0x13
+SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
+
+Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
+_SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW, _DECL = range(7)  # what a step does with it
+
+
+def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit
+           ) -> dict[int, Plan]:
+    """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
+    DIE of a fixed size with nothing to read in it is skipped by one addition; else each
+    step (bytes before it, what to do, form, its size or -1) is an attribute of a size
+    that varies, or one to read (a kept DIE's name, a function's reference, a unit's
+    string base)."""
+    out: dict[int, Plan] = {}
+    for code, (tag, children, specs) in table.items():
+        kept = children or tag in _KEPT
+        steps: list[tuple[int, int, int, int]] = []
+        run = 0
+        for attr_, form in specs:
+            role = _NAME if kept and attr_ == scan.AT_NAME else \
+                _ORIGIN if tag in _REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
+                _SPEC if tag in _REFERRING and attr_ == scan.AT_SPECIFICATION else \
+                _BASE if tag in UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
+                _LOW if tag == SUBPROGRAM and attr_ == AT_LOW_PC else \
+                _DECL if kept and attr_ == _AT_DECLARATION else _SKIP
+            size = scan.fixed_size(form, u)
+            if size is None or role != _SKIP:
+                steps.append((run, role, form, -1 if size is None else size))
+                run = 0
+            else:
+                run += size
+        out[code] = (tag, children, -1 if steps else run, tuple(steps), run, kept)
+    return out
+
+
+_U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
+
+
+class Tree:
+    """Facts of the units walked so far (``walk``), by DIE offset."""
+
+    def __init__(self, info: bytes, abbrev: bytes, strings: scan.Strings,
+                 tables: dict[int, scan.Table] | None = None) -> None:
+        self.info, self.abbrev, self.strings = info, abbrev, strings
+        self.units = list(scan._units(info))
+        self.starts = [u.at for u, _ in self.units]
+        self.walked: set[int] = set()
+        self.kept = Kept()
+        self.inlined = array("Q")
+        self.starting: dict[int, list[int]] = {}  # address -> subprograms starting there
+        self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
+        self._tables = tables if tables is not None else {}  # abbreviation tables read
+        self._names: dict[int, str] = {}  # .debug_str offset -> the string there
+        self._back: dict[int, list[int]] = {}  # ``referrers``
+        # name code -> the name-holding subprograms (no reference of their own) so named
+        self.named: dict[int, list[int]] = {}
+        self._folded: set[int] = set()  # the units whose references are in ``_back``
+        self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
+        self._prefix: dict[int, str] = {}
+        self.mentions = Mentions(self)  # which units to read for a name
+
+    def table(self, abbrev_at: int) -> scan.Table:
+        """The abbreviation table at ``abbrev_at``, read once."""
+        got = self._tables.get(abbrev_at)
+        if got is None:
+            got = self._tables[abbrev_at] = scan._abbrevs(self.abbrev, abbrev_at)
+        return got
+
+    # --- walking -------------------------------------------------------------------
+
+    def unit_of(self, offset: int) -> int:
+        """The offset of the unit holding the DIE at ``offset``."""
+        return self.starts[max(bisect.bisect_right(self.starts, offset) - 1, 0)]
+
+    def walk(self, units: Iterable[int] | None = None) -> list[int]:
+        """Reads the units at ``units`` (every unit: None) not read before; the offsets of
+        those read."""
+        todo = sorted((set(self.starts) if units is None else set(units)) - self.walked)
+        for at in todo:
+            i = bisect.bisect_left(self.starts, at)
+            if i == len(self.starts) or self.starts[i] != at:
+                raise ValueError(f"no unit at +{at:#x}")
+            self._walk_unit(*self.units[i])
+            self.walked.add(at)
+        return todo
+
+    def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
+        table = self.table(abbrev_at)  # alike tables are one object (scan._Alike)
+        key = (id(table), u.osize, u.asize, u.refaddr)
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = _plans(table, u)
+        info, inlined, starting = self.info, self.inlined, self.starting
+        named = self.named
+        block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
+        k_at, k_tag, k_parent, k_name, k_ref = (a.append for a in block)
+        pos, end = u.first, u.end
+        stack: list[int] = []
+        parent = -1  # the DIE the next one is in: the top of ``stack``
+        str_base = 8 if u.osize == 4 else 16
+        skip = scan._skip
+        word = _U32 if u.osize == 4 else _U64  # a section offset (strp, sec_offset)
+        refaddr = _U32 if u.refaddr == 4 else _U64 if u.refaddr == 8 else None
+        unit = u.at
+        while pos < end:
+            at = pos
+            code = info[pos]
+            if code < 0x80:
+                pos += 1
+            elif info[pos + 1] < 0x80:  # GCC's codes pass 127 in a large unit
+                code = (code & 0x7F) | info[pos + 1] << 7
+                pos += 2
+            else:
+                code, pos = uleb128(info, pos)
+            if code == 0:
+                if stack:
+                    stack.pop()
+                    parent = stack[-1] if stack else -1
+                continue
+            tag, children, fixed, steps, tail, keep = plans[code]
+            if fixed >= 0:
+                pos += fixed
+                if keep:
+                    k_at(at)
+                    k_tag(tag | PARENT if children else tag)
+                    k_parent(parent)
+                    k_name(NO_NAME)
+                    k_ref(-1)
+                    if tag == INLINED:
+                        inlined.append(at)
+                    if children:
+                        stack.append(at)
+                        parent = at
+                continue
+            name = NO_NAME
+            ref = low = -1
+            declared = 0
+            for before, role, form, size in steps:
+                pos += before
+                while form == 0x16:  # indirect: the form is in the DIE
+                    form, pos = uleb128(info, pos)
+                    known = scan.fixed_size(form, u)
+                    size = -1 if known is None else known
+                if role == _SKIP:
+                    if form == 0x18 or form == 0x09:  # exprloc, block: a length first
+                        n = info[pos]
+                        pos = pos + 1 + n if n < 0x80 else skip(info, pos, form, u)
+                    elif (form == 0x0D or form == 0x0F) and info[pos] < 0x80:
+                        pos += 1  # a one-byte LEB128
+                    else:
+                        pos = skip(info, pos, form, u)
+                    continue
+                if role == _NAME:
+                    if form == _STRP:
+                        name = word(info, pos)[0]
+                    else:
+                        got_name = self.name_code(pos, form, u, str_base)
+                        if isinstance(got_name, str):
+                            self.kept.texts[at] = got_name
+                            name = TEXT
+                        else:
+                            name = got_name if got_name >= 0 else got_name - 2
+                elif role in (_ORIGIN, _SPEC):
+                    if form == 0x13:
+                        got = unit + _U32(info, pos)[0]
+                    elif form == _REF_ADDR and refaddr is not None:
+                        got = refaddr(info, pos)[0]
+                    else:
+                        got = scan._ref(info, pos, form, u)
+                    if got is not None and (role == _ORIGIN or ref < 0):
+                        ref = got  # abstract_origin, else specification
+                elif role == _DECL:
+                    declared = DECLARED if form == 0x19 or info[pos] else 0
+                elif role == _LOW:
+                    if form == 0x01:
+                        low = int.from_bytes(info[pos:pos + u.asize], "little")
+                    else:
+                        self.odd.add(u.at)
+                else:
+                    str_base = int.from_bytes(info[pos:pos + u.osize], "little")
+                pos = pos + size if size >= 0 else skip(info, pos, form, u)
+            pos += tail
+            if keep:
+                k_at(at)
+                k_tag((tag | PARENT if children else tag) | declared)
+                k_parent(parent)
+                k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
+                k_ref(ref)
+                if low >= 0:
+                    starting.setdefault(low, []).append(at)
+                if tag == SUBPROGRAM and ref < 0 and name != NO_NAME:
+                    named.setdefault(name, []).append(at)
+                if tag == INLINED:
+                    inlined.append(at)
+                if children:
+                    stack.append(at)
+                    parent = at
+        self.kept.add(u.at, block)
+
+    def name_code(self, pos: int, form: int, u: scan._Unit, str_base: int) -> int | str:
+        info = self.info
+        if form == _STRP:
+            return int.from_bytes(info[pos:pos + u.osize], "little")
+        if form == _STRING:
+            return -(pos + 1)
+        if form == _LINE_STRP:
+            return scan_string(self.strings.line_str,
+                                int.from_bytes(info[pos:pos + u.osize], "little"))
+        if form in scan._STRX or form == 0x1A:
+            index = int.from_bytes(info[pos:pos + scan._STRX[form]], "little") \
+                if form in scan._STRX else uleb128(info, pos)[0]
+            at = str_base + index * u.osize
+            return int.from_bytes(self.strings.offsets[at:at + u.osize], "little")
+        raise ValueError(f"a name in form {form:#x}")
+
+    # --- names ---------------------------------------------------------------------
+
+    def name(self, offset: int) -> str | None:
+        """The DW_AT_name of the kept DIE at ``offset``."""
+        found = self.kept._find(offset)
+        return self._decoded(offset, found[0][3][found[1]]) if found is not None else None
+
+    def qualified(self, offset: int, nested: bool = True) -> str:
+        """``a::b::name``: the names of the DIEs it is in (its unit's aside), then its
+        own ("?" when it has none); its own only without ``nested`` (Go's)."""
+        own = self.name(offset) or "?"
+        if not nested:
+            return own
+        parent = self.kept[offset][1] if offset in self.kept else -1
+        prefix = self._scope(parent)
+        return f"{prefix}::{own}" if prefix else own
+
+    def _scope(self, offset: int) -> str:
+        got = self._prefix.get(offset)
+        if got is not None:
+            return got
+        entry = self.kept.get(offset)
+        if entry is None or entry[0] in UNIT_TAGS:
+            return ""
+        outer = self._scope(entry[1])
+        own = self.name(offset)
+        got = self._prefix[offset] = f"{outer}::{own}" if outer and own else outer or own or ""
+        return got
+
+    def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
+        """``qualified`` of each DIE at ``offsets`` (kept, in units read), looked up unit
+        by unit in the arrays rather than one bisection each."""
+        by_unit: dict[int, list[int]] = {}
+        for o in offsets:
+            by_unit.setdefault(self.unit_of(o), []).append(o)
+        out: dict[int, str] = {}
+        for unit, wanted in by_unit.items():
+            block = self.kept.units.get(unit)
+            if block is None:
+                out.update((o, self.qualified(o, nested)) for o in wanted)
+                continue
+            where = {o: i for i, o in enumerate(block[0])}
+            for o in wanted:
+                i = where.get(o)
+                if i is None:
+                    out[o] = self.qualified(o, nested)
+                    continue
+                code = block[3][i]
+                own = self._decoded(o, code) or "?"
+                prefix = self._scope(block[2][i]) if nested else ""
+                out[o] = f"{prefix}::{own}" if prefix else own
+        return out
+
+    def _decoded(self, offset: int, code: int) -> str | None:
+        """The name a name code stands for (``_Kept``'s), of the DIE at ``offset``."""
+        if code == NO_NAME:
+            return None
+        if code == TEXT:
+            return self.kept.texts[offset]
+        if code >= 0:
+            text = self._names.get(code)
+            if text is None:
+                text = self._names[code] = self.strings.str.string(code)
+            return text
+        return scan_string(self.info, -(code + 2) - 1)
+
+    def parent(self, offset: int) -> int | None:
+        """The DIE the kept DIE at ``offset`` is in; None when it was not read."""
+        got = self.kept.get(offset)
+        return got[1] if got is not None and got[1] >= 0 else None
+
+    def origin(self, offset: int) -> int:
+        """The DIE holding the name of function DIE ``offset``: its abstract_origin or
+        specification followed, up to four steps, as far as the units read go."""
+        for _ in range(4):
+            nxt = self.kept.ref(offset)
+            if nxt < 0:
+                break
+            offset = nxt
+        return offset
+
+    def referrers(self) -> dict[int, list[int]]:
+        """DIE -> the function DIEs whose reference names it, of the units read."""
+        for unit in self.kept.units.keys() - self._folded:
+            for d, r in self.kept.refs(unit):
+                self._back.setdefault(r, []).append(d)
+            self._folded.add(unit)
+        return self._back
+
+    def top(self, i: int) -> tuple[dict[int, tuple[int, int]], int]:
+        """Unit ``i``'s own DIE: attribute -> (form, where its value is), and the unit's
+        base in .debug_str_offsets."""
+        u, abbrev_at = self.units[i]
+        info = self.info
+        code, pos = uleb128(info, u.first)
+        table = self.table(abbrev_at)
+        out: dict[int, tuple[int, int]] = {}
+        if code not in table:
+            return out, 0
+        base = 8 if u.osize == 4 else 16
+        for attr_, form in table[code][2]:
+            while form == 0x16:
+                form, pos = uleb128(info, pos)
+            out[attr_] = (form, pos)
+            if attr_ == scan.AT_STR_OFFSETS_BASE and form == 0x17:
+                base = int.from_bytes(info[pos:pos + u.osize], "little")
+            pos = scan._skip(info, pos, form, u)
+        return out, base
+
+    def top_string(self, i: int, wanted: int) -> str | None:
+        """A string attribute of unit ``i``'s own DIE."""
+        attrs, base = self.top(i)
+        if wanted not in attrs:
+            return None
+        form, pos = attrs[wanted]
+        raw = self.name_code(pos, form, self.units[i][0], base)
+        if isinstance(raw, str):
+            return raw
+        return self.strings.str.string(raw) if raw >= 0 else \
+            scan_string(self.info, -raw - 1)
+
+    def languages(self) -> list[int]:
+        """Each unit's DW_AT_language (0 without one)."""
+        out = []
+        for i in range(len(self.units)):
+            attrs, _base = self.top(i)
+            form, pos = attrs.get(AT_LANGUAGE, (0, 0))
+            size = {0x0B: 1, 0x05: 2, 0x06: 4}.get(form)
+            out.append(int.from_bytes(self.info[pos:pos + size], "little") if size else
+                       uleb128(self.info, pos)[0] if form == 0x0F else 0)
+        return out
