@@ -75,7 +75,7 @@ def cmd_headers(args: argparse.Namespace) -> int:
 
 def _pid(text: str) -> int:
     """A process ID: a positive whole number no larger than the kernel allows."""
-    from agent.spec.probes import PID_MAX
+    from agent.config.probes import PID_MAX
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= PID_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a process ID (1 to {PID_MAX})")
     return int(text)
@@ -94,7 +94,7 @@ def _seconds(text: str) -> float:
 
 def _share(text: str) -> float:
     """A share of one CPU: ``5%``, or ``none``."""
-    from agent.spec.probes import share
+    from agent.config.probes import share
     try:
         return share(text)
     except ValueError as exc:
@@ -123,8 +123,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     """The plan named on the command line: a spec (--config) or the preset (--binary);
     ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
     if args.config:
+        from agent.config import probes as spec
         from agent.plan import resolve
-        from agent.spec import probes as spec
         loaded = spec.load(args.config)
         if args.binary or args.pid:
             loaded = spec.override(loaded, args.binary, args.pid)
@@ -152,7 +152,7 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     if args.schema:
-        from agent.spec import probes as spec
+        from agent.config import probes as spec
         print(json.dumps(spec.json_schema(), indent=2))
         return 0
     from agent.tools import estimate
@@ -311,7 +311,7 @@ def _debuginfo_flag(sp: argparse.ArgumentParser) -> None:
 
 
 def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
-    from agent.spec.probes import DEFAULT_BUDGET
+    from agent.config.probes import DEFAULT_BUDGET
     sp.add_argument("--max-overhead", metavar="SHARE", type=_share,
                     default=_share(DEFAULT_BUDGET),
                     help="the CPU a probe may cost each target process, a share of one "

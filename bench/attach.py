@@ -31,10 +31,10 @@ def once(binary: str, functions: str, one_by_one: bool) -> dict[str, float]:
     """In this process: attach every site the glob matches, then detach (``one_by_one``:
     each uprobe closed after the last, as noop did before it closed them side by side);
     the times."""
+    from agent.config import probes as spec
     from agent.kernel import codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.plan import resolve
-    from agent.spec import probes as spec
 
     text = (f"targets:\n  t: {{binary: {binary}}}\n"
             f"probes:\n  - name: many\n    match: '{functions}'\n    max_sites: 100000\n")

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agent.config.decoders import LabelRule, go_float
 from agent.kernel import codegen, ringbuf
 from agent.kernel.codegen import Program
 from agent.kernel.events import HEADER, Layout
@@ -48,7 +49,6 @@ from agent.plan.model import (
     TargetPlan,
     ValueSpec,
 )
-from agent.spec.decoders import LabelRule, go_float
 
 RING = codegen.RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611

@@ -24,9 +24,9 @@ from harness.metrics import get, samples
 from harness.noop import command, no_probe_left, popen, start
 
 from agent.binary import sites
+from agent.config import probes as spec
 from agent.kernel import cost
 from agent.kernel.budget import EVERY, Overhead
-from agent.spec import probes as spec
 
 REPO = Path(__file__).resolve().parents[1]
 WINDOW = 3.0  # --budget-window of the run tests: the first back-off too

@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 def _first_instruction_counter(binary: Path, function: str) -> Any:
     """A counter of calls of ``function`` probed the naive way, at its first instruction,
     loaded beside noop run in this process: what noop's choice of site avoids."""
+    from agent.config import probes as spec
     from agent.kernel import codegen, load
     from agent.plan import resolve
-    from agent.spec import probes as spec
     text = json.dumps({"targets": {"t": {"binary": str(binary)}}, "probes": [
         {"name": "naive", "function": f"main.{function}",
          "metrics": [{"name": "naive_total", "type": "counter"}]}]})

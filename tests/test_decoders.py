@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from agent.spec.decoders import (
+from agent.config.decoders import (
     UNREAD,
     LabelRule,
     compile_rule,

@@ -333,7 +333,7 @@ def test_podmonitor_schema_check_can_fail() -> None:
 
 def test_daemonset_config_is_a_valid_spec(tmp_path: Path) -> None:
     """The ConfigMap's probes.yaml parses as a spec (its binary lives in the pods)."""
-    from agent.spec import probes as spec
+    from agent.config import probes as spec
 
     cm = next(d for d in documents(KUBE / "noop.yaml") if d["kind"] == "ConfigMap")
     path = tmp_path / "probes.yaml"

@@ -27,11 +27,11 @@ from harness.noop import Agent, no_probe_left, run, start, stopped, target_byte,
 from harness.programs import DEBIAN_GO, EXAMPLE, go_build, need
 
 from agent.binary.elf import ElfFile
+from agent.config import probes as spec
+from agent.config.probes import SpecError
+from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.live import discover
-from agent.spec import probes as spec
-from agent.spec.probes import SpecError
-from agent.spec.selector import Selector
 
 pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
 

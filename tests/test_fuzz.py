@@ -21,9 +21,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.config import probes as spec
 from agent.errors import NoopError
 from agent.plan import resolve
-from agent.spec import probes as spec
 from agent.tools import inspect
 
 REPO = Path(__file__).resolve().parent.parent

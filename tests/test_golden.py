@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import probes as spec
 from agent.kernel import codegen
 from agent.plan import presets, resolve
-from agent.spec import probes as spec
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = GOLDEN.parent.parent

@@ -97,9 +97,9 @@ def test_an_error_type_as_a_label_kept_in_the_kernel(privileged: None, ifaces: P
 
 
 def test_bad_interface_and_map_reads_say_why(ifaces: Path) -> None:
+    from agent.config import probes as spec
+    from agent.config.reader import SpecError
     from agent.plan import resolve
-    from agent.spec import probes as spec
-    from agent.spec.reader import SpecError
 
     text = _spec(ifaces, [{"name": "p", "function": "main.check", "values": {
         "a": "v.(*main.Nope).ID", "b": "call.(int)", "c": "tags", "d": "call.Error()"}}])

@@ -15,7 +15,7 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 # Lowest first. The shared modules at the top of agent/ are below every stage; the
 # command line is above them all.
 SHARED = ("agent", "agent.errors", "agent.logs", "agent.cache")
-STAGES = ("spec", "binary", "plan", "live", "kernel", "output", "service", "tools")
+STAGES = ("config", "binary", "plan", "live", "kernel", "output", "service", "tools")
 TOP = ("agent.cli", "agent.__main__")
 
 

@@ -56,9 +56,9 @@ def _resolved(binary: Path, lang: str, marker: str, values: dict[str, str]
     """The values the probe on ``marker`` keeps once noop's refusals (each checked
     against the oracle) are taken out, or None when the line itself is refused; and
     the refusals."""
+    from agent.config import probes as spec
+    from agent.config.reader import SpecError
     from agent.plan import resolve
-    from agent.spec import probes as spec
-    from agent.spec.reader import SpecError
 
     number = oracle.source_line(SOURCES[lang], marker)
     function = (PROCESS if PROBES[marker][0] == "process" else CLAMP)[lang]
@@ -143,9 +143,9 @@ def test_each_pass_through_a_line_is_one_hit(privileged: None,
 
 
 def _problems(binary: Path, probes: str) -> list[str]:
+    from agent.config import probes as spec
+    from agent.config.reader import SpecError
     from agent.plan import resolve
-    from agent.spec import probes as spec
-    from agent.spec.reader import SpecError
 
     text = f"targets: {{t: {{binary: {binary}}}}}\nprobes:\n{probes}"
     with pytest.raises(SpecError) as info:

@@ -203,9 +203,9 @@ def test_stripped_go_lines_come_from_pclntab(go_lines_twins: tuple[Path, Path],
     assert inlines == oracle.call_lines(root)
     spec_text = (f"targets: {{t: {{binary: {stripped}}}}}\n"
                  "probes: [{name: p, line: 'main.go:51'}]\n")
+    from agent.config import probes as spec
+    from agent.config.reader import SpecError
     from agent.plan import resolve
-    from agent.spec import probes as spec
-    from agent.spec.reader import SpecError
     with pytest.raises(SpecError) as info:
         resolve.resolve(spec.parse(spec_text, "p.yaml"))
     (problem,) = info.value.problems

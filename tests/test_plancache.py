@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent import cache
+from agent.config import probes as spec
 from agent.plan import binary, plain, presets, resolve
 from agent.plan.model import Plan
-from agent.spec import probes as spec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -34,11 +34,11 @@ from oracles import machine
 from agent import cache
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
+from agent.config.selector import Selector
 from agent.kernel import codegen, load
 from agent.kernel.kfeatures import attach_cookies
 from agent.plan import plain, presets
 from agent.plan.model import Plan, Site
-from agent.spec.selector import Selector
 
 # attach: run again with --attach perf (setup.sh test). Never side by side (setup.sh
 # runs a test file on one worker): they start copies of one build at replaced paths,

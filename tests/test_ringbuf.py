@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from harness.rings import Rec, noop_body, ring
 
+from agent.config.decoders import LabelRule
 from agent.kernel import events, ringbuf
 from agent.kernel.events import HEADER, Layout
 from agent.output.usermetrics import OVERFLOW, UserMetrics, faulty
 from agent.plan.model import Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
-from agent.spec.decoders import LabelRule
 
 BUSY, DISCARD = ringbuf.BUSY, ringbuf.DISCARD
 

@@ -1,4 +1,4 @@
-"""The probe spec (agent.spec) and the event records (agent.events), without a binary.
+"""The probe spec (agent.config) and the event records (agent.events), without a binary.
 
 Pure Python: no BPF, no root, no toolchain. Error lines are checked whole, with the
 1-based line and column of the node they blame, because that is what the user reads.
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import probes as spec
 from agent.errors import NoopError
 from agent.kernel import events
 from agent.plan.model import Fetch, ProbePlan, Site, ValueSpec
-from agent.spec import probes as spec
 
 REPO = Path(__file__).resolve().parent.parent
 F = "p.yaml"  # the path every parsed text is reported under

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.config import metrics as spec_metrics
+from agent.config import probes as spec
+from agent.config.decoders import LabelRule
+from agent.config.metrics import Label, Metric
 from agent.plan import keys, resolve
 from agent.plan.model import Column, MetricPlan
-from agent.spec import metrics as spec_metrics
-from agent.spec import probes as spec
-from agent.spec.decoders import LabelRule
-from agent.spec.metrics import Label, Metric
 
 F = "p.yaml"  # the path every parsed text is reported under
 M = spec.Mark

@@ -635,8 +635,8 @@ def test_a_spec_from_its_scope_equals_it_from_all_metadata(
     (the functions they name, those their patterns' literal beginnings begin, with
     every function these are inlined into, and the types asserted) is the plan from
     DWARF made of all metadata."""
+    from agent.config import probes as spec
     from agent.plan import plain, resolve
-    from agent.spec import probes as spec
 
     conf = tmp_path / "probes.yaml"
     conf.write_text(f"""version: 1
@@ -667,9 +667,9 @@ probes:
 
 def test_a_spec_s_scope() -> None:
     """Line probes and patterns without a literal beginning read all of it."""
+    from agent.config.probes import Probe, Value
+    from agent.config.reader import Mark
     from agent.plan.resolve import _scope
-    from agent.spec.probes import Probe, Value
-    from agent.spec.reader import Mark
 
     mark = Mark("probes.yaml", 1, 1)
 

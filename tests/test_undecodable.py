@@ -22,6 +22,7 @@ from harness.rings import Rec, ring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.config.decoders import LabelRule
 from agent.errors import NoopError
 from agent.kernel import aggregate, ringbuf
 from agent.kernel.aggregate import Row
@@ -34,7 +35,6 @@ from agent.output.undecodable import Tally, Undecodable
 from agent.output.usermetrics import UserMetrics
 from agent.plan import client_golang, rust_prometheus
 from agent.plan.model import Aggregate, Column, Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
-from agent.spec.decoders import LabelRule
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from agent.binary.elf import ElfFile
+from agent.config import probes as spec
 from agent.kernel import codegen, kfeatures, ringbuf
 from agent.plan import resolve
-from agent.spec import probes as spec
 
 MIX = """
 targets: {c: {binary: BINARY}}

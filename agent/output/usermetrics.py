@@ -20,6 +20,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from agent.config import decoders
+from agent.config.decoders import go_float
 from agent.kernel import events
 from agent.kernel.aggregate import Row
 from agent.kernel.events import ABSENT, FAULTS, PID, TS, Event, Records
@@ -27,8 +29,6 @@ from agent.live.cgroups import Processes
 from agent.output.undecodable import Tally, Undecodable, row_ident, shown, why
 from agent.output.undecodable import value as read
 from agent.plan.model import MetricPlan, Plan, ProbePlan, ValueSpec
-from agent.spec import decoders
-from agent.spec.decoders import go_float
 
 OVERFLOW = "__overflow__"  # every label's value in a metric's overflow series
 PID_KEY = "$pid"  # the part of every in-kernel key that says which process hit

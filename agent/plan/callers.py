@@ -14,9 +14,9 @@ from dataclasses import replace
 from agent.binary.callers import INLINED
 from agent.binary.dwarf.lines import Lines
 from agent.binary.dwarf.reader import origin_of
+from agent.config.probes import Probe, Value
 from agent.plan.binary import Binary
 from agent.plan.model import Decode, Fetch, Op, ProbePlan, Site, ValueSpec
-from agent.spec.probes import Probe, Value
 
 BUILTINS = ("caller", "caller_line")
 RESOLVED = (*BUILTINS, "gotype")  # values named through the binary when shown

@@ -28,14 +28,14 @@ from agent.binary import sites
 from agent.binary.dwarf.locations import Location, Piece, Unavailable
 from agent.binary.dwarf.reader import die_name
 from agent.binary.gometa.scope import Scope
+from agent.config.probes import parse_selector
+from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import PKG, argument_sites, field_offset
-from agent.spec.probes import parse_selector
-from agent.spec.selector import Selector
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)

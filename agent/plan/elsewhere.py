@@ -10,10 +10,10 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 
+from agent.config.probes import Probe, Value, parse_selector
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Site
-from agent.spec.probes import Probe, Value, parse_selector
 
 # Fetch kinds that stand for a read made at another site of the same call.
 _DEFERRED = ("later", "saved")

@@ -34,12 +34,12 @@ from agent.binary import sites
 from agent.binary.dwarf import source as src
 from agent.binary.dwarf.lines import Scope
 from agent.binary.dwarf.locations import Piece
+from agent.config.probes import Probe, parse_selector
 from agent.errors import NoopError, nearest
 from agent.plan import callers, placement
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch, Site, ValueSpec
 from agent.plan.selectors import SelectError
-from agent.spec.probes import Probe, parse_selector
 
 _STOPS = ("ret", "ud2", "int3", "hlt")
 # Calls that do not come back: the instruction after one is not reached through it.

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from agent.binary.proof import Proof
-from agent.spec.decoders import LabelRule
-from agent.spec.selector import Selector
+from agent.config.decoders import LabelRule
+from agent.config.selector import Selector
 
 # The kinds of each part of a plan: mypy (strict equality) refuses a misspelled one
 # wherever one is compared or made, and a cached plan holding another is not loaded.

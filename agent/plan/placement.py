@@ -22,12 +22,12 @@ from agent.binary import sites
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.functions import FunctionVars, Inlined
 from agent.binary.dwarf.locations import Location, Piece
+from agent.config.probes import Probe, parse_selector
 from agent.errors import NoopError
 from agent.plan import updates
 from agent.plan.binary import Binary
 from agent.plan.model import Fetch, Op, Site, ValueSpec
 from agent.plan.selectors import SelectError
-from agent.spec.probes import Probe, parse_selector
 
 FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
 

@@ -11,11 +11,11 @@ from agent import cache
 from agent.binary import debuginfo, proof
 from agent.binary.dwarf.reader import damage_said
 from agent.binary.elf import ElfFile
+from agent.config.selector import Selector, through_proc
 from agent.errors import NoopError
 from agent.plan import client_golang, plain, rust_prometheus
 from agent.plan.binary import Binary
 from agent.plan.model import Plan
-from agent.spec.selector import Selector, through_proc
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 LIBRARIES = {"client_golang preset": "client_golang",

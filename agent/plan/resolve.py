@@ -26,6 +26,18 @@ from agent.binary.dwarf.locations import Location
 from agent.binary.dwarf.reader import damage_said, die_name, origin_of
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope, of_pattern
+from agent.config.probes import (
+    DEFAULT_MAX,
+    MAX_SITES,
+    Probe,
+    Spec,
+    Step,
+    Target,
+    Value,
+    parse_selector,
+)
+from agent.config.reader import Mark, Problem, SpecError
+from agent.config.selector import NotRunning, Selector, binary_path, selector_of, through_proc
 from agent.errors import NoopError, nearest
 from agent.plan import callers, elsewhere, lines, placement, plain
 from agent.plan.binary import Binary
@@ -46,18 +58,6 @@ from agent.plan.model import (
     where_of,
 )
 from agent.plan.selectors import FIRST_POLL, Future, SelectError
-from agent.spec.probes import (
-    DEFAULT_MAX,
-    MAX_SITES,
-    Probe,
-    Spec,
-    Step,
-    Target,
-    Value,
-    parse_selector,
-)
-from agent.spec.reader import Mark, Problem, SpecError
-from agent.spec.selector import NotRunning, Selector, binary_path, selector_of, through_proc
 
 
 @dataclass

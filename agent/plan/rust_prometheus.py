@@ -62,13 +62,13 @@ from agent.binary.amd64 import full_register
 from agent.binary.dwarf.functions import own_name
 from agent.binary.dwarf.locations import Piece
 from agent.binary.dwarf.reader import die_name, origin_of
+from agent.config.probes import parse_selector
+from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
-from agent.spec.probes import parse_selector
-from agent.spec.selector import Selector
 
 TARGET = "main"
 LIBRARY = "rust-prometheus"

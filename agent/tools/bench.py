@@ -218,9 +218,9 @@ def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | Non
     parameter): the spec a user would write, resolved. Its site is noop's own choice,
     unless the bench's address was asked for or ``first`` (the site every other arm
     probes: by default the first instruction)."""
+    from agent.config import probes as spec
     from agent.kernel.kfeatures import xmm_helper_available
     from agent.plan import resolve
-    from agent.spec import probes as spec
 
     probe_spec: dict[str, Any] = {"name": "bench", "function": site.function, "metrics": [
         {"name": "bench_calls_total", "type": "counter", "aggregate": aggregate,

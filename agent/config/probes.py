@@ -16,13 +16,13 @@ from typing import Any
 
 import yaml
 
+from agent.config import metrics as spec_metrics
+from agent.config.reader import IDENT as _IDENT
+from agent.config.reader import Key, Reader
+from agent.config.reader import Mark as Mark  # re-exported: spec.Mark, spec.Problem, ...
+from agent.config.reader import Problem as Problem
+from agent.config.reader import SpecError as SpecError
 from agent.errors import NoopError, nearest
-from agent.spec import metrics as spec_metrics
-from agent.spec.reader import IDENT as _IDENT
-from agent.spec.reader import Key, Reader
-from agent.spec.reader import Mark as Mark  # re-exported: spec.Mark, spec.Problem, ...
-from agent.spec.reader import Problem as Problem
-from agent.spec.reader import SpecError as SpecError
 
 SPEC_VERSION = 1
 MAX_INDEX = 2**31 - 1  # the largest [index] or .N a selector may name

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
+from agent.config.decoders import LabelRule, label_name_problem, metric_name_problem, regex_problem
+from agent.config.reader import Key, Mark, Reader
 from agent.errors import nearest
-from agent.spec.decoders import LabelRule, label_name_problem, metric_name_problem, regex_problem
-from agent.spec.reader import Key, Mark, Reader
 
 KINDS = ("counter", "gauge", "histogram")
 AGGREGATIONS = ("kernel", "events")
