@@ -28,27 +28,30 @@ def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> i
 
 def cmd_funcs(args: argparse.Namespace) -> int:
     from agent.tools import inspect, render
-    rows = inspect.function_list(args.binary, args.glob)
+    rows = inspect.function_list(args.binary, args.glob, args.debuginfo)
     if not rows and args.glob:
         raise NoopError(f"no function matches {args.glob!r}",
                         "globs match whole names: try '*" + args.glob.strip("*") + "*'")
     if args.json:  # with what the build says of itself: Go and module versions
-        return _emit(args, {**inspect.build_facts(args.binary), "functions": rows},
+        return _emit(args, {**inspect.build_facts(args.binary, args.debuginfo),
+                            "functions": rows},
                      render.funcs_table)
     return _emit(args, rows, render.funcs_table)
 
 
 def cmd_struct(args: argparse.Namespace) -> int:
     from agent.tools import inspect, render
-    return _emit(args, inspect.struct_layout(args.binary, args.type), render.struct)
+    return _emit(args, inspect.struct_layout(args.binary, args.type, args.debuginfo),
+                 render.struct)
 
 
 def cmd_vars(args: argparse.Namespace) -> int:
     from agent.tools import inspect, render
     if _at_line(args.function):
-        return _emit(args, inspect.line_vars(args.binary, args.function),
+        return _emit(args, inspect.line_vars(args.binary, args.function, args.debuginfo),
                      render.line_vars_table)
-    return _emit(args, inspect.function_vars(args.binary, args.function), render.vars_table)
+    return _emit(args, inspect.function_vars(args.binary, args.function, args.debuginfo),
+                 render.vars_table)
 
 
 def _at_line(text: str) -> bool:
@@ -59,8 +62,8 @@ def _at_line(text: str) -> bool:
 
 def cmd_lines(args: argparse.Namespace) -> int:
     from agent.tools import inspect, render
-    return _emit(args, inspect.function_lines(args.binary, args.function, args.source),
-                 render.lines_table)
+    return _emit(args, inspect.function_lines(args.binary, args.function, args.source,
+                                              args.debuginfo), render.lines_table)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -126,8 +129,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         from agent.config import probes as spec
         from agent.plan import resolve
         loaded = spec.load(args.config)
-        if args.binary or args.pid:
-            loaded = spec.override(loaded, args.binary, args.pid)
+        if args.binary or args.pid or args.debuginfo:
+            loaded = spec.override(loaded, args.binary, args.pid, args.debuginfo)
         from agent.kernel.kfeatures import xmm_helper_available
         from agent.live.discover import Locator
         # noop run waits for targets no process runs yet; the other commands say so.
@@ -139,7 +142,7 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     if args.binary:
         from agent.plan import presets
         try:
-            plan = presets.plan(args.binary, args.pid, aggregate)
+            plan = presets.plan(args.binary, args.pid, aggregate, args.debuginfo)
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
@@ -437,13 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.print_help(sys.stderr)
         return 2
     try:
-        if getattr(args, "debuginfo", None):
-            from agent.binary import debuginfo
-            binary = getattr(args, "binary", None)
-            if not binary:
-                raise NoopError("--debuginfo needs --binary: name it in the spec's target as "
-                                "debuginfo: FILE")
-            debuginfo.name(binary, args.debuginfo)
+        if getattr(args, "debuginfo", None) and not getattr(args, "binary", None):
+            raise NoopError("--debuginfo needs --binary: name it in the spec's target as "
+                            "debuginfo: FILE")
         return int(args.func(args))
     except NoopError as exc:
         logs.say(str(exc), logs.ERROR)

@@ -12,6 +12,7 @@ Privileged: real BPF.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -87,5 +88,32 @@ def test_caller_as_a_label_kept_in_the_kernel(privileged: None,
     assert one(got, "process_calls_total", caller=MAIN[lang]) == ROUNDS
     assert [k for k in got if k[0] == "process_calls_total"] == [
         ("process_calls_total", (("caller", MAIN[lang]),))]
+    code, err = agent.stop()
+    assert code == 0, err
+
+
+def test_caller_named_from_the_debug_file_the_spec_names(
+        privileged: None, lines_program: tuple[str, Path], tmp_path: Path,
+        agent_cleanup: list[Agent]) -> None:
+    """A stripped build whose DWARF is in a separate file the target names
+    (``debuginfo:``): the scrape names the caller from that file too (C and Rust
+    stripped keep no symbol to fall back on)."""
+    lang, built = lines_program
+    binary, debug = tmp_path / "lines", tmp_path / "lines.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(built), str(debug)], check=True)
+    shutil.copy(built, binary)
+    subprocess.run(["strip", "--strip-debug", "--strip-unneeded", str(binary)], check=True)
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(yaml.safe_dump({
+        "targets": {"lines": {"binary": str(binary), "debuginfo": str(debug)}},
+        "probes": [{"name": "calls", "function": PROCESS[lang], "values": {"who": "$caller"},
+                    "metrics": [{"name": "process_calls_total", "type": "counter",
+                                 "labels": {"caller": "who"}, "aggregate": "kernel"}]}]}))
+    agent = start("--config", spec)
+    agent_cleanup.append(agent)
+    subprocess.run([str(binary), *_args(lang)], capture_output=True, timeout=60, check=True)
+    got = settle(agent, "process_calls_total", {"caller": MAIN[lang]}, ROUNDS)
+    assert {k: v for k, v in got.items() if k[0] == "process_calls_total"} == {
+        ("process_calls_total", (("caller", MAIN[lang]),)): ROUNDS}
     code, err = agent.stop()
     assert code == 0, err

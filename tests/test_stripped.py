@@ -578,13 +578,15 @@ def test_the_preset_from_its_scope_equals_it_from_all_metadata(
     """The preset's plan from DWARF made for its scope alone (its package, the
     functions it is inlined into, its structs) is the plan from DWARF made of every
     function and type, and the scope's DWARF is the smaller."""
+    from agent.binary import debuginfo
     from agent.plan import client_golang, plain, presets
 
     plans = []
     for scope in (client_golang.SCOPE, None):
         monkeypatch.setattr(client_golang, "SCOPE", scope)
         monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / str(scope is None)))
-        plans.append(plain.dump(presets._make(str(stripped_example), aggregate)))
+        plans.append(plain.dump(presets._make(str(stripped_example), aggregate,
+                                              debuginfo.NOTHING)))
     assert plans[0] == plans[1]
     assert plans[0]["probes"]
     scoped, whole = (sum(f.stat().st_size for f in (tmp_path / str(w) / "gometa").iterdir())

@@ -17,6 +17,7 @@ import threading
 from functools import lru_cache
 
 from agent import logs
+from agent.binary import debuginfo
 from agent.binary.dwarf.functions import Functions
 from agent.binary.dwarf.lines import Lines
 from agent.binary.dwarf.reader import DAMAGE, Dwarf, attr, damage_said, origin_of
@@ -31,24 +32,25 @@ BODY_TAGS = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
 KEPT = 16  # files' namers kept at once (per-container copies, builds followed)
 
 
-def name(binary: str, build: str, raw: int, line: bool = False) -> str:
+def name(binary: str, build: str, raw: int, line: bool = False, debug: str = "") -> str:
     """The caller (``line``: its ``file:line``) a value read from ``binary`` names, as
     its build ``build`` has it; the address in hex when nothing in that build holds it
     (a caller in another module: a shared library's), or when the file at that path is
-    another build now."""
-    got = _resolver(binary, build).at(raw)
+    another build now; ``debug``: its separate debug file, when the user named one."""
+    got = _resolver(binary, build, debug).at(raw)
     return got[1] if line else got[0]
 
 
 @lru_cache(maxsize=KEPT)
-def _resolver(binary: str, build: str) -> _Resolver:
-    return _Resolver(binary, build)
+def _resolver(binary: str, build: str, debug: str) -> _Resolver:
+    return _Resolver(binary, build, debug)
 
 
 class _Resolver:
-    def __init__(self, binary: str, build: str) -> None:
+    def __init__(self, binary: str, build: str, debug: str) -> None:
         self.binary = binary
         self.build = build
+        self.debug = debug
         self._lock = threading.Lock()
         self._memo: dict[int, tuple[str, str]] = {}
         self._opened = False
@@ -68,7 +70,8 @@ class _Resolver:
                     return
                 self.symbols = sorted((s.address, s.address + s.size, s.name)
                                       for s in elf.function_symbols() if s.size)
-                self.dwarf = Dwarf(elf)
+                self.dwarf = Dwarf(elf, debuginfo.locate(elf, None,
+                                                         debuginfo.Given(self.debug or None)))
                 self.functions = Functions(self.dwarf, TypeNamer(self.dwarf))
                 self.lines = Lines(self.dwarf)
         except (NoopError, OSError, *DAMAGE) as exc:

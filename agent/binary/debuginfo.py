@@ -29,10 +29,19 @@ from agent.errors import BinaryError, NoDebugInfo
 
 SELF, SEPARATE, GO_METADATA, SYMBOLS = "binary", "separate", "go-metadata", "symbols"
 
-# Debug files named by the user, and function signatures a spec gives, by the binary's
-# resolved path.
-_named: dict[str, str] = {}
-_signed: dict[str, dict[str, str]] = {}
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """What the user gave noop about a binary: its separate debug file (``--debuginfo``,
+    a target's ``debuginfo:``), and the signatures (Go function types, by function) a
+    spec gives for a stripped Go binary whose type metadata keeps none (used only when
+    its DWARF is made from metadata)."""
+
+    debug: str | None = None
+    signatures: tuple[tuple[str, str], ...] = ()
+
+
+NOTHING = Given()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +74,14 @@ class Source:
             _synthesize(elf, Path(self.path), dict(self.signatures), self.scope)
 
 
-def cache_id(elf: ElfFile, source: Source | None = None) -> str:
+def cache_id(elf: ElfFile, source: Source | None = None, given: Given = NOTHING) -> str:
     """The key of ``elf``'s answers in noop's cache ('' for a binary without build-id:
     nothing is kept): its build-id, the digest of its bytes and of a separate debug
     file's (a copy with the same build-id but other bytes is another binary), and
     where its DWARF came from."""
     if not elf.build_id:
         return ""
-    source = source or locate(elf)
+    source = source or locate(elf, None, given)
     parts = [elf.build_id, cache.fingerprint(elf.path)]
     if source.kind == SEPARATE:
         parts.append(cache.fingerprint(source.path))
@@ -95,22 +104,11 @@ def forget(path: str) -> None:
                 made.unlink()
 
 
-def name(binary: str, debug_file: str) -> None:
-    """Use ``debug_file`` for ``binary`` (``--debuginfo``, a target's ``debuginfo:``)."""
-    _named[str(Path(binary).resolve())] = debug_file
-
-
-def sign(binary: str, signatures: dict[str, str]) -> None:
-    """Signatures (Go function types, by function) a spec gives for a stripped Go binary
-    whose type metadata keeps none; used only when its DWARF is made from metadata."""
-    _signed[str(Path(binary).resolve())] = dict(signatures)
-
-
-def locate(elf: ElfFile, scope: Scope | None = None) -> Source:
-    """Where ``elf``'s DWARF is; NoDebugInfo when nowhere. For a stripped Go program,
-    DWARF made from its metadata for ``scope`` (the whole program without one), made
-    when first opened."""
-    named = _named.get(str(elf.path.resolve()))
+def locate(elf: ElfFile, scope: Scope | None = None, given: Given = NOTHING) -> Source:
+    """Where ``elf``'s DWARF is (``given``: what the user named for it); NoDebugInfo when
+    nowhere. For a stripped Go program, DWARF made from its metadata for ``scope`` (the
+    whole program without one), made when first opened."""
+    named = given.debug
     if named is not None:
         why = _refusal(elf, Path(named))
         if why:
@@ -123,7 +121,7 @@ def locate(elf: ElfFile, scope: Scope | None = None) -> Source:
         if path.is_file() and not _refusal(elf, path):
             return Source(SEPARATE, str(path), how)
     if _is_go(elf):
-        signed = _signed.get(str(elf.path.resolve()), {})
+        signed = dict(given.signatures)
         return Source(GO_METADATA, str(_synthesized(elf, signed, scope)),
                       "Go runtime metadata (pclntab, type descriptors)" +
                       (", signatures from the spec" if signed else ""),

@@ -554,9 +554,10 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
         yield Value(name, selector, decode, max_len, r.mark(snode), at)
 
 
-def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
-    """The spec with its one target's binary (relative to the working directory) or PID
-    replaced from the command line."""
+def override(s: Spec, binary: str | None, pid: int | None, debuginfo: str | None = None
+             ) -> Spec:
+    """The spec with its one target's binary (relative to the working directory), PID or
+    debug file replaced from the command line."""
     if len(s.targets) != 1:
         raise NoopError("--binary and --pid need a spec with exactly one target",
                         "set binary and pid in the spec's targets instead")
@@ -564,6 +565,8 @@ def override(s: Spec, binary: str | None, pid: int | None) -> Spec:
     if binary:  # the command line's path replaces however the spec named the program
         t = replace(t, binary=str(Path(binary).resolve()), exe=None, build_id=None)
     t = replace(t, pid=pid if pid is not None else t.pid)
+    if debuginfo:
+        t = replace(t, debuginfo=str(Path(debuginfo).resolve()))
     return replace(s, targets=(t,))
 
 

@@ -165,7 +165,7 @@ def scalar(v: ValueSpec, raw: int) -> Any:
         return v.variant(bits)
     if v.decode in CALLERS:  # what names them reads DWARF: imported when one comes
         from agent.binary import callers
-        return callers.name(v.binary, v.build, bits, v.decode == "caller_line")
+        return callers.name(v.binary, v.build, bits, v.decode == "caller_line", v.debug)
     if v.decode == "gotype":
         from agent.binary import gotypes
         return gotypes.name(v.binary, v.build, bits)

@@ -31,10 +31,12 @@ GOID_OFFSETS = {(1, 19): 152, (1, 21): 152, (1, 24): 160, (1, 26): 152, (1, 27):
 class Binary:
     """One target binary opened for resolving: ELF, DWARF, functions, type walker."""
 
-    def __init__(self, path: str, scope: Scope | None = None) -> None:
+    def __init__(self, path: str, scope: Scope | None = None,
+                 given: debuginfo.Given = debuginfo.NOTHING) -> None:
         self.path = path
+        self.given = given
         self.elf = ElfFile(path)
-        self.dwarf = Dwarf(self.elf, debuginfo.locate(self.elf, scope))
+        self.dwarf = Dwarf(self.elf, debuginfo.locate(self.elf, scope, given))
         self.namer = TypeNamer(self.dwarf)
         self.functions = Functions(self.dwarf, self.namer)
         self.walker = Walker(self.dwarf, self.namer)

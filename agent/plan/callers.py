@@ -32,13 +32,13 @@ def builtin(v: Value) -> tuple[ValueSpec, Fetch]:
             Fetch("builtin", builtin=v.builtin or ""))
 
 
-def bind(plan: ProbePlan, binary: str, build: str) -> ProbePlan:
+def bind(plan: ProbePlan, binary: str, build: str, debug: str | None) -> ProbePlan:
     """``plan`` with its caller values resolved through ``binary`` (the file as this
     run reads it: a plan kept from another run may name another copy), as the build
-    ``build`` (its build-id) has them."""
+    ``build`` (its build-id) has them, with ``debug`` its debug file when one is named."""
     if not any(v.decode in RESOLVED for v in plan.values):
         return plan
-    return replace(plan, values=tuple(replace(v, binary=binary, build=build)
+    return replace(plan, values=tuple(replace(v, binary=binary, build=build, debug=debug or "")
                                       if v.decode in RESOLVED else v for v in plan.values))
 
 

@@ -289,6 +289,7 @@ class ValueSpec:
     other: str | None = None
     binary: str = ""  # caller, caller_line, gotype: the file whose addresses it holds
     build: str = ""  # that file's build-id when planned: names come from that build alone
+    debug: str = ""  # its separate debug file, when the user named one
 
     def variant(self, raw: int) -> str:
         """The name of the variant whose discriminant is ``raw`` (the low ``size``

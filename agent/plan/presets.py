@@ -22,7 +22,8 @@ LIBRARIES = {"client_golang preset": "client_golang",
              rust_prometheus.SOURCE: rust_prometheus.LIBRARY}
 
 
-def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
+def plan(path: str, pid: int | None = None, aggregate: bool = False,
+         debug: str | None = None) -> Plan:
     """The preset's plan for the binary at ``path``; with ``aggregate``, the in-kernel
     aggregates ``noop run`` reads too.
 
@@ -31,13 +32,14 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     here = Selector(path=str(Path(path).resolve()))
     elf = ElfFile(path)
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
-    build_id = debuginfo.cache_id(elf)
+    given = debuginfo.Given(debug)
+    build_id = debuginfo.cache_id(elf, given=given)
     key = f"aggregate={aggregate}"
     made: Plan | None = cache.get(build_id, "preset", key,
                                   load=lambda data: plain.load(Plan, data)) \
         if build_id else None
     if made is None:
-        made = _make(path, aggregate)
+        made = _make(path, aggregate, given)
         if build_id:
             cache.put(build_id, "preset", key, plain.dump(made))
     (target,) = made.targets
@@ -45,13 +47,13 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False) -> Plan:
     return replace(made, targets=(replace(target, binary=binary, pid=pid, selector=here),))
 
 
-def _make(path: str, aggregate: bool) -> Plan:
+def _make(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
     with damage_said(path):
-        return _preset(path, aggregate)
+        return _preset(path, aggregate, given)
 
 
-def _preset(path: str, aggregate: bool) -> Plan:
-    b = Binary(path, client_golang.SCOPE)  # a stripped Go build's metadata: what it reads
+def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
+    b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
     if language in ("go", "rust"):
         made = client_golang.make(b, aggregate) if language == "go" else \

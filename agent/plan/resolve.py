@@ -97,14 +97,14 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
     for t in spec.targets:
         try:
             path, also = where(spec, t)
-            if t.debuginfo:
-                debuginfo.name(path, binary_path(spec, t.debuginfo))
-            debuginfo.sign(path, {p.function: p.signature for p in spec.probes
-                                  if p.target == t.name and p.function and p.signature})
+            given = debuginfo.Given(
+                binary_path(spec, t.debuginfo) if t.debuginfo else None,
+                tuple(sorted({p.function: p.signature for p in spec.probes if p.target ==
+                              t.name and p.function and p.signature}.items())))
             elf = ElfFile(path)
             # A stripped copy keeps its build-id: its answers from Go metadata are kept
             # apart from its twin's.
-            build_id = debuginfo.cache_id(elf)
+            build_id = debuginfo.cache_id(elf, given=given)
         except NotRunning as exc:
             if wait:
                 waiting.append((t.name, exc.selector))
@@ -122,7 +122,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
             before = len(out.problems)
             try:
                 with damage_said(path):
-                    b = Binary(path, _scope([p for _n, p in mine]))
+                    b = Binary(path, _scope([p for _n, p in mine]), given)
                     target = b.plan(t.name, None, (), None, pinned)
                     got = [(n, plan) for n, probe in mine
                            if (plan := _probe(b, probe, out, xmm_readable)) is not None]
@@ -141,7 +141,8 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
         here = path if through_proc(path) else str(Path(path).resolve())
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
-        found += [(n, callers.bind(plan, here, target.build_id)) for n, plan in got]
+        found += [(n, callers.bind(plan, here, target.build_id, given.debug))
+                  for n, plan in got]
     # What a probe may cost is the spec's word, not the binary's: set after the cache.
     probes = [replace(plan, budget=spec.probes[n].budget if spec.probes[n].budget is not None
                       else spec.budget) for n, plan in sorted(found, key=lambda f: f[0])]

@@ -162,10 +162,11 @@ class _Opened:
     """A binary as the answers read it: its ELF, where its debug info is, its cache key,
     and its DWARF once an answer needed it."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, given: debuginfo.Given) -> None:
         self.elf = ElfFile(binary)
+        self.given = given
         try:
-            self.source = debuginfo.locate(self.elf)
+            self.source = debuginfo.locate(self.elf, None, given)
             self.cache_id = debuginfo.cache_id(self.elf, self.source)
         except BaseException:
             self.elf.close()
@@ -185,7 +186,7 @@ class _Opened:
             scope = None
         if scope not in self.readers:
             dwarf = Dwarf(self.elf, self.source if scope is None
-                          else debuginfo.locate(self.elf, scope))
+                          else debuginfo.locate(self.elf, scope, self.given))
             self.readers[scope] = dwarf, TypeNamer(dwarf)
         return self.readers[scope]
 
@@ -198,7 +199,7 @@ class _Opened:
 # The binaries asked about last (a few), by path and version: answers about many of
 # their types or functions in one process (a caller walking them all, or comparing a
 # stripped build with its twin) open and hash each once.
-_recent: dict[tuple[str, tuple[int, int, int, int]], _Opened] = {}
+_recent: dict[tuple[str, str | None, tuple[int, int, int, int]], _Opened] = {}
 KEEP_OPEN = 4
 
 
@@ -210,28 +211,30 @@ def close() -> None:
     _recent.clear()
 
 
-def _opened(binary: str) -> _Opened:
+def _opened(binary: str, debug: str | None) -> _Opened:
+    """``binary`` opened for answers, with ``debug`` its debug file when one is named."""
     from agent.binary.elf import stamp
 
+    given = debuginfo.Given(debug)
     version = stamp(binary)
     if version is None:
-        return _Opened(binary)  # gone: ElfFile says so in its words
-    key = (binary, version)
+        return _Opened(binary, given)  # gone: ElfFile says so in its words
+    key = (binary, debug, version)
     got = _recent.pop(key, None)
     if got is None:
         while len(_recent) >= KEEP_OPEN:  # the least recently asked goes
             _recent.pop(next(iter(_recent))).close()
-        got = _Opened(binary)
+        got = _Opened(binary, given)
     _recent[key] = got  # last: the most recently asked
     return got
 
 
-def _answer(binary: str, kind: str, key: str, compute: Compute, scope: Scope | None = None
-            ) -> Any:
+def _answer(binary: str, debug: str | None, kind: str, key: str, compute: Compute,
+            scope: Scope | None = None) -> Any:
     """The cached answer for (build-id, kind, key) if it has the shape of its kind,
     else computed from DWARF (for a stripped Go binary, made for ``scope``: what the
     answer reads) and cached."""
-    opened = _opened(binary)
+    opened = _opened(binary, debug)
 
     def made() -> Any:
         from agent.binary.dwarf.reader import damage_said
@@ -253,7 +256,7 @@ def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> An
     return value
 
 
-def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
+def struct_layout(binary: str, type_name: str, debug: str | None = None) -> dict[str, Any]:
     def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
         from agent.binary.dwarf.lookup import find_type
         from agent.binary.dwarf.reader import tag
@@ -308,10 +311,11 @@ def struct_layout(binary: str, type_name: str) -> dict[str, Any]:
                 "size": layout.size, "members": members,
                 "debug": "Go type descriptors" if dwarf.from_metadata else dwarf.source.how}
 
-    return dict(_answer(binary, "struct", type_name, compute, Scope(types=(type_name,))))
+    return dict(_answer(binary, debug, "struct", type_name, compute,
+                        Scope(types=(type_name,))))
 
 
-def function_vars(binary: str, function: str) -> dict[str, Any]:
+def function_vars(binary: str, function: str, debug: str | None = None) -> dict[str, Any]:
     def var(v: Any) -> dict[str, Any]:
         d: dict[str, Any] = {
             "name": v.name, "type": v.type, "size": v.size,
@@ -339,17 +343,18 @@ def function_vars(binary: str, function: str) -> dict[str, Any]:
             out["note"] = f"{missing}; to see its parameters, {NO_VALUES}"
         return out
 
-    return dict(_answer(binary, "vars", function, compute, Scope(functions=(function,))))
+    return dict(_answer(binary, debug, "vars", function, compute,
+                        Scope(functions=(function,))))
 
 
-def build_facts(binary: str) -> dict[str, Any]:
+def build_facts(binary: str, debug: str | None = None) -> dict[str, Any]:
     """Where the binary's DWARF comes from, and for Go its toolchain and modules."""
     from agent.binary.gometa import buildinfo
     from agent.binary.gometa.image import Image
 
     elf = ElfFile(binary)
     info = buildinfo.read(Image(elf))
-    return {"debug": debuginfo.locate(elf).how,
+    return {"debug": debuginfo.locate(elf, None, debuginfo.Given(debug)).how,
             "go_version": info.go_version if info else None,
             "main": info.main.path if info and info.main else None,
             "modules": [{"path": m.path, "version": m.version} for m in info.deps]
@@ -389,8 +394,9 @@ def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
             for f in Functions(dwarf, namer).summaries()]
 
 
-def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any]]:
-    opened = _opened(binary)
+def function_list(binary: str, pattern: str | None = None, debug: str | None = None
+                  ) -> list[dict[str, Any]]:
+    opened = _opened(binary, debug)
     if opened.source.kind == debuginfo.GO_METADATA:
         from agent.binary.gometa import listing as metadata
         from agent.binary.gometa.program import GoProgram
@@ -398,14 +404,15 @@ def function_list(binary: str, pattern: str | None = None) -> list[dict[str, Any
         # A stripped Go binary's: from its metadata, without making DWARF of it.
         rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
     else:
-        rows = _answer(binary, "funcs", "all", lambda _elf, dwarf, namer: listing(dwarf, namer))
+        rows = _answer(binary, debug, "funcs", "all",
+                       lambda _elf, dwarf, namer: listing(dwarf, namer))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)
 
 
-def function_lines(binary: str, function: str, source_dir: str | None = None
-                   ) -> dict[str, Any]:
+def function_lines(binary: str, function: str, source_dir: str | None = None,
+                   debug: str | None = None) -> dict[str, Any]:
     """A function's source lines: each with its statement addresses (where a probe can
     go) and the functions inlined there, and its text when the file is on this machine
     (at the path the binary names, or under ``source_dir``)."""
@@ -415,7 +422,7 @@ def function_lines(binary: str, function: str, source_dir: str | None = None
 
         return Source(Functions(dwarf, namer)).listing(function)
 
-    got = dict(_answer(binary, "lines", function, compute))
+    got = dict(_answer(binary, debug, "lines", function, compute))
     from agent.binary.dwarf.lines import read_source
 
     texts: dict[str, list[str] | None] = {}
@@ -430,7 +437,7 @@ def function_lines(binary: str, function: str, source_dir: str | None = None
     return got
 
 
-def line_vars(binary: str, where: str) -> dict[str, Any]:
+def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, Any]:
     """The parameters and locals available at ``FUNCTION:LINE`` or ``FILE:LINE``: at
     each statement address of the line, each value's type and location there."""
     from agent.binary.dwarf.source import split_line
@@ -454,4 +461,4 @@ def line_vars(binary: str, where: str) -> dict[str, Any]:
                          for v in source.vars_at(s)]})
         return {"line": where, "sites": sites, "debug": dwarf.source.how}
 
-    return dict(_answer(binary, "line-vars", where, compute))
+    return dict(_answer(binary, debug, "line-vars", where, compute))
