@@ -33,8 +33,9 @@ from agent.output.exporter import Exporter, Health, Session
 from agent.output.meta import PresetMeta
 from agent.output.undecodable import Tally, Undecodable
 from agent.output.usermetrics import UserMetrics
-from agent.plan import client_golang, rust_prometheus
+from agent.plan.client_golang import facts as client_golang
 from agent.plan.model import Aggregate, Column, Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.rust_prometheus import facts as rust_prometheus
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -23,10 +23,11 @@ from agent.live.cgroups import Processes
 from agent.output import updates
 from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
-from agent.plan import generations, rust_prometheus
-from agent.plan.client_golang import COUNT_MASK
+from agent.plan import generations
+from agent.plan.client_golang.facts import COUNT_MASK
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.presets import library
+from agent.plan.rust_prometheus import facts as rust_prometheus
 
 LABELS = ("target", "pid", "library", "metric", "labels")
 

@@ -12,9 +12,10 @@ from functools import lru_cache
 from agent.kernel.events import Event
 from agent.output.undecodable import Undecodable, shown, why
 from agent.output.undecodable import value as read
-from agent.plan import client_golang, rust_prometheus
-from agent.plan.client_golang import COUNT_MASK, MAX_LABELS
+from agent.plan.client_golang import facts as client_golang
+from agent.plan.client_golang.facts import COUNT_MASK, MAX_LABELS
 from agent.plan.model import ProbePlan
+from agent.plan.rust_prometheus import facts as rust_prometheus
 
 
 @dataclass(frozen=True, slots=True)

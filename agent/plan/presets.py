@@ -9,13 +9,13 @@ from pathlib import Path
 
 from agent import cache
 from agent.binary import debuginfo, proof
-from agent.binary.dwarf.reader import damage_said
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector, through_proc
 from agent.errors import NoopError
-from agent.plan import client_golang, plain, rust_prometheus
-from agent.plan.binary import Binary
+from agent.plan import plain
+from agent.plan.client_golang import facts as client_golang
 from agent.plan.model import Plan
+from agent.plan.rust_prometheus import facts as rust_prometheus
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 LIBRARIES = {"client_golang preset": "client_golang",
@@ -48,16 +48,24 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
 
 
 def _make(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
+    from agent.binary.dwarf.reader import damage_said
+
     with damage_said(path):
         return _preset(path, aggregate, given)
 
 
 def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
+    # The rules read DWARF: imported when a plan is made, not by the output's modules
+    # that ask a plan's library (a start from a cached plan reads no DWARF).
+    from agent.plan.binary import Binary
+    from agent.plan.client_golang import rules as golang_rules
+    from agent.plan.rust_prometheus import rules as crate_rules
+
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
     if language in ("go", "rust"):
-        made = client_golang.make(b, aggregate) if language == "go" else \
-            rust_prometheus.make(b, aggregate)
+        made = golang_rules.make(b, aggregate) if language == "go" else \
+            crate_rules.make(b, aggregate)
         try:
             return replace(made, probes=tuple(b.proven(p) for p in made.probes))
         except proof.Unprovable as exc:

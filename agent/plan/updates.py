@@ -13,9 +13,8 @@ from agent.binary import sites
 from agent.binary.dwarf.lookup import find_type
 from agent.errors import NotFound
 from agent.plan.binary import Binary
+from agent.plan.client_golang.facts import PKG
 from agent.plan.model import Fetch
-
-PKG = "github.com/prometheus/client_golang/prometheus"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ from typing import Any
 
 from agent.errors import NoopError, NotFound
 from agent.plan.model import Plan
-from agent.plan.placement import FLAGS_BELOW_OR_EQUAL
 from agent.tools.workloads import FLOAT_PARAMS, Site, make_site, run_workload
 
 BASELINES = ("empty", "bpftrace")  # the first of these present is the default baseline
@@ -243,6 +242,8 @@ def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | Non
 
 def _where(site: Site, plan: Plan) -> str:
     """Where noop's arm probed, when that is not the bench's site."""
+    from agent.plan.placement import FLAGS_BELOW_OR_EQUAL  # reads DWARF: not at every start
+
     chosen = plan.probes[0].sites
     if [s.address for s in chosen] == [site.address]:
         return ""

@@ -67,19 +67,20 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.model import Aggregate, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
+from agent.plan.rust_prometheus.facts import (
+    DESC_DROP,
+    DROPPED,
+    MAX_CALLS,
+    MAX_LABELS,
+    MAX_ROWS,
+    SOURCE,
+    TARGET,
+    columns,
+    make_tag,
+)
 
-TARGET = "main"
-LIBRARY = "rust-prometheus"
-SOURCE = "prometheus crate preset"
-MAX_LABELS = 4  # label pairs read per metric (the crate keeps them sorted by name)
-MAX_ROWS = 4096  # in-kernel rows per probe: (process, metric object, site)
-MAX_CALLS = 4096  # observations in progress at once (between a count and its sum)
-COUNT_MASK = 2**63 - 1  # ShardAndCount: the count below the hot-shard bit
-
-# The copies whose code holds an update: Value<P>'s methods (P: the atomic), and the
-# histogram's count.
 _VALUE = re.compile(r"prometheus::value::Value<prometheus::atomic64::Atomic([FIU]64)>::"
                     r"(inc|inc_by|dec|dec_by|set)(<|$)")
 _HIST_INC = "prometheus::histogram::ShardAndCount::inc"
@@ -94,34 +95,6 @@ _NUMBERS = {"F64": "f64", "I64": "i64", "U64": "u64"}
 _DECODE: dict[str, Decode] = {"f64": "float", "i64": "int", "u64": "uint"}
 _LOCK_OPS = {"add": 1, "sub": -1, "inc": 1, "dec": -1}
 _STORES = ("mov", "movsd", "movq", "xchg")
-
-# noop run: what each probe keeps per (process, metric object, site) in the kernel.
-# - The latest value: counters only grow, so the largest seen; a gauge's latest, as read
-#   from memory after the update (``now``; for integers that is the value itself): of
-#   racing updates, the one read last has them all, where float gauges' new values in
-#   registers would be ordered by when each probe ran.
-# - For the increments since noop first saw the series: integers sum the increments
-#   (exact: the values read from memory may hold other threads' updates); a float's
-#   constant increment times the hits is exact too. Otherwise the value before the
-#   first update: float counters the smallest old value any CPU saw first (they only
-#   grow), gauges the old value (or the value less its increment) of the earliest hit.
-# - A histogram's count: the count before the update plus one (``observe``), or the
-#   count after it (``flush``: the count before plus the observations flushed), and the
-#   count before the first update.
-def columns(kind: str, number: str, op: str = "") -> tuple[Column, ...]:
-    if kind == "histogram" and op == "flush":
-        return (Column("count", "max", "value", mask=COUNT_MASK),
-                Column("first", "first", "before"))
-    if kind == "histogram":
-        return (Column("count", "max", "before", mask=COUNT_MASK, add=1),
-                Column("first", "first", "before"))
-    latest = Column("value", "max", "value") if kind == "counter" else \
-        Column("value", "last", "now" if number == "f64" else "value")
-    since = (Column("added", "sum", "delta"),) if number != "f64" else \
-        (Column("low", "base", "before"),) if kind == "counter" else ()
-    return (latest, Column("first", "first", "value"), Column("first_delta", "first", "delta"),
-            Column("first_before", "first", "before"), *since)
-
 
 @dataclass(frozen=True, slots=True)
 class Found:
@@ -142,52 +115,6 @@ class Found:
     around: tuple[tuple[int, int], ...] = ()  # histograms: HistogramCore::observe's code
 
 
-KINDS = ("counter", "gauge", "histogram")
-
-
-@dataclass(frozen=True, slots=True)
-class Tag:
-    """What a site's tag says of its updates: the kind and the method the program
-    called; ``sign`` -1 when the increment is the negation of the register read
-    (``lock sub``); ``adjust``, what later updates of the same field by constants add
-    before the memory read (subtracted back); ``store``, a store of the new value (a
-    set: no increment)."""
-
-    kind: str
-    op: str
-    sign: int = 1
-    adjust: int = 0
-    store: bool = False
-
-
-def _tag(kind: str, op: str, sign: int = 1, adjust: int = 0, store: bool = False) -> str:
-    """A site's tag: kind.op, then its flags (``Tag``): ``neg``, ``adjust=N``, ``set``."""
-    extra = ("" if sign > 0 else ";neg") + (f";adjust={adjust}" if adjust else "") + \
-        (";set" if store else "")
-    return f"{kind}.{op}{extra}"
-
-
-def parse_tag(tag: str) -> Tag:
-    """What a site's tag says; ValueError when it is not one."""
-    head, *flags = tag.split(";")
-    kind, dot, op = head.partition(".")
-    if not dot:
-        raise ValueError(f"no kind.op in tag {tag!r}")
-    sign, adjust, store = 1, 0, False
-    for f in flags:
-        if f == "neg":
-            sign = -1
-        elif f.startswith("adjust="):
-            adjust = int(f.removeprefix("adjust="))
-        elif f == "set":
-            store = True
-    return Tag(kind, op, sign, adjust, store)
-
-
-# Every metric object of the crate (a Value<P>, a HistogramCore) holds its Desc, which
-# its drop drops first: where the object's address stops being its.
-DESC_DROP = "core::ptr::drop_in_place<prometheus::desc::Desc>"
-DROPPED = "metric_dropped"  # the probe at those drops
 
 
 def links_crate(b: Binary) -> bool:
@@ -645,18 +572,18 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
             new = Fetch("const", offset=imm & 2**64 - 1)
             return (i.address, (gone, new, _field(f), *_now(f, new)),
                     f"at the store of the constant {imm:#x} ({what})",
-                    _tag(f.kind, f.op, store=True))
+                    make_tag(f.kind, f.op, store=True))
         if src is not None and src.startswith("r"):  # at the store: new in a register
             new = Fetch("reg", size=8, regs=(src,))
             return (i.address, (gone, new, _field(f), *_now(f, new)),
                     f"at the store of the new value ({what}) from {src}",
-                    _tag(f.kind, f.op, store=True))
+                    make_tag(f.kind, f.op, store=True))
         after = _after(insns, f.n, targets)
         if after is None:
             return None
         return (insns[after].address, (gone, _field(f), gone, *_now(f, _field(f))),
                 f"after the store of the new value ({what}), read back from memory",
-                _tag(f.kind, f.op, store=True))
+                make_tag(f.kind, f.op, store=True))
     after = _after(insns, f.n, targets)
     if after is None:
         return None
@@ -665,7 +592,7 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
         return (site, (Fetch("reg", size=8, regs=(src,)) if src else gone,
                        Fetch("unavailable", why="v is passed in xmm0, and this kernel "
                              "cannot read XMM registers in a uprobe")),
-                f"after the {what}: the count before it in {src}", _tag("histogram", "observe"))
+                f"after the {what}: the count before it in {src}", make_tag("histogram", "observe"))
     if i.mnemonic == "cmpxchg":  # old bits in rax, new in src; ZF: the swap won
         delta = _constant_delta(b, insns, f.n, src or "")
         return (site, (Fetch("const", offset=delta) if delta is not None else Fetch(
@@ -674,7 +601,7 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
                        Fetch("reg", size=8, regs=("rax",)), *_now(f, _field(f))),
                 f"after the {what}: a successful swap (ZF), old bits in rax, new in {src}"
                 + (", the increment a constant of the loop" if delta is not None else ""),
-                _tag(f.kind, f.op))
+                make_tag(f.kind, f.op))
     sign = _LOCK_OPS[i.mnemonic]
     if i.mnemonic in ("inc", "dec"):
         delta_fetch, reg_sign = Fetch("const", offset=sign & 2**64 - 1), 1
@@ -687,7 +614,7 @@ def _place(b: Binary, f: Found) -> tuple[int, tuple[Fetch, ...], str, str] | Non
         return None
     return (site, (delta_fetch, _field(f), gone),
             f"after the {what} (the kernel refuses a LOCK instruction): the value read "
-            "back from memory, the increment from the instruction", _tag(f.kind, f.op,
+            "back from memory, the increment from the instruction", make_tag(f.kind, f.op,
                                                                         reg_sign, adjust))
 
 
@@ -723,7 +650,7 @@ def _place_before(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], 
     return (at.site.address, (delta, value, field),
             f"before the {what} (after it another path joins, or the kernel refuses the "
             f"instruction): {at.why}; the value before it read from memory, the increment "
-            "from the instruction", _tag(f.kind, f.op, reg_sign))
+            "from the instruction", make_tag(f.kind, f.op, reg_sign))
 
 
 def _place_flush(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], str, str]:
@@ -743,7 +670,7 @@ def _place_flush(f: Found, at: guards.Before) -> tuple[int, tuple[Fetch, ...], s
             f"before the lock xadd on the histogram's count at {i.address:#x} (a local "
             f"histogram's flush: after it the register holds the count before, no longer "
             f"the observations flushed): {at.why}; the count before it read from memory, "
-            f"the observations flushed from {reg}", _tag("histogram", "flush"))
+            f"the observations flushed from {reg}", make_tag("histogram", "flush"))
 
 
 def _rebase(fetch: Fetch, reg: str, at: guards.Reg) -> Fetch:
