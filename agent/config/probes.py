@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,16 @@ class Value:
     max: int
     mark: Mark
     at: str | None = None  # entry or exit; None: where the probe is
+    # the selector's steps, parsed once here: what resolving walks
+    steps: tuple[Step, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", parse_selector(self.selector))
+
+    @property
+    def root(self) -> str:
+        """The parameter, local or result the selector starts from (``o`` of ``o.ID``)."""
+        return str(self.steps[0][1]) if self.steps else ""
 
     @property
     def builtin(self) -> str | None:

@@ -10,7 +10,7 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 
-from agent.config.probes import Probe, Value, parse_selector
+from agent.config.probes import Probe, Value
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Site
@@ -31,7 +31,7 @@ def never_read(b: Binary, probe: Probe, sites: Sequence[Site]
             continue
         functions = sorted({s.function for s in sites})
         where = functions[0] if len(functions) == 1 else f"{len(functions)} functions"
-        root = str(parse_selector(v.selector)[0][1])
+        root = v.root
         hint = _instead(b, functions[0], root) if len(functions) == 1 else ""
         yield (v, f"{v.name}: {v.selector} cannot be read at any site of {where}: {whys[0]}",
                hint or "noop reads only what the binary says is there: drop the value")

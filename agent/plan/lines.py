@@ -34,7 +34,7 @@ from agent.binary import sites
 from agent.binary.dwarf import source as src
 from agent.binary.dwarf.lines import Scope
 from agent.binary.dwarf.locations import Piece
-from agent.config.probes import Probe, parse_selector
+from agent.config.probes import Probe
 from agent.errors import NoopError, nearest
 from agent.plan import callers, placement
 from agent.plan.binary import Binary
@@ -298,7 +298,7 @@ def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
             specs.append(spec)
             fetches.append(fetch)
             continue
-        steps = parse_selector(v.selector)
+        steps = v.steps
         root = str(steps[0][1])
         var = variables.get(root)
         line = f"{site.file.rsplit('/', 1)[-1]}:{site.line}"

@@ -22,7 +22,7 @@ from agent.binary import sites
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.functions import FunctionVars, Inlined
 from agent.binary.dwarf.locations import Location, Piece
-from agent.config.probes import Probe, parse_selector
+from agent.config.probes import Probe
 from agent.errors import NoopError
 from agent.plan import updates
 from agent.plan.binary import Binary
@@ -471,7 +471,7 @@ def _fetches_at(b: Binary, probe: Probe, specs: tuple[ValueSpec, ...],
         if v.builtin is not None:
             out.append(Fetch("builtin", builtin=v.builtin))
             continue
-        steps = parse_selector(v.selector)
+        steps = v.steps
         root = str(steps[0][1])
         try:
             sel = b.walker.select(steps, locate(root, sizes.get(root, 8)),

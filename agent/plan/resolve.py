@@ -34,7 +34,6 @@ from agent.config.probes import (
     Step,
     Target,
     Value,
-    parse_selector,
 )
 from agent.config.reader import Mark, Problem, SpecError
 from agent.config.selector import NotRunning, Selector, binary_path, selector_of, through_proc
@@ -298,7 +297,7 @@ def _first_poll(b: Binary, fn: str, body: str, probe: Probe, out: _Collector
                     "count the calls, time them with $duration, read their arguments",
                     probe.name)
             return None
-        root = str(parse_selector(v.selector)[0][1])
+        root = v.root
         if root not in args:
             near = nearest(root, args, 1)
             out.add(v.mark, f"async fn {fn} has no parameter {root!r}",
@@ -530,7 +529,7 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fet
     roots: dict[tuple[Op, ...], int] = {}
     params = {p.name for p in fv.params}
     for i, (v, f) in enumerate(zip(probe.values, fetches, strict=True)):
-        result = v.builtin is None and str(parse_selector(v.selector)[0][1]) not in params
+        result = v.builtin is None and v.root not in params
         if result or (v.builtin is not None and v.at != "entry"):
             call.append(Fetch("later"))
             ret.append(f)
@@ -630,7 +629,7 @@ def _value(b: Binary, fv: FunctionVars, types: dict[str, DIE | None], v: Value,
            out: _Collector, probe: Probe) -> tuple[ValueSpec, Fetch] | None:
     if v.builtin is not None:
         return callers.builtin(v)
-    steps = parse_selector(v.selector)
+    steps = v.steps
     root = str(steps[0][1])
     var = next((p for p in fv.params if p.name == root), None)
     tdie = types.get(root)
