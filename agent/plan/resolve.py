@@ -14,7 +14,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from elftools.dwarf.die import DIE
@@ -364,108 +364,131 @@ def _async_exit(b: Binary, fn: str, probe: Probe, future: Future, first: list[Si
                    role="drop", key=k) for f, a, k, why in drops)]
 
 
+@dataclass
+class _Gathered:
+    """What a probe's functions gave so far: the values' specs (every site's the same),
+    its sites, the pointers an exit probe keeps, and each function's inlined calls
+    that are not probed, with why."""
+
+    specs: tuple[ValueSpec, ...] | None = None
+    sites: list[Site] = field(default_factory=list)
+    roots: int = 0
+    missed: dict[str, Counter[str]] = field(default_factory=dict)
+
+
 def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
            ) -> ProbePlan | None:
-    sites: list[Site] = []
-    specs: tuple[ValueSpec, ...] | None = None
-    roots = 0
-    missed: dict[str, Counter[str]] = {}
-    user = probe
+    """``probe``'s plan on ``b``, or None with its problems in ``out``: its line's sites,
+    or each function's it names or matches (a match's problems folded by kind)."""
+    got = _Gathered()
     fns: list[str] = []
     bare: list[str] = []
-    if user.line is not None:
+    if probe.line is not None:
         try:
-            specs, sites = lines.line_sites(b, user)
+            got.specs, got.sites = lines.line_sites(b, probe)
         except (NoopError, SelectError) as exc:
-            out.add(user.function_mark, exc.message, exc.hint, user.name)
+            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
             return None
     else:
-        fns, bare = _functions(b, user, out)
+        fns, bare = _functions(b, probe, out)
     whole = out
-    if user.match is not None:  # problems of each matched function, folded below
+    if probe.match is not None:  # problems of each matched function, folded below
         out = _Collector([])
     problems: list[tuple[str, Problem]] = []  # (the matched function, its problem)
     last = ""
     for fn in fns:
         problems += [(last, p) for p in out.problems[len(problems):]]
         last = fn
-        probe = user
-        body = _async_body(b, fn)
-        future: Future | None = None
-        if body is not None:
-            polled = _first_poll(b, fn, body, user, out)
-            if polled is None:
-                continue
-            (probe, future), fn = polled, body
-        try:
-            fv = b.functions.vars(fn)
-            types = b.functions.param_types(fn)
-        except NoopError as exc:
-            out.add(probe.function_mark, f"{fn}: {exc.message}", exc.hint, probe.name)
-            continue
-        pairs = [_value(b, fv, types, v, out, probe) for v in probe.values]
-        if any(p is None for p in pairs):
-            continue
-        got = [p for p in pairs if p is not None]
-        these = tuple(p[0] for p in got)
-        if specs is not None and these != specs:
-            out.add(probe.function_mark, f"{fn}: the values have other types here than in "
-                    f"{sites[0].function}", "narrow the pattern so the values agree, or "
-                    "name one copy by its symbol", probe.name)
-            continue
-        fetches = tuple(p[1] for p in got)
-        try:
-            if probe.at == "exit" and body is None and b.functions.only_inlined(fn):
-                raise NoopError(f"{fn} exists only inlined ({len(b.functions.inlined(fn))} "
-                                "copies): a copy has no return of its own to probe",
-                                "probe its entry, or an exit of the function it is inlined "
-                                "into")
-            if probe.at == "exit" and body is None:
-                found, n = _exit(b, fn, fv, probe, fetches, out)
-                roots = max(roots, n)
-                copies = len(b.functions.inlined(fn))
-                if copies:
-                    missed[fn] = Counter({"an exit probe sees only calls of the function's "
-                                          "own code": copies})
-            else:
-                found, why = placement.entry_sites(
-                    b, fn, probe, these, fetches, fv, types, xmm_readable,
-                    gated=_first_state(these[-1]) if body is not None else ())
-                if why:
-                    missed[fn] = why
-        except NoopError as exc:
-            out.add(probe.function_mark, exc.message, exc.hint, probe.name)
-            continue
-        if found and future is not None:
-            found = _gated(found, _first_state(these[-1]))
-            these = these[:-1]
-            if probe.at == "exit":
-                found = _async_exit(b, fn, user, future, found, out)
-            if specs is not None and these != specs:
-                continue
-        if found:
-            specs = these
-            sites += found
-        elif b.functions.only_inlined(fn):
-            why = missed.pop(fn, Counter())
-            out.add(probe.function_mark, f"{fn} exists only inlined, and no copy can be "
-                    "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
-                                  or "no copy has code"),
-                    "probe the functions it is inlined into", probe.name)
+        _function(b, probe, fn, got, out, xmm_readable)
     problems += [(last, p) for p in out.problems[len(problems):]]
-    probe = user
     if out is not whole:
-        whole.problems += _folded(problems, user.match or "")
-        out = whole
-    limit = user.max_sites or MAX_SITES
-    if user.match is not None and len(sites) > limit:
-        out.add(user.function_mark, f"match {user.match!r} resolves to {len(sites)} sites, "
-                f"more than max_sites ({limit})", "narrow the pattern, or raise max_sites: "
-                "if every one is wanted", user.name)
+        whole.problems += _folded(problems, probe.match or "")
+    return _planned(b, probe, got, bare, whole)
+
+
+def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: _Collector,
+              xmm_readable: bool) -> None:
+    """The sites of ``user`` in function ``fn`` (its entry's or its exits', an async fn's
+    first poll, its inlined copies), added to ``got``; its problems to ``out``."""
+    probe = user
+    body = _async_body(b, fn)
+    future: Future | None = None
+    if body is not None:
+        polled = _first_poll(b, fn, body, user, out)
+        if polled is None:
+            return
+        (probe, future), fn = polled, body
+    try:
+        fv = b.functions.vars(fn)
+        types = b.functions.param_types(fn)
+    except NoopError as exc:
+        out.add(probe.function_mark, f"{fn}: {exc.message}", exc.hint, probe.name)
+        return
+    pairs = [_value(b, fv, types, v, out, probe) for v in probe.values]
+    if any(p is None for p in pairs):
+        return
+    read = [p for p in pairs if p is not None]
+    these = tuple(p[0] for p in read)
+    if got.specs is not None and these != got.specs:
+        out.add(probe.function_mark, f"{fn}: the values have other types here than in "
+                f"{got.sites[0].function}", "narrow the pattern so the values agree, or "
+                "name one copy by its symbol", probe.name)
+        return
+    fetches = tuple(p[1] for p in read)
+    try:
+        if probe.at == "exit" and body is None and b.functions.only_inlined(fn):
+            raise NoopError(f"{fn} exists only inlined ({len(b.functions.inlined(fn))} "
+                            "copies): a copy has no return of its own to probe",
+                            "probe its entry, or an exit of the function it is inlined "
+                            "into")
+        if probe.at == "exit" and body is None:
+            found, n = _exit(b, fn, fv, probe, fetches, out)
+            got.roots = max(got.roots, n)
+            copies = len(b.functions.inlined(fn))
+            if copies:
+                got.missed[fn] = Counter({"an exit probe sees only calls of the function's "
+                                          "own code": copies})
+        else:
+            found, why = placement.entry_sites(
+                b, fn, probe, these, fetches, fv, types, xmm_readable,
+                gated=_first_state(these[-1]) if body is not None else ())
+            if why:
+                got.missed[fn] = why
+    except NoopError as exc:
+        out.add(probe.function_mark, exc.message, exc.hint, probe.name)
+        return
+    if found and future is not None:
+        found = _gated(found, _first_state(these[-1]))
+        these = these[:-1]
+        if probe.at == "exit":
+            found = _async_exit(b, fn, user, future, found, out)
+        if got.specs is not None and these != got.specs:
+            return
+    if found:
+        got.specs = these
+        got.sites += found
+    elif b.functions.only_inlined(fn):
+        why = got.missed.pop(fn, Counter())
+        out.add(probe.function_mark, f"{fn} exists only inlined, and no copy can be "
+                "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
+                              or "no copy has code"),
+                "probe the functions it is inlined into", probe.name)
+
+
+def _planned(b: Binary, probe: Probe, got: _Gathered, bare: list[str], out: _Collector
+             ) -> ProbePlan | None:
+    """The plan of what ``probe``'s functions gave: its sites within its limit, each
+    proven, with ``$caller`` read there, its metrics and what it leaves unseen."""
+    limit = probe.max_sites or MAX_SITES
+    if probe.match is not None and len(got.sites) > limit:
+        out.add(probe.function_mark, f"match {probe.match!r} resolves to {len(got.sites)} "
+                f"sites, more than max_sites ({limit})", "narrow the pattern, or raise "
+                "max_sites: if every one is wanted", probe.name)
         return None
-    if not sites or specs is None:
+    specs = got.specs
+    if not got.sites or specs is None:
         return None
-    sites = callers.at_sites(b, probe, sites)
+    sites = callers.at_sites(b, probe, got.sites)
     try:
         sites = [b.prove(s) for s in sites]
     except proof.Unprovable as exc:
@@ -487,13 +510,13 @@ def _probe(b: Binary, probe: Probe, out: _Collector, xmm_readable: bool = False
     metrics, agg = _metrics(probe, specs, out)
     unseen = tuple(f"{sum(why.values())} inlined call site{'s' * (sum(why.values()) != 1)} "
                    f"of {fn} not probed: " + "; ".join(f"{r} ({n})" for r, n in why.items())
-                   for fn, why in missed.items())
+                   for fn, why in got.missed.items())
     if bare:
         unseen += (f"{len(bare)} function{'s' * (len(bare) != 1)} matched by "
                    f"{probe.match!r} have no debug info (assembly, or C built without "
                    f"-g) and are left out: {', '.join(bare[:3])}{', ...' * (len(bare) > 3)}",)
     return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
-                     probe.at, roots, unseen)
+                     probe.at, got.roots, unseen)
 
 
 _MEMORY = ("mem", "mem_slice", "mem_array")
