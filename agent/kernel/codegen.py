@@ -82,30 +82,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
     whose programs differ only in their index share one program, which reads the
     index from the cookie its uprobe was attached with: a probe on many functions of
     one shape compiles and verifies once."""
-    lines = [helpers_text().rstrip(), "", "#include <linux/stddef.h>", "",
-             *events.c_header_checks(), "",
-             f"BPF_RINGBUF_OUTPUT(noop_events, {RINGBUF_PAGES});",
-             f"BPF_PERCPU_ARRAY(noop_produced, u64, {max(1, len(plan.probes))});"
-             "  /* per probe: records made */",
-             f"BPF_PERCPU_ARRAY(noop_lost, u64, {max(1, len(plan.probes))});"
-             "  /* per probe: records the ring buffer refused */",
-             f"BPF_PERCPU_ARRAY(noop_faults, u64, {max(1, len(plan.probes))});"
-             "  /* per probe: user-memory read faults */",
-             f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {max(1, len(plan.probes))});"
-             "  /* per exit probe: returns without their call's entry */",
-             f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {max(1, len(plan.probes))});"
-             "  /* per exit probe on an async fn: futures dropped before they completed */",
-             "", *traps_c(plan), *only_c(plan), *generations_c(plan)]
-    if cookies:
-        lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
-                  "the uprobe with */",
-                  "static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;", ""]
+    lines = _prelude(plan, xmm_helper, cookies)
     shared: dict[str, str] = {}  # a program's body -> the function that has it
-    if xmm_helper is not None:
-        lines += [f"/* {xmm_helper}(dst, size, regno): the kernel's reader of the user's "
-                  "XMM registers, called through a stand-in number noop links to it */",
-                  "static long (*noop_xmm_read)(void *dst, u32 size, u32 regno) = "
-                  f"(void *){XMM_CALL:#x};", ""]
     layouts, functions = [], []
     all_sites = tuple((pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites)))
     base = list(accumulate((len(p.sites) for p in plan.probes), initial=0))  # probe's first
@@ -115,20 +93,11 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
     for pi, probe in enumerate(plan.probes):
         lay = events.layout(pi, probe)
         layouts.append(lay)
-        lines += [*events.c_struct(lay), ""]
-        agg = None
-        if mode == "run" and probe.aggregate is not None:
-            agg = aggs[pi] = aggregate.layout(pi, probe)
-            lines += aggregate.c_structs(agg)
-            if agg.keyless:
-                lines += [f"BPF_PERCPU_ARRAY(noop_agg_{pi}, struct {agg.row_struct}, 1);"
-                          "  /* no labels: one row */", ""]
-            else:
-                lines += [f"BPF_PERCPU_HASH(noop_agg_{pi}, struct {agg.key_struct}, "
-                          f"struct {agg.row_struct}, {probe.aggregate.max_series + 1});"
-                          "  /* + the overflow row */",
-                          f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
-                          "  /* an empty row, never written */", ""]
+        agg = aggregate.layout(pi, probe) \
+            if mode == "run" and probe.aggregate is not None else None
+        if agg is not None:
+            aggs[pi] = agg
+        lines += _probe_maps(probe, lay, agg)
         if mode == "run" and agg is None and not probe.events and not probe.renews:
             continue
         target = plan.target(probe.target)
@@ -140,18 +109,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
             share = cookies and site.role in ("", "renew") and len(probe.sites) > 1
             ctx = _Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
                        target.stack_hi_offset, site_c="site" if share else str(si))
-            if site.role == "call":
-                body, why = _call(ctx)
-            elif site.role == "return":
-                body, why = _return(ctx, agg, wakeup=mode == "trace")
-            elif site.role == "drop":
-                body, why = _drop(ctx), {}
-            elif site.role == "renew":
-                body, why = _renew(ctx), {}
-            elif agg is None:
-                body, why = _event(ctx, wakeup=mode == "trace")
-            else:
-                body, why = _aggregate(ctx, agg, events_too=probe.events)
+            body, why = _body(ctx, agg, mode, probe.events)
             gsi = f"{base[pi]} + site" if share else str(base[pi] + si)
             # A uprobe belongs to the file; perf's own pid filter would follow one
             # thread only, and a Go program's goroutines run on many.
@@ -179,6 +137,73 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
     calls = {XMM_CALL: xmm_helper} if xmm_helper is not None else {}
     return Program("\n".join(lines) + "\n", tuple(layouts), aggs, tuple(functions),
                    unreadable, derived, calls, cookies, all_sites)
+
+
+def _prelude(plan: Plan, xmm_helper: str | None, cookies: bool) -> list[str]:
+    """The program's first lines: noop's helpers, the event header's checks, the maps
+    every program shares (the ring, per-probe counts, hits, the process filter, the
+    generations), and the helpers a kernel fact adds (attach cookies, XMM reads)."""
+    n = max(1, len(plan.probes))
+    lines = [helpers_text().rstrip(), "", "#include <linux/stddef.h>", "",
+             *events.c_header_checks(), "",
+             f"BPF_RINGBUF_OUTPUT(noop_events, {RINGBUF_PAGES});",
+             f"BPF_PERCPU_ARRAY(noop_produced, u64, {n});  /* per probe: records made */",
+             f"BPF_PERCPU_ARRAY(noop_lost, u64, {n});"
+             "  /* per probe: records the ring buffer refused */",
+             f"BPF_PERCPU_ARRAY(noop_faults, u64, {n});"
+             "  /* per probe: user-memory read faults */",
+             f"BPF_PERCPU_ARRAY(noop_unpaired, u64, {n});"
+             "  /* per exit probe: returns without their call's entry */",
+             f"BPF_PERCPU_ARRAY(noop_cancelled, u64, {n});"
+             "  /* per exit probe on an async fn: futures dropped before they completed */",
+             "", *traps_c(plan), *only_c(plan), *generations_c(plan)]
+    if cookies:
+        lines += ["/* bpf_get_attach_cookie (UAPI helper 174): the site index noop attached "
+                  "the uprobe with */",
+                  "static u64 (*noop_attach_cookie)(void *ctx) = (void *)174;", ""]
+    if xmm_helper is not None:
+        lines += [f"/* {xmm_helper}(dst, size, regno): the kernel's reader of the user's "
+                  "XMM registers, called through a stand-in number noop links to it */",
+                  "static long (*noop_xmm_read)(void *dst, u32 size, u32 regno) = "
+                  f"(void *){XMM_CALL:#x};", ""]
+    return lines
+
+
+def _probe_maps(probe: ProbePlan, lay: events.Layout, agg: aggregate.Layout | None
+                ) -> list[str]:
+    """A probe's event struct, and its aggregate's structs and maps (``noop run``)."""
+    lines = [*events.c_struct(lay), ""]
+    if agg is None:
+        return lines
+    lines += aggregate.c_structs(agg)
+    pi = lay.probe
+    if agg.keyless:
+        return [*lines, f"BPF_PERCPU_ARRAY(noop_agg_{pi}, struct {agg.row_struct}, 1);"
+                "  /* no labels: one row */", ""]
+    assert probe.aggregate is not None
+    return [*lines, f"BPF_PERCPU_HASH(noop_agg_{pi}, struct {agg.key_struct}, "
+            f"struct {agg.row_struct}, {probe.aggregate.max_series + 1});"
+            "  /* + the overflow row */",
+            f"BPF_PERCPU_ARRAY(noop_zero_{pi}, struct {agg.row_struct}, 1);"
+            "  /* an empty row, never written */", ""]
+
+
+def _body(ctx: _Ctx, agg: aggregate.Layout | None, mode: Mode, events_too: bool
+          ) -> tuple[list[str], dict[str, str]]:
+    """A site's program body, by its role (an exit probe's call or return, a renew or
+    drop site, an update) and where its hits go (events, or the aggregate)."""
+    role = ctx.site.role
+    if role == "call":
+        return _call(ctx)
+    if role == "return":
+        return _return(ctx, agg, wakeup=mode == "trace")
+    if role == "drop":
+        return _drop(ctx), {}
+    if role == "renew":
+        return _renew(ctx), {}
+    if agg is None:
+        return _event(ctx, wakeup=mode == "trace")
+    return _aggregate(ctx, agg, events_too=events_too)
 
 
 def trap_rows(plan: Plan) -> int:
