@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from agent import logs
 from agent.errors import NoopError
@@ -20,6 +21,10 @@ from agent.output import undecodable
 from agent.output.printer import Sink
 from agent.output.undecodable import Tally
 from agent.plan.model import Plan
+
+if TYPE_CHECKING:
+    from agent.kernel.cost import Costs
+    from agent.kernel.load import Loaded
 
 
 @dataclass
@@ -36,6 +41,38 @@ class Stats:
 Prepared = tuple[Plan, Program, Sink]
 
 
+@dataclass
+class _Reader:
+    """Hands each ring-buffer record to the sink, and says what stops the trace."""
+
+    plan: Plan
+    program: Program
+    sink: Sink
+    stats: Stats
+    stop: list[str]  # why the trace stops, first reason first (a signal's name, ...)
+    failures: list[Exception] = field(default_factory=list)
+
+    def record(self, data: bytes) -> None:
+        try:
+            event = undecodable.record(self.program, self.plan, data)
+            if not self.failures and "output closed" not in self.stop:
+                self.sink(event)  # after a signal, what the ring holds is still printed
+        except undecodable.Undecodable as err:  # counted, said once, dropped
+            self.stats.undecodable.add(err)
+            return
+        except BrokenPipeError:  # the reader went away (| head): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            self.stop.append("output closed")
+        except Exception as exc:  # raised once every probe is off: a failing sink (a
+            self.failures.append(exc)  # full disk) must not leave the probes on while it
+            self.stop.append("error")  # unwinds
+        self.stats.events += 1
+
+    def run(self, run: ringbuf.Run) -> None:
+        for record in ringbuf.records(run):
+            self.record(record)
+
+
 def run(prepared: Prepared, duration: float | None = None,
         progress: logs.Progress | None = None, max_overhead: float = float("inf"),
         window: float = budget.WINDOW, again: Callable[[], Prepared] | None = None
@@ -46,11 +83,10 @@ def run(prepared: Prepared, duration: float | None = None,
     (``max_overhead`` for those the spec sets none for) as in ``noop run``. When a
     file is not the build its plan was made from, ``again()`` plans anew."""
     from agent.kernel import cost
-    from agent.kernel.load import Loaded, alive, settle
+    from agent.kernel.load import Loaded, settle
 
     stats = Stats()
     stop: list[str] = []
-    failures: list[Exception] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.append(signal.Signals(signum).name)
@@ -69,61 +105,17 @@ def run(prepared: Prepared, duration: float | None = None,
         finally:
             if progress is not None:
                 progress.done()
-        costs: cost.Costs | None = None
-        uncosted = ""  # why not: said now the probes are on (a load that failed for the
-        try:           # same reason, headers missing say, said it alone); measured
-            costs = cost.costs()  # after attaching, so that it never delays the probes
-        except NoopError as exc:
-            uncosted = exc.message
-        if uncosted:
-            logs.say(f"{uncosted}: budgets are not held", logs.WARNING)
+        costs = _costs()  # after attaching, so that it never delays the probes
         for _path, why in sorted(loaded.refused.items()):
             logs.say(f"noop: {why}: that file is not probed", logs.WARNING)
         overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
                                    time.monotonic(), window)
-        next_look = time.monotonic() + budget.EVERY
+        reader = _Reader(plan, program, sink, stats, stop)
         with loaded:
-            def on_record(data: bytes) -> None:
-                try:
-                    event = undecodable.record(program, plan, data)
-                    if not failures and "output closed" not in stop:
-                        sink(event)  # after a signal, what the ring holds is still printed
-                except undecodable.Undecodable as err:  # counted, said once, dropped
-                    stats.undecodable.add(err)
-                    return
-                except BrokenPipeError:  # the reader went away (| head): stop quietly
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                    stop.append("output closed")
-                except Exception as exc:  # raised once every probe is off: a failing
-                    # sink (a full disk) must not leave the probes on while it unwinds
-                    failures.append(exc)
-                    stop.append("error")
-                stats.events += 1
-
-            def on_run(run: ringbuf.Run) -> None:
-                for record in ringbuf.records(run):
-                    on_record(record)
-
-            sites = len(loaded.attachments)
-            targets = ", ".join(f"{t.binary}" + (f" pid {t.pid}" if t.pid else "")
-                                for t in plan.targets)
-            print(f"noop: {sites} uprobe{'s' * (sites != 1)} on {targets}; "
-                  + (f"for {duration:g}s" if duration else "Ctrl-C to stop"),
-                  file=sys.stderr, flush=True)
-            deadline = time.monotonic() + duration if duration else None
-            pids = [t.pid for t in plan.targets if t.pid is not None]
-            while not stop:
-                loaded.wait(0.1)
-                loaded.read(on_run)
-                if deadline is not None and time.monotonic() >= deadline:
-                    stop.append("duration")
-                if time.monotonic() >= next_look:
-                    budget.hold(loaded, overhead, run_times, said, time.monotonic)
-                    next_look = time.monotonic() + budget.EVERY
-                gone = [p for p in pids if not alive(p)]
-                if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
-                    stop.append(f"process {gone[0]} exited")
-            loaded.read(on_run)
+            _announce(loaded, plan, duration)
+            _until_stopped(loaded, reader, duration,
+                           lambda: budget.hold(loaded, overhead, run_times, said,
+                                               time.monotonic))
             stats.lost = loaded.lost()
             stats.faults = sum(loaded.faults().values())
             stats.reason = stop[0]
@@ -134,9 +126,56 @@ def run(prepared: Prepared, duration: float | None = None,
         run_times.close()
         for s, handler in old.items():
             signal.signal(s, handler)
-    if failures:
-        raise failures[0]
+    if reader.failures:
+        raise reader.failures[0]
     return stats
+
+
+def _costs() -> Costs | None:
+    """What a hit costs here (calibrated on a first start on a machine); None, said,
+    when it cannot be known (a load that failed for the same reason, headers missing
+    say, said it alone)."""
+    from agent.kernel import cost
+
+    try:
+        return cost.costs()
+    except NoopError as exc:
+        logs.say(f"{exc.message}: budgets are not held", logs.WARNING)
+        return None
+
+
+def _announce(loaded: Loaded, plan: Plan, duration: float | None) -> None:
+    sites = len(loaded.attachments)
+    targets = ", ".join(f"{t.binary}" + (f" pid {t.pid}" if t.pid else "")
+                        for t in plan.targets)
+    print(f"noop: {sites} uprobe{'s' * (sites != 1)} on {targets}; "
+          + (f"for {duration:g}s" if duration else "Ctrl-C to stop"),
+          file=sys.stderr, flush=True)
+
+
+def _until_stopped(loaded: Loaded, reader: _Reader, duration: float | None,
+                   hold: Callable[[], None]) -> None:
+    """Read the ring until a reason to stop: a signal, the duration, every target
+    process gone; the budgets held every ``budget.EVERY`` seconds. Then read what it
+    still holds."""
+    from agent.kernel.load import alive
+
+    plan, stop = reader.plan, reader.stop
+    deadline = time.monotonic() + duration if duration else None
+    next_look = time.monotonic() + budget.EVERY
+    pids = [t.pid for t in plan.targets if t.pid is not None]
+    while not stop:
+        loaded.wait(0.1)
+        loaded.read(reader.run)
+        if deadline is not None and time.monotonic() >= deadline:
+            stop.append("duration")
+        if time.monotonic() >= next_look:
+            hold()
+            next_look = time.monotonic() + budget.EVERY
+        gone = [p for p in pids if not alive(p)]
+        if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
+            stop.append(f"process {gone[0]} exited")
+    loaded.read(reader.run)
 
 
 def summary(stats: Stats) -> str:
