@@ -337,6 +337,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+_Add = Callable[..., argparse.ArgumentParser]
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="noop", description="uprobe metrics agent for compiled services (Go, Rust, C)")
@@ -357,6 +360,21 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--json", action="store_true", help="machine-readable output")
         return sp
 
+    _inspection_commands(add)
+    _probing_commands(add)
+    _bench_command(add)
+    add("doctor", cmd_doctor, "check that this machine can run noop")
+    add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
+    sp = add("install-service", cmd_install_service, "install the systemd unit that runs "
+             "this noop (noop run --config /etc/noop/probes.yaml), and a starting config "
+             "when there is none", json_flag=False)
+    sp.add_argument("--root", metavar="DIR", default="/",
+                    help="write under DIR instead of / (staging); systemd is not reloaded")
+    return p
+
+
+def _inspection_commands(add: _Add) -> None:
+    """The API hunt: funcs, struct, vars, lines."""
     sp = add("funcs", cmd_funcs, "list functions: address, size, inlined instances")
     sp.add_argument("binary")
     sp.add_argument("glob", nargs="?", help="shell-style pattern on the full name")
@@ -378,6 +396,10 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--source", metavar="DIR",
                     help="where the sources are, when not at the paths the binary names")
     _debuginfo_flag(sp)
+
+
+def _probing_commands(add: _Add) -> None:
+    """check and run (the trace is the command line without a command)."""
     sp = add("check", cmd_check, "resolve a spec (or the preset) and show the plan; "
              "loads nothing")
     _target_flags(sp)
@@ -404,6 +426,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
     _budget_flags(sp)
+
+
+def _bench_command(add: _Add) -> None:
     from agent.tools.bench import ARMS
     from agent.tools.workloads import KINDS, OPS
     sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "
@@ -423,14 +448,6 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--rounds", type=_positive, default=3, help="rounds per run")
     sp.add_argument("--repeats", type=_positive, default=3,
                     help="runs of each arm, their order rotated each time")
-    add("doctor", cmd_doctor, "check that this machine can run noop")
-    add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
-    sp = add("install-service", cmd_install_service, "install the systemd unit that runs "
-             "this noop (noop run --config /etc/noop/probes.yaml), and a starting config "
-             "when there is none", json_flag=False)
-    sp.add_argument("--root", metavar="DIR", default="/",
-                    help="write under DIR instead of / (staging); systemd is not reloaded")
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
