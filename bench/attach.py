@@ -32,7 +32,7 @@ def once(binary: str, functions: str, one_by_one: bool) -> dict[str, float]:
     each uprobe closed after the last, as noop did before it closed them side by side);
     the times."""
     from agent.config import probes as spec
-    from agent.kernel import codegen, load
+    from agent.kernel import attach, codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.plan import resolve
 
@@ -56,7 +56,7 @@ def once(binary: str, functions: str, one_by_one: bool) -> dict[str, float]:
     closed = time.perf_counter()
     return {"sites": n, "attach": attached - marks["attaching"], "detach": off - t0,
             "close": closed - off,
-            "kind": load.attach_kind().name + (", closed one by one" if one_by_one else "")}
+            "kind": attach.attach_kind().name + (", closed one by one" if one_by_one else "")}
 
 
 def main() -> int:

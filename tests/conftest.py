@@ -359,9 +359,9 @@ def attach_way(request: pytest.FixtureRequest) -> Iterator[str]:
     """How the session's noops attach: ``--attach`` (else NOOP_ATTACH, else auto), set
     in the environment every noop inherits and for this process's own loads."""
     way = request.config.getoption("--attach") or os.environ.get("NOOP_ATTACH") or "auto"
-    from agent.kernel import load
+    from agent.kernel import attach
 
-    with load.attaching(str(way)):
+    with attach.attaching(str(way)):
         yield str(way)
 
 

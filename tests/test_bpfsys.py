@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.kernel import bpfsys, load
+from agent.kernel import attach, bpfsys
 
 RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
 
@@ -35,15 +35,15 @@ def _links(path: Path) -> list[bpfsys.LinkOnFile]:
     return [x for x in bpfsys.uprobe_multi_links() if os.path.realpath(x.path) == mine]
 
 
-def _uprobes(prog: int, offsets: list[int]) -> list[load.Uprobe]:
-    return [load.Uprobe(o, None, prog, f"site {i} at {o:#x}", cookie=i)
+def _uprobes(prog: int, offsets: list[int]) -> list[attach.Uprobe]:
+    return [attach.Uprobe(o, None, prog, f"site {i} at {o:#x}", cookie=i)
             for i, o in enumerate(offsets)]
 
 
 def test_one_link_holds_every_site_and_goes(program: int, tmp_path: Path) -> None:
     true = Path(shutil.copy("/bin/true", tmp_path / "true"))
     offsets = [0x1000 + 16 * i for i in range(40)]
-    link = load.attach_many(str(true), _uprobes(program, offsets), 0)
+    link = attach.attach_many(str(true), _uprobes(program, offsets), 0)
     try:
         (held,) = _links(true)
         assert (held.count, held.pid) == (len(offsets), 0)
@@ -60,8 +60,8 @@ def test_a_refused_link_names_the_site_the_kernel_refuses(program: int,
     true = Path(shutil.copy("/bin/true", tmp_path / "true"))
     past = true.stat().st_size + 0x1000
     offsets = [0x1000, 0x1010, past, 0x1020]
-    with pytest.raises(load.LoadError) as refused:
-        load.attach_many(str(true), _uprobes(program, offsets), 0)
+    with pytest.raises(attach.LoadError) as refused:
+        attach.attach_many(str(true), _uprobes(program, offsets), 0)
     assert refused.value.args[0] == (f"cannot attach site 2 at {past:#x}: "
                                      f"{os.strerror(errno.EINVAL)}")
     assert _links(true) == []

@@ -18,7 +18,7 @@ from harness.noop import command, popen, run
 
 from agent.binary import sites
 from agent.binary.elf import ElfFile
-from agent.kernel import bpfsys, compile, load
+from agent.kernel import attach, bpfsys, compile, load
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -187,8 +187,8 @@ def test_a_locked_instruction_is_one_clear_error(privileged: None, c_layouts_o2:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        with load.build(COUNT, ["on_mix"]) as obj, pytest.raises(load.LoadError) as e:
-            load.attach_at(str(example), b.elf.file_offset(locked.address),
+        with load.build(COUNT, ["on_mix"]) as obj, pytest.raises(attach.LoadError) as e:
+            attach.attach_at(str(example), b.elf.file_offset(locked.address),
                          obj.progs["on_mix"], "the lock xadd")
     finally:
         running.kill()

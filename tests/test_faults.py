@@ -15,7 +15,7 @@ from harness.example import SPEC
 from harness.metrics import get
 from harness.noop import Agent, attached_to, no_probe_left, run, start, target_byte, wait_for
 
-from agent.kernel import load
+from agent.kernel import attach
 
 pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
 
@@ -61,7 +61,7 @@ def test_noop_stopped_leaves_no_uprobe(privileged: None, example: Path, tmp_path
         assert target_byte(ex.pid, address) == INT3
         # What the harness's no_probe_left looks for is there while attached (links are
         # listed by the kernel; a perf-event uprobe only in the target's code).
-        assert bool(attached_to(example)) == load.attach_kind().multi
+        assert bool(attached_to(example)) == attach.attach_kind().multi
         t0 = time.monotonic()
         agent.proc.send_signal(getattr(signal, how))
         code = agent.proc.wait(timeout=10)

@@ -35,7 +35,7 @@ from agent import cache
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector
-from agent.kernel import codegen, load
+from agent.kernel import attach, codegen, load
 from agent.kernel.kfeatures import attach_cookies
 from agent.plan import plain, presets
 from agent.plan.model import Plan, Site
@@ -290,7 +290,7 @@ def test_refused_sites_attach_nothing(privileged: None, example: Path) -> None:
                 replace(p, sites=(replace(site, file_offset=site.file_offset + 1),
                                   *p.sites[1:])) if n == pi else p
                 for n, p in enumerate(plan.probes)))
-            with pytest.raises(load.BuildChanged, match=r"does not hold|not start"):
+            with pytest.raises(attach.BuildChanged, match=r"does not hold|not start"):
                 load.Loaded(bad, program)
             assert written(ex.pid, example) == {}
         with load.Loaded(plan, program) as loaded:
@@ -489,21 +489,21 @@ def test_a_file_replaced_between_two_files_attaches(privileged: None, example: P
         plan = _preset(first)
         (target,) = plan.targets
         plan = replace(plan, targets=(replace(target, also=(str(second),)),))
-        attach = load.Loaded.attach_file
+        attach_file = load.Loaded.attach_file
         calls: list[str] = []
 
         def between(self: load.Loaded, name: str, path: str) -> int:
             calls.append(path)
-            n = attach(self, name, path)
+            n = attach_file(self, name, path)
             if len(calls) == 1:
                 replace_with(second, other_build)
             return n
         monkeypatch.setattr(load.Loaded, "attach_file", between)
         old = snap(second)
         with held(first) as (ex1, url), held(second) as (ex2, _u2):
-            with pytest.raises(load.BuildChanged, match="build changed under noop"):
+            with pytest.raises(attach.BuildChanged, match="build changed under noop"):
                 load.Loaded(plan, _program(plan))
-            monkeypatch.setattr(load.Loaded, "attach_file", attach)
+            monkeypatch.setattr(load.Loaded, "attach_file", attach_file)
             assert calls == [str(first), str(second)]
             assert written(ex1.pid, first) == {}  # the refused load left nothing on
             assert written(ex2.pid, old) == {}
@@ -599,7 +599,7 @@ def test_a_copy_of_the_build_with_other_code_is_refused_alone(privileged: None,
         assert str(copy) in why and "does not hold" in why and "\n" not in why
     first = replace(plan, targets=(replace(target, binary=str(copy),
                                            also=(target.binary,)),))
-    with pytest.raises(load.BuildChanged, match="does not hold"):
+    with pytest.raises(attach.BuildChanged, match="does not hold"):
         load.Loaded(first, _program(first))
 
 

@@ -140,6 +140,6 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
 
 
 def test_a_kernel_without_the_named_function_is_one_clear_error() -> None:
-    from agent.kernel import load
-    with pytest.raises(load.LoadError, match="the kernel has no bpf_no_such_thing to call"):
+    from agent.kernel import attach, load
+    with pytest.raises(attach.LoadError, match="the kernel has no bpf_no_such_thing to call"):
         load.kernel_calls({codegen.XMM_CALL: "bpf_no_such_thing"})

@@ -23,8 +23,8 @@ from prometheus_client import CollectorRegistry
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import aggregate, budget, codegen
+from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
-from agent.kernel.load import BuildChanged
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.meta import Object, PresetMeta, object_of
 from agent.output.serve import Server
@@ -184,7 +184,7 @@ class Daemon:
         """Attach the first plan; its session."""
         plan = self.opts.first
         log(f"resolving took {self.opts.resolved:.2f}s")
-        from agent.kernel.load import attach_kind
+        from agent.kernel.attach import attach_kind
 
         kind = attach_kind()
         log(f"uprobes go on through {kind.name}: {kind.why}")

@@ -259,10 +259,10 @@ def _noop(site: Site, aggregate: str, first: bool = False, value: bool = False,
     a counter summing the method's float argument (in noop, from every hit's record),
     read where noop reads it (its fallback sites without an XMM helper); ``way``: how
     its uprobe goes on (perf, multi), else as noop run chooses."""
-    from agent.kernel import load
+    from agent.kernel import attach, load
 
     if way is not None:
-        with load.attaching(way), _noop(site, aggregate, first, value) as attached:
+        with attach.attaching(way), _noop(site, aggregate, first, value) as attached:
             yield attached
         return
     from agent.kernel import aggregate as agg

@@ -116,7 +116,7 @@ def check_privileges(status_text: str | None = None, last_cap: int | None = None
         return _bad(name, title, f"cannot read capabilities: {exc}", PRIV_FIX)
     if multi is None:
         from agent.errors import NoopError
-        from agent.kernel.load import attach_kind
+        from agent.kernel.attach import attach_kind
 
         try:
             kind = attach_kind()
@@ -148,7 +148,7 @@ def check_tracefs(dirs: Sequence[Path] = TRACEFS_DIRS, multi: bool | None = None
             return _bad(name, title, f"{d}: permission denied", PRIV_FIX)
     if multi is None:
         from agent.errors import NoopError
-        from agent.kernel.load import attach_kind
+        from agent.kernel.attach import attach_kind
 
         try:
             multi = attach_kind().multi
@@ -280,7 +280,7 @@ def check_uprobe_multi(facts: BtfFacts | None = None, path: Path = VMLINUX_BTF) 
     """How noop's uprobes go on here, and why: uprobe_multi links where the kernel makes
     them for this process (tried), else a perf-event uprobe per site (CAP_SYS_ADMIN)."""
     from agent.errors import NoopError
-    from agent.kernel.load import attach_kind
+    from agent.kernel.attach import attach_kind
 
     name, title = "uprobe-multi", "attach"
     try:

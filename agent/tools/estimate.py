@@ -85,7 +85,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
     from agent.binary.proof import Opened
-    from agent.kernel import codegen, load
+    from agent.kernel import attach, codegen, load
 
     load.check_privileges()
     load.check_targets(plan)
@@ -95,7 +95,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
                         "\n\treturn 0;\n}\n" for n in range(len(index))])
     names = [f"noop_count_{n}" for n in range(len(index))]
     obj = load.build(text, names)
-    attached: dict[int, list[load.Handle]] = {}
+    attached: dict[int, list[attach.Handle]] = {}
     started: dict[int, float] = {}
     stopped: dict[int, float] = {}
     try:
@@ -108,8 +108,8 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
                     for n, (pi, si) in enumerate(index):
                         site = plan.probes[pi].sites[si]
                         if target.name == plan.probes[pi].target:
-                            attached.setdefault(pi, []).extend(load.attach_proven(
-                                path, opened, [load.Uprobe(
+                            attached.setdefault(pi, []).extend(attach.attach_proven(
+                                path, opened, [attach.Uprobe(
                                     site.file_offset, site.proof, obj.progs[names[n]],
                                     f"{plan.probes[pi].name} at {site.function} "
                                     f"({site.address:#x})")]))
