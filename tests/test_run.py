@@ -8,7 +8,9 @@ import json
 import re
 import signal
 import subprocess
+import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -310,3 +312,82 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
     assert late - early < 20_000, f"noop grew from {early} to {late} KiB"
     code, err = agent.stop()
     assert code == 0, err
+
+
+def test_scrapes_during_reloads_are_answered(privileged: None, example: Path,
+                                             tmp_path: Path, agent_cleanup: list[Agent]
+                                             ) -> None:
+    """Scrapes that run while a reload swaps the probes read the old probes' maps or
+    the new ones', never maps already closed: every one of them is answered (200)."""
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(SPEC.format(binary=example))
+    agent = start("--config", spec)
+    agent_cleanup.append(agent)
+    answers: list[int] = []
+    stop = threading.Event()
+
+    def scrape_on() -> None:
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(agent.url + "/metrics", timeout=10) as r:
+                    r.read()
+                    answers.append(r.status)
+            except urllib.error.HTTPError as exc:
+                answers.append(exc.code)
+
+    scrapers = [threading.Thread(target=scrape_on) for _ in range(3)]
+    for t in scrapers:
+        t.start()
+    try:
+        for n in range(1, 13):
+            agent.proc.send_signal(signal.SIGHUP)
+            settle(agent, "noop_reloads_total", {"result": "success"}, n)
+    finally:
+        stop.set()
+        for t in scrapers:
+            t.join()
+    got = agent.metrics()
+    assert one(got, "noop_reloads_total", result="success") == 12
+    assert answers and set(answers) == {200}, sorted(set(answers))
+    code, err = agent.stop()
+    assert code == 0, err
+
+
+def test_a_session_given_up_waits_for_the_scrape_that_reads_it() -> None:
+    """Exporter.use (a reload, a new build) returns only once no scrape reads the maps of
+    the session before: the caller closes them next. A scrape held inside the old
+    session's first map read must hold use() back until it is done."""
+    from agent.output.exporter import Exporter, Health, Session
+
+    reading, release = threading.Event(), threading.Event()
+
+    class Maps:
+        def produced(self) -> dict[int, int]:
+            reading.set()
+            release.wait(10)
+            raise OSError(9, "closed")  # what reading a closed map raises: no further
+
+    old = Session.__new__(Session)
+    object.__setattr__(old, "maps", Maps())
+    exporter = Exporter(Health())
+    exporter.use(old)
+    failed: list[BaseException] = []
+
+    def scrape() -> None:
+        try:
+            list(exporter.collect())
+        except OSError as exc:
+            failed.append(exc)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    assert reading.wait(10)
+    swapped = threading.Event()
+    swapper = threading.Thread(target=lambda: (exporter.use(None), swapped.set()))
+    swapper.start()
+    held = not swapped.wait(0.3)  # the scrape still reads the old maps
+    release.set()
+    scraper.join(10)
+    swapper.join(10)
+    assert held, "use() returned while a scrape was reading the old session's maps"
+    assert swapped.is_set() and exporter.session is None and len(failed) == 1

@@ -186,15 +186,21 @@ class Exporter(Collector):
     def __init__(self, health: Health) -> None:
         self.health = health
         self.session: Session | None = None
+        # Held for a whole scrape: a session given up (a reload, a new build) is closed
+        # only once no scrape reads its maps any more.
         self._lock = threading.Lock()
 
     def use(self, session: Session | None) -> None:
+        """Scrapes read ``session`` from now on; returns once none reads the one before
+        (whose maps the caller may then close)."""
         with self._lock:
             self.session = session
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            s = self.session
+            yield from self._collect(self.session)
+
+    def _collect(self, s: Session | None) -> Iterator[Metric]:
         produced = s.maps.produced() if s is not None else {}
         yield from self._self(s, produced)
         if s is None:
