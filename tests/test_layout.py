@@ -123,3 +123,21 @@ def test_every_package_is_packaged() -> None:
                  ["tool"]["setuptools"]["packages"])
     found = {_module(p) for p in AGENT.rglob("__init__.py")}
     assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"
+
+
+def test_no_message_says_noop_twice() -> None:
+    """logs.say puts ``noop: `` before every line: a message that starts with it again
+    would read ``noop: noop: ...``."""
+    said = []
+    for path in AGENT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and node.args and (
+                    (isinstance(node.func, ast.Attribute) and node.func.attr == "say") or
+                    (isinstance(node.func, ast.Name) and node.func.id == "say"))):
+                continue
+            first = node.args[0]
+            head = first.values[0] if isinstance(first, ast.JoinedStr) and first.values \
+                else first
+            if isinstance(head, ast.Constant) and str(head.value).startswith("noop: "):
+                said.append(f"{path.relative_to(AGENT.parent)}:{node.lineno}")
+    assert not said, "messages that start with 'noop: ': " + ", ".join(said)

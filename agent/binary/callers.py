@@ -65,7 +65,7 @@ class _Resolver:
             with damage_said(self.binary):
                 elf = ElfFile(self.binary)
                 if self.build and elf.build_id != self.build:
-                    logs.say(f"noop: {self.binary} is no longer the build its plan was made "
+                    logs.say(f"{self.binary} is no longer the build its plan was made "
                              f"from: its callers are shown as addresses", logs.WARNING)
                     return
                 self.symbols = sorted((s.address, s.address + s.size, s.name)
@@ -76,7 +76,7 @@ class _Resolver:
                 self.lines = Lines(self.dwarf)
         except (NoopError, OSError, *DAMAGE) as exc:
             self.dwarf = None  # the symbols alone, if any
-            logs.say(f"noop: callers in {self.binary} are named from its symbols alone: "
+            logs.say(f"callers in {self.binary} are named from its symbols alone: "
                      f"{_why(exc)}", logs.WARNING)
 
     def at(self, raw: int) -> tuple[str, str]:
@@ -91,7 +91,7 @@ class _Resolver:
                     self._memo[raw] = (f"{raw:#x}", "?")  # export: the address, said once
                     if not self._failed:
                         self._failed = True
-                        logs.say(f"noop: a caller in {self.binary} is shown as its address: "
+                        logs.say(f"a caller in {self.binary} is shown as its address: "
                                  f"{_why(exc)}", logs.WARNING)
             return self._memo[raw]
 

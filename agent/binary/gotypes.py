@@ -58,7 +58,7 @@ class _Names:
                 return
         except (NoopError, OSError) as exc:
             why = exc.message if isinstance(exc, NoopError) else str(exc)
-        logs.say(f"noop: Go types in {self.binary} are shown as addresses: {why}",
+        logs.say(f"Go types in {self.binary} are shown as addresses: {why}",
                  logs.WARNING)
 
     def _name(self, address: int) -> str:

@@ -101,13 +101,13 @@ def run(prepared: Prepared, duration: float | None = None,
         try:
             (plan, program, sink), loaded = settle(
                 prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
-                again, lambda why: logs.say(f"noop: {why}", logs.WARNING))
+                again, lambda why: logs.say(why, logs.WARNING))
         finally:
             if progress is not None:
                 progress.done()
         costs = _costs()  # after attaching, so that it never delays the probes
         for _path, why in sorted(loaded.refused.items()):
-            logs.say(f"noop: {why}: that file is not probed", logs.WARNING)
+            logs.say(f"{why}: that file is not probed", logs.WARNING)
         overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
                                    time.monotonic(), window)
         reader = _Reader(plan, program, sink, stats, stop)
