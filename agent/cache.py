@@ -30,12 +30,15 @@ FORMAT = 1  # the entry's layout: the header line, then {"key": ..., "value": ..
 _MAGIC = b"noop-cache"
 
 
-def _code_stamp() -> str:
-    """Changes whenever the code that computes cached answers changes (even unreleased)."""
-    root = Path(__file__).resolve().parent
+_AGENT = Path(__file__).resolve().parent
+
+
+def _code_stamp(root: Path = _AGENT) -> str:
+    """Changes whenever noop's code changes (even unreleased): every module under
+    ``root``, whatever its package is named or moved to. A list of the packages that
+    compute cached answers went stale once (a package renamed was no longer in it)."""
     h = hashlib.sha256(__version__.encode())
-    for f in [*sorted((root / "target").rglob("*.py")), *sorted((root / "plan").glob("*.py")),
-              root / "tools" / "inspect.py"]:
+    for f in sorted(root.rglob("*.py")):
         st = f.stat()
         h.update(f"{f.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]

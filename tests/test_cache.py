@@ -572,3 +572,25 @@ def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[
 
     monkeypatch.setattr(owner, name, counting)
     return calls
+
+
+def test_a_change_to_any_module_keeps_no_answer_of_the_code_before(tmp_path: Path) -> None:
+    """Cached answers are kept under a stamp of noop's code: a change to any of its
+    modules (the readers of binaries, the presets' rules in their subpackages, the
+    spec's parser: wherever they are and whatever the package is called) makes it
+    another stamp, so no answer of the code before is given out."""
+    import shutil
+
+    agent = Path(cache.__file__).resolve().parent
+    copy = tmp_path / "agent"
+    shutil.copytree(agent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    modules = sorted(copy.rglob("*.py"))
+    assert {p.parent.relative_to(copy).parts[:1] for p in modules} >= {
+        ("binary",), ("plan",), ("config",), ("live",), ("kernel",)}
+    seen = {cache._code_stamp(copy)}
+    for module in modules:
+        module.write_text(module.read_text() + "\n")
+        stamp = cache._code_stamp(copy)
+        assert stamp not in seen, f"{module.relative_to(copy)} is not in the stamp"
+        seen.add(stamp)
+    assert cache._code_stamp(agent) == cache._SCHEMA
