@@ -140,7 +140,7 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
     if args.binary:
-        from agent.plan import presets
+        from agent.presets import plans as presets
         try:
             plan = presets.plan(args.binary, args.pid, aggregate, args.debuginfo)
         except NoopError as exc:
@@ -203,7 +203,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from agent.kernel import codegen
         from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
         program = codegen.generate(plan, xmm_helper_available(), cookies=attach_cookies())
-        make = printer.spec_printer if args.config else printer.preset_printer
+        if args.config:
+            make = printer.spec_printer
+        else:
+            from agent.presets.printer import preset_printer as make
         return plan, program, make(plan, sys.stdout, args.json)
 
     try:

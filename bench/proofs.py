@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     from agent.binary import proof
-    from agent.plan import presets
     from agent.plan.binary import Binary
+    from agent.presets import plans as presets
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)

@@ -270,7 +270,7 @@ def test_sites_of_one_shape_share_a_program(example: Path) -> None:
     probe of one site reads none); the meta-metrics test checks that every update is
     still told apart by its site."""
     from agent.kernel import codegen
-    from agent.plan import presets
+    from agent.presets import plans as presets
     plan = presets.plan(str(example), aggregate=True)
     shared = codegen.generate(plan, None, mode="run", cookies=True)
     alone = codegen.generate(plan, None, mode="run")

@@ -19,7 +19,8 @@ import pytest
 
 from agent.config import probes as spec
 from agent.kernel import codegen
-from agent.plan import presets, resolve
+from agent.plan import resolve
+from agent.presets import plans as presets
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REPO = GOLDEN.parent.parent

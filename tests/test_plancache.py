@@ -12,8 +12,9 @@ import pytest
 
 from agent import cache
 from agent.config import probes as spec
-from agent.plan import binary, plain, presets, resolve
+from agent.plan import binary, plain, resolve
 from agent.plan.model import Plan
+from agent.presets import plans as presets
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from harness.example import TICKS, Traced, run_example, trace
 from harness.metrics import scrape, series_name
 from harness.noop import Agent, no_probe_left, settle, start
 
-from agent.plan.client_golang.facts import RULES, method_op
+from agent.presets.client_golang.facts import RULES, method_op
 
 pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
 

@@ -37,8 +37,9 @@ from agent.binary.elf import ElfFile
 from agent.config.selector import Selector
 from agent.kernel import attach, codegen, load
 from agent.kernel.kfeatures import attach_cookies
-from agent.plan import plain, presets
+from agent.plan import plain
 from agent.plan.model import Plan, Site
+from agent.presets import plans as presets
 
 # attach: run again with --attach perf (setup.sh test). Never side by side (setup.sh
 # runs a test file on one worker): they start copies of one build at replaced paths,

@@ -25,7 +25,7 @@ from harness.metrics import scrape, series_name
 from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan.binary import Binary
-from agent.plan.rust_prometheus import rules as rust_prometheus
+from agent.presets.rust_prometheus import rules as rust_prometheus
 
 CRATE = {"library": "rust-prometheus"}
 KINDS = {"branch_errors_total": "counter", "branch_bytes_total": "counter",

@@ -31,7 +31,7 @@ from harness.metrics import scrape, series_name
 from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.plan.binary import Binary
-from agent.plan.rust_prometheus import rules as rust_prometheus
+from agent.presets.rust_prometheus import rules as rust_prometheus
 
 CRATE = Path("/usr/share/cargo/registry")
 # Observations each call makes on its histogram; stop_and_discard's timer none.

@@ -579,8 +579,9 @@ def test_the_preset_from_its_scope_equals_it_from_all_metadata(
     functions it is inlined into, its structs) is the plan from DWARF made of every
     function and type, and the scope's DWARF is the smaller."""
     from agent.binary import debuginfo
-    from agent.plan import plain, presets
-    from agent.plan.client_golang import facts as client_golang
+    from agent.plan import plain
+    from agent.presets import plans as presets
+    from agent.presets.client_golang import facts as client_golang
 
     plans = []
     for scope in (client_golang.SCOPE, None):

@@ -30,12 +30,13 @@ from agent.kernel.codegen import Program
 from agent.kernel.events import HEADER, HEADER_SIZE, Event, Layout, layout
 from agent.output import printer, trace
 from agent.output.exporter import Exporter, Health, Session
-from agent.output.meta import PresetMeta
 from agent.output.undecodable import Tally, Undecodable
 from agent.output.usermetrics import UserMetrics
-from agent.plan.client_golang import facts as client_golang
 from agent.plan.model import Aggregate, Column, Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.rust_prometheus import facts as rust_prometheus
+from agent.presets.client_golang import facts as client_golang
+from agent.presets.meta import PresetMeta
+from agent.presets.printer import preset_printer
+from agent.presets.rust_prometheus import facts as rust_prometheus
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -265,7 +266,7 @@ def test_terminal(case: Case, data: st.DataObject, capsys: pytest.CaptureFixture
         mp.setattr("agent.kernel.load.Loaded", lambda *_a: _Loaded(_runs(got)))
         mp.setattr("agent.kernel.cost.costs", _no_costs)
         stats = trace.run((case.plan, case.program,
-                           printer.preset_printer(case.plan, out, True)), duration=0.01)
+                           preset_printer(case.plan, out, True)), duration=0.01)
     want = Counter(i.want for i in got if i.want is not None)
     assert stats.undecodable.counts() == want
     _said(capsys.readouterr().err.splitlines(), want)
@@ -479,7 +480,7 @@ def test_preset_events(case: Case, data: st.DataObject) -> None:
     written or learnt; the events after it are."""
     for path in ("printer", "meta"):
         out, meta = io.StringIO(), PresetMeta(case.plan, "t")
-        sink = printer.preset_printer(case.plan, out, True) if path == "printer" else \
+        sink = preset_printer(case.plan, out, True) if path == "printer" else \
             (lambda e, meta=meta: meta.on_event(e.probe, e))
         got = data.draw(st.lists(events(case), min_size=1, max_size=12))
         tally: Counter[Want] = Counter()
@@ -534,7 +535,7 @@ def test_user_metric_decoded_events(data: st.DataObject) -> None:
 def test_a_crate_set_is_what_its_tag_says(tag: str, inc: float | None) -> None:
     """A store (the tag's ``set`` flag, whatever the method's name) has no increment; an
     update whose increment is unread has new - old."""
-    from agent.output import updates
+    from agent.presets import updates
     probe = _probe("gauge_f64", COMMON + tuple(_v(*v) for v in RUST["gauge_f64"]), (tag,))
     values = {"metric": "g", **{f"l{i}_{p}": None for i in range(4) for p in ("name",
                                                                              "value")},
@@ -552,7 +553,7 @@ def test_a_crate_histogram_flush_adds_what_it_flushed(tag: str, inc: int | None,
     """An observation adds one to the count; a local histogram's flush the observations
     flushed (its increment), its value the sum flushed. The count before it may have
     the hot shard's bit set."""
-    from agent.output import updates
+    from agent.presets import updates
     probe = _probe("histogram_flush", COMMON + tuple(_v(*v) for v in RUST["histogram_flush"]),
                    (tag,))
     values = {"metric": "h", **{f"l{i}_{p}": None for i in range(4) for p in ("name",

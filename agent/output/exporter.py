@@ -18,14 +18,32 @@ from agent import __version__
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.aggregate import Row
 from agent.kernel.codegen import Program
+from agent.kernel.events import Event
 from agent.output import undecodable
-from agent.output.meta import PresetMeta
 from agent.output.undecodable import Tally
 from agent.output.usermetrics import UserMetrics, faulty
 from agent.plan.model import Plan
 
 if TYPE_CHECKING:
     from agent.kernel.budget import Overhead
+
+
+# A metric object of a preset's: (pid, address, generation).
+Object = tuple[int, int, int]
+
+
+class Meta(Protocol):
+    """What the collector and the daemon need of a preset's meta-metrics (each preset's
+    ``presets.meta.PresetMeta``): names learnt from events, rows folded at a scrape,
+    and rows of objects that are gone moved out of the kernel's maps."""
+
+    renews: bool  # the rows say their object's generation
+
+    def on_event(self, probe_index: int, event: Event) -> None: ...
+    def families(self, rows: dict[int, list[Row]], tally: Tally) -> Iterator[Metric]: ...
+    def retire(self, rows: dict[int, list[Row]], tally: Tally) -> None: ...
+    def superseded(self, keys: set[Object]) -> set[Object]: ...
+    def forget(self, pids: set[int]) -> None: ...
 
 
 class Maps(Protocol):
@@ -50,7 +68,7 @@ class Session:
     program: Program
     maps: Maps
     users: UserMetrics
-    meta: PresetMeta | None
+    meta: Meta | None
     seen: dict[int, int] = field(default_factory=dict)  # records read, per probe
     # hits of rows moved out of the kernel's map (of processes that exited, and of
     # metric objects that are gone: the preset's), per probe

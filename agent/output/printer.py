@@ -5,6 +5,7 @@ Undecodable before anything of it is written."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +13,6 @@ from typing import Any, TextIO
 
 from agent.kernel.events import Event
 from agent.live.cgroups import Processes
-from agent.output import updates
 from agent.output.undecodable import probe_of, shown, why
 from agent.plan.model import Plan, ProbePlan
 
@@ -35,6 +35,19 @@ def _iso(ts: int) -> str:
         "%Y-%m-%dT%H:%M:%S") + f".{ns % 10**9:09d}Z"
 
 
+def number(x: float | int | None) -> str:
+    """A number the way Prometheus' text format prints it (shortest round-trip)."""
+    if x is None:
+        return "?"
+    if isinstance(x, int):
+        return str(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
 def _text_value(event: Event, name: str, value: Any) -> str:
     if name in event.unreadable:
         return "<unreadable>"
@@ -48,7 +61,7 @@ def _text_value(event: Event, name: str, value: Any) -> str:
     if isinstance(value, bytes):
         return value.hex() + ("..." if name in event.truncated else "")
     if isinstance(value, float):
-        return updates.number(value)
+        return number(value)
     return str(value)
 
 
@@ -101,44 +114,3 @@ def spec_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
         out.flush()
 
     return emit
-
-
-def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
-    """prometheusnoop's lines: one per metric update. A value read from the metric's
-    memory apart from the update (it may include another thread's) is shown ``~N``,
-    ``"racy": true`` in JSON."""
-    from agent.plan.presets import library
-    lib = library(plan)
-    header = [] if as_json else [
-        f"{'TIME':<15} {'PID':>7} {'OBJECT':<14} {'OP':<9} METRIC VALUE (INC)\n"]
-
-    def emit(e: Event) -> None:
-        probe = probe_of(plan, e)
-        try:
-            line = _preset_line(updates.update(e, probe, lib), e, as_json)
-        except Exception as exc:  # an update noop cannot show: counted by the caller
-            raise why(exc, probe.name, shown(e)) from exc
-        if header:
-            out.write(header.pop())
-        out.write(line)
-        out.flush()
-
-    return emit
-
-
-def _preset_line(u: updates.Update, e: Event, as_json: bool) -> str:
-    if as_json:
-        obj = {"time": _iso(e.ts), "pid": e.pid, "tid": e.tid,
-               "object": f"{u.object:#x}", "kind": u.kind, "metric": u.metric,
-               "labels": u.labels, "op": u.op, "value": u.value, "inc": u.inc}
-        if u.racy:
-            obj["racy"] = True
-        if u.note:
-            obj["note"] = u.note
-        return json.dumps(obj) + "\n"
-    labels = ",".join(f'{k}="{v}"' for k, v in sorted(u.labels.items()))
-    name = u.metric + (f"{{{labels}}}" if labels else "")
-    inc = "" if u.inc is None else f" ({'+' if u.inc >= 0 else ''}{updates.number(u.inc)})"
-    note = f"  [{u.note}]" if u.note else ""
-    return (f"{_clock(e.ts)} {e.pid:>7} {u.object:#014x} {u.kind[0]}.{u.op:<7} "
-            f"{name} {'~' * u.racy}{updates.number(u.value)}{inc}{note}\n")

@@ -13,7 +13,7 @@ from agent.binary import sites
 from agent.binary.dwarf.lookup import find_type
 from agent.errors import NotFound
 from agent.plan.binary import Binary
-from agent.plan.client_golang.facts import PKG
+from agent.plan.libraries import CLIENT_GOLANG as PKG
 from agent.plan.model import Fetch
 
 

@@ -26,11 +26,11 @@ from agent.kernel import aggregate, budget, codegen
 from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
 from agent.output.exporter import Exporter, Health, Session
-from agent.output.meta import Object, PresetMeta, object_of
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
+from agent.presets.meta import Object, PresetMeta, object_of
 from agent.service.filewatch import FileWatch
 from agent.service.sdnotify import Notifier
 from agent.service.watch import SCAN_EVERY, Watch

@@ -354,7 +354,7 @@ def _preset(site: Site) -> Iterator[Attached]:
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
-    from agent.plan import presets
+    from agent.presets import plans as presets
 
     plan = presets.plan(site.binary, aggregate=True)
     program = codegen.generate(plan, xmm_helper_available(), mode="run",

@@ -69,7 +69,7 @@ from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.model import Aggregate, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
-from agent.plan.rust_prometheus.facts import (
+from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
     DROPPED,
     MAX_CALLS,

@@ -30,7 +30,10 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.client_golang.facts import (
+from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.placement import entry_site, paired_with_swap
+from agent.plan.updates import argument_sites, field_offset
+from agent.presets.client_golang.facts import (
     CHEAP_COLUMNS,
     CHEAP_METHODS,
     CHEAP_PROBES,
@@ -45,9 +48,6 @@ from agent.plan.client_golang.facts import (
     Rule,
     method_op,
 )
-from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.placement import entry_site, paired_with_swap
-from agent.plan.updates import argument_sites, field_offset
 
 
 def _common(b: Binary, recv_type: Any, base: str) -> list[tuple[ValueSpec, Fetch]]:

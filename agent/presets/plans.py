@@ -13,9 +13,9 @@ from agent.binary.elf import ElfFile
 from agent.config.selector import Selector, through_proc
 from agent.errors import NoopError
 from agent.plan import plain
-from agent.plan.client_golang import facts as client_golang
 from agent.plan.model import Plan
-from agent.plan.rust_prometheus import facts as rust_prometheus
+from agent.presets.client_golang import facts as client_golang
+from agent.presets.rust_prometheus import facts as rust_prometheus
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 LIBRARIES = {"client_golang preset": "client_golang",
@@ -58,8 +58,8 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
     # The rules read DWARF: imported when a plan is made, not by the output's modules
     # that ask a plan's library (a start from a cached plan reads no DWARF).
     from agent.plan.binary import Binary
-    from agent.plan.client_golang import rules as golang_rules
-    from agent.plan.rust_prometheus import rules as crate_rules
+    from agent.presets.client_golang import rules as golang_rules
+    from agent.presets.rust_prometheus import rules as crate_rules
 
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language

@@ -11,9 +11,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from agent.binary.gometa.scope import Scope
+from agent.plan.libraries import CLIENT_GOLANG
 from agent.plan.model import Column
 
-PKG = "github.com/prometheus/client_golang/prometheus"
+PKG = CLIENT_GOLANG
 
 TARGET = "main"  # the preset's one target
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)

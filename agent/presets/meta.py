@@ -8,8 +8,6 @@ of the scrape (and counted). Imports no BPF."""
 
 from __future__ import annotations
 
-import math
-import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -20,85 +18,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
 from agent.live.cgroups import Processes
-from agent.output import updates
 from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
 from agent.plan import generations
-from agent.plan.client_golang.facts import COUNT_MASK
 from agent.plan.model import Plan, ProbePlan
-from agent.plan.presets import library
-from agent.plan.rust_prometheus import facts as rust_prometheus
+from agent.presets import updates
+from agent.presets.common import MetricObject
+from agent.presets.plans import library
 
 LABELS = ("target", "pid", "library", "metric", "labels")
-
-
-def _float(bits: int) -> float:
-    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
-
-
-@dataclass
-class _Object:
-    """What noop knows of one metric object of one process, merged over its rows."""
-
-    kind: str = ""
-    int_part: int | None = None  # counter: largest valInt seen
-    bits_part: float | None = None  # counter: largest valBits seen
-    last: tuple[int, float] | None = None  # gauge: (time, value) of the latest update
-    count: int | None = None  # histogram: observations, from countAndHotIdx
-    first: tuple[int, float] | None = None  # (time, value before the first update seen)
-    updates: dict[str, int] = field(default_factory=dict)
-    # Carried forward (sites before the update): the earliest value read before one,
-    # and what the updates seen since added to it.
-    base: int | None = None
-    added: int = 0
-    carried: bool = False
-    # The prometheus crate's: a counter's largest value seen; the increments' exact sum
-    # (while ``exact``: every update seen had an increment known exactly); a float
-    # counter's smallest old value any CPU saw first.
-    now: float | None = None
-    summed: float = 0.0
-    exact: bool | None = None
-    low: float | None = None
-    seen: int = 0  # the time of its first hit noop counted (its rows' earliest)
-
-    def add_exact(self, inc: float) -> None:
-        self.summed += inc
-        self.exact = self.exact is not False
-
-    def increments(self, now: float) -> float | None:
-        """The value now less the value before the first update noop saw."""
-        if self.exact:
-            return self.summed
-        if self.low is not None:
-            return now - self.low
-        return now - self.first[1] if self.first is not None else None
-
-    def carry(self, base: int | None, added: int, carried: bool = True) -> None:
-        """Updates seen since ``base``, the value before the first of them. Only rows
-        read before their update (``carried``) make the object's value the carried
-        one: alone, the rows read after it have the value itself."""
-        self.carried |= carried
-        self.added += added
-        if base is not None and (self.base is None or base < self.base):
-            self.base = base
-
-    def value(self) -> float | None:
-        if self.now is not None:
-            return self.now
-        if self.carried and self.base is not None:
-            whole = self.base + self.added
-            if self.kind == "counter":
-                return (self.bits_part or 0.0) + whole
-            return float(whole)
-        if self.kind == "counter" and self.int_part is not None:
-            return (self.bits_part or 0.0) + self.int_part
-        if self.kind == "gauge" and self.last is not None:
-            return self.last[1]
-        return float(self.count) if self.count is not None else None
-
-    def earlier(self, ts: int, before: float) -> None:
-        if ts and (self.first is None or ts < self.first[0]):
-            self.first = (ts, before)
 
 
 Object = tuple[int, int, int]  # (pid, address, its generation: plan.generations)
@@ -132,6 +60,7 @@ class PresetMeta:
         self.target = target
         self.processes = processes or Processes()
         self.library = library(plan)
+        self._decoder = updates.decoder(self.library)
         self._lock = threading.Lock()
         self._names: dict[Object, tuple[str, str]] = {}
         self._retired: dict[Series, _Retired] = {}
@@ -165,10 +94,10 @@ class PresetMeta:
             for pid in pids & set(self._unnamed):
                 del self._unnamed[pid]
 
-    def objects(self, rows: dict[int, list[Row]], tally: Tally) -> dict[Object, _Object]:
+    def objects(self, rows: dict[int, list[Row]], tally: Tally) -> dict[Object, MetricObject]:
         """Each metric object's rows merged; a row that cannot be decoded is left out and
         its hits counted in ``tally``."""
-        objs: dict[Object, _Object] = {}
+        objs: dict[Object, MetricObject] = {}
         for pi, probe in enumerate(self.plan.probes):
             for row in rows.get(pi, []):
                 if row.key is None:
@@ -182,8 +111,8 @@ class PresetMeta:
                 objs[key] = o
         return objs
 
-    def _fold_row(self, probe: ProbePlan, row: Row, objs: dict[Object, _Object]
-                  ) -> tuple[Object, _Object]:
+    def _fold_row(self, probe: ProbePlan, row: Row, objs: dict[Object, MetricObject]
+                  ) -> tuple[Object, MetricObject]:
         """The object ``row`` is of, with the row folded into a copy of what ``objs``
         holds of it (kept only when all of the row could be read)."""
         assert row.key is not None
@@ -191,14 +120,11 @@ class PresetMeta:
         site = int(row.key["$site"])
         kind, op = updates.operation(probe, site, self.library)
         had = objs.get(key)
-        o = _Object(kind) if had is None else replace(had, updates=dict(had.updates))
+        o = MetricObject(kind) if had is None else replace(had, updates=dict(had.updates))
         o.updates[op] = o.updates.get(op, 0) + row.hits
         if row.born and (not o.seen or row.born < o.seen):
             o.seen = row.born
-        if self.library == rust_prometheus.LIBRARY:
-            _fold_rust(probe, site, o, row.columns, row.hits)
-        else:
-            _fold(probe.name, o, row.columns, row.hits)
+        self._decoder.fold(probe, site, o, row.columns, row.hits)
         return key, o
 
     def superseded(self, keys: set[Object]) -> set[Object]:
@@ -269,7 +195,7 @@ class PresetMeta:
             for pid, n in sorted(self._unnamed.items()):
                 unnamed.add_metric([self.target, str(pid), self.library], n)
             retired = {k: replace(r, updates=dict(r.updates)) for k, r in self._retired.items()}
-        series: dict[Series, list[tuple[Object, _Object]]] = {}
+        series: dict[Series, list[tuple[Object, MetricObject]]] = {}
         for key, o in self.objects(rows, tally).items():
             name = names.get(key)
             if name is not None:  # else its description is still in the ring buffer
@@ -311,88 +237,3 @@ class PresetMeta:
 def object_of(key: dict[str, Any]) -> Object:
     """The metric object the preset's aggregate row with (decoded) ``key`` is of."""
     return (int(key["$pid"]), int(key["object"] or 0), int(key.get(generations.NAME) or 0))
-
-
-def _fold(rule: str, o: _Object, cols: dict[str, Any], hits: int) -> None:
-    if rule == "counter_int":  # Inc: valInt before it, in a register; adds one
-        first = cols.get("first_int")
-        o.carry(first[0] if first is not None else None, hits, carried=False)
-    if rule == "counter_add":  # Add's integer path, carried: valInt before, the argument
-        o.carry(cols.get("base"), cols.get("added") or 0)
-    if rule in ("counter_int", "counter_float", "counter_add"):
-        if cols.get("int") is not None:
-            o.int_part = max(o.int_part or 0, cols["int"])
-        if cols.get("bits") is not None:
-            o.bits_part = max(o.bits_part or 0.0, _float(cols["bits"]))
-        fi, fb = cols.get("first_int"), cols.get("first_bits")
-        if fb is not None:  # valBits only grows: the float part is at least this
-            o.bits_part = max(o.bits_part or 0.0, _float(fb[0]))
-        if fi is not None and fb is not None:
-            o.earlier(min(fi[1], fb[1]), fi[0] + _float(fb[0]))
-    elif rule == "summary_buffered":  # the count as the latest hit read it; a hit each
-        parts = [cols.get(n) for n in ("cnt", "cold", "hot")]
-        if all(p is not None for p in parts):
-            ts = max(p[1] for p in parts if p is not None)
-            if o.last is None or ts > o.last[0]:
-                o.last = (ts, float(sum(p[0] for p in parts if p is not None)))
-                o.now = o.last[1]
-        o.add_exact(hits)  # one observation a hit
-    elif rule in ("gauge_add", "gauge_set"):
-        last, first = cols.get("last"), cols.get("first")
-        if last is not None and (o.last is None or last[1] > o.last[0]):
-            o.last = (last[1], _float(last[0]))
-        if first is not None:
-            o.earlier(first[1], _float(first[0]))
-    else:
-        if "base" in cols:  # at the call's entry, before its update: carried
-            o.carry(cols["base"], hits)
-        if cols.get("count") is not None:
-            o.count = max(o.count or 0, cols["count"])
-        first = cols.get("first")
-        if first is not None:
-            o.earlier(first[1], float(first[0] & COUNT_MASK))
-
-
-def _fold_rust(probe: ProbePlan, site: int, o: _Object, cols: dict[str, Any], hits: int
-               ) -> None:
-    """A prometheus crate probe's row (see ``rust_prometheus.columns``): integers and
-    f64 bits as the probe decodes them."""
-    tag = rust_prometheus.parse_tag(probe.sites[site].tag)
-    kind, sign, adjust = tag.kind, tag.sign, tag.adjust
-    if kind == "histogram":
-        if cols.get("count") is not None:
-            o.count = max(o.count or 0, cols["count"])
-        first = cols.get("first")
-        if first is not None:
-            o.earlier(first[1], float(first[0] & rust_prometheus.COUNT_MASK))
-        return
-    names = [v.name for v in probe.values]
-    decode = probe.values[names.index("value")].decode
-    delta = probe.sites[site].fetches[names.index("delta")]
-
-    def number(raw: int) -> float:
-        if decode == "float":
-            return _float(raw)
-        return float(raw - 2**64 if decode == "int" and raw >= 2**63 else raw)
-
-    now = cols.get("value")
-    if kind == "counter" and now is not None:
-        o.now = max(o.now if o.now is not None else -math.inf, number(now))
-    elif now is not None and (o.last is None or now[1] > o.last[0]):
-        o.last = (now[1], number(now[0]))
-    if delta.kind == "unavailable":  # a set: no increment
-        o.exact = False
-    elif cols.get("added") is not None:  # integers: the increments' exact sum
-        wrapped = (sign * cols["added"]) & (2**64 - 1)
-        o.add_exact(wrapped - 2**64 if wrapped >= 2**63 else wrapped)
-    elif delta.kind == "const" and decode == "float":  # a float's constant increment
-        o.add_exact(hits * _float(delta.offset))
-    else:  # a float increment known only at run time
-        o.exact = False
-    if cols.get("low") is not None:
-        o.low = min(o.low if o.low is not None else math.inf, _float(cols["low"]))
-    first, inc, before = (cols.get(c) for c in ("first", "first_delta", "first_before"))
-    if before is not None:
-        o.earlier(before[1], number(before[0]))
-    elif first is not None and inc is not None:
-        o.earlier(first[1], number(first[0]) + adjust - sign * number(inc[0]))
