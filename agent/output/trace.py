@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from agent import logs
@@ -18,6 +17,7 @@ from agent.errors import NoopError
 from agent.kernel import budget, ringbuf
 from agent.kernel.codegen import Program
 from agent.output import undecodable
+from agent.output.loop import Every, Loop
 from agent.output.printer import Sink
 from agent.output.undecodable import Tally
 from agent.plan.model import Plan
@@ -86,46 +86,40 @@ def run(prepared: Prepared, duration: float | None = None,
     from agent.kernel.load import Loaded, settle
 
     stats = Stats()
-    stop: list[str] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.append(signal.Signals(signum).name)
+    stop: list[str] = []  # what the reader says stops the trace ("output closed", ...)
 
     def said(change: budget.Change) -> None:
         stats.detached += not change.on
         print(f"noop: {change.message}", file=sys.stderr, flush=True)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     run_times = cost.RunTimes()
-    try:
+    with Loop((signal.SIGINT, signal.SIGTERM)) as loop:  # caught while attaching too
         try:
-            (plan, program, sink), loaded = settle(
-                prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
-                again, lambda why: logs.say(why, logs.WARNING))
+            try:
+                (plan, program, sink), loaded = settle(
+                    prepared, lambda p: Loaded(p[0], p[1], progress.step if progress else None),
+                    again, lambda why: logs.say(why, logs.WARNING))
+            finally:
+                if progress is not None:
+                    progress.done()
+            costs = _costs()  # after attaching, so that it never delays the probes
+            for _path, why in sorted(loaded.refused.items()):
+                logs.say(f"{why}: that file is not probed", logs.WARNING)
+            overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
+                                       time.monotonic(), window)
+            reader = _Reader(plan, program, sink, stats, stop)
+            with loaded:
+                _announce(loaded, plan, duration)
+                stats.reason = _until_stopped(
+                    loop, loaded, reader, duration,
+                    lambda: budget.hold(loaded, overhead, run_times, said, time.monotonic))
+                stats.lost = loaded.lost()
+                stats.faults = sum(loaded.faults().values())
+                if costs is not None:
+                    budget.hold(loaded, overhead, run_times, said, time.monotonic)
+                    stats.overhead = sum(p.cost_ns for p in overhead.probes) / 1e9
         finally:
-            if progress is not None:
-                progress.done()
-        costs = _costs()  # after attaching, so that it never delays the probes
-        for _path, why in sorted(loaded.refused.items()):
-            logs.say(f"{why}: that file is not probed", logs.WARNING)
-        overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
-                                   time.monotonic(), window)
-        reader = _Reader(plan, program, sink, stats, stop)
-        with loaded:
-            _announce(loaded, plan, duration)
-            _until_stopped(loaded, reader, duration,
-                           lambda: budget.hold(loaded, overhead, run_times, said,
-                                               time.monotonic))
-            stats.lost = loaded.lost()
-            stats.faults = sum(loaded.faults().values())
-            stats.reason = stop[0]
-            if costs is not None:
-                budget.hold(loaded, overhead, run_times, said, time.monotonic)
-                stats.overhead = sum(p.cost_ns for p in overhead.probes) / 1e9
-    finally:
-        run_times.close()
-        for s, handler in old.items():
-            signal.signal(s, handler)
+            run_times.close()
     if reader.failures:
         raise reader.failures[0]
     return stats
@@ -153,29 +147,33 @@ def _announce(loaded: Loaded, plan: Plan, duration: float | None) -> None:
           file=sys.stderr, flush=True)
 
 
-def _until_stopped(loaded: Loaded, reader: _Reader, duration: float | None,
-                   hold: Callable[[], None]) -> None:
-    """Read the ring until a reason to stop: a signal, the duration, every target
-    process gone; the budgets held every ``budget.EVERY`` seconds. Then read what it
-    still holds."""
+def _until_stopped(loop: Loop, loaded: Loaded, reader: _Reader, duration: float | None,
+                   hold: Callable[[], None]) -> str:
+    """Read the ring until a reason to stop, which is returned: a signal, the reader's
+    (output closed, a failing sink), the duration, every target process gone; the
+    budgets held every ``budget.EVERY`` seconds. Then read what it still holds."""
     from agent.kernel.load import alive
 
     plan, stop = reader.plan, reader.stop
     deadline = time.monotonic() + duration if duration else None
-    next_look = time.monotonic() + budget.EVERY
     pids = [t.pid for t in plan.targets if t.pid is not None]
-    while not stop:
-        loaded.wait(0.1)
+
+    def step() -> str | None:
         loaded.read(reader.run)
+        if loop.caught:
+            return loop.caught[0].name
+        if stop:
+            return stop[0]
         if deadline is not None and time.monotonic() >= deadline:
-            stop.append("duration")
-        if time.monotonic() >= next_look:
-            hold()
-            next_look = time.monotonic() + budget.EVERY
+            return "duration"
         gone = [p for p in pids if not alive(p)]
         if gone and len(gone) == len(pids) and len(pids) == len(plan.targets):
-            stop.append(f"process {gone[0]} exited")
+            return f"process {gone[0]} exited"
+        return None
+
+    why = loop.run(step, loaded.wait, [Every(budget.EVERY, hold)])
     loaded.read(reader.run)
+    return why
 
 
 def summary(stats: Stats) -> str:

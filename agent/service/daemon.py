@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -26,6 +25,7 @@ from agent.kernel import aggregate, budget, codegen
 from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
 from agent.output.exporter import Exporter, Health, Session
+from agent.output.loop import Every, Loop
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from agent.kernel.cost import Costs, RunTimes
     from agent.kernel.load import Loaded
 
-DRAIN_EVERY = 0.1  # seconds between reads of the ring buffer
 PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited (and,
 # under the preset, of metric objects that are gone)
 # Every row of every map is read when a process that hit has exited, and at least every
@@ -95,7 +94,6 @@ class Daemon:
         self.lock = threading.Lock()
         self.written: set[str] = set()  # probed files written since the plan was made
         self.files: FileWatch | None = None
-        self.signals: list[int] = []
         self.beat = time.monotonic()
         self.notify = Notifier()
         self.costs: Costs | None = None
@@ -407,50 +405,21 @@ class Daemon:
             s.users.processes.forget(dead)
 
     def run(self) -> int:
-        def on_signal(signum: int, _frame: FrameType | None) -> None:
-            self.signals.append(signum)
-
-        old = {s: signal.signal(s, on_signal)
-               for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
                         self.opts.web)
         try:
-            self.files = FileWatch(self._written)
-            log(f"serving {server.scheme}://{server.address}/metrics; attaching")
-            self.notify.extending()  # resolving and compiling take seconds
-            session = self.start()
-            log(f"ready: {self._status()}")
-            self.notify.ready(self._status())
-            self.priced(session)
-            next_prune = time.monotonic() + PRUNE_EVERY
-            next_scan = time.monotonic() + SCAN_EVERY
-            next_budget = time.monotonic() + budget.EVERY
-            while True:
-                self.beat = time.monotonic()
-                self.notify.beat()
-                while self.signals:
-                    signum = self.signals.pop(0)
-                    if signum == signal.SIGHUP:
-                        self.reload()
-                    else:
-                        log(f"{signal.Signals(signum).name}: detaching")
-                        self.notify.stopping()
-                        return 0
-                self.drain()
-                # Events wake noop only now and then (codegen.wake_every): and a timer.
-                if self.loaded is not None:
-                    self.loaded.wait(DRAIN_EVERY)
-                else:
-                    time.sleep(DRAIN_EVERY)
-                if time.monotonic() >= next_scan:
-                    self.rescan()
-                    next_scan = time.monotonic() + SCAN_EVERY
-                if time.monotonic() >= next_budget:
-                    self.hold_budgets()
-                    next_budget = time.monotonic() + budget.EVERY
-                if time.monotonic() >= next_prune:
-                    self.prune()
-                    next_prune = time.monotonic() + PRUNE_EVERY
+            with Loop((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as loop:
+                self.files = FileWatch(self._written)
+                log(f"serving {server.scheme}://{server.address}/metrics; attaching")
+                self.notify.extending()  # resolving and compiling take seconds
+                session = self.start()
+                log(f"ready: {self._status()}")
+                self.notify.ready(self._status())
+                self.priced(session)
+                loop.run(lambda: self._step(loop), self._wait,
+                         [Every(SCAN_EVERY, self.rescan), Every(budget.EVERY, self.hold_budgets),
+                          Every(PRUNE_EVERY, self.prune)])
+                return 0
         finally:
             self.notify.stop_extending()
             server.close()
@@ -460,5 +429,26 @@ class Daemon:
                 self.loaded.close()
             if self.run_times is not None:
                 self.run_times.close()
-            for s, handler in old.items():
-                signal.signal(s, handler)
+
+    def _step(self, loop: Loop) -> str | None:
+        """The watchdog fed, the signals answered (SIGHUP: reload; the others: stop),
+        the ring buffer read."""
+        self.beat = time.monotonic()
+        self.notify.beat()
+        while loop.caught:
+            signum = loop.caught.pop(0)
+            if signum == signal.SIGHUP:
+                self.reload()
+            else:
+                log(f"{signum.name}: detaching")
+                self.notify.stopping()
+                return signum.name
+        self.drain()
+        return None
+
+    def _wait(self, seconds: float) -> None:
+        # Events wake noop only now and then (codegen.wake_every): and a timer.
+        if self.loaded is not None:
+            self.loaded.wait(seconds)
+        else:
+            time.sleep(seconds)

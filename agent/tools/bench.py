@@ -322,7 +322,7 @@ class _Reader:
         return n
 
     def _loop(self) -> None:
-        from agent.service.daemon import DRAIN_EVERY
+        from agent.output.loop import DRAIN_EVERY
 
         while not self._stop.is_set():
             self._read()
