@@ -247,7 +247,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
-                          args.budget_window)
+                          args.budget_window,
+                          mirror=bool(args.binary and not args.config and args.mirror == "memory"))
     return daemon.Daemon(opts).run()
 
 
@@ -428,6 +429,10 @@ def _probing_commands(add: _Add) -> None:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
+    sp.add_argument("--mirror", choices=("memory", "off"), default="memory",
+                    help="with --binary on a Go program: also export the program's own "
+                    "client_golang metrics under their own names, read from its memory at "
+                    "each scrape (needs CAP_SYS_PTRACE; default memory)")
     _budget_flags(sp)
 
 

@@ -364,6 +364,10 @@ class Watched:
     noop_exit: int
     noop_log: str
     left: tuple[str, ...]  # uprobes left on the binary after noop stopped
+    # what noop served of the service's own metrics from its memory (the mirror), read
+    # just before the service's scrape, by sample (name, labels) as the service writes
+    memory: dict[tuple[str, str], float]
+    truth: dict[tuple[str, str], float]  # the service's own samples, the same way
 
 
 def _noop_drained(url: str) -> str:
@@ -406,7 +410,8 @@ def watched(privileged: None, request: pytest.FixtureRequest,
             scraper.connect()
             try:
                 for _ in range(20):
-                    before = _rows(_noop_drained(agent.url), pid)
+                    first = _noop_drained(agent.url)
+                    before = _rows(first, pid)
                     scraper.request("GET", "/metrics")
                     answer = scraper.getresponse()
                     truth = answer.read().decode()
@@ -436,7 +441,50 @@ def watched(privileged: None, request: pytest.FixtureRequest,
             agent.proc.kill()
             agent.proc.wait()
     return Watched(vendor, pid, after, _exposition(truth), _probe_values(bodies), lost,
-                   alive, status, kernel, crash, code, log, tuple(attached_to(binary)))
+                   alive, status, kernel, crash, code, log, tuple(attached_to(binary)),
+                   _memory(first, pid), _samples(truth))
+
+
+def _samples(text: str) -> dict[tuple[str, str], float]:
+    return {(s.name, _labels(s.labels)): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def _memory(text: str, pid: int) -> dict[tuple[str, str], float]:
+    """The service's samples noop mirrored from its memory: its own names, with noop's
+    target and pid labels (left out here)."""
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.name.startswith("noop_"):
+            continue
+        for s in fam.samples:
+            if s.labels.get("pid") == str(pid) and "target" in s.labels:
+                own = {k: v for k, v in s.labels.items() if k not in ("pid", "target")}
+                out[(s.name, _labels(own))] = s.value
+    return out
+
+
+def test_memory_mirror_equals_the_services_own(watched: Watched) -> None:
+    """Read from the service's memory at noop's scrape: every sample (a counter's or
+    gauge's value, a histogram's buckets, count and sum, a summary's count and sum)
+    equals what the service serves next, but for the series the service's own scrape
+    moves; none is one the service does not have."""
+    w = watched
+    assert w.memory, f"noop mirrored nothing of {w.vendor.binary} from its memory"
+    for row in w.rows:  # every series the probes saw updated is in memory too
+        got = _truth_of(w, (row.metric, row.labels))
+        if got is None or got[0] in w.probes:
+            continue
+        (name, labels), _value = got
+        counted = w.exposition.kinds[(name, labels)] in ("histogram", "summary")
+        assert (name + "_count" if counted else name, labels) in w.memory, (name, labels)
+    moved = {name for name, _labels in w.vendor.scrape}
+    unknown = sorted(k for k in w.memory if k not in w.truth)
+    assert not unknown, f"samples {w.vendor.binary} does not have: {unknown[:10]}"
+    wrong = {k: (v, w.truth[k]) for k, v in w.memory.items()
+             if v != w.truth[k] and k[0] not in moved and
+             k[0].removesuffix("_total") not in moved}
+    assert not wrong, f"{len(wrong)} samples differ: {sorted(wrong.items())[:10]}"
 
 
 def _truth_of(w: Watched, series: Series) -> tuple[Series, float] | None:

@@ -12,7 +12,7 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
@@ -71,13 +71,28 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
+def _text(registry: CollectorRegistry, more: Callable[[], bytes]
+          ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    def app(_environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        mirrored = more()  # first: what noop says of it is then of this very read
+        body = generate_latest(registry) + mirrored
+        start("200 OK", [("Content-Type", CONTENT_TYPE_LATEST),
+                         ("Content-Length", str(len(body)))])
+        return [body]
+    return app
+
+
 class Server:
     """Serves until ``close``. ``ready`` and ``healthy`` are asked on every request."""
 
     def __init__(self, listen: str, registry: CollectorRegistry, healthy: Check,
-                 ready: Check, web: WebConfig | None = None) -> None:
+                 ready: Check, web: WebConfig | None = None,
+                 more: Callable[[], bytes] | None = None) -> None:
+        """``more``: families in the text format to serve after the registry's (a
+        program's own metrics, mirrored under its names and types, which
+        prometheus_client would rename); then /metrics is the text format alone."""
         host, port = parse_listen(listen)
-        metrics = make_wsgi_app(registry)
+        metrics = make_wsgi_app(registry) if more is None else _text(registry, more)
         headers = list(web.headers) if web else []
         auth = BasicAuth(web.basic_auth_users) if web and web.basic_auth_users else None
 
@@ -97,7 +112,7 @@ class Server:
                 def with_headers(status: str, hdrs: list[tuple[str, str]],
                                  *rest: Any) -> Any:
                     return start(status, [*hdrs, *headers], *rest)
-                return metrics(environ, with_headers)  # type: ignore[no-any-return]
+                return metrics(environ, with_headers)
             start("404 Not Found", [("Content-Type", "text/plain"), *headers])
             return [b"noop: /metrics, /healthz, /readyz\n"]
 

@@ -38,6 +38,7 @@ from agent.service.watch import SCAN_EVERY, Watch
 if TYPE_CHECKING:
     from agent.kernel.cost import Costs, RunTimes
     from agent.kernel.load import Loaded
+    from agent.presets.client_golang.mirror import Mirror
 
 PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited (and,
 # under the preset, of metric objects that are gone)
@@ -57,6 +58,7 @@ class Options:
     resolved: float = 0.0  # seconds the first plan took, said once the daemon starts
     max_overhead: float = 0.05  # budget of probes the spec sets none for (inf: none)
     window: float = budget.WINDOW  # seconds a probe's cost is held to its budget over
+    mirror: bool = False  # the preset: the program's own metrics from its memory too
 
 
 def settled() -> None:
@@ -99,6 +101,7 @@ class Daemon:
         self.costs: Costs | None = None
         self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
+        self.mirror: Mirror | None = None
 
     def healthy(self) -> tuple[bool, str]:
         late = time.monotonic() - self.beat
@@ -406,13 +409,14 @@ class Daemon:
 
     def run(self) -> int:
         server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
-                        self.opts.web)
+                        self.opts.web, self._mirrored if self.opts.mirror else None)
         try:
             with Loop((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as loop:
                 self.files = FileWatch(self._written)
                 log(f"serving {server.scheme}://{server.address}/metrics; attaching")
                 self.notify.extending()  # resolving and compiling take seconds
                 session = self.start()
+                self._mirror()
                 log(f"ready: {self._status()}")
                 self.notify.ready(self._status())
                 self.priced(session)
@@ -429,6 +433,38 @@ class Daemon:
                 self.loaded.close()
             if self.run_times is not None:
                 self.run_times.close()
+            if self.mirror is not None:
+                self.mirror.close()
+
+    def _mirror(self) -> None:
+        """The preset on a Go program: its own metrics mirrored from its memory too
+        (``presets.client_golang.mirror``), for the processes each scan finds."""
+        if not self.opts.mirror or not self.plan.targets or \
+                self.plan.targets[0].language != "go":
+            return
+        from agent.presets.client_golang.mirror import Mirror
+
+        t = self.plan.targets[0]
+
+        def running() -> list[int]:  # the processes running the build, at a scrape
+            from agent.live import discover
+
+            if t.selector is None:
+                return []
+            found = discover.find(t.selector, t.pid, ids=self.watch.ids)
+            return [p.pid for p in found if self.watch.ids.of(p) == t.build_id]
+
+        try:
+            # labelled as the preset's meta-metrics are: by the binary's name
+            self.mirror = Mirror(Path(t.binary).name, t.binary, find=running)
+        except NoopError as exc:
+            log(f"the program's own metrics are not mirrored: {exc.message}", logs.WARNING)
+            return
+        self.registry.register(self.mirror)
+
+    def _mirrored(self) -> bytes:
+        mirror = self.mirror
+        return mirror.render() if mirror is not None else b""
 
     def _step(self, loop: Loop) -> str | None:
         """The watchdog fed, the signals answered (SIGHUP: reload; the others: stop),

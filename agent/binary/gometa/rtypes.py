@@ -72,6 +72,7 @@ class GoType:
     pkgpath: str = ""
     elem: GoType | None = None  # pointer, slice, array, chan, map value
     key: GoType | None = None  # map
+    bucket_at: int = 0  # map: its bucket's (before Go 1.24) or group's descriptor
     length: int = 0  # array
     chan_dir: int = 0
     fields: list[Field] = field(default_factory=list)
@@ -93,9 +94,12 @@ class Types:
         self.md = module
         self.version = go_version
         experiments = settings.get("GOEXPERIMENT", "")
+        # Go 1.24 made maps Swiss tables (internal/runtime/maps), unless built with
+        # GOEXPERIMENT=noswissmap (gone in 1.26)
+        self.swiss = go_version >= (1, 24) and "noswissmap" not in experiments
         if go_version >= (1, 27):
             self._map_size = 136
-        elif go_version >= (1, 24) and "noswissmap" not in experiments:
+        elif self.swiss:
             self._map_size = 112
         else:
             self._map_size = 88
@@ -193,6 +197,7 @@ class Types:
             return 64
         if k == MAP:
             t.key, t.elem = self._ptr(a), self._ptr(a + 8)
+            t.bucket_at = self.image.pointer(a + 16)  # read when asked (Types.bucket)
             return self._map_size
         if k == FUNC:
             return 56
@@ -306,6 +311,12 @@ class Types:
                 out.setdefault(named["type"], []).append(at)
         return out
 
+    def bucket(self, t: GoType) -> GoType | None:
+        """The struct a map of type ``t`` keeps its entries in: a bucket (``topbits``,
+        ``keys``, ``elems``, ``overflow``) before Go 1.24, a group (``ctrl``, then
+        ``slots`` of ``key`` and ``elem``, or ``keys`` and ``elems``) after."""
+        return self.at(t.bucket_at) if t.kind == MAP and t.bucket_at else None
+
     def pointer_to(self, t: GoType) -> GoType | None:
         """The type ``*t`` if the binary has its descriptor (``t``'s ``ptrToThis``)."""
         ptr_to = self._head(t.address)[-1]
@@ -337,22 +348,32 @@ class Types:
 
     def _roots(self) -> list[int]:
         roots = list(self.md.typelinks)
-        for itab in self.md.itabs:
-            roots += [p for p in self.image.words(itab, 2) if p]  # inter, _type
         if self.md.typedesclen:  # Go 1.27: descriptors one after another from types + 8
             at, end = self.md.types + 8, self.md.types + self.md.typedesclen
             while at < end:
                 at = (at + 7) & ~7
                 t = self.at(at)
                 at += self._descriptor_size(t)
+        for _itab, inter, typ in self.itabs():
+            roots += [p for p in (inter, typ) if p]
+        return roots
+
+    def itabs(self) -> list[tuple[int, int, int]]:
+        """(address, interface type, concrete type) of every itab the linker made (a
+        conversion the compiler saw); those made at run time are not in the binary."""
+        out = []
+        for itab in self.md.itabs:
+            inter, typ = self.image.words(itab, 2)
+            out.append((itab, inter, typ))
+        if self.md.typedesclen:  # Go 1.27: itabs one after another in the types
             at = self.md.types + self.md.itab_offset
             end = at + self.md.itab_size
             while at < end:
                 inter, typ = self.image.words(at, 2)
-                roots += [inter, typ]
+                out.append((at, inter, typ))
                 n = len(self.at(inter).imethods) if inter else 0
                 at += 24 + 8 * max(n, 1)  # itab: inter, _type, hash+pad, fun[n]
-        return roots
+        return out
 
     def _kind_size(self, kind: int) -> int:
         """The size of a descriptor of ``kind`` before its method table."""

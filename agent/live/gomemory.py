@@ -1,0 +1,247 @@
+"""A running Go program's values, read from its memory through its own type
+descriptors (``binary.gometa.rtypes``, there stripped or not): struct fields by name,
+strings, slices, interfaces (an itab's or an empty interface's dynamic type), and
+every entry of a map, bucketed (before Go 1.24) or a Swiss table (after).
+
+It only reads, and a read sees memory while the program runs: every length read is
+bounded, a pointer that is not mapped reads as Unreadable, and a map walked while it
+grows can miss or repeat an entry; callers validate what they take (the object points
+back at itself, its id is the one it had).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from agent.binary.gometa.rtypes import MAP, POINTER, GoType, Types
+from agent.live.memory import Memory, Unreadable, load_bias
+
+MAX_STRING = 1 << 16  # bytes of a string read at most: a name, a label value
+MAX_ENTRIES = 1 << 20  # entries of one map walked at most
+_MIN_TOP_HASH = 5  # a bucketed map's tophash below this: an empty or evacuated slot
+_EVACUATED = (2, 3, 4)  # evacuatedX, evacuatedY, evacuatedEmpty: an old bucket moved
+_SAME_SIZE_GROW = 8  # hmap.flags: growing to as many buckets (only overflow is shed)
+_CTRL_EMPTY_BIT = 0x80  # a Swiss group's control byte with it set: empty or deleted
+
+
+class Damaged(Unreadable):
+    """What was read is not a value of the type it should be (a torn or freed object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interface:
+    """An interface value: its dynamic type (None when its descriptor is not in the
+    binary: a type made at run time) and the word of its data."""
+
+    type: GoType | None
+    data: int
+
+
+class GoMemory:
+    """The values of one Go process, with the types of the binary it runs, whose
+    link-time addresses are ``bias`` below the process's."""
+
+    def __init__(self, memory: Memory, types: Types, bias: int = 0) -> None:
+        self.memory = memory
+        self.types = types
+        self.bias = bias
+
+    def read(self, address: int, size: int) -> bytes:
+        return self.memory.read(address, size)
+
+    def word(self, address: int) -> int:
+        return int(struct.unpack("<Q", self.memory.read(address, 8))[0])
+
+    def words(self, address: int, n: int) -> tuple[int, ...]:
+        return struct.unpack(f"<{n}Q", self.memory.read(address, 8 * n))
+
+    def string(self, address: int) -> str:
+        """The Go string whose header (data, len) is at ``address``."""
+        data, n = self.words(address, 2)
+        if n == 0:
+            return ""
+        if n > MAX_STRING or data == 0:
+            raise Damaged(f"a string at {address:#x} of {n} bytes at {data:#x}", "")
+        return self.memory.read(data, n).decode(errors="replace")
+
+    def slice(self, address: int, limit: int = MAX_ENTRIES) -> tuple[int, int]:
+        """(data, len) of the slice whose header is at ``address``."""
+        data, n, cap = self.words(address, 3)
+        if n > cap or n > limit or (n and not data):
+            raise Damaged(f"a slice at {address:#x}: len {n}, cap {cap}", "")
+        return data, n
+
+    def type_at(self, runtime: int) -> GoType | None:
+        """The type whose descriptor the program has at ``runtime`` (None: not one of the
+        binary's own descriptors)."""
+        link = runtime - self.bias
+        md = self.types.md
+        if not md.types <= link < md.etypes:
+            return None
+        return self.types.at(link)
+
+    def iface(self, address: int) -> Interface:
+        """The non-empty interface value at ``address`` (itab, data): its itab's type."""
+        itab, data = self.words(address, 2)
+        if itab == 0:
+            return Interface(None, 0)
+        return Interface(self.iface_type(itab), data)
+
+    def iface_type(self, itab: int) -> GoType | None:
+        """The concrete type of the itab at ``itab`` (a run-time address)."""
+        _inter, typ = self.words(itab, 2)
+        return self.type_at(typ)
+
+    def eface(self, address: int) -> Interface:
+        """The empty interface value at ``address`` (type, data)."""
+        typ, data = self.words(address, 2)
+        return Interface(self.type_at(typ) if typ else None, data)
+
+    # -- maps ---------------------------------------------------------------------
+
+    def map_entries(self, pointer: int, t: GoType) -> Iterator[tuple[int, int]]:
+        """(key address, value address) of every entry of the map of type ``t`` whose
+        header is at ``pointer`` (the map value itself is that pointer)."""
+        if t.kind != MAP:
+            raise TypeError(f"{t.short} is not a map")
+        if pointer == 0:
+            return iter(())
+        bucket = self.types.bucket(t)
+        if bucket is None:
+            raise Damaged(f"the map type {t.short} has no bucket type", "")
+        return self._swiss(pointer, t, bucket) if self.types.swiss else \
+            self._bucketed(pointer, t, bucket)
+
+    def _indirect(self, slot: GoType | None, wanted: GoType | None) -> bool:
+        """Whether a slot holds a pointer to the key or value (larger than 128 bytes)."""
+        return slot is not None and wanted is not None and slot is not wanted and \
+            slot.kind == POINTER and slot.elem is wanted
+
+    def _entry(self, key: int, elem: int, kind: tuple[bool, bool]) -> tuple[int, int]:
+        return (self.word(key) if kind[0] else key, self.word(elem) if kind[1] else elem)
+
+    def _bucketed(self, hmap: int, t: GoType, b: GoType) -> Iterator[tuple[int, int]]:
+        """runtime/map.go (Go 1.23 and before): ``2^B`` buckets of 8 slots chained by
+        ``overflow``; while growing, the old buckets not yet evacuated hold entries too."""
+        count, flags_b, buckets, oldbuckets = self.words(hmap, 4)
+        big_b = (flags_b >> 8) & 0xFF
+        flags = flags_b & 0xFF
+        if count > MAX_ENTRIES or big_b > 30:
+            raise Damaged(f"a map at {hmap:#x}: count {count}, B {big_b}", "")
+        f = {x.name: x for x in b.fields}
+        keys, elems, over = f.get("keys"), f.get("elems"), f.get("overflow")
+        if keys is None or elems is None or over is None or keys.type.elem is None \
+                or elems.type.elem is None:
+            raise Damaged(f"a map bucket type {b.short} without keys, elems, overflow", "")
+        kind = (self._indirect(keys.type.elem, t.key), self._indirect(elems.type.elem, t.elem))
+        ks, es = keys.type.elem.size, elems.type.elem.size
+        seen = 0
+
+        def chain(first: int) -> Iterator[tuple[int, int]]:
+            nonlocal seen
+            at, hops = first, 0
+            while at:
+                raw = self.read(at, b.size)
+                for i in range(8):
+                    if raw[i] >= _MIN_TOP_HASH:
+                        seen += 1
+                        if seen > MAX_ENTRIES:
+                            raise Damaged(f"a map at {hmap:#x} has more than its count", "")
+                        yield self._entry(at + keys.offset + i * ks,
+                                          at + elems.offset + i * es, kind)
+                at = struct.unpack_from("<Q", raw, over.offset)[0]
+                hops += 1
+                if hops > MAX_ENTRIES:
+                    raise Damaged(f"a map at {hmap:#x}: an overflow chain in a loop", "")
+
+        for i in range(1 << big_b):
+            yield from chain(buckets + i * b.size)
+        if oldbuckets:
+            old = 1 << big_b if flags & _SAME_SIZE_GROW else 1 << max(big_b - 1, 0)
+            for i in range(old):
+                first = oldbuckets + i * b.size
+                if self.read(first, 1)[0] not in _EVACUATED:
+                    yield from chain(first)
+
+    def _swiss(self, m: int, t: GoType, g: GoType) -> Iterator[tuple[int, int]]:
+        """internal/runtime/maps (Go 1.24 and after): a small map is one group at
+        ``dirPtr``; a larger one a directory of tables, each of groups of 8 slots with a
+        control byte each (high bit clear: full)."""
+        used, _seed, dir_ptr, dir_len = self.words(m, 4)
+        if used > MAX_ENTRIES or dir_len > MAX_ENTRIES:
+            raise Damaged(f"a map at {m:#x}: used {used}, directory {dir_len}", "")
+        slots = self._slots(g, t)
+        if dir_len == 0:
+            if dir_ptr:
+                yield from self._group(dir_ptr, g, slots)
+            return
+        tables = dict.fromkeys(self.words(dir_ptr, dir_len))  # in order, each once
+        for table in tables:
+            data, mask = self.words(table + 16, 2)
+            if mask + 1 > MAX_ENTRIES:
+                raise Damaged(f"a map table at {table:#x} of {mask + 1} groups", "")
+            for i in range(mask + 1):
+                yield from self._group(data + i * g.size, g, slots)
+
+    def _slots(self, g: GoType, t: GoType) -> tuple[int, int, int, int, tuple[bool, bool]]:
+        """(first key's offset, key stride, first value's offset, value stride,
+        indirect) in a group: interleaved ``slots`` of ``key`` and ``elem``, or split
+        ``keys`` and ``elems`` arrays."""
+        f = {x.name: x for x in g.fields}
+        if "slots" in f and f["slots"].type.elem is not None:
+            slot = f["slots"].type.elem
+            s = {x.name: x for x in slot.fields}
+            if "key" in s and "elem" in s:
+                kind = (self._indirect(s["key"].type, t.key),
+                        self._indirect(s["elem"].type, t.elem))
+                base = f["slots"].offset
+                return (base + s["key"].offset, slot.size, base + s["elem"].offset,
+                        slot.size, kind)
+        if "keys" in f and "elems" in f and f["keys"].type.elem and f["elems"].type.elem:
+            k, e = f["keys"].type.elem, f["elems"].type.elem
+            kind = (self._indirect(k, t.key), self._indirect(e, t.elem))
+            return f["keys"].offset, k.size, f["elems"].offset, e.size, kind
+        raise Damaged(f"a map group type {g.short} without slots", "")
+
+    def _group(self, at: int, g: GoType, slots: tuple[int, int, int, int, tuple[bool, bool]]
+               ) -> Iterator[tuple[int, int]]:
+        ctrl = self.read(at, 8)
+        koff, kstride, eoff, estride, kind = slots
+        for i in range(8):
+            if not ctrl[i] & _CTRL_EMPTY_BIT:
+                yield self._entry(at + koff + i * kstride, at + eoff + i * estride, kind)
+
+    # -- structs ------------------------------------------------------------------
+
+    @staticmethod
+    def field(t: GoType, name: str) -> int:
+        """The offset of field ``name`` of struct ``t`` (or of the struct ``t`` points
+        to); Damaged when it has none (another version of the library)."""
+        s = t.elem if t.kind == POINTER and t.elem is not None else t
+        for f in s.fields:
+            if f.name == name:
+                return f.offset
+        raise Damaged(f"{s.short} has no field {name}", "")
+
+    @staticmethod
+    def field_type(t: GoType, name: str) -> GoType:
+        s = t.elem if t.kind == POINTER and t.elem is not None else t
+        for f in s.fields:
+            if f.name == name:
+                return f.type
+        raise Damaged(f"{s.short} has no field {name}", "")
+
+
+def open_process(pid: int, path: str, types: Types, segments: tuple[tuple[int, int], ...],
+                 pie: bool) -> GoMemory:
+    """The values of process ``pid``, which runs the Go binary at ``path`` (whose
+    ``types`` and PT_LOAD (address, file offset) ``segments`` are given): its load
+    bias read from the process's mappings when the binary is position-independent."""
+    bias = 0
+    if pie:
+        st = os.stat(path)
+        bias = load_bias(pid, (st.st_dev, st.st_ino), min(a - o for a, o in segments))
+    return GoMemory(Memory(pid), types, bias)

@@ -1,0 +1,157 @@
+"""Reading a running process's memory, never writing it: ``process_vm_readv`` in
+batches (one system call for up to ``IOV_MAX`` ranges), each range read whole or not
+at all, and where each ELF file is loaded (the bias to add to its link-time
+addresses). Reading another process needs ptrace access to it (root with
+CAP_SYS_PTRACE, and Yama's ptrace_scope allowing it); ``check`` says in one line when
+it is missing.
+
+Nothing here stops or attaches to the process: a read sees the memory as it is at that
+moment, and what it means (a torn or freed object) is the reader's to validate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.errors import NoopError
+
+IOV_MAX = 1024  # ranges one process_vm_readv call takes (Linux's UIO_MAXIOV)
+_MAX_READ = 1 << 24  # bytes one range may ask: a bound on a damaged length read from memory
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_readv = _libc.process_vm_readv
+_readv.restype = ctypes.c_ssize_t
+_readv.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
+                   ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]
+
+
+class Unreadable(NoopError):
+    """The process's memory cannot be read: it exited, or noop may not read it."""
+
+
+class Memory:
+    """The memory of process ``pid``, read in ranges."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.reads = 0  # system calls made, for the costs noop states
+
+    def read(self, address: int, size: int) -> bytes:
+        """``size`` bytes at ``address``; Unreadable when any of them cannot be read."""
+        got = self.read_many([(address, size)])[0]
+        if got is None:
+            raise Unreadable(f"process {self.pid}: {size} bytes at {address:#x} cannot be "
+                             "read", "the object is gone or the address is wrong")
+        return got
+
+    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
+        """Each range's bytes, or None for a range not readable whole (unmapped, or past
+        a bound on its size). Unreadable when the process cannot be read at all."""
+        out: list[bytes | None] = [None] * len(ranges)
+        for start in range(0, len(ranges), IOV_MAX):
+            self._batch(ranges, start, min(start + IOV_MAX, len(ranges)), out)
+        return out
+
+    def _batch(self, ranges: Sequence[tuple[int, int]], lo: int, hi: int,
+               out: list[bytes | None]) -> None:
+        # The kernel reads the ranges in order and stops at the first it cannot read
+        # whole: the next call starts after that one.
+        i = lo
+        while i < hi:
+            j = i
+            while j < hi and ranges[j][0] > 0 and 0 < ranges[j][1] <= _MAX_READ:
+                j += 1
+            if j == i:  # a range noop will not ask for (a damaged length): left None
+                i += 1
+                continue
+            wanted = ranges[i:j]
+            buffers = [ctypes.create_string_buffer(n) for _a, n in wanted]
+            local = (_Iovec * len(wanted))(*[_Iovec(ctypes.cast(b, ctypes.c_void_p), n)
+                                             for b, (_a, n) in zip(buffers, wanted,
+                                                                   strict=True)])
+            remote = (_Iovec * len(wanted))(*[_Iovec(a, n) for a, n in wanted])
+            self.reads += 1
+            done = _readv(self.pid, local, len(wanted), remote, len(wanted), 0)
+            if done < 0:
+                err = ctypes.get_errno()
+                if err != errno.EFAULT:
+                    raise _refused(self.pid, err)
+                i += 1  # the first range is not mapped
+                continue
+            k = i
+            for buf, (_a, n) in zip(buffers, wanted, strict=True):
+                if done < n:
+                    break
+                out[k] = buf.raw
+                done -= n
+                k += 1
+            i = k if k == j else k + 1  # range k was read short: not whole
+
+
+def _refused(pid: int, err: int) -> Unreadable:
+    if err == errno.ESRCH:
+        return Unreadable(f"process {pid} exited", "")
+    if err == errno.EPERM:
+        return Unreadable(f"may not read the memory of process {pid}",
+                          "run noop as root with CAP_SYS_PTRACE (the DaemonSet grants it), "
+                          "and with kernel.yama.ptrace_scope at most 2")
+    return Unreadable(f"reading the memory of process {pid}: {os.strerror(err)}", "")
+
+
+def check(pid: int) -> None:
+    """Unreadable, in one line, when noop may not read process ``pid``'s memory."""
+    Memory(pid).read_many([(_a_mapped_address(pid), 1)])
+
+
+def _a_mapped_address(pid: int) -> int:
+    try:
+        first = Path(f"/proc/{pid}/maps").read_text().split("\n", 1)[0]
+    except FileNotFoundError:
+        raise Unreadable(f"process {pid} exited", "") from None
+    except OSError as exc:
+        raise Unreadable(f"reading /proc/{pid}/maps: {exc.strerror}",
+                         "run noop as root with CAP_SYS_PTRACE") from None
+    return int(first.split("-", 1)[0], 16)
+
+
+def load_bias(pid: int, path_inode: tuple[int, int], first_load: int) -> int:
+    """What to add to a link-time address of the ELF file with (device, inode)
+    ``path_inode`` to have its address in process ``pid``: where the kernel mapped the
+    file's offset 0, less ``first_load`` (the lowest PT_LOAD's address less its file
+    offset). 0 for a file linked where it runs (not PIE). Unreadable when the process
+    runs no such file."""
+    dev, ino = path_inode
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except FileNotFoundError:
+        raise Unreadable(f"process {pid} exited", "") from None
+    except OSError as exc:
+        raise Unreadable(f"reading /proc/{pid}/maps: {exc.strerror}",
+                         "run noop as root with CAP_SYS_PTRACE") from None
+    for line in lines:
+        parts = line.split(maxsplit=5)
+        if len(parts) < 5 or int(parts[4]) != ino:
+            continue
+        major, minor = (int(x, 16) for x in parts[3].split(":"))
+        if os.makedev(major, minor) != dev:
+            continue
+        start = int(parts[0].split("-", 1)[0], 16)
+        offset = int(parts[2], 16)
+        return start - offset - first_load
+    raise Unreadable(f"process {pid} does not run the file (inode {ino})", "")
+
+
+def words(data: bytes, at: int = 0, n: int = 1) -> tuple[int, ...]:
+    """``n`` little-endian 8-byte words of ``data`` from ``at``."""
+    return struct.unpack_from(f"<{n}Q", data, at)

@@ -1,0 +1,268 @@
+"""A Go program's own client_golang metrics, mirrored from its memory for ``noop run
+--binary``: each process running the target's build has its registries walked in a
+thread of their own (at start, then every ``WALK_EVERY`` seconds, which finds the
+children and collectors made since), and at every scrape the values of what the last
+walk found are read in a few batched reads. The program pays nothing: no probe, no
+stop, only reads of its memory by another process.
+
+Each family is exported under the program's own name, type and help, with its own
+labels and two of noop's: ``target`` and ``pid`` (``noop_target``, ``noop_pid`` when
+the program's metric has a label of that name already). A process that exits, or
+whose memory can no longer be read, has its series go away; a series whose object is
+gone or torn at every try is left out of that scrape and counted.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent import logs
+from agent.live.gomemory import GoMemory, open_process
+from agent.live.memory import Unreadable, check
+from agent.presets.client_golang import registry, values
+from agent.presets.client_golang.registry import Family, Found
+from agent.presets.client_golang.values import Histogram, Summary
+
+WALK_EVERY = 10.0  # seconds between walks of a process's registries
+_EXP_FROM = 6  # Go's shortest 'g' format writes an exponent from 1e+06 on
+
+
+@dataclass
+class _Process:
+    pid: int
+    gm: GoMemory
+    found: Found = field(default_factory=Found)
+    walked: float = 0.0  # when (monotonic), 0: not yet
+    walk_seconds: float = 0.0
+    torn: int = 0  # series left out of a scrape: changing at every try
+    gone: int = 0  # series whose object was no longer itself at a scrape
+    walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
+
+
+class Mirror:
+    """The collector of one target's mirrored metrics. ``follow(pids)`` says which
+    processes run its build now; ``close()`` stops the walks."""
+
+    def __init__(self, target: str, path: str, walk_every: float = WALK_EVERY,
+                 find: Callable[[], Iterable[int]] | None = None) -> None:
+        """``find``: the processes running the target's build now, asked at every
+        scrape (a process that started since the last scan is mirrored at once)."""
+        from agent.binary.elf import ElfFile
+        from agent.binary.gometa.program import GoProgram
+
+        self.target = target
+        self.path = path
+        self.walk_every = walk_every
+        self._find = find
+        self._elf = ElfFile(path)
+        self._types = GoProgram(self._elf).types
+        self._segments = tuple((s.vaddr, s.offset) for s in self._elf.segments)
+        self._pie = self._elf.e_type == 3  # ET_DYN
+        self._lock = threading.Lock()  # the processes and what their walks found
+        self._processes: dict[int, _Process] = {}
+        self._refused: set[int] = set()  # processes whose memory cannot be read (said once)
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._walks, name="noop-mirror", daemon=True)
+        self._thread.start()
+
+    def follow(self, pids: Iterable[int]) -> None:
+        """The processes that run the target's build now: new ones are walked at once,
+        gone ones forgotten."""
+        now = set(pids)
+        with self._lock:
+            for pid in set(self._processes) - now:
+                del self._processes[pid]
+            self._refused &= now
+            fresh = now - set(self._processes) - self._refused
+            for pid in fresh:
+                try:
+                    gm = open_process(pid, self.path, self._types, self._segments, self._pie)
+                    check(pid)
+                except Unreadable as exc:
+                    self._refused.add(pid)
+                    logs.say(f"target {self.target}: process {pid}: its own metrics are not "
+                             f"mirrored: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),
+                             logs.WARNING)
+                    continue
+                except OSError as exc:  # it exited between the scan and now
+                    self._refused.add(pid)
+                    logs.say(f"target {self.target}: process {pid}: {exc.strerror}",
+                             logs.WARNING)
+                    continue
+                self._processes[pid] = _Process(pid, gm)
+        if fresh:
+            self._wake.set()
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=5)
+        self._elf.close()
+
+    def _walks(self) -> None:
+        while not self._stop:
+            with self._lock:
+                due = [p for p in self._processes.values()
+                       if time.monotonic() - p.walked >= self.walk_every or not p.walked]
+            for p in due:
+                self._walk(p)
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+
+    def _walk(self, p: _Process, unless_walked: bool = False) -> None:
+        with p.walking:
+            if unless_walked and p.walked:
+                return  # the thread walked it meanwhile
+            self._walk_now(p)
+
+    def _walk_now(self, p: _Process) -> None:
+        t0 = time.monotonic()
+        try:
+            found = registry.walk(p.gm, self._elf)
+        except Unreadable as exc:
+            found = Found(damaged=[exc.message])
+        except Exception as exc:  # one process's walk: the others, and noop, go on
+            found = Found(damaged=[f"{type(exc).__name__}: {exc}"])
+        with self._lock:
+            if self._processes.get(p.pid) is p:
+                p.found, p.walked = found, time.monotonic()
+                p.walk_seconds = p.walked - t0
+
+    def collect(self) -> Iterator[Metric]:
+        """noop's own metrics of the mirror (the mirrored families are ``render``'s)."""
+        with self._lock:
+            processes = list(self._processes.values())
+        yield from self._health(processes)
+
+    def render(self) -> bytes:
+        """The mirrored families in Prometheus' text format, as the program writes them
+        (its names, types, help and bucket bounds), each series with ``target`` and
+        ``pid`` beside its own labels."""
+        if self._find is not None:
+            self.follow(self._find())
+        with self._lock:
+            processes = list(self._processes.values())
+        families: dict[str, tuple[Family, list[str]]] = {}
+        for p in processes:
+            if not p.walked or self._moved(p):  # a collector or a child added or gone:
+                self._walk(p, unless_walked=p.walked == 0)  # from this scrape on
+            try:
+                read = values.Reader(p.gm).read(p.found)
+            except Unreadable:
+                continue  # it exited, or cannot be read: its series go away
+            p.torn += len(read.torn)
+            p.gone += len(read.gone)
+            for f in p.found.families.values():
+                lines = families.setdefault(f.name, (f, []))[1]
+                lines += self._series(f, p.pid, read)
+        out = []
+        for name in sorted(families):
+            f, lines = families[name]
+            if not lines:
+                continue
+            out.append(f"# HELP {name} {_help(f.help)}\n# TYPE {name} {f.kind or 'untyped'}\n")
+            out += lines
+        return "".join(out).encode()
+
+    @staticmethod
+    def _moved(p: _Process) -> bool:
+        """Whether a registry or a *Vec of ``p`` has another count than at its walk."""
+        found = p.found
+        if not found.counts:
+            return False
+        try:
+            now = p.gm.memory.read_many([(a, 8) for a, _n in found.counts])
+        except Unreadable:
+            return False
+        return any(raw is None or int.from_bytes(raw, "little") != n
+                   for raw, (_a, n) in zip(now, found.counts, strict=True))
+
+    def _series(self, f: Family, pid: int, read: values.Read) -> list[str]:
+        lines = []
+        for s in f.series:
+            v = read.values.get(s.address)
+            if v is None:
+                continue
+            own = dict(s.labels)
+            labels = [*s.labels, *((("noop_" if k in own else "") + k, x)
+                                   for k, x in (("target", self.target), ("pid", str(pid))))]
+            if isinstance(v, Histogram):
+                for le, c in v.buckets:
+                    lines.append(f"{f.name}_bucket{_labels([*labels, ('le', go_float(le))])} "
+                                 f"{c}\n")
+            if isinstance(v, Histogram | Summary):
+                lines.append(f"{f.name}_sum{_labels(labels)} {go_float(v.sum)}\n")
+                lines.append(f"{f.name}_count{_labels(labels)} {v.count}\n")
+            else:
+                lines.append(f"{f.name}{_labels(labels)} {go_float(v)}\n")
+        return lines
+
+    def _health(self, processes: list[_Process]) -> Iterator[Metric]:
+        series = GaugeMetricFamily("noop_mirror_series", "Series of the program's own "
+                                   "metrics noop mirrors from its memory",
+                                   labels=["target", "pid"])
+        skipped = GaugeMetricFamily("noop_mirror_unmirrored_collectors", "Collectors "
+                                    "noop does not mirror (a custom Collector, a "
+                                    "GaugeFunc), by type", labels=["target", "pid", "type"])
+        walk = GaugeMetricFamily("noop_mirror_walk_seconds", "How long the last walk of "
+                                 "the process's registries took", labels=["target", "pid"])
+        torn = CounterMetricFamily("noop_mirror_torn_reads", "Series left out of a scrape: "
+                                   "changing at every try", labels=["target", "pid"])
+        gone = CounterMetricFamily("noop_mirror_gone_objects", "Series left out of a "
+                                   "scrape: the object was no longer the one found",
+                                   labels=["target", "pid"])
+        for p in processes:
+            ids = [self.target, str(p.pid)]
+            series.add_metric(ids, sum(len(f.series) for f in p.found.families.values()))
+            for t, n in sorted(p.found.unmirrored.items()):
+                skipped.add_metric([*ids, t], n)
+            walk.add_metric(ids, p.walk_seconds)
+            torn.add_metric(ids, p.torn)
+            gone.add_metric(ids, p.gone)
+        yield from (series, skipped, walk, torn, gone)
+
+
+def _help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _labels(pairs: list[tuple[str, str]]) -> str:
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{k}="{_value(v)}"' for k, v in pairs) + "}"
+
+
+def _value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\"", '\\"').replace("\n", "\\n")
+
+
+def go_float(x: float) -> str:
+    """A number as the program writes it: Go's ``strconv.FormatFloat(x, 'g', -1,
+    64)``, the shortest digits that read back as ``x``, with an exponent from 1e+06 on
+    and below 1e-04 (Python's repr switches at other points)."""
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    if math.isnan(x):
+        return "NaN"
+    if x == 0:
+        return "-0" if math.copysign(1, x) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    ds = "".join(map(str, digits))
+    exp = len(ds) + exponent - 1  # of the first digit
+    head = "-" if sign else ""
+    if exp < -4 or exp >= _EXP_FROM:
+        mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
+        return f"{head}{mant}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{head}0.{'0' * (-exp - 1)}{ds}"
+    whole = ds.ljust(exp + 1, "0")
+    return head + whole[:exp + 1] + ("." + ds[exp + 1:] if len(ds) > exp + 1 else "")

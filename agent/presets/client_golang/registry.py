@@ -1,0 +1,255 @@
+"""client_golang's registries in a running Go program, walked from its memory: every
+registered collector's dynamic type, each metric object of the ones noop mirrors
+(counter, gauge, histogram, both kinds of summary, the ``*Vec``s' children in their
+``metricMap``), under the name and labels the program serves it with (a
+``wrappingCollector``'s prefix and labels applied), and the collectors noop does not
+mirror, with their type.
+
+Registries are found where the program keeps them in its globals: an interface
+variable (``DefaultRegisterer``, ``DefaultGatherer``, or the program's own) holding a
+``*Registry`` has the itab the linker made for that conversion as its first word; the
+program's writable data is read once and searched for those itabs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.binary.elf import ElfFile
+from agent.binary.gometa.rtypes import GoType
+from agent.live.gomemory import Damaged, GoMemory
+from agent.live.memory import Unreadable
+from agent.plan.libraries import CLIENT_GOLANG as PKG
+
+# The metric types noop reads, by their concrete type, and the kind Prometheus gives them.
+KINDS = {f"*{PKG}.counter": "counter", f"*{PKG}.gauge": "gauge",
+         f"*{PKG}.histogram": "histogram", f"*{PKG}.summary": "summary",
+         f"*{PKG}.noObjectivesSummary": "summary"}
+VECS = {f"*{PKG}.{v}" for v in ("CounterVec", "GaugeVec", "HistogramVec", "SummaryVec",
+                                "MetricVec")}
+WRAPPING = f"*{PKG}.wrappingCollector"
+REGISTRY = f"*{PKG}.Registry"
+_REGISTRY_INTERFACES = {f"{PKG}.Registerer", f"{PKG}.Gatherer",
+                        f"{PKG}.TransactionalGatherer"}
+MAX_COLLECTORS = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One metric object: its labels as served (sorted by name), its address and type."""
+
+    labels: tuple[tuple[str, str], ...]
+    address: int
+    type: GoType
+    desc: int  # its *Desc, which must still be its own when it is read
+
+
+@dataclass
+class Family:
+    name: str
+    help: str
+    kind: str
+    series: list[Series] = field(default_factory=list)
+
+
+@dataclass
+class Found:
+    """What the registries hold: families by name, and the collectors not mirrored
+    (their type, by how many)."""
+
+    registries: list[int] = field(default_factory=list)
+    families: dict[str, Family] = field(default_factory=dict)
+    unmirrored: dict[str, int] = field(default_factory=dict)
+    damaged: list[str] = field(default_factory=list)  # what could not be read, and why
+    # (address, value) of the words that change when a collector or a child is added or
+    # removed: each registry's and each *Vec's map count, each registry's unchecked
+    # collectors' length. Read at a scrape: one that moved means walk again.
+    counts: list[tuple[int, int]] = field(default_factory=list)
+
+
+def registries(gm: GoMemory, elf: ElfFile) -> list[int]:
+    """The ``*Registry`` values the program's global interface variables hold."""
+    types = gm.types
+    wanted = set()
+    itabs = set()
+    for itab, inter, typ in types.itabs():
+        itabs.add(itab + gm.bias)
+        if not typ or not inter:
+            continue
+        if types.name(types.at(typ)) == REGISTRY and \
+                types.name(types.at(inter)) in _REGISTRY_INTERFACES:
+            wanted.add(itab + gm.bias)
+    if not wanted:
+        return []
+    found: list[int] = []
+    for name in (".data", ".bss"):  # an interface holds a pointer: never in .noptr*
+        sec = elf.section(name)
+        if sec is None or sec.size == 0 or sec.size > 1 << 28:
+            continue
+        try:
+            raw = gm.read(sec.addr + gm.bias, sec.size)
+        except Unreadable:
+            continue
+        for at in range(0, len(raw) - 15, 8):
+            if int.from_bytes(raw[at:at + 8], "little") in wanted:
+                reg = int.from_bytes(raw[at + 8:at + 16], "little")
+                # the runtime's table of itabs has them one after another: not a value
+                if reg and reg not in found and reg not in itabs:
+                    found.append(reg)
+    return found
+
+
+class Walker:
+    """Walks registries into a ``Found``."""
+
+    def __init__(self, gm: GoMemory) -> None:
+        self.gm = gm
+        self.found = Found()
+        # collectors walked, under a wrapping's prefix and labels (one may be in two
+        # registries)
+        self._seen: set[tuple[int, str, tuple[tuple[str, str], ...]]] = set()
+
+    def registry(self, address: int) -> None:
+        gm = self.gm
+        t = gm.types.find(REGISTRY)
+        if t is None:
+            raise Damaged("the binary has no *prometheus.Registry type", "")
+        by_id = gm.field_type(t, "collectorsByID")
+        header = gm.word(address + gm.field(t, "collectorsByID"))
+        collectors = [value for _k, value in gm.map_entries(header, by_id)]
+        unchecked = address + gm.field(t, "uncheckedCollectors")
+        data, n = gm.slice(unchecked, MAX_COLLECTORS)
+        collectors += [data + 16 * i for i in range(n)]
+        self.found.registries.append(address)
+        self._count(header)
+        self.found.counts.append((unchecked + 8, n))
+        for at in collectors:
+            self.collector(at, "", ())
+
+    def collector(self, iface_at: int, prefix: str, labels: tuple[tuple[str, str], ...]
+                  ) -> None:
+        """The Collector interface value at ``iface_at``, under a wrapping's ``prefix``
+        and ``labels``."""
+        gm = self.gm
+        try:
+            c = gm.iface(iface_at)
+            if c.type is None or c.data == 0:
+                self._unmirrored("a collector of a type made at run time")
+                return
+            name = gm.types.name(c.type)
+            if (c.data, prefix, labels) in self._seen:
+                return
+            self._seen.add((c.data, prefix, labels))
+            if name == WRAPPING:
+                self._wrapping(c.data, c.type, prefix, labels)
+            elif name in KINDS:
+                self._metric(c.data, c.type, KINDS[name], prefix, labels, None)
+            elif name in VECS:
+                self._vec(c.data, c.type, prefix, labels)
+            else:
+                self._unmirrored(name)
+        except Unreadable as exc:
+            self.found.damaged.append(exc.message)
+
+    def _count(self, header: int) -> None:
+        """Keep a map's count (its header's first word, before Go 1.24 and after)."""
+        if header:
+            self.found.counts.append((header, self.gm.word(header)))
+
+    def _unmirrored(self, name: str) -> None:
+        self.found.unmirrored[name] = self.found.unmirrored.get(name, 0) + 1
+
+    def _wrapping(self, at: int, t: GoType, prefix: str,
+                  labels: tuple[tuple[str, str], ...]) -> None:
+        gm = self.gm
+        own = gm.string(at + gm.field(t, "prefix"))
+        lt = gm.field_type(t, "labels")
+        more = [(gm.string(k), gm.string(v)) for k, v in
+                gm.map_entries(gm.word(at + gm.field(t, "labels")), lt)]
+        # An outer wrapping's prefix goes before an inner one's, its labels beside them.
+        self.collector(at + gm.field(t, "wrappedCollector"), prefix + own,
+                       tuple(sorted({**dict(more), **dict(labels)}.items())))
+
+    def _desc(self, desc: int) -> tuple[str, str]:
+        gm = self.gm
+        t = gm.types.find(f"*{PKG}.Desc")
+        if t is None:
+            raise Damaged("the binary has no *prometheus.Desc type", "")
+        return gm.string(desc + gm.field(t, "fqName")), gm.string(desc + gm.field(t, "help"))
+
+    def _pairs(self, at: int) -> list[tuple[str, str]]:
+        """A ``[]*dto.LabelPair`` at ``at``: (name, value) of each."""
+        gm = self.gm
+        data, n = gm.slice(at, 256)
+        out = []
+        for p in gm.words(data, n) if n else ():
+            pair = gm.types.find("*github.com/prometheus/client_model/go.LabelPair")
+            if pair is None:
+                raise Damaged("the binary has no *dto.LabelPair type", "")
+            name_p = gm.word(p + gm.field(pair, "Name"))
+            value_p = gm.word(p + gm.field(pair, "Value"))
+            out.append((gm.string(name_p) if name_p else "", gm.string(value_p) if value_p else ""))
+        return out
+
+    def _family(self, name: str, help_: str, kind: str) -> Family:
+        f = self.found.families.get(name)
+        if f is None:
+            f = self.found.families[name] = Family(name, help_, kind)
+        return f
+
+    def _metric(self, at: int, t: GoType, kind: str, prefix: str,
+                labels: tuple[tuple[str, str], ...], family: Family | None) -> None:
+        gm = self.gm
+        desc = gm.word(at + gm.field(t, "desc"))
+        name, help_ = self._desc(desc)
+        own = self._pairs(at + gm.field(t, "labelPairs"))
+        f = family or self._family(prefix + name, help_, kind)
+        f.series.append(Series(tuple(sorted({**dict(own), **dict(labels)}.items())), at, t,
+                               desc))
+
+    def _vec(self, at: int, t: GoType, prefix: str,
+             labels: tuple[tuple[str, str], ...]) -> None:
+        gm = self.gm
+        # CounterVec{*MetricVec}, MetricVec{*metricMap, ...}, metricMap{metrics, desc}
+        vec = at
+        vt = t
+        if gm.types.name(vt) != f"*{PKG}.MetricVec":
+            vec = gm.word(at + gm.field(vt, "MetricVec"))
+            vt = gm.field_type(vt, "MetricVec")
+        mm = gm.word(vec + gm.field(vt, "metricMap"))
+        mt = gm.field_type(vt, "metricMap")
+        name, help_ = self._desc(gm.word(mm + gm.field(mt, "desc")))
+        kind = {"CounterVec": "counter", "GaugeVec": "gauge", "HistogramVec": "histogram",
+                "SummaryVec": "summary"}.get(gm.types.name(t).rsplit(".", 1)[-1], "")
+        family = self._family(prefix + name, help_, kind) if kind else None
+        metrics_t = gm.field_type(mt, "metrics")
+        header = gm.word(mm + gm.field(mt, "metrics"))
+        self._count(header)
+        for _k, children in gm.map_entries(header, metrics_t):
+            # []metricWithLabelValues: {values []string; metric Metric}
+            elem = metrics_t.elem.elem if metrics_t.elem and metrics_t.elem.elem else None
+            if elem is None:
+                raise Damaged("a metricMap's children of no type", "")
+            data, n = gm.slice(children, 1 << 16)
+            for i in range(n):
+                child = gm.iface(data + i * elem.size + gm.field(elem, "metric"))
+                cname = gm.types.name(child.type) if child.type is not None else ""
+                if cname not in KINDS or child.type is None:
+                    self._unmirrored(cname or "a child of a type made at run time")
+                    continue
+                if family is None:
+                    family = self._family(prefix + name, help_, KINDS[cname])
+                self._metric(child.data, child.type, KINDS[cname], prefix, labels, family)
+
+
+def walk(gm: GoMemory, elf: ElfFile) -> Found:
+    """Every registry the program's globals hold, walked."""
+    w = Walker(gm)
+    for reg in registries(gm, elf):
+        try:
+            w.registry(reg)
+        except Damaged:  # not a registry: a word that looked like the itab's
+            continue
+        except Unreadable as exc:
+            w.found.damaged.append(exc.message)
+    return w.found

@@ -1,0 +1,133 @@
+// mirror registers one of each kind of client_golang collector on the default
+// registry (and through a registerer that wraps it with a prefix and labels), updates
+// them a known number of times, serves /metrics, and waits: what noop reads of its
+// metrics from its memory is compared with what it serves.
+//
+// With -rounds N it makes N rounds of updates at start, then one more round on each
+// SIGUSR1; -vec sets how many children each *Vec gets; -listen the address. With
+// -format it only reads float64 bits (hex, one a line) on stdin and writes each as Go
+// writes a number in the text format (strconv.FormatFloat(v, 'g', -1, 64)).
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+type metrics struct {
+	counter    prometheus.Counter
+	floatCtr   prometheus.Counter
+	gauge      prometheus.Gauge
+	histogram  prometheus.Histogram
+	summary    prometheus.Summary
+	plainSum   prometheus.Summary
+	requests   *prometheus.CounterVec
+	temps      *prometheus.GaugeVec
+	latency    *prometheus.HistogramVec
+	sizes      *prometheus.SummaryVec
+	wrapped    prometheus.Counter
+	wrappedVec *prometheus.CounterVec
+	constLabel prometheus.Gauge
+}
+
+func register() *metrics {
+	wrap := prometheus.WrapRegistererWith(prometheus.Labels{"zone": "a"},
+		prometheus.WrapRegistererWithPrefix("inner_", prometheus.DefaultRegisterer))
+	m := &metrics{
+		counter:   prometheus.NewCounter(prometheus.CounterOpts{Name: "mirror_calls_total", Help: "Calls."}),
+		floatCtr:  prometheus.NewCounter(prometheus.CounterOpts{Name: "mirror_seconds_total", Help: "Seconds."}),
+		gauge:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "mirror_level", Help: "Level."}),
+		histogram: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "mirror_latency_seconds", Help: "Latency.", Buckets: []float64{0.5, 1, 2.5, 5}}),
+		summary: prometheus.NewSummary(prometheus.SummaryOpts{Name: "mirror_size_bytes", Help: "Sizes.",
+			Objectives: map[float64]float64{0.5: 0.05, 0.9: 0.01}}),
+		plainSum: prometheus.NewSummary(prometheus.SummaryOpts{Name: "mirror_wait_seconds", Help: "Waits."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mirror_requests_total", Help: "Requests.",
+			ConstLabels: prometheus.Labels{"service": "mirror"}}, []string{"method", "code"}),
+		temps:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mirror_temperature", Help: "Temps."}, []string{"room"}),
+		latency:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "mirror_op_seconds", Help: "Ops.", Buckets: []float64{0.1, 1}}, []string{"op"}),
+		sizes:      prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "mirror_item_bytes", Help: "Items."}, []string{"kind"}),
+		wrapped:    prometheus.NewCounter(prometheus.CounterOpts{Name: "wrapped_total", Help: "Wrapped."}),
+		wrappedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wrapped_ops_total", Help: "Wrapped ops."}, []string{"op"}),
+		constLabel: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mirror_info", Help: "Info.", ConstLabels: prometheus.Labels{"version": "1.2.3"}}),
+	}
+	prometheus.MustRegister(m.counter, m.floatCtr, m.gauge, m.histogram, m.summary, m.plainSum,
+		m.requests, m.temps, m.latency, m.sizes, m.constLabel)
+	wrap.MustRegister(m.wrapped, m.wrappedVec)
+	prometheus.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mirror_goroutines", Help: "Goroutines."},
+		func() float64 { return float64(runtime.NumGoroutine()) }))
+	return m
+}
+
+func (m *metrics) round(r, children int) {
+	m.counter.Inc()
+	m.floatCtr.Add(0.25)
+	m.gauge.Set(float64(r) * 1.5)
+	m.histogram.Observe(float64(r%7) * 0.9)
+	m.summary.Observe(float64(r % 100))
+	m.plainSum.Observe(float64(r%5) / 4)
+	for c := 0; c < children; c++ {
+		m.requests.WithLabelValues([]string{"GET", "POST", "PUT"}[c%3], fmt.Sprint(200+c)).Inc()
+		m.temps.WithLabelValues(fmt.Sprintf("room%d", c)).Set(float64(r + c))
+		m.latency.WithLabelValues(fmt.Sprintf("op%d", c)).Observe(float64(r%3) * 0.4)
+		m.sizes.WithLabelValues(fmt.Sprintf("k%d", c)).Observe(float64(r + c))
+		m.wrappedVec.WithLabelValues(fmt.Sprintf("w%d", c)).Add(2)
+	}
+	m.wrapped.Inc()
+	m.constLabel.Set(1)
+}
+
+func main() {
+	rounds := flag.Int("rounds", 10, "rounds of updates at start")
+	children := flag.Int("vec", 3, "children of each *Vec")
+	listen := flag.String("listen", "127.0.0.1:0", "address to serve /metrics on")
+	format := flag.Bool("format", false, "format float64 bits from stdin, one a line")
+	flag.Parse()
+	if *format {
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			bits, err := strconv.ParseUint(in.Text(), 16, 64)
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println(strconv.FormatFloat(math.Float64frombits(bits), 'g', -1, 64))
+		}
+		return
+	}
+	m := register()
+	r := 0
+	for ; r < *rounds; r++ {
+		m.round(r, *children)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.Handle("/metrics", promhttp.Handler())
+	go http.Serve(ln, nil)
+	fmt.Printf("listening %s\n", ln.Addr())
+	os.Stdout.Sync()
+	more := make(chan os.Signal, 1)
+	signal.Notify(more, syscall.SIGUSR1, syscall.SIGTERM)
+	for s := range more {
+		if s == syscall.SIGTERM {
+			return
+		}
+		m.round(r, *children)
+		r++
+		fmt.Println("round")
+		os.Stdout.Sync()
+	}
+}

@@ -1,0 +1,212 @@
+"""A Go program's own client_golang metrics, mirrored from its memory (``noop run
+--binary``'s mirror): the registries its globals hold walked through its own type
+descriptors, every collector's series found under the name and labels the program
+serves it with, and every value equal to what the program itself serves: counters,
+gauges, histograms' buckets, counts and sums, both kinds of summaries' counts and sums,
+*Vec children by the hundred (maps grown over many buckets or tables), a wrapped
+registerer's prefix and labels. For Go 1.19's bucketed maps and the newest Go's Swiss
+tables, with symbols and stripped, and position-independent (a load bias).
+
+noop is read first and the program second: the program's own scrape flushes its
+summaries' buffers. Privileged: reading another process's memory needs ptrace access.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import struct
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness.metrics import get, samples
+from harness.noop import start, stopped
+from harness.programs import PROGRAMS, go_build, go_toolchain
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.binary.elf import ElfFile
+from agent.binary.gometa.program import GoProgram
+from agent.live.gomemory import open_process
+from agent.live.memory import Memory, Unreadable
+from agent.presets.client_golang import registry, values
+from agent.presets.client_golang.mirror import go_float
+from agent.presets.client_golang.values import Histogram, Summary
+
+SOURCE = PROGRAMS / "go" / "mirror"
+ROUNDS = 23
+CHILDREN = 300  # children of each *Vec: maps of many buckets (Go 1.19), many groups (1.24+)
+# Collectors the program registers that noop does not mirror (their values are not in
+# a metric object's memory): the GaugeFunc, and client_golang's own Go and process ones.
+UNMIRRORED = {"valueFunc", "goCollector", "processCollector"}
+VARIANTS = [("1.19", ()), ("1.19", ("-ldflags=-s -w",)), ("newest", ()),
+            ("newest", ("-ldflags=-s -w",)), ("newest", ("-buildmode=pie", "-ldflags=-s -w"))]
+
+
+def _id(v: tuple[str, tuple[str, ...]]) -> str:
+    return f"go{v[0]}" + "".join("-stripped" if "-s" in f else "-pie" if "pie" in f else ""
+                                 for f in v[1])
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=_id)
+def program(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    version, flags = request.param
+    return go_build(go_toolchain(version), tmp_path_factory.mktemp("mirror") / "mirror",
+                    None, SOURCE, flags)
+
+
+def _started(binary: Path, children: int = CHILDREN) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([str(binary), "-rounds", str(ROUNDS), "-vec", str(children)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening "), line
+    return proc, line.split()[1]
+
+
+def _exposed(found: registry.Found, read: values.Read) -> dict[tuple[str, tuple[tuple[str, str],
+                                                                                ...]], float]:
+    """What noop read, keyed as the program's exposition parses (name, sorted labels)."""
+    out = {}
+    for f in found.families.values():
+        for s in f.series:
+            v = read.values.get(s.address)
+            labels = tuple(sorted(s.labels))
+            if isinstance(v, Histogram):
+                for le, c in v.buckets:
+                    key = tuple(sorted((*s.labels, ("le", go_float(le)))))
+                    out[(f.name + "_bucket", key)] = float(c)
+            if isinstance(v, Histogram | Summary):
+                out[(f.name + "_count", labels)] = float(v.count)
+                out[(f.name + "_sum", labels)] = v.sum
+            elif v is not None:
+                out[(f.name, labels)] = v
+    return out
+
+
+def _theirs(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The program's own series, with the sample names as written (counters keep
+    ``_total``), its quantiles and noop-unmirrored families left out."""
+    got = samples(get(f"http://{url}/metrics"))
+    return {k: v for k, v in got.items() if "quantile" not in dict(k[1])
+            and not k[0].startswith(("go_", "process_", "mirror_goroutines"))}
+
+
+def test_every_value_equals_the_programs_own(program: Path, privileged: None) -> None:
+    proc, url = _started(program)
+    try:
+        with ElfFile(program) as elf:
+            gm = open_process(proc.pid, str(program), GoProgram(elf).types,
+                              tuple((s.vaddr, s.offset) for s in elf.segments),
+                              elf.e_type == 3)
+            found = registry.walk(gm, elf)
+            read = values.Reader(gm).read(found)
+        mine = _exposed(found, read)  # before the program's own scrape: it flushes
+        theirs = _theirs(url)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert not found.damaged and not read.torn and not read.gone
+    assert len(found.registries) == 1  # the default one, behind DefaultRegisterer
+    assert {n.rsplit(".", 1)[-1] for n in found.unmirrored} == UNMIRRORED
+    # The program's scrape itself is in flight while it is served: its gauge says 1.
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    mine.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    assert mine.keys() == theirs.keys(), (sorted(set(mine) ^ set(theirs))[:10])
+    wrong = {k: (v, theirs[k]) for k, v in mine.items() if v != theirs[k]}
+    assert not wrong, list(wrong.items())[:10]
+    # the wrapped registerer's prefix and labels, and a *Vec's hundreds of children
+    assert mine[("inner_wrapped_total", (("zone", "a"),))] == ROUNDS
+    assert sum(1 for k in mine if k[0] == "mirror_temperature") == CHILDREN
+
+
+def test_a_process_that_exits_reads_as_gone(program: Path, privileged: None) -> None:
+    proc, _url = _started(program, 3)
+    with ElfFile(program) as elf:
+        gm = open_process(proc.pid, str(program), GoProgram(elf).types,
+                          tuple((s.vaddr, s.offset) for s in elf.segments), elf.e_type == 3)
+        found = registry.walk(gm, elf)
+    proc.kill()
+    proc.wait()
+    with pytest.raises(Unreadable, match="exited"):
+        values.Reader(gm).read(found)
+
+
+def test_memory_is_read_in_whole_ranges_or_not_at_all() -> None:
+    data = ctypes.create_string_buffer(b"0123456789abcdef" * 4)
+    at = ctypes.addressof(data)
+    mem = Memory(os.getpid())
+    # an unmapped page, a damaged length, a range past the end of what is mapped
+    got = mem.read_many([(at, 4), (4096, 8), (at + 4, 4), (at, 1 << 40), (at + 60, 4),
+                         (0, 8), (at, 0)])
+    assert got == [b"0123", None, b"4567", None, b"cdef", None, None]
+    assert mem.read_many([(at + 16 * i, 16) for i in range(4)] * 600)[-1] == \
+        b"0123456789abcdef"  # more ranges than one system call takes
+    with pytest.raises(Unreadable, match="exited"):
+        Memory(2**22 + 12345).read(at, 1)
+
+
+@pytest.fixture(scope="module")
+def go_formatter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return go_build(go_toolchain("1.19"), tmp_path_factory.mktemp("fmt") / "mirror", None,
+                    SOURCE)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.floats(allow_nan=False) | st.sampled_from(
+    [1e6, 999999.0, 1e21, 1e-4, 1e-5, 123456.5, 0.1, 2.5, 5e-324, -0.0, math.inf]),
+    min_size=1, max_size=40))
+def test_numbers_are_written_as_go_writes_them(go_formatter: Path, xs: list[float]) -> None:
+    """Bucket bounds (``le``) and values as the program's own exposition writes them."""
+    bits = "".join(f"{struct.unpack('<Q', struct.pack('<d', x))[0]:x}\n" for x in xs)
+    go = subprocess.run([str(go_formatter), "-format"], input=bits, capture_output=True,
+                        text=True, check=True).stdout.split()
+    assert [go_float(x) for x in xs] == go
+
+
+def _mirrored(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        if line.startswith(("mirror_", "inner_", "promhttp_")):
+            yield line
+
+
+@pytest.mark.parametrize("variant", [VARIANTS[1]], ids=_id)
+def test_noop_run_serves_the_programs_metrics_under_their_own_names(
+        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
+    """``noop run --binary`` on a stripped build: the program's families under their own
+    names and types with noop's target and pid labels, equal to the program's own
+    values; with ``--mirror off``, none of them."""
+    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
+    proc, url = _started(binary, 5)
+    try:
+        agent = start("--binary", binary, cache=tmp_path / "cache")
+        try:
+            for _ in range(50):  # the first walk runs beside the first scrapes
+                text = get(agent.url + "/metrics")
+                if "mirror_calls_total{" in text:
+                    break
+            mine = samples(text)
+            theirs = _theirs(url)
+        finally:
+            stopped(agent)
+        off = start("--binary", binary, "--mirror", "off", cache=tmp_path / "cache")
+        try:
+            assert not list(_mirrored(get(off.url + "/metrics")))
+        finally:
+            stopped(off)
+    finally:
+        proc.terminate()
+        proc.wait()
+    ours = {("target", binary.name), ("pid", str(proc.pid))}
+    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in mine.items()
+              if ours <= set(k[1])}
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    assert {k: by_own.get(k) for k in theirs} == theirs
+    assert "# TYPE mirror_latency_seconds histogram" in text
+    assert "# TYPE mirror_calls_total counter" in text
+    assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(
+        {("target", binary.name), ("pid", str(proc.pid)),
+         ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
