@@ -148,6 +148,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
             raise
         for warning in plan.warnings:  # updates the preset cannot see, said once
             logs.say(f"warning: {warning}", logs.WARNING)
+        if aggregate and getattr(args, "mirror", "off") == "memory":
+            plan = presets.without_memory_counted(plan)  # the mirror reads those
         return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
@@ -235,6 +237,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         exc.exit_code = 2
         raise
     web = webconfig.load(args.web_config) if args.web_config else None
+    if args.binary and not args.config and args.mirror == "memory":
+        from pathlib import Path
+
+        from agent.kernel.privileges import can_read_memory
+        if not can_read_memory(Path("/proc/self/status").read_text()):
+            logs.say("without CAP_SYS_PTRACE noop may not read the program's memory: its "
+                     "metrics' updates are counted with probes (as --mirror off)",
+                     logs.WARNING)
+            args.mirror = "off"
     started = time.monotonic()
     plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
     resolved = time.monotonic() - started
@@ -248,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
                           args.budget_window,
-                          mirror=bool(args.binary and not args.config and args.mirror == "memory"))
+                          mirror=bool(args.binary and not args.config and args.mirror != "off"))
     return daemon.Daemon(opts).run()
 
 
@@ -324,6 +335,16 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
                     help="the CPU a probe may cost each target process, a share of one "
                     "CPU, for probes whose spec sets no budget (default "
                     f"{DEFAULT_BUDGET.replace('%', '%%')}; none: unbounded)")  # % for argparse
+
+
+def _mirror_flag(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--mirror", choices=("both", "memory", "off"), default="both",
+                    help="noop run --binary on a Go program: export the program's own "
+                    "client_golang metrics under their own names, read from its memory at "
+                    "each scrape (needs CAP_SYS_PTRACE), beside every update's probe "
+                    "(both, the default); probing only gauges' updates, at no cost to the "
+                    "program's counters, histograms and summaries (memory: for a program "
+                    "whose registry a global holds); or only the probes (off)")
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:
@@ -410,6 +431,7 @@ def _probing_commands(add: _Add) -> None:
     sp.add_argument("--emit-c", action="store_true", help="print the C handed to BCC")
     sp.add_argument("--run", action="store_true",
                     help="as noop run loads it: in-kernel aggregates, metrics only")
+    _mirror_flag(sp)
     sp.add_argument("--schema", action="store_true",
                     help="print the spec format as JSON Schema")
     sp.add_argument("--rate", type=_rate, action="append", metavar="[PROBE=]N",
@@ -429,10 +451,7 @@ def _probing_commands(add: _Add) -> None:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
-    sp.add_argument("--mirror", choices=("memory", "off"), default="memory",
-                    help="with --binary on a Go program: also export the program's own "
-                    "client_golang metrics under their own names, read from its memory at "
-                    "each scrape (needs CAP_SYS_PTRACE; default memory)")
+    _mirror_flag(sp)
     _budget_flags(sp)
 
 

@@ -385,7 +385,7 @@ def test_the_presets_probes_are_priced(privileged: None, example: Path, tmp_path
                                        agent_cleanup: list[Any]) -> None:
     """Under noop run --binary, every preset probe the example hit has a cost of at
     least its hits at the cheaper class, and stays on (the example is far within 5%)."""
-    agent = start("--binary", example)
+    agent = start("--binary", example, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, _url = run_example(example)
     try:

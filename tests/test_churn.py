@@ -80,7 +80,7 @@ def test_rust_made_again_is_one_series_with_every_update(
 
 
 def _check(binary: Path, rust: bool, agent_cleanup: list[Agent]) -> None:
-    agent = start("--binary", binary, "--max-overhead", "none")
+    agent = start("--binary", binary, "--max-overhead", "none", "--mirror", "both")
     agent_cleanup.append(agent)
     truth, got = _run(binary, agent, rust)
     want_value, want_updates, want_incs = {}, {}, {}

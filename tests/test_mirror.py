@@ -182,7 +182,7 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
     proc, url = _started(binary, 5)
     try:
-        agent = start("--binary", binary, cache=tmp_path / "cache")
+        agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache")
         try:
             for _ in range(50):  # the first walk runs beside the first scrapes
                 text = get(agent.url + "/metrics")
@@ -205,6 +205,9 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
               if ours <= set(k[1])}
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert {k: by_own.get(k) for k in theirs} == theirs
+    # only gauges' updates are probed: the rest come from memory
+    assert {dict(k[1])["probe"] for k in mine if k[0] == "noop_events_total"} == \
+        {"gauge_add", "gauge_set", "metric_made"}
     assert "# TYPE mirror_latency_seconds histogram" in text
     assert "# TYPE mirror_calls_total counter" in text
     assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(

@@ -143,7 +143,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, go_allops: Path, tmp_p
                                         agent_cleanup: list[Agent]) -> None:
     """noop run --binary, started first: every update counted by its op, each series'
     value and increments what the program says; nothing undecodable."""
-    agent = start("--binary", go_allops)
+    agent = start("--binary", go_allops, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, url = run_example(go_allops)
     try:

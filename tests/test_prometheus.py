@@ -41,7 +41,7 @@ def _query(base: str, promql: str) -> list[dict[str, object]]:
 
 def test_prometheus_scrapes_noop(privileged: None, example: Path, tmp_path: Path,
                                  agent_cleanup: list[Agent]) -> None:
-    agent = start("--binary", example)
+    agent = start("--binary", example, "--mirror", "both")
     agent_cleanup.append(agent)
     port = _free_port()
     config = tmp_path / "prometheus.yml"
@@ -103,7 +103,7 @@ def test_promtool_finds_nothing_to_lint(privileged: None, example: Path, tmp_pat
         spec.write_text(SPEC.format(binary=example))
         agent = start("--config", spec)
     else:
-        agent = start("--binary", example)
+        agent = start("--binary", example, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, _url = run_example(example, ticks=5)
     ex.terminate()

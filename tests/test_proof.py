@@ -370,7 +370,7 @@ def test_noop_run_resolves_a_corrupted_plan_again(privileged: None, example: Pat
     assert cache.get(cid, "preset", key) == value
     starts = boundaries(example)
     with held(example) as (ex, url):
-        agent = start("--binary", example)
+        agent = start("--binary", example, "--mirror", "both")
         agent_cleanup.append(agent)
         said = "".join(agent.log)
         assert re.search(r"(does not hold|build changed under noop).*resolving again", said), said

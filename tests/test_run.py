@@ -50,7 +50,7 @@ def test_meta_metrics_equal_the_programs_own(privileged: None, example: Path, bu
     example and on its -s -w twin (no DWARF, no symbol table)."""
     if build == "stripped":
         example = request.getfixturevalue("stripped_example")
-    agent = start("--binary", example)
+    agent = start("--binary", example, "--mirror", "both")
     agent_cleanup.append(agent)
     lean(agent.proc.pid)
     ex, url = run_example(example)

@@ -395,7 +395,7 @@ def watched(privileged: None, request: pytest.FixtureRequest,
     vendor = VENDORS[request.param]
     tmp = tmp_path_factory.mktemp(request.param)
     binary = _copy(vendor, tmp)
-    agent = start("--binary", binary)
+    agent = start("--binary", binary, "--mirror", "both")
     try:
         kernel_before = set(_kernel_log())
         with _running(vendor, binary, tmp) as service:

@@ -65,6 +65,12 @@ def held(status_text: str, last_cap: int = 40) -> tuple[str, ...]:
     return tuple(NAMES[bit] for bit in sorted(NAMES) if bit <= last_cap and eff >> bit & 1)
 
 
+def can_read_memory(status_text: str) -> bool:
+    """Whether CapEff holds CAP_SYS_PTRACE: what reading another process's memory
+    (process_vm_readv) needs, unless it is noop's own child under Yama's default."""
+    return bool(_effective(status_text) >> 19 & 1)
+
+
 def advised_caps(status_text: str) -> tuple[tuple[str, str], ...]:
     """(name, what goes wrong without it) of each advised capability CapEff lacks."""
     eff = _effective(status_text)

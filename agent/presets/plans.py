@@ -77,5 +77,15 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
                     "write a probes.yaml for it and use --config")
 
 
+def without_memory_counted(p: Plan) -> Plan:
+    """The client_golang preset's plan without the probes whose counts the program's
+    memory gives (noop run's mirror reads those at no cost to the program); a plan of
+    another library as it is."""
+    if library(p) != "client_golang":
+        return p
+    return replace(p, probes=tuple(x for x in p.probes
+                                   if not client_golang.counted_in_memory(x.name)))
+
+
 def library(p: Plan) -> str:
     return LIBRARIES.get(p.source, "")

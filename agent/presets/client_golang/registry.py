@@ -67,36 +67,54 @@ class Found:
     counts: list[tuple[int, int]] = field(default_factory=list)
 
 
-def registries(gm: GoMemory, elf: ElfFile) -> list[int]:
-    """The ``*Registry`` values the program's global interface variables hold."""
+def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
+    """The run-time addresses of the itabs of *Registry as a Registerer or Gatherer,
+    and of every itab."""
     types = gm.types
-    wanted = set()
-    itabs = set()
+    wanted: set[int] = set()
+    itabs: set[int] = set()
     for itab, inter, typ in types.itabs():
         itabs.add(itab + gm.bias)
-        if not typ or not inter:
-            continue
-        if types.name(types.at(typ)) == REGISTRY and \
+        if typ and inter and types.name(types.at(typ)) == REGISTRY and \
                 types.name(types.at(inter)) in _REGISTRY_INTERFACES:
             wanted.add(itab + gm.bias)
-    if not wanted:
-        return []
+    return wanted, itabs
+
+
+def registries(gm: GoMemory, elf: ElfFile) -> list[int]:
+    """The ``*Registry`` values the program's global interface variables hold
+    (``DefaultRegisterer``, ``DefaultGatherer``, the program's own)."""
+    wanted, itabs = _wanted(gm)
     found: list[int] = []
     for name in (".data", ".bss"):  # an interface holds a pointer: never in .noptr*
         sec = elf.section(name)
-        if sec is None or sec.size == 0 or sec.size > 1 << 28:
-            continue
-        try:
-            raw = gm.read(sec.addr + gm.bias, sec.size)
-        except Unreadable:
-            continue
-        for at in range(0, len(raw) - 15, 8):
-            if int.from_bytes(raw[at:at + 8], "little") in wanted:
-                reg = int.from_bytes(raw[at + 8:at + 16], "little")
-                # the runtime's table of itabs has them one after another: not a value
-                if reg and reg not in found and reg not in itabs:
-                    found.append(reg)
+        if wanted and sec is not None and 0 < sec.size <= 1 << 28:
+            _scan(gm, sec.addr + gm.bias, sec.size, wanted, itabs, found)
     return found
+
+
+_CHUNK = 16 << 20  # bytes of the program's data read at a time
+
+
+def _scan(gm: GoMemory, start: int, size: int, wanted: set[int], itabs: set[int],
+          found: list[int]) -> None:
+    """Adds to ``found`` the word after each 8-aligned ``wanted`` itab in
+    [start, start + size): the data word of an interface value holding a *Registry."""
+    patterns = [w.to_bytes(8, "little") for w in wanted]
+    for at in range(start, start + size, _CHUNK):
+        n = min(_CHUNK + 8, start + size - at)  # the word after a chunk's last one too
+        raw = gm.memory.read_many([(at, n)])[0]
+        if raw is None:
+            continue
+        for pattern in patterns:
+            i = raw.find(pattern)
+            while 0 <= i <= len(raw) - 16:
+                if (at + i) % 8 == 0:
+                    reg = int.from_bytes(raw[i + 8:i + 16], "little")
+                    # the runtime's table of itabs has them one after another: not a value
+                    if reg and reg not in found and reg not in itabs:
+                        found.append(reg)
+                i = raw.find(pattern, i + 1)
 
 
 class Walker:
@@ -243,7 +261,8 @@ class Walker:
 
 
 def walk(gm: GoMemory, elf: ElfFile) -> Found:
-    """Every registry the program's globals hold, walked."""
+    """Every registry the program's globals hold, walked; a collector in two of them
+    once."""
     w = Walker(gm)
     for reg in registries(gm, elf):
         try:
