@@ -19,7 +19,7 @@ import pytest
 
 from agent.binary.elf import ElfFile
 from agent.config import probes as spec
-from agent.kernel import codegen, kfeatures, ringbuf
+from agent.kernel import codegen, kfeatures, prelude, ringbuf
 from agent.plan import resolve
 
 MIX = """
@@ -47,10 +47,10 @@ def test_a_helper_reads_floats_where_they_are_passed(c_layouts_o2: Path) -> None
     assert "x, y read from XMM registers through the kernel's helper" in site.why
     assert [f.regs for f in site.fetches] == [("xmm0",), ("rdi",), ("xmm1",)]
     with_helper = codegen.generate(_plan(c_layouts_o2, True), "bpf_get_fp_reg")
-    assert with_helper.calls == {codegen.XMM_CALL: "bpf_get_fp_reg"}
+    assert with_helper.calls == {prelude.XMM_CALL: "bpf_get_fp_reg"}
     assert with_helper.unreadable == {(0, 0): {}}
     text = with_helper.text
-    assert f"noop_xmm_read)(void *dst, u32 size, u32 regno) = (void *){codegen.XMM_CALL:#x}" \
+    assert f"noop_xmm_read)(void *dst, u32 size, u32 regno) = (void *){prelude.XMM_CALL:#x}" \
         in text
     assert "noop_xmm_read(&x, 8, 0)" in text and "noop_xmm_read(&x, 8, 1)" in text
     without = codegen.generate(_plan(c_layouts_o2, True), None)
@@ -128,7 +128,7 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
     from agent.kernel import load
     plan = _plan(c_layouts_o2, True)
     program = codegen.generate(plan, "bpf_get_fp_reg")
-    program = replace(program, calls={codegen.XMM_CALL: "bpf_probe_read_user"})
+    program = replace(program, calls={prelude.XMM_CALL: "bpf_probe_read_user"})
     seen = []
     with load.Loaded(plan, program) as loaded:
         _run(c_layouts_o2, 2)
@@ -142,4 +142,4 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
 def test_a_kernel_without_the_named_function_is_one_clear_error() -> None:
     from agent.kernel import attach, load
     with pytest.raises(attach.LoadError, match="the kernel has no bpf_no_such_thing to call"):
-        load.kernel_calls({codegen.XMM_CALL: "bpf_no_such_thing"})
+        load.kernel_calls({prelude.XMM_CALL: "bpf_no_such_thing"})

@@ -27,9 +27,10 @@ from agent.kernel.attach import (
     has_links,
     take_off,
 )
-from agent.kernel.codegen import RINGBUF_BYTES, Program
 from agent.kernel.compile import Compiled, compile_c
 from agent.kernel.compile import bcc_version as bcc_version
+from agent.kernel.prelude import RINGBUF_BYTES
+from agent.kernel.program import Program
 from agent.plan.model import Plan
 
 P = TypeVar("P")
@@ -453,7 +454,7 @@ class Loaded:
             table.update(struct.pack("<II", n, 0), zero)
 
     def _only(self) -> None:
-        """The process each target is limited to, where it is (``codegen.only_c``)."""
+        """The process each target is limited to, where it is (``prelude.only_c``)."""
         table = self._map("noop_only")
         for ti, target in enumerate(self.plan.targets):
             if target.pid is not None:

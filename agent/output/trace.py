@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import budget, ringbuf
-from agent.kernel.codegen import Program
+from agent.kernel.program import Program
 from agent.output import undecodable
 from agent.output.loop import Every, Loop
 from agent.output.printer import Sink

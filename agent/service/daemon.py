@@ -24,6 +24,7 @@ from agent.errors import NoopError
 from agent.kernel import aggregate, budget, codegen
 from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
+from agent.kernel.program import Program
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
 from agent.output.serve import Server
@@ -114,7 +115,7 @@ class Daemon:
         be the build the plan was made from, the plan made again and loaded instead."""
         from agent.kernel import load
 
-        def program_of(plan: Plan) -> codegen.Program:
+        def program_of(plan: Plan) -> Program:
             return codegen.generate(plan, self.opts.xmm_helper, mode="run",
                                     cookies=attach_cookies())
 
@@ -447,7 +448,7 @@ class Daemon:
         return None
 
     def _wait(self, seconds: float) -> None:
-        # Events wake noop only now and then (codegen.wake_every): and a timer.
+        # Events wake noop only now and then (bodies.wake_every): and a timer.
         if self.loaded is not None:
             self.loaded.wait(seconds)
         else:

@@ -85,12 +85,12 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
     from agent.binary.proof import Opened
-    from agent.kernel import attach, codegen, load
+    from agent.kernel import attach, load, prelude
 
     load.check_privileges()
     load.check_targets(plan)
     index = [(pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites))]
-    text = "\n".join([codegen.helpers_text().rstrip(), "", *codegen.traps_c(plan)]
+    text = "\n".join([prelude.helpers_text().rstrip(), "", *prelude.traps_c(plan)]
                      + [f"int noop_count_{n}(struct pt_regs *ctx)\n{{\n\tnoop_trap({n});"
                         "\n\treturn 0;\n}\n" for n in range(len(index))])
     names = [f"noop_count_{n}" for n in range(len(index))]
