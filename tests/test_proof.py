@@ -35,7 +35,7 @@ from agent import cache
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector
-from agent.kernel import attach, codegen, load
+from agent.kernel import attach, codegen, load, objects
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
 from agent.plan import plain
@@ -460,7 +460,7 @@ def test_a_binary_replaced_before_attaching(privileged: None, example: Path,
                 build = load.build
                 swapped: list[bool] = []
 
-                def late(*a: Any, **k: Any) -> load.Object:
+                def late(*a: Any, **k: Any) -> objects.Object:
                     got = build(*a, **k)
                     if not swapped:
                         swapped.append(True)

@@ -79,10 +79,10 @@ def log(message: str, priority: int = logs.INFO) -> None:
 
 class Daemon:
     def __init__(self, opts: Options) -> None:
-        from agent.kernel import load
+        from agent.kernel.compile import bcc_version
 
         self.opts = opts
-        self.health = Health(xmm_helper=opts.xmm_helper is not None, bcc=load.bcc_version())
+        self.health = Health(xmm_helper=opts.xmm_helper is not None, bcc=bcc_version())
         self.exporter = Exporter(self.health)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.exporter)
@@ -351,7 +351,7 @@ class Daemon:
 
     def prune(self) -> None:
         """Forget the rows and names of processes that exited: memory stays bounded."""
-        from agent.kernel.load import alive
+        from agent.kernel.preflight import alive
 
         s, loaded = self.exporter.session, self.loaded
         if s is None or loaded is None:
