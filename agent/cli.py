@@ -179,7 +179,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     rates = estimate.rates(args.rate or [], plan)
     if args.measure:
-        from agent.kernel.load import check_privileges
+        from agent.kernel.preflight import check_privileges
         check_privileges()  # counting attaches uprobes: say so before anything else
     costs = costs_later() if costs_later is not None else \
         estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
@@ -254,7 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
-    from agent.kernel.load import check_privileges
+    from agent.kernel.preflight import check_privileges
     check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,

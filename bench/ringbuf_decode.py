@@ -35,8 +35,9 @@ from typing import Any
 
 from agent.config.decoders import LabelRule, go_float
 from agent.kernel import codegen, ringbuf
-from agent.kernel.codegen import Program
 from agent.kernel.events import HEADER, Layout
+from agent.kernel.prelude import RINGBUF_BYTES
+from agent.kernel.program import Program
 from agent.output.exporter import Session
 from agent.output.usermetrics import UserMetrics
 from agent.plan.model import (
@@ -50,7 +51,7 @@ from agent.plan.model import (
     ValueSpec,
 )
 
-RING = codegen.RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
+RING = RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611
 # The ring header (u32 length, u32 page offset) and struct noop_hdr, packed at once.
 HEAD = struct.Struct("<II" + HEADER.format.lstrip("<"))

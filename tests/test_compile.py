@@ -18,7 +18,7 @@ from harness.noop import command, popen, run
 
 from agent.binary import sites
 from agent.binary.elf import ElfFile
-from agent.kernel import attach, bpfsys, compile, load
+from agent.kernel import attach, bpfsys, compile, objects
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def _calls(binary: Path, text: str, times: int) -> int:
     of mix each), and read what the program counted."""
     from agent.plan import resolve
     sym, _ = resolve.Binary(str(binary)).functions.find("mix")
-    with load.Object(compile.compile_c(text), ["on_mix"]) as obj, \
+    with objects.Object(compile.compile_c(text), ["on_mix"]) as obj, \
             bpfsys.Probe(str(binary), ElfFile(str(binary)).file_offset(sym.address),
                          obj.progs["on_mix"]):
         for _ in range(times):
@@ -170,7 +170,7 @@ def test_a_verifier_refusal_says_why(privileged: None, tmp_path: Path,
     text = ("#include <uapi/linux/ptrace.h>\nint bad(struct pt_regs *ctx)\n{\n\tchar buf[8];\n"
             "\tbpf_probe_read_user(buf, ctx->cx, (void *)ctx->sp);\n\treturn buf[0];\n}\n")
     with pytest.raises(bpfsys.BpfError, match=r"refused program bad: .*R2") as e:
-        load.build(text, ["bad"]).close()
+        objects.build(text, ["bad"]).close()
     assert "\n" not in str(e.value)
 
 
@@ -187,7 +187,7 @@ def test_a_locked_instruction_is_one_clear_error(privileged: None, c_layouts_o2:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        with load.build(COUNT, ["on_mix"]) as obj, pytest.raises(attach.LoadError) as e:
+        with objects.build(COUNT, ["on_mix"]) as obj, pytest.raises(attach.LoadError) as e:
             attach.attach_at(str(example), b.elf.file_offset(locked.address),
                          obj.progs["on_mix"], "the lock xadd")
     finally:

@@ -32,9 +32,9 @@ from agent.binary.elf import ElfFile
 from agent.binary.gometa.program import GoProgram
 from agent.live.gomemory import open_process
 from agent.live.memory import Memory, Unreadable
-from agent.presets.client_golang import registry, values
+from agent.presets.client_golang import readings, registry
 from agent.presets.client_golang.mirror import go_float
-from agent.presets.client_golang.values import Histogram, Summary
+from agent.presets.client_golang.readings import Histogram, Summary
 
 SOURCE = PROGRAMS / "go" / "mirror"
 ROUNDS = 23
@@ -67,7 +67,7 @@ def _started(binary: Path, children: int = CHILDREN) -> tuple[subprocess.Popen[s
     return proc, line.split()[1]
 
 
-def _exposed(found: registry.Found, read: values.Read) -> dict[tuple[str, tuple[tuple[str, str],
+def _exposed(found: registry.Found, read: readings.Read) -> dict[tuple[str, tuple[tuple[str, str],
                                                                                 ...]], float]:
     """What noop read, keyed as the program's exposition parses (name, sorted labels)."""
     out = {}
@@ -103,7 +103,7 @@ def test_every_value_equals_the_programs_own(program: Path, privileged: None) ->
                               tuple((s.vaddr, s.offset) for s in elf.segments),
                               elf.e_type == 3)
             found = registry.walk(gm, elf)
-            read = values.Reader(gm).read(found)
+            read = readings.Reader(gm).read(found)
         mine = _exposed(found, read)  # before the program's own scrape: it flushes
         theirs = _theirs(url)
     finally:
@@ -132,7 +132,7 @@ def test_a_process_that_exits_reads_as_gone(program: Path, privileged: None) -> 
     proc.kill()
     proc.wait()
     with pytest.raises(Unreadable, match="exited"):
-        values.Reader(gm).read(found)
+        readings.Reader(gm).read(found)
 
 
 def test_memory_is_read_in_whole_ranges_or_not_at_all() -> None:

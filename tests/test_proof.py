@@ -35,8 +35,9 @@ from agent import cache
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector
-from agent.kernel import attach, codegen, load
+from agent.kernel import attach, codegen, load, objects
 from agent.kernel.kfeatures import attach_cookies
+from agent.kernel.program import Program
 from agent.plan import plain
 from agent.plan.model import Plan, Site
 from agent.presets import plans as presets
@@ -150,7 +151,7 @@ def _preset(binary: Path | str) -> Plan:
     return presets.plan(str(binary), None, aggregate=True)
 
 
-def _program(plan: Plan) -> codegen.Program:
+def _program(plan: Plan) -> Program:
     return codegen.generate(plan, None, mode="run", cookies=attach_cookies())
 
 
@@ -424,13 +425,13 @@ def replace_with(path: Path, build: Path) -> None:
 
 
 def _settle(path: Path, hook: Callable[[], None] | None = None
-            ) -> tuple[tuple[Plan, codegen.Program], load.Loaded, list[str]]:
+            ) -> tuple[tuple[Plan, Program], load.Loaded, list[str]]:
     said: list[str] = []
     first = _preset(path)
     if hook is not None:
         hook()
 
-    def again() -> tuple[Plan, codegen.Program]:
+    def again() -> tuple[Plan, Program]:
         plan = _preset(path)
         return plan, _program(plan)
 
@@ -459,7 +460,7 @@ def test_a_binary_replaced_before_attaching(privileged: None, example: Path,
                 build = load.build
                 swapped: list[bool] = []
 
-                def late(*a: Any, **k: Any) -> load.Object:
+                def late(*a: Any, **k: Any) -> objects.Object:
                     got = build(*a, **k)
                     if not swapped:
                         swapped.append(True)

@@ -26,8 +26,8 @@ from agent.config.decoders import LabelRule
 from agent.errors import NoopError
 from agent.kernel import aggregate, ringbuf
 from agent.kernel.aggregate import Row
-from agent.kernel.codegen import Program
 from agent.kernel.events import HEADER, HEADER_SIZE, Event, Layout, layout
+from agent.kernel.program import Program
 from agent.output import printer, trace
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.undecodable import Tally, Undecodable

@@ -19,7 +19,7 @@ import pytest
 
 from agent.binary.elf import ElfFile
 from agent.config import probes as spec
-from agent.kernel import codegen, kfeatures, ringbuf
+from agent.kernel import codegen, kfeatures, prelude, ringbuf
 from agent.plan import resolve
 
 MIX = """
@@ -47,10 +47,10 @@ def test_a_helper_reads_floats_where_they_are_passed(c_layouts_o2: Path) -> None
     assert "x, y read from XMM registers through the kernel's helper" in site.why
     assert [f.regs for f in site.fetches] == [("xmm0",), ("rdi",), ("xmm1",)]
     with_helper = codegen.generate(_plan(c_layouts_o2, True), "bpf_get_fp_reg")
-    assert with_helper.calls == {codegen.XMM_CALL: "bpf_get_fp_reg"}
+    assert with_helper.calls == {prelude.XMM_CALL: "bpf_get_fp_reg"}
     assert with_helper.unreadable == {(0, 0): {}}
     text = with_helper.text
-    assert f"noop_xmm_read)(void *dst, u32 size, u32 regno) = (void *){codegen.XMM_CALL:#x}" \
+    assert f"noop_xmm_read)(void *dst, u32 size, u32 regno) = (void *){prelude.XMM_CALL:#x}" \
         in text
     assert "noop_xmm_read(&x, 8, 0)" in text and "noop_xmm_read(&x, 8, 1)" in text
     without = codegen.generate(_plan(c_layouts_o2, True), None)
@@ -79,7 +79,7 @@ def _run(binary: Path, times: int) -> None:
 def test_a_linked_kfunc_call_loads_and_runs(privileged: None, c_layouts_o2: Path) -> None:
     """Two stand-in calls linked to this kernel's kfuncs bpf_rcu_read_lock/unlock (by
     their BTF ids): the verifier takes the program and it counts every call of mix."""
-    from agent.kernel import bpfsys, load
+    from agent.kernel import bpfsys, objects
     from agent.kernel.compile import compile_c
     facts = kfeatures.vmlinux_btf()
     assert facts is not None, "this test needs the kernel's BTF"
@@ -104,11 +104,11 @@ int on_mix(struct pt_regs *ctx)
     sym, _ = resolve.Binary(str(c_layouts_o2)).functions.find("mix")
     compiled = compile_c(text)
     code = bytearray(compiled.functions["on_mix"].insns)
-    assert load.link_calls(code, {0x6E6F6F01: lock, 0x6E6F6F02: unlock}) == 2
+    assert objects.link_calls(code, {0x6E6F6F01: lock, 0x6E6F6F02: unlock}) == 2
     calls = [struct.unpack_from("<BBhi", code, at) for at in range(0, len(code), 8)
              if code[at] == 0x85]
     assert [(c[1] >> 4, c[3]) for c in calls if c[1] >> 4] == [lock, unlock]
-    obj = load.Object(compiled, ["on_mix"], {0x6E6F6F01: lock, 0x6E6F6F02: unlock})
+    obj = objects.Object(compiled, ["on_mix"], {0x6E6F6F01: lock, 0x6E6F6F02: unlock})
     try:
         offset = ElfFile(str(c_layouts_o2)).file_offset(sym.address)
         with bpfsys.Probe(str(c_layouts_o2), offset, obj.progs["on_mix"]):
@@ -128,7 +128,7 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
     from agent.kernel import load
     plan = _plan(c_layouts_o2, True)
     program = codegen.generate(plan, "bpf_get_fp_reg")
-    program = replace(program, calls={codegen.XMM_CALL: "bpf_probe_read_user"})
+    program = replace(program, calls={prelude.XMM_CALL: "bpf_probe_read_user"})
     seen = []
     with load.Loaded(plan, program) as loaded:
         _run(c_layouts_o2, 2)
@@ -140,6 +140,6 @@ def test_the_generated_xmm_read_is_linked_and_loads(privileged: None, c_layouts_
 
 
 def test_a_kernel_without_the_named_function_is_one_clear_error() -> None:
-    from agent.kernel import attach, load
+    from agent.kernel import attach, objects
     with pytest.raises(attach.LoadError, match="the kernel has no bpf_no_such_thing to call"):
-        load.kernel_calls({codegen.XMM_CALL: "bpf_no_such_thing"})
+        objects.kernel_calls({prelude.XMM_CALL: "bpf_no_such_thing"})

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.kernel.codegen import Program
 from agent.kernel.cost import Costs, RunTimes
+from agent.kernel.program import Program
 from agent.plan.model import Plan
 
 if TYPE_CHECKING:

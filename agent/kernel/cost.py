@@ -115,7 +115,7 @@ def _ns(value: object) -> dict[str, float]:
 
 def calibrate() -> Costs:
     """Measure what a hit costs at each site class, in this process."""
-    from agent.kernel import load
+    from agent.kernel import objects
 
     for c, at in AT.items():  # the loop's bytes are what the names say
         assert sites.handling(LOOP[at:]) == c, c
@@ -125,7 +125,7 @@ def calibrate() -> Costs:
             n = HITS[c]
             run(n)  # fault the page in, warm the caches
             samples = []
-            with load.Bare(None, path, AT[c], "noop_bench_empty",  # no compiler: fast
+            with objects.Bare(None, path, AT[c], "noop_bench_empty",  # no compiler: fast
                            proof.of_code(LOOP, 0, AT[c])):
                 run(n)
                 for _ in range(ROUNDS):

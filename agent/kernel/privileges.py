@@ -1,7 +1,7 @@
 """The capabilities loading BPF programs and attaching uprobes needs, read from
 /proc/self/status; what to tell a user who lacks them (load and doctor both say it).
 
-Which ones depends on how the uprobes go on (``load.attach_kind``, found by trying):
+Which ones depends on how the uprobes go on (``attach.attach_kind``, found by trying):
 uprobe_multi links (Linux 6.6) need CAP_BPF and CAP_PERFMON, to load the programs;
 perf-event uprobes need CAP_SYS_ADMIN, since the 2025 fix for CVE-2025-38466 refuses
 a uprobe perf event without it, CAP_BPF and CAP_PERFMON or not. CAP_SYS_ADMIN stands

@@ -38,6 +38,30 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
     """C that reads ``fetch`` into ``dst``, setting ``bit`` in ``faults`` when a read
     faults and in ``absent`` when the value is not there (an index past a length)."""
     fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
+    kept = _kept_c(fetch, dst, bit, builtins)
+    if kept is not None:
+        return kept
+    if fetch.kind == "gotype":  # a Go interface's dynamic type: its descriptor's address
+        word = [f"\tu64 t = ctx->{PT_REGS[fetch.regs[0]]};"] if fetch.regs else [
+            "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({fetch.offset}))) {fault}"]
+        return ["do {", "\tu64 a = 0;", *("\t" + line for op in fetch.ops
+                                          for line in _op(op, fault, gone)),
+                *word, *([f"\tif (t && noop_read(&t, 8, t + 8)) {fault}"] if fetch.slot
+                         else []), f"\t{dst} = t;", "} while (0);"]
+    xmm = xmm_register(fetch)
+    if xmm is not None:  # only with the kernel's XMM reader (see unreadable)
+        return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
+                f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
+                f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
+    if fetch.kind in ("reg", "reg_slice"):
+        return _register_c(fetch, dst, bit, fault, gone)
+    return _memory_c(fetch, dst, fault, gone)
+
+
+def _kept_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str] | None:
+    """C for a value that is no read of the program's registers or memory as they are
+    (a built-in, a constant, an object's generation, what a call's entry kept); None
+    for any other."""
     if fetch.kind == "builtin":
         return [f"{dst} = {builtins[fetch.builtin]};"]
     if fetch.kind == "const":  # the bits as they are, whatever the value's type
@@ -56,30 +80,28 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         src = f"c->e.v{fetch.slot}"
         return [f'_Static_assert(sizeof({dst}) == sizeof({src}), "saved value");',
                 f"__builtin_memcpy(&{dst}, &{src}, sizeof({dst}));"]
-    if fetch.kind == "gotype":  # a Go interface's dynamic type: its descriptor's address
-        word = [f"\tu64 t = ctx->{PT_REGS[fetch.regs[0]]};"] if fetch.regs else [
-            "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({fetch.offset}))) {fault}"]
-        return ["do {", "\tu64 a = 0;", *("\t" + line for op in fetch.ops
-                                          for line in _op(op, fault, gone)),
-                *word, *([f"\tif (t && noop_read(&t, 8, t + 8)) {fault}"] if fetch.slot
-                         else []), f"\t{dst} = t;", "} while (0);"]
-    xmm = xmm_register(fetch)
-    if xmm is not None:  # only with the kernel's XMM reader (see unreadable)
-        return ["do {", "\tu64 x = 0;", f"\tif (noop_xmm_read(&x, 8, {xmm})) {fault}",
-                f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
-                f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
-    if fetch.kind in ("reg", "reg_slice"):
-        if fetch.kind == "reg":
-            reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
-            read = [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
-        else:
-            ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
-            read = [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
-        if not fetch.ops:
-            return read
-        # Checks of registers first (an enum's variant held in one): then the read.
-        guards = ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
-        return ["do {", *guards, *("\t" + line for line in read), "} while (0);"]
+    return None
+
+
+def _register_c(fetch: Fetch, dst: str, bit: int, fault: str, gone: str) -> list[str]:
+    """A value in a register (``reg``), or the bytes at the pointer in one register, as
+    many as another holds (``reg_slice``); after the checks of its ops."""
+    if fetch.kind == "reg":
+        reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
+        read = [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
+    else:
+        ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
+        read = [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
+    if not fetch.ops:
+        return read
+    # Checks of registers first (an enum's variant held in one): then the read.
+    guards = ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
+    return ["do {", *guards, *("\t" + line for line in read), "} while (0);"]
+
+
+def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str) -> list[str]:
+    """A value through the address its ops compute: the address itself, or what is read
+    there (a word, a sum with the update to come, a caller, a slice, an array)."""
     out = ["do {", "\tu64 a = 0;"]
     out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
     at = f"a + ({fetch.offset})" if fetch.offset else "a"

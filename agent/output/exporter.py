@@ -17,8 +17,8 @@ from prometheus_client.registry import Collector
 from agent import __version__
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.aggregate import Row
-from agent.kernel.codegen import Program
 from agent.kernel.events import Event
+from agent.kernel.program import Program
 from agent.output import undecodable
 from agent.output.undecodable import Tally
 from agent.output.usermetrics import UserMetrics, faulty

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import budget, ringbuf
-from agent.kernel.codegen import Program
+from agent.kernel.program import Program
 from agent.output import undecodable
 from agent.output.loop import Every, Loop
 from agent.output.printer import Sink
@@ -152,7 +152,7 @@ def _until_stopped(loop: Loop, loaded: Loaded, reader: _Reader, duration: float 
     """Read the ring until a reason to stop, which is returned: a signal, the reader's
     (output closed, a failing sink), the duration, every target process gone; the
     budgets held every ``budget.EVERY`` seconds. Then read what it still holds."""
-    from agent.kernel.load import alive
+    from agent.kernel.preflight import alive
 
     plan, stop = reader.plan, reader.stop
     deadline = time.monotonic() + duration if duration else None

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent import logs
 from agent.kernel import events
 from agent.kernel.aggregate import Row
-from agent.kernel.codegen import Program
 from agent.kernel.events import Event
+from agent.kernel.program import Program
 from agent.plan.model import Plan, ProbePlan
 
 if TYPE_CHECKING:

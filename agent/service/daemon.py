@@ -24,6 +24,7 @@ from agent.errors import NoopError
 from agent.kernel import aggregate, budget, codegen
 from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
+from agent.kernel.program import Program
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
 from agent.output.serve import Server
@@ -80,10 +81,10 @@ def log(message: str, priority: int = logs.INFO) -> None:
 
 class Daemon:
     def __init__(self, opts: Options) -> None:
-        from agent.kernel import load
+        from agent.kernel.compile import bcc_version
 
         self.opts = opts
-        self.health = Health(xmm_helper=opts.xmm_helper is not None, bcc=load.bcc_version())
+        self.health = Health(xmm_helper=opts.xmm_helper is not None, bcc=bcc_version())
         self.exporter = Exporter(self.health)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.exporter)
@@ -117,7 +118,7 @@ class Daemon:
         be the build the plan was made from, the plan made again and loaded instead."""
         from agent.kernel import load
 
-        def program_of(plan: Plan) -> codegen.Program:
+        def program_of(plan: Plan) -> Program:
             return codegen.generate(plan, self.opts.xmm_helper, mode="run",
                                     cookies=attach_cookies())
 
@@ -353,7 +354,7 @@ class Daemon:
 
     def prune(self) -> None:
         """Forget the rows and names of processes that exited: memory stays bounded."""
-        from agent.kernel.load import alive
+        from agent.kernel.preflight import alive
 
         s, loaded = self.exporter.session, self.loaded
         if s is None or loaded is None:
@@ -483,7 +484,7 @@ class Daemon:
         return None
 
     def _wait(self, seconds: float) -> None:
-        # Events wake noop only now and then (codegen.wake_every): and a timer.
+        # Events wake noop only now and then (bodies.wake_every): and a timer.
         if self.loaded is not None:
             self.loaded.wait(seconds)
         else:

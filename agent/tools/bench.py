@@ -204,10 +204,10 @@ def _interrupt(proc: subprocess.Popen[bytes], tries: int = 3, wait: float = 20
 
 @contextmanager
 def _empty(site: Site) -> Iterator[Attached]:
-    from agent.kernel import load
+    from agent.kernel import objects
     from agent.kernel.cost import EMPTY_C
 
-    with load.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty", site.proof):
+    with objects.Bare(EMPTY_C, site.binary, site.file_offset, "noop_bench_empty", site.proof):
         yield Attached()
 
 

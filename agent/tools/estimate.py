@@ -85,16 +85,16 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
     from agent.binary.proof import Opened
-    from agent.kernel import attach, codegen, load
+    from agent.kernel import attach, objects, preflight, prelude, tables
 
-    load.check_privileges()
-    load.check_targets(plan)
+    preflight.check_privileges()
+    preflight.check_targets(plan)
     index = [(pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites))]
-    text = "\n".join([codegen.helpers_text().rstrip(), "", *codegen.traps_c(plan)]
+    text = "\n".join([prelude.helpers_text().rstrip(), "", *prelude.traps_c(plan)]
                      + [f"int noop_count_{n}(struct pt_regs *ctx)\n{{\n\tnoop_trap({n});"
                         "\n\treturn 0;\n}\n" for n in range(len(index))])
     names = [f"noop_count_{n}" for n in range(len(index))]
-    obj = load.build(text, names)
+    obj = objects.build(text, names)
     attached: dict[int, list[attach.Handle]] = {}
     started: dict[int, float] = {}
     stopped: dict[int, float] = {}
@@ -118,14 +118,14 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
         while (now := time.monotonic()) - t0 < seconds:
             time.sleep(min(LOOK_EVERY, max(0.0, seconds - (now - t0))))
             now = time.monotonic()
-            for pi, ns in _cost(plan, index, load.trap_counts(table), costs).items():
+            for pi, ns in _cost(plan, index, tables.trap_counts(table), costs).items():
                 budget = budget_of(plan.probes[pi], default)
                 if pi in attached and pi not in stopped and ns > budget * seconds * 1e9:
                     for probe in attached.pop(pi):
                         probe.close()
                     stopped[pi] = now
         end = time.monotonic()
-        counts = load.trap_counts(table)
+        counts = tables.trap_counts(table)
     finally:
         for probes in attached.values():
             for probe in probes:

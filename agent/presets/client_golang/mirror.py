@@ -26,9 +26,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.presets.client_golang import registry, values
+from agent.presets.client_golang import readings, registry
+from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
-from agent.presets.client_golang.values import Histogram, Summary
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
 _EXP_FROM = 6  # Go's shortest 'g' format writes an exponent from 1e+06 on
@@ -155,7 +155,7 @@ class Mirror:
             if not p.walked or self._moved(p):  # a collector or a child added or gone:
                 self._walk(p, unless_walked=p.walked == 0)  # from this scrape on
             try:
-                read = values.Reader(p.gm).read(p.found)
+                read = readings.Reader(p.gm).read(p.found)
             except Unreadable:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
@@ -185,7 +185,7 @@ class Mirror:
         return any(raw is None or int.from_bytes(raw, "little") != n
                    for raw, (_a, n) in zip(now, found.counts, strict=True))
 
-    def _series(self, f: Family, pid: int, read: values.Read) -> list[str]:
+    def _series(self, f: Family, pid: int, read: readings.Read) -> list[str]:
         lines = []
         for s in f.series:
             v = read.values.get(s.address)

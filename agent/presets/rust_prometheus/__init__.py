@@ -1,2 +1,4 @@
 """The prometheus crate's preset: ``facts`` (its names, columns and site tags, no
-binary read) and ``rules`` (finding its updates in a binary)."""
+binary read), ``rules`` (the plan for a binary) with ``copies``, ``places`` and
+``probes`` (finding its updates, where each is probed, each probe's sites and values),
+and ``decode`` (what its events and rows tell)."""

@@ -1,0 +1,220 @@
+"""client_golang metric values read from a running program's memory, in a few batched
+reads for every series at once: a counter's ``valBits`` + ``valInt``, a gauge's
+``valBits``, a histogram's buckets, count and sum, a summary's count and sum.
+
+Nothing is written and nothing is stopped, so every read is checked before it is
+believed. An object must still be itself: its ``selfCollector.self`` interface points
+back at it with its own type, and its ``desc`` is the one it was found with (a freed
+and reused address fails either). A histogram (and a summary without objectives) is
+taken only when ``countAndHotIdx`` is the same before and after, its cold half's count
+is 0 and its hot half's count is ``countAndHotIdx``'s low 63 bits (no observation
+half-done, no scrape of the program's own half-way); a summary with objectives only
+while both its mutexes are unlocked before and after, as ``cnt`` plus the buffered
+observations. A read that fails these is tried again a few times; then the series is
+left out of this scrape, said in ``Read.torn``.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+
+from agent.binary.gometa.rtypes import GoType
+from agent.live.gomemory import Damaged, GoMemory
+from agent.live.memory import Unreadable
+from agent.presets.client_golang.registry import Found, Series
+
+TRIES = 4
+_COUNT = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    buckets: tuple[tuple[float, int], ...]  # (upper bound, cumulative count), +Inf last
+    count: int
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    count: int
+    sum: float
+
+
+Value = float | Histogram | Summary
+
+
+@dataclass
+class Read:
+    values: dict[int, Value] = field(default_factory=dict)  # by the series' address
+    gone: list[Series] = field(default_factory=list)  # no longer the object it was
+    torn: list[Series] = field(default_factory=list)  # changing at every try
+
+
+def _f(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
+
+
+def _u64(raw: bytes, at: int) -> int:
+    return int.from_bytes(raw[at:at + 8], "little")
+
+
+class Reader:
+    """Reads the values of ``found``'s series."""
+
+    def __init__(self, gm: GoMemory) -> None:
+        self.gm = gm
+        self._offsets: dict[int, dict[str, int]] = {}
+
+    def _off(self, t: GoType, name: str) -> int:
+        by = self._offsets.setdefault(id(t), {})
+        if name not in by:
+            by[name] = self.gm.field(t, name)
+        return by[name]
+
+    def read(self, found: Found) -> Read:
+        out = Read()
+        series = [s for f in found.families.values() for s in f.series]
+        pending = series
+        for _try in range(TRIES):
+            pending = self._once(pending, out)
+            if not pending:
+                break
+        out.torn += pending
+        return out
+
+    def _once(self, series: list[Series], out: Read) -> list[Series]:
+        """Reads ``series``; the ones to try again."""
+        gm = self.gm
+        raws = gm.memory.read_many([(s.address, s.type.elem.size if s.type.elem else 0)
+                                    for s in series])
+        again: list[Series] = []
+        histograms: list[tuple[Series, bytes]] = []
+        summaries: list[tuple[Series, bytes]] = []
+        for s, raw in zip(series, raws, strict=True):
+            if raw is None or not self._itself(s, raw):
+                out.gone.append(s)
+                continue
+            name = gm.types.name(s.type).rsplit(".", 1)[-1]  # counter, gauge, ...
+            if name == "counter":
+                out.values[s.address] = _f(_u64(raw, self._off(s.type, "valBits"))) + \
+                    float(_u64(raw, self._off(s.type, "valInt")))
+            elif name == "gauge":
+                out.values[s.address] = _f(_u64(raw, self._off(s.type, "valBits")))
+            elif name in ("histogram", "noObjectivesSummary"):
+                histograms.append((s, raw))
+            elif name == "summary":
+                summaries.append((s, raw))
+        again += self._halves(histograms, out)
+        again += self._summaries(summaries, out)
+        return again
+
+    def _itself(self, s: Series, raw: bytes) -> bool:
+        """The object at ``s.address`` is still the one found: its selfCollector's
+        interface holds it, with its own type, and its desc is the same."""
+        gm = self.gm
+        at = self._off(s.type, "selfCollector")
+        itab, data = _u64(raw, at), _u64(raw, at + 8)
+        if data != s.address or _u64(raw, self._off(s.type, "desc")) != s.desc or not itab:
+            return False
+        try:
+            t = gm.iface_type(itab)
+        except Unreadable:  # an itab that is not one: not the object
+            return False
+        return t is not None and gm.types.name(t) == gm.types.name(s.type)
+
+    def _counts(self, s: Series) -> GoType:
+        """The struct of a histogram's or summary's halves (``counts [2]*T``)."""
+        arr = self.gm.field_type(s.type, "counts")
+        if arr.elem is None or arr.elem.elem is None:
+            raise Damaged(f"{s.type.short}.counts is not an array of pointers", "")
+        return arr.elem.elem
+
+    def _halves(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
+        """Histograms and summaries without objectives: their ``counts[2]`` halves read
+        whole, then the hot half's buckets and ``countAndHotIdx`` again."""
+        gm = self.gm
+        if not objects:
+            return []
+        plan = []
+        wanted: list[tuple[int, int]] = []
+        for s, raw in objects:
+            ct = self._counts(s)
+            at = self._off(s.type, "counts")
+            wanted += [(_u64(raw, at), ct.size), (_u64(raw, at + 8), ct.size)]
+        halves = gm.memory.read_many(wanted)
+        wanted = []
+        for i, (s, raw) in enumerate(objects):
+            ct = self._counts(s)
+            n = _u64(raw, self._off(s.type, "countAndHotIdx"))
+            hot, cold = halves[2 * i + (n >> 63)], halves[2 * i + 1 - (n >> 63)]
+            buckets = any(f.name == "buckets" for f in ct.fields)
+            plan.append((s, raw, n, hot, cold, ct, buckets))
+            if buckets:
+                at = self._off(ct, "buckets")
+                wanted.append((_u64(hot, at), 8 * _u64(hot, at + 8)) if hot else (0, 0))
+            wanted.append((s.address + self._off(s.type, "countAndHotIdx"), 8))
+        got = iter(gm.memory.read_many(wanted))
+        again = []
+        for s, raw, n, hot, cold, ct, buckets in plan:
+            each = next(got) if buckets else b""
+            after = next(got)
+            if hot is None or cold is None:
+                out.gone.append(s)
+                continue
+            count_at, sum_at = self._off(ct, "count"), self._off(ct, "sumBits")
+            if after is None or _u64(after, 0) != n or _u64(cold, count_at) != 0 or \
+                    _u64(hot, count_at) != n & _COUNT or each is None:
+                again.append(s)  # an observation or a scrape of the program's midway
+                continue
+            count, total = n & _COUNT, _f(_u64(hot, sum_at))
+            if not buckets:
+                out.values[s.address] = Summary(count, total)
+                continue
+            cumulative, running = [], 0
+            for i, le in enumerate(self._bounds(s, raw)[:len(each) // 8]):
+                running += _u64(each, 8 * i)
+                cumulative.append((le, running))
+            cumulative.append((math.inf, count))
+            out.values[s.address] = Histogram(tuple(cumulative), count, total)
+        return again
+
+    def _bounds(self, s: Series, raw: bytes) -> list[float]:
+        gm = self.gm
+        at = self._off(s.type, "upperBounds")
+        data, n = _u64(raw, at), _u64(raw, at + 8)
+        if n > 1 << 12:
+            return []
+        b = gm.memory.read(data, 8 * n) if n else b""
+        return [_f(_u64(b, 8 * i)) for i in range(n)]
+
+    def _summaries(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
+        """Summaries with objectives: ``cnt`` and ``sum`` with the observations still in
+        ``hotBuf`` and ``coldBuf``, read while neither mutex is held."""
+        gm = self.gm
+        again = []
+        for s, raw in objects:
+            mtx, buf_mtx = self._off(s.type, "mtx"), self._off(s.type, "bufMtx")
+            if _u64(raw, mtx) & 0xFFFFFFFF or _u64(raw, buf_mtx) & 0xFFFFFFFF:
+                again.append(s)
+                continue
+            count = _u64(raw, self._off(s.type, "cnt"))
+            total = _f(_u64(raw, self._off(s.type, "sum")))
+            for name in ("hotBuf", "coldBuf"):
+                at = self._off(s.type, name)
+                data, n = _u64(raw, at), _u64(raw, at + 8)
+                if n > 1 << 20:
+                    again.append(s)
+                    break
+                values = gm.memory.read(data, 8 * n) if n else b""
+                count += n
+                for i in range(n):  # one by one, as the program's flush adds them
+                    total += _f(_u64(values, 8 * i))
+            else:
+                after = gm.memory.read(s.address, len(raw))
+                if after != raw:
+                    again.append(s)
+                    continue
+                out.values[s.address] = Summary(count, total)
+        return again
