@@ -149,7 +149,7 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         for warning in plan.warnings:  # updates the preset cannot see, said once
             logs.say(f"warning: {warning}", logs.WARNING)
         if aggregate and getattr(args, "mirror", "off") == "memory":
-            plan = presets.without_memory_counted(plan)  # the mirror reads those
+            plan = presets.memory_only(plan)  # the mirror reads every value
         return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
@@ -243,23 +243,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         from agent.kernel.privileges import can_read_memory
         if not can_read_memory(Path("/proc/self/status").read_text()):
             logs.say("without CAP_SYS_PTRACE noop may not read the program's memory: its "
-                     "metrics' updates are counted with probes (as --mirror off)",
-                     logs.WARNING)
+                     "metrics are mirrored through probes on their updates (as --mirror "
+                     "off)", logs.WARNING)
             args.mirror = "off"
     started = time.monotonic()
     plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
     resolved = time.monotonic() - started
-    if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting:
+    mirror = bool(args.binary and not args.config and args.mirror != "off")
+    memory_only = mirror and not plan.probes  # no BPF at all: the memory gives it all
+    if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting and \
+            not memory_only:
         err = NoopError("nothing to export: no probe of the spec has metrics",
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
-    from agent.kernel.preflight import check_privileges
-    check_privileges()  # before anything listens: a supervisor sees the failure at once
+    if not memory_only:
+        from agent.kernel.preflight import check_privileges
+        check_privileges()  # before anything listens: a supervisor sees the failure at once
     opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
-                          args.budget_window,
-                          mirror=bool(args.binary and not args.config and args.mirror != "off"))
+                          args.budget_window, mirror=mirror)
     return daemon.Daemon(opts).run()
 
 
@@ -279,7 +282,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from agent import cache
     from agent.tools import bench, workloads
     names = ([n.strip() for n in args.arms.split(",") if n.strip()] if args.arms else
-             [a for a in bench.ARMS if a != "preset" or args.workload == "go"])
+             [a for a in bench.ARMS if a not in ("preset", "mirror") or args.workload == "go"])
     arms = [bench.arm(n) for n in names]
     if args.binary:
         binary = Path(args.binary)
@@ -342,9 +345,9 @@ def _mirror_flag(sp: argparse.ArgumentParser) -> None:
                     help="noop run --binary on a Go program: export the program's own "
                     "client_golang metrics under their own names, read from its memory at "
                     "each scrape (needs CAP_SYS_PTRACE), beside every update's probe "
-                    "(both, the default); probing only gauges' updates, at no cost to the "
-                    "program's counters, histograms and summaries (memory: for a program "
-                    "whose registry a global holds); or only the probes (off)")
+                    "(both, the default); with no probe at all, at no cost to the program "
+                    "and with no BPF (memory: for a program whose registry a global "
+                    "holds); or only the probes (off)")
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:
@@ -469,7 +472,7 @@ def _bench_command(add: _Add) -> None:
     sp.add_argument("--address", metavar="ADDR", type=_address,
                     help="probe this address inside the function (default: its entry)")
     sp.add_argument("--arms", help=f"comma-separated, of {', '.join(ARMS)} (default: "
-                    "all; preset only on the go workload)")
+                    "all; preset and mirror only on the go workload)")
     sp.add_argument("--baseline", help="the arm the ratios compare with (default: empty)")
     sp.add_argument("--calls", type=_positive, default=200_000, help="calls per round")
     sp.add_argument("--rounds", type=_positive, default=3, help="rounds per run")

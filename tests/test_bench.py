@@ -293,3 +293,17 @@ def test_value_arm_needs_a_float_argument(workloads: dict[str, Path]) -> None:
     fn = wl.workload_function("go", "counter.Inc")
     with pytest.raises(NoopError, match="has no float argument"):
         bench.run(workloads["go"], "counter.Inc", fn, [bench.NOOP_VALUE], 1, 10, repeats=1)
+
+
+def test_the_mirror_arm_probes_no_counter(workloads: dict[str, Path], tracefs: None,
+                                          privileged: None) -> None:
+    """``--mirror memory`` as the bench loads it: no probe (the counter's value is read
+    from memory), every call made and the counter right."""
+    op = "counter.Inc"
+    result = bench.run(workloads["go"], op, wl.workload_function("go", op),
+                       [bench.NONE, bench.MIRROR], 1, CALLS, repeats=1)
+    _none, mirror = result.arms
+    (run,) = mirror.runs
+    assert run.hits is None and run.calls == CALLS
+    assert run.final == wl.expected_final(op, CALLS)
+    assert run.where == "no probe (mirror)"

@@ -182,7 +182,8 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
     proc, url = _started(binary, 5)
     try:
-        agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache")
+        agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache",
+                      ready="ready: mirroring")
         try:
             for _ in range(50):  # the first walk runs beside the first scrapes
                 text = get(agent.url + "/metrics")
@@ -205,11 +206,44 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
               if ours <= set(k[1])}
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert {k: by_own.get(k) for k in theirs} == theirs
-    # only gauges' updates are probed: the rest come from memory
-    assert {dict(k[1])["probe"] for k in mine if k[0] == "noop_events_total"} == \
-        {"gauge_add", "gauge_set", "metric_made"}
+    # no probe at all: every value comes from memory
+    assert not [k for k in mine if k[0] == "noop_events_total"]
     assert "# TYPE mirror_latency_seconds histogram" in text
     assert "# TYPE mirror_calls_total counter" in text
     assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(
         {("target", binary.name), ("pid", str(proc.pid)),
          ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
+
+
+def test_memory_alone_needs_no_bpf_capability(privileged: None, tmp_path: Path) -> None:
+    """``--mirror memory`` loads no BPF: with CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN
+    dropped (CAP_SYS_PTRACE kept) it serves the program's metrics all the same."""
+    import re
+    import shlex
+    import shutil
+    import signal
+
+    from harness.noop import REPO, command, wait_for
+
+    binary = go_build(go_toolchain("1.19"), tmp_path / "mirror", None, SOURCE,
+                      VARIANTS[1][1])
+    proc, _url = _started(binary, 2)
+    capsh = shutil.which("capsh")
+    assert capsh, "capsh not found: run ./setup.sh"
+    run = command("run", "--binary", binary, "--mirror", "memory", "--listen", "127.0.0.1:0")
+    noop = subprocess.Popen([capsh, "--drop=cap_bpf,cap_perfmon,cap_sys_admin", "--", "-c",
+                             "exec " + shlex.join(run)], cwd=REPO, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert noop.stderr is not None
+        log = wait_for(noop.stderr, "ready: mirroring", 120)
+        addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
+        text = get(f"http://{addr}/metrics")
+        assert f'mirror_calls_total{{target="{binary.name}",pid="{proc.pid}"}} {ROUNDS}' \
+            in text, text
+    finally:
+        noop.send_signal(signal.SIGTERM)
+        noop.communicate(timeout=30)
+        proc.terminate()
+        proc.wait()
+    assert noop.returncode == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import itertools
 import os
 import struct
 from collections.abc import Sequence
@@ -65,8 +66,8 @@ class Memory:
 
     def _batch(self, ranges: Sequence[tuple[int, int]], lo: int, hi: int,
                out: list[bytes | None]) -> None:
-        # The kernel reads the ranges in order and stops at the first it cannot read
-        # whole: the next call starts after that one.
+        # The kernel reads the ranges in order into one buffer and stops at the first it
+        # cannot read whole: the next call starts after that one.
         i = lo
         while i < hi:
             j = i
@@ -76,27 +77,29 @@ class Memory:
                 i += 1
                 continue
             wanted = ranges[i:j]
-            buffers = [ctypes.create_string_buffer(n) for _a, n in wanted]
-            local = (_Iovec * len(wanted))(*[_Iovec(ctypes.cast(b, ctypes.c_void_p), n)
-                                             for b, (_a, n) in zip(buffers, wanted,
-                                                                   strict=True)])
-            remote = (_Iovec * len(wanted))(*[_Iovec(a, n) for a, n in wanted])
+            k = len(wanted)
+            starts = list(itertools.accumulate((n for _a, n in wanted), initial=0))
+            buf = ctypes.create_string_buffer(starts[-1])
+            base = ctypes.addressof(buf)
+            local = (_Iovec * k).from_buffer_copy(struct.pack(
+                f"<{2 * k}Q", *[v for o, (_a, n) in zip(starts, wanted, strict=False)
+                                for v in (base + o, n)]))
+            remote = (_Iovec * k).from_buffer_copy(struct.pack(
+                f"<{2 * k}Q", *[v for pair in wanted for v in pair]))
             self.reads += 1
-            done = _readv(self.pid, local, len(wanted), remote, len(wanted), 0)
+            done = _readv(self.pid, local, k, remote, k, 0)
             if done < 0:
                 err = ctypes.get_errno()
                 if err != errno.EFAULT:
                     raise _refused(self.pid, err)
                 i += 1  # the first range is not mapped
                 continue
-            k = i
-            for buf, (_a, n) in zip(buffers, wanted, strict=True):
-                if done < n:
-                    break
-                out[k] = buf.raw
-                done -= n
-                k += 1
-            i = k if k == j else k + 1  # range k was read short: not whole
+            raw = buf.raw[:done]
+            m = 0
+            while m < k and starts[m + 1] <= done:
+                out[i + m] = raw[starts[m]:starts[m + 1]]
+                m += 1
+            i += m if m == k else m + 1  # range m was read short: not whole
 
 
 def _refused(pid: int, err: int) -> Unreadable:

@@ -77,14 +77,11 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
                     "write a probes.yaml for it and use --config")
 
 
-def without_memory_counted(p: Plan) -> Plan:
-    """The client_golang preset's plan without the probes whose counts the program's
-    memory gives (noop run's mirror reads those at no cost to the program); a plan of
+def memory_only(p: Plan) -> Plan:
+    """The client_golang preset's plan for ``noop run --mirror memory``: no probe at all,
+    since the program's memory gives every value (``client_golang.mirror``); a plan of
     another library as it is."""
-    if library(p) != "client_golang":
-        return p
-    return replace(p, probes=tuple(x for x in p.probes
-                                   if not client_golang.counted_in_memory(x.name)))
+    return replace(p, probes=()) if library(p) == "client_golang" else p
 
 
 def library(p: Plan) -> str:

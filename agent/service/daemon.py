@@ -123,8 +123,9 @@ class Daemon:
                                     cookies=attach_cookies())
 
         program = program_of(plan)
-        if not program.functions and plan.waiting:
-            return plan, None, None  # every target still to start: nothing to load yet
+        if not program.functions and (plan.waiting or self._memory_only(plan)):
+            # every target still to start, or the mirror alone: nothing to load (yet)
+            return plan, None, None
         if not program.functions:
             raise NoopError("nothing to export: no probe of the spec has metrics",
                             "add metrics: to a probe (see probes.yaml)")
@@ -182,15 +183,20 @@ class Daemon:
             if session is not None and session.overhead is not None:
                 session.overhead.costs = self.costs
 
+    def _memory_only(self, plan: Plan) -> bool:
+        """The mirror alone (--mirror memory): no probe, no BPF program."""
+        return self.opts.mirror and not plan.probes and not plan.waiting
+
     def start(self) -> Session | None:
         """Attach the first plan; its session."""
         plan = self.opts.first
         log(f"resolving took {self.opts.resolved:.2f}s")
         from agent.kernel.attach import attach_kind
 
-        kind = attach_kind()
-        log(f"uprobes go on through {kind.name}: {kind.why}")
-        self._measure()
+        if not self._memory_only(plan):
+            kind = attach_kind()
+            log(f"uprobes go on through {kind.name}: {kind.why}")
+            self._measure()
         for p in plan.probes:
             if not p.metrics and p.aggregate is None and not p.renews:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
@@ -207,6 +213,8 @@ class Daemon:
     def priced(self, session: Session | None) -> None:
         """What a hit costs, once noop is ready (a first start on a machine calibrates:
         half a second): budgets are held from then on."""
+        if self._memory_only(self.plan):
+            return  # no probe to price
         self._price(session)
         if self._uncosted:
             log(f"{self._uncosted}: probes' costs are not estimated, budgets not enforced",
@@ -332,6 +340,8 @@ class Daemon:
             log(f"{path} is being written: detached {n} uprobes", logs.WARNING)
 
     def _status(self) -> str:
+        if self._memory_only(self.plan):
+            return "mirroring the program's metrics from its memory, no uprobe"
         n = len(self.loaded.attachments) if self.loaded is not None else 0
         waiting = ", ".join(name for name, _ in self.plan.waiting)
         return f"{n} uprobes attached" + (f"; waiting for {waiting}" if waiting else "")

@@ -370,6 +370,47 @@ def _preset(site: Site) -> Iterator[Attached]:
                             for pi in program.aggregates for k, vs in loaded.rows(pi))
 
 
+@contextmanager
+def _mirror(site: Site) -> Iterator[Attached]:
+    """``noop run --binary --mirror memory`` on the workload: no probe, the program's
+    metrics read from its memory as a scrape every half second reads them (note
+    ``render_ms``: the median scrape's time)."""
+    from agent.live import discover
+    from agent.presets import plans as presets
+    from agent.presets.client_golang.mirror import Mirror
+
+    plan = presets.memory_only(presets.plan(site.binary, aggregate=True))
+    assert not plan.probes
+    selector = plan.targets[0].selector
+    assert selector is not None
+
+    def running() -> list[int]:
+        return [p.pid for p in discover.find(selector)]
+
+    mirror = Mirror(Path(site.binary).name, site.binary, find=running)
+    stop = threading.Event()
+    times: list[float] = []
+
+    def scrape() -> None:
+        while not stop.wait(0.5):
+            t0 = time.perf_counter()
+            mirror.render()
+            times.append(time.perf_counter() - t0)
+
+    attached = Attached(where="no probe (mirror)")
+    scraper = threading.Thread(target=scrape, name="noop-bench-scrape", daemon=True)
+    try:
+        scraper.start()
+        yield attached  # hits: None, its counts are the program's own, from memory
+    finally:
+        stop.set()
+        if scraper.ident is not None:
+            scraper.join()
+        mirror.close()
+    if times:
+        attached.notes["render_ms"] = 1000 * statistics.median(times)
+
+
 NONE = Arm("none", _nothing, "nothing attached")
 EMPTY = Arm("empty", _empty, "a BPF program that returns at once, at the same site")
 NOOP_KERNEL = Arm("noop-kernel", partial(_noop, aggregate="kernel"),
@@ -386,9 +427,11 @@ NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
 PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary loads it")
+MIRROR = Arm("mirror", _mirror, "noop run --binary --mirror memory: no probe, the "
+             "program's metrics read from its memory")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
                                             NOOP_MULTI, NOOP_PERF, NOOP_RINGBUF, NOOP_VALUE,
-                                            PRESET, BPFTRACE)}
+                                            PRESET, MIRROR, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:

@@ -127,14 +127,6 @@ CHEAP_PROBES = {"counter_int": "counter_add", "histogram": "histogram"}
 
 
 @cache
-def counted_in_memory(probe: str) -> bool:
-    """Whether what the preset's probe ``probe`` counts, the program's memory says too
-    (``client_golang.mirror``): a counter's value and increase, a histogram's or a
-    summary's observations. A gauge's updates are in no field: its probes stay."""
-    rule = rule_of(probe)
-    return rule is not None and rule.kind != "gauge"
-
-
 def rule_of(probe: str) -> Rule | None:
     """The rule the preset's probe named ``probe`` follows; a cheaper site's probe
     (``counter_add``) follows its rule for the methods it takes."""

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -31,6 +32,7 @@ from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
+MAX_SERIES = 1 << 18  # series whose label text is kept
 _EXP_FROM = 6  # Go's shortest 'g' format writes an exponent from 1e+06 on
 
 
@@ -44,6 +46,7 @@ class _Process:
     torn: int = 0  # series left out of a scrape: changing at every try
     gone: int = 0  # series whose object was no longer itself at a scrape
     walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
+    reader: readings.Reader | None = None  # kept: what it learnt holds while p runs
 
 
 class Mirror:
@@ -68,6 +71,7 @@ class Mirror:
         self._lock = threading.Lock()  # the processes and what their walks found
         self._processes: dict[int, _Process] = {}
         self._refused: set[int] = set()  # processes whose memory cannot be read (said once)
+        self._labels_of: dict[tuple[int, int, int], str] = {}  # _label_text's
         self._wake = threading.Event()
         self._stop = False
         self._thread = threading.Thread(target=self._walks, name="noop-mirror", daemon=True)
@@ -155,7 +159,9 @@ class Mirror:
             if not p.walked or self._moved(p):  # a collector or a child added or gone:
                 self._walk(p, unless_walked=p.walked == 0)  # from this scrape on
             try:
-                read = readings.Reader(p.gm).read(p.found)
+                if p.reader is None:
+                    p.reader = readings.Reader(p.gm)
+                read = p.reader.read(p.found)
             except Unreadable:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
@@ -191,19 +197,30 @@ class Mirror:
             v = read.values.get(s.address)
             if v is None:
                 continue
+            inner = self._label_text(s, pid)  # 'k="v",...,target="t",pid="1"'
+            if isinstance(v, Histogram):
+                for le, c in v.buckets:
+                    lines.append(f'{f.name}_bucket{{{inner},le="{_bound(le)}"}} {c}\n')
+            if isinstance(v, Histogram | Summary):
+                lines.append(f"{f.name}_sum{{{inner}}} {_number(v.sum)}\n")
+                lines.append(f"{f.name}_count{{{inner}}} {v.count}\n")
+            else:
+                lines.append(f"{f.name}{{{inner}}} {_number(v)}\n")
+        return lines
+
+    def _label_text(self, s: registry.Series, pid: int) -> str:
+        """The series' labels and noop's, written once for as long as the object is
+        the same (its address and desc)."""
+        key = (pid, s.address, s.desc)
+        got = self._labels_of.get(key)
+        if got is None:
             own = dict(s.labels)
             labels = [*s.labels, *((("noop_" if k in own else "") + k, x)
                                    for k, x in (("target", self.target), ("pid", str(pid))))]
-            if isinstance(v, Histogram):
-                for le, c in v.buckets:
-                    lines.append(f"{f.name}_bucket{_labels([*labels, ('le', go_float(le))])} "
-                                 f"{c}\n")
-            if isinstance(v, Histogram | Summary):
-                lines.append(f"{f.name}_sum{_labels(labels)} {go_float(v.sum)}\n")
-                lines.append(f"{f.name}_count{_labels(labels)} {v.count}\n")
-            else:
-                lines.append(f"{f.name}{_labels(labels)} {go_float(v)}\n")
-        return lines
+            if len(self._labels_of) > MAX_SERIES:  # objects come and go: start again
+                self._labels_of.clear()
+            got = self._labels_of[key] = ",".join(f'{k}="{_value(x)}"' for k, x in labels)
+        return got
 
     def _health(self, processes: list[_Process]) -> Iterator[Metric]:
         series = GaugeMetricFamily("noop_mirror_series", "Series of the program's own "
@@ -230,14 +247,24 @@ class Mirror:
         yield from (series, skipped, walk, torn, gone)
 
 
+@lru_cache(maxsize=4096)
+def _bound(x: float) -> str:
+    """A bucket's bound, a label value: written exactly as the program writes it."""
+    return go_float(x)
+
+
+def _number(x: float) -> str:
+    """A sample's value: the shortest digits that read back as it (Prometheus parses any
+    float; only a label's text must be the program's own)."""
+    if x != x:
+        return "NaN"
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return "+Inf" if x == math.inf else "-Inf" if x == -math.inf else repr(x)
+
+
 def _help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _labels(pairs: list[tuple[str, str]]) -> str:
-    if not pairs:
-        return ""
-    return "{" + ",".join(f'{k}="{_value(v)}"' for k, v in pairs) + "}"
 
 
 def _value(v: str) -> str:

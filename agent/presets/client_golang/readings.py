@@ -26,6 +26,7 @@ from agent.live.memory import Unreadable
 from agent.presets.client_golang.registry import Found, Series
 
 TRIES = 4
+MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
 
 
@@ -66,6 +67,13 @@ class Reader:
     def __init__(self, gm: GoMemory) -> None:
         self.gm = gm
         self._offsets: dict[int, dict[str, int]] = {}
+        # Kept from scrape to scrape (a process's Reader lives as long as it is followed):
+        # the type each itab is of (itabs are never freed), and a histogram's bucket
+        # bounds by (address, desc) (fixed when it is made; an object that is not itself
+        # any more is never read).
+        self._itab_types: dict[int, str] = {}
+        self._bounds_of: dict[tuple[int, int], list[float]] = {}
+        self._kinds: dict[int, str] = {}
 
     def _off(self, t: GoType, name: str) -> int:
         by = self._offsets.setdefault(id(t), {})
@@ -96,7 +104,7 @@ class Reader:
             if raw is None or not self._itself(s, raw):
                 out.gone.append(s)
                 continue
-            name = gm.types.name(s.type).rsplit(".", 1)[-1]  # counter, gauge, ...
+            name = self._kind(s.type)  # counter, gauge, ...
             if name == "counter":
                 out.values[s.address] = _f(_u64(raw, self._off(s.type, "valBits"))) + \
                     float(_u64(raw, self._off(s.type, "valInt")))
@@ -118,11 +126,22 @@ class Reader:
         itab, data = _u64(raw, at), _u64(raw, at + 8)
         if data != s.address or _u64(raw, self._off(s.type, "desc")) != s.desc or not itab:
             return False
-        try:
-            t = gm.iface_type(itab)
-        except Unreadable:  # an itab that is not one: not the object
-            return False
-        return t is not None and gm.types.name(t) == gm.types.name(s.type)
+        named = self._itab_types.get(itab)
+        if named is None:
+            try:
+                t = gm.iface_type(itab)
+            except Unreadable:  # an itab that is not one: not the object
+                return False
+            if t is None:
+                return False
+            named = self._itab_types[itab] = gm.types.name(t)
+        return named == gm.types.name(s.type)
+
+    def _kind(self, t: GoType) -> str:
+        got = self._kinds.get(id(t))
+        if got is None:
+            got = self._kinds[id(t)] = self.gm.types.name(t).rsplit(".", 1)[-1]
+        return got
 
     def _counts(self, s: Series) -> GoType:
         """The struct of a histogram's or summary's halves (``counts [2]*T``)."""
@@ -181,6 +200,15 @@ class Reader:
         return again
 
     def _bounds(self, s: Series, raw: bytes) -> list[float]:
+        key = (s.address, s.desc)
+        got = self._bounds_of.get(key)
+        if got is None:
+            if len(self._bounds_of) > MAX_KEPT:  # objects come and go: start again
+                self._bounds_of.clear()
+            got = self._bounds_of[key] = self._read_bounds(s, raw)
+        return got
+
+    def _read_bounds(self, s: Series, raw: bytes) -> list[float]:
         gm = self.gm
         at = self._off(s.type, "upperBounds")
         data, n = _u64(raw, at), _u64(raw, at + 8)
@@ -191,30 +219,37 @@ class Reader:
 
     def _summaries(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
         """Summaries with objectives: ``cnt`` and ``sum`` with the observations still in
-        ``hotBuf`` and ``coldBuf``, read while neither mutex is held."""
+        ``hotBuf`` and ``coldBuf``, read while neither mutex is held; the buffers and the
+        struct again in one batch."""
         gm = self.gm
         again = []
+        wanted: list[tuple[int, int]] = []
+        taken = []
         for s, raw in objects:
             mtx, buf_mtx = self._off(s.type, "mtx"), self._off(s.type, "bufMtx")
             if _u64(raw, mtx) & 0xFFFFFFFF or _u64(raw, buf_mtx) & 0xFFFFFFFF:
+                again.append(s)  # being observed, flushed or scraped: the next try
+                continue
+            bufs = []
+            for name in ("hotBuf", "coldBuf"):
+                at = self._off(s.type, name)
+                bufs.append((_u64(raw, at), min(_u64(raw, at + 8), 1 << 20)))
+            wanted += [(data, 8 * n) for data, n in bufs if n]
+            wanted.append((s.address, len(raw)))
+            taken.append((s, raw, bufs))
+        got = iter(gm.memory.read_many(wanted))
+        for s, raw, bufs in taken:
+            values = [next(got) if n else b"" for _d, n in bufs]
+            after = next(got)
+            if after != raw or any(v is None for v in values):
                 again.append(s)
                 continue
             count = _u64(raw, self._off(s.type, "cnt"))
             total = _f(_u64(raw, self._off(s.type, "sum")))
-            for name in ("hotBuf", "coldBuf"):
-                at = self._off(s.type, name)
-                data, n = _u64(raw, at), _u64(raw, at + 8)
-                if n > 1 << 20:
-                    again.append(s)
-                    break
-                values = gm.memory.read(data, 8 * n) if n else b""
-                count += n
-                for i in range(n):  # one by one, as the program's flush adds them
-                    total += _f(_u64(values, 8 * i))
-            else:
-                after = gm.memory.read(s.address, len(raw))
-                if after != raw:
-                    again.append(s)
-                    continue
-                out.values[s.address] = Summary(count, total)
+            for v in values:
+                assert v is not None
+                count += len(v) // 8
+                for i in range(len(v) // 8):  # one by one, as the program's flush adds them
+                    total += _f(_u64(v, 8 * i))
+            out.values[s.address] = Summary(count, total)
         return again

@@ -126,6 +126,7 @@ class Walker:
         # collectors walked, under a wrapping's prefix and labels (one may be in two
         # registries)
         self._seen: set[tuple[int, str, tuple[tuple[str, str], ...]]] = set()
+        self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
 
     def registry(self, address: int) -> None:
         gm = self.gm
@@ -189,6 +190,12 @@ class Walker:
                        tuple(sorted({**dict(more), **dict(labels)}.items())))
 
     def _desc(self, desc: int) -> tuple[str, str]:
+        got = self._descs.get(desc)  # every child of a *Vec has its family's
+        if got is None:
+            got = self._descs[desc] = self._read_desc(desc)
+        return got
+
+    def _read_desc(self, desc: int) -> tuple[str, str]:
         gm = self.gm
         t = gm.types.find(f"*{PKG}.Desc")
         if t is None:

@@ -1,0 +1,132 @@
+"""The mirror (``noop run --binary --mirror memory``) beside its baselines, in one run.
+
+Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
+                              [--rate 100000] [--seconds 10]
+
+1. What an update costs the service, per op (counter.Inc, gauge.Set, histogram.Observe)
+   on noop bench's Go workload: arms none, empty, preset (every update probed, as
+   ``--mirror both`` and ``off`` load it), mirror (gauges probed, the rest read from
+   memory) and bpftrace, the arms' order rotated every repetition.
+2. Reading and writing the mirrored series of many processes at once: ``--processes``
+   copies of tests/programs/go/mirror, each with ``--vec`` children per *Vec (5 *Vecs),
+   walked once, then ``Mirror.render()`` timed (median of 7), with noop's RSS.
+3. The service's CPU under a steady load: the workload calling counter.Inc at ``--rate``
+   a second for ``--seconds``, unprobed, then under the preset, then under the mirror
+   (scraped every second); its user + system time per second of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.cache import cache_dir  # noqa: E402
+from agent.tools import bench, workloads  # noqa: E402
+
+GO = Path("/usr/bin/go")
+OPS = ("counter.Inc", "gauge.Set", "histogram.Observe")
+
+
+def per_op(binary: Path, calls: int, repeats: int) -> None:
+    arms = [bench.arm(n) for n in ("none", "empty", "preset", "mirror", "bpftrace")]
+    print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in arms) + "   (ns per call added)")
+    for op in OPS:
+        result = bench.run(binary, op, workloads.workload_function("go", op), arms, 3, calls,
+                           repeats=repeats)
+        print(f"{op:<18} " + " ".join(f"{a.added_ns:>10.1f}" for a in result.arms
+                                       if a.added_ns is not None))
+
+
+def _mirror_program(out: Path) -> Path:
+    src = ROOT / "tests" / "programs" / "go" / "mirror"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOFLAGS": "",
+           "CGO_ENABLED": "0", "GOCACHE": str(cache_dir() / "bench" / ".gocache")}
+    subprocess.run([str(GO), "build", "-o", str(out), "."], cwd=src, env=env, check=True)
+    return out
+
+
+def rendering(processes: int, vec: int) -> None:
+    from agent.presets.client_golang.mirror import Mirror
+
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = _mirror_program(Path(tmp) / "mirror")
+        procs = [subprocess.Popen([str(binary), "-rounds", "3", "-vec", str(vec)],
+                                  stdout=subprocess.PIPE, text=True) for _ in range(processes)]
+        try:
+            for p in procs:
+                assert p.stdout is not None
+                p.stdout.readline()
+            pids = [p.pid for p in procs]
+            mirror = Mirror("mirror", str(binary), find=lambda: pids)
+            t0 = time.perf_counter()
+            body = mirror.render()  # the first scrape walks every process
+            first = time.perf_counter() - t0
+            times = []
+            for _ in range(7):
+                t0 = time.perf_counter()
+                body = mirror.render()
+                times.append(time.perf_counter() - t0)
+            series = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
+            mirror.close()
+        finally:
+            for p in procs:
+                p.terminate()
+                p.wait()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{series} samples of {processes} processes: first scrape (walks) {first:.2f} s, "
+          f"then {1000 * statistics.median(times):.0f} ms a scrape (median of 7); "
+          f"noop's peak RSS {rss:.0f} MB")
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _loaded(binary: Path, rate: int, seconds: float) -> float:
+    """CPU seconds a second the workload spends calling counter.Inc ``rate`` a second."""
+    n = int(rate * seconds)
+    p = subprocess.Popen([str(binary), "-op", "counter.Inc", "-n", str(n), "-rounds", "1",
+                          "-rate", str(rate)], stdout=subprocess.DEVNULL)
+    time.sleep(seconds * 0.9)
+    used = _cpu(p.pid)
+    p.wait()
+    return used / (seconds * 0.9)
+
+
+def service_cpu(binary: Path, rate: int, seconds: float) -> None:
+    site = workloads.make_site(binary, workloads.workload_function("go", "counter.Inc"))
+    rows = [("none", bench.NONE), ("preset", bench.PRESET), ("mirror", bench.MIRROR)]
+    for name, arm in rows:
+        with arm.attach(site):
+            share = _loaded(binary, rate, seconds)
+        print(f"{name:<8} the service at {rate} counter.Inc/s: {100 * share:.1f} % of a CPU")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=10)
+    ap.add_argument("--vec", type=int, default=200)
+    ap.add_argument("--rate", type=int, default=100_000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    binary = workloads.build_workload("go", cache_dir() / "bench")
+    per_op(binary, args.calls, args.repeats)
+    rendering(args.processes, args.vec)
+    service_cpu(binary, args.rate, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
