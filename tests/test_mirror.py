@@ -247,3 +247,51 @@ def test_memory_alone_needs_no_bpf_capability(privileged: None, tmp_path: Path) 
         proc.terminate()
         proc.wait()
     assert noop.returncode == 0
+
+
+def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
+        program: Path, privileged: None) -> None:
+    """The program unregisters a summary, deletes one *Vec child and resets another
+    *Vec (then gives it a new child), collects its garbage and makes objects of the same
+    sizes: the mirror, asked before its next walk, reads none of the dropped objects as
+    what they were, and, walked again as a scrape does, equals the program once more."""
+    import signal
+
+    from agent.presets.client_golang.mirror import Mirror
+
+    proc, url = _started(program, 3)
+    assert proc.stdout is not None
+    try:
+        mirror = Mirror("mirror", str(program), walk_every=3600, find=lambda: [proc.pid])
+        try:
+            mirror.render()  # walked
+            (p,) = mirror._processes.values()
+            assert p.reader is not None
+            old = p.found
+            first = p.reader.read(old)
+            proc.send_signal(signal.SIGUSR2)
+            assert proc.stdout.readline().startswith("dropped")
+            stale = p.reader.read(old)
+            after = {(k[0], tuple(x for x in k[1] if x[0] not in ("target", "pid"))): v
+                     for k, v in samples(mirror.render().decode()).items()}
+        finally:
+            mirror.close()
+        theirs = _theirs(url)
+    finally:
+        proc.terminate()
+        proc.wait()
+    # Read with the walk from before the drop: an object still registered, or dropped
+    # but not yet freed, reads as itself (its value then, as nothing was updated); one
+    # freed and reused reads as gone; none reads as another object's value.
+    kept = {s.address for f in p.found.families.values() for s in f.series}
+    assert first.values and not first.gone
+    for address, value in stale.values.items():
+        assert address in kept or value == first.values[address], hex(address)
+    dropped = {s.address for f in old.families.values() for s in f.series} - kept
+    assert dropped  # the summary, the deleted child, the reset *Vec's children
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    after.pop(("promhttp_metric_handler_requests_in_flight", ()), None)
+    assert after == theirs
+    assert ("mirror_requests_total", (("code", "201"), ("method", "NEW"),
+                                      ("service", "mirror"))) in after
+    assert not any(k[0].startswith("mirror_wait_seconds") for k in after)

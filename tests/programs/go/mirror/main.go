@@ -4,7 +4,9 @@
 // metrics from its memory is compared with what it serves.
 //
 // With -rounds N it makes N rounds of updates at start, then one more round on each
-// SIGUSR1; -vec sets how many children each *Vec gets; -listen the address. With
+// SIGUSR1; on SIGUSR2 it drops metrics (a summary unregistered, a *Vec child deleted,
+// another *Vec reset and given a new child), runs the garbage collector and makes
+// metric objects of the same sizes that may take the freed addresses; -vec sets how many children each *Vec gets; -listen the address. With
 // -format it only reads float64 bits (hex, one a line) on stdin and writes each as Go
 // writes a number in the text format (strconv.FormatFloat(v, 'g', -1, 64)).
 package main
@@ -20,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 
@@ -120,10 +123,27 @@ func main() {
 	fmt.Printf("listening %s\n", ln.Addr())
 	os.Stdout.Sync()
 	more := make(chan os.Signal, 1)
-	signal.Notify(more, syscall.SIGUSR1, syscall.SIGTERM)
+	signal.Notify(more, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM)
+	var kept []prometheus.Metric // the objects made after a drop, held to keep their addresses
 	for s := range more {
 		if s == syscall.SIGTERM {
 			return
+		}
+		if s == syscall.SIGUSR2 {
+			prometheus.Unregister(m.plainSum)
+			m.temps.DeleteLabelValues("room0")
+			m.requests.Reset()
+			m.requests.WithLabelValues("NEW", "201").Add(7)
+			runtime.GC()
+			debug.FreeOSMemory()
+			for i := 0; i < 1000; i++ {
+				c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x", Help: "x"})
+				c.Add(float64(i))
+				kept = append(kept, c, prometheus.NewSummary(prometheus.SummaryOpts{Name: "y", Help: "y"}))
+			}
+			fmt.Println("dropped", len(kept))
+			os.Stdout.Sync()
+			continue
 		}
 		m.round(r, *children)
 		r++
