@@ -39,16 +39,8 @@ from agent.kernel.codegen import Program
 from agent.kernel.events import HEADER, Layout
 from agent.output.exporter import Session
 from agent.output.usermetrics import UserMetrics
-from agent.plan.model import (
-    Fetch,
-    MetricPlan,
-    Op,
-    Plan,
-    ProbePlan,
-    Site,
-    TargetPlan,
-    ValueSpec,
-)
+from agent.plan.fetches import Fetch, Op
+from agent.plan.model import MetricPlan, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 
 RING = codegen.RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611

@@ -17,7 +17,8 @@ from agent.binary.amd64 import PT_REGS
 from agent.kernel import aggregate, events, ringbuf
 from agent.kernel.events import Layout
 from agent.kernel.reads import fetch_c, unreadable
-from agent.plan.model import Fetch, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import Plan, ProbePlan, Site, ValueSpec
 
 Mode = Literal["trace", "run"]  # noop --binary/--config (events) or noop run (aggregates)
 
@@ -40,7 +41,7 @@ class Program:
     functions: tuple[tuple[int, int, str], ...]  # (probe, site, BPF function name)
     # (probe, site) -> value name -> why it is never read at that site
     unreadable: dict[tuple[int, int], dict[str, str]]
-    # (probe, site) -> value name -> the formula noop derives it by (plan.FORMULAS)
+    # (probe, site) -> value name -> the formula noop derives it by (fetches.FORMULAS)
     derived: dict[tuple[int, int], dict[str, str]]
     # stand-in call number -> the kernel function it calls (helper or kfunc)
     calls: dict[int, str] = field(default_factory=dict)

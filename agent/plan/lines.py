@@ -38,7 +38,8 @@ from agent.config.probes import Probe
 from agent.errors import NoopError, nearest
 from agent.plan import callers, placement
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import Site, ValueSpec
 from agent.plan.selectors import SelectError
 
 _STOPS = ("ret", "ud2", "int3", "hlt")

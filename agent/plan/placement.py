@@ -26,7 +26,8 @@ from agent.config.probes import Probe
 from agent.errors import NoopError
 from agent.plan import updates
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Op, Site, ValueSpec
+from agent.plan.fetches import Fetch, Op
+from agent.plan.model import Site, ValueSpec
 from agent.plan.selectors import SelectError
 
 FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches

@@ -40,14 +40,13 @@ from agent.config.selector import NotRunning, Selector, binary_path, selector_of
 from agent.errors import NoopError, nearest
 from agent.plan import callers, elsewhere, lines, placement, plain
 from agent.plan.binary import Binary
+from agent.plan.fetches import Fetch, Op
 from agent.plan.keys import KEY_LIMIT, bound, key_size
 from agent.plan.model import (
     Aggregate,
     Column,
     ColumnOp,
-    Fetch,
     MetricPlan,
-    Op,
     Plan,
     ProbePlan,
     Site,

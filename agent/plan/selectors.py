@@ -28,7 +28,7 @@ from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
 from agent.config.probes import Step
 from agent.errors import NoopError
-from agent.plan.model import Decode, Fetch, Op, decode_of
+from agent.plan.fetches import Decode, Fetch, Op, decode_of
 
 _ENCODING = {2: "bool", 4: "float", 5: "int", 6: "int", 7: "uint", 8: "uint", 0x10: "uint"}
 

@@ -30,7 +30,8 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Column, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Decode, Fetch, Op
+from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import entry_site, paired_with_swap
 from agent.plan.updates import argument_sites, field_offset
 from agent.presets.client_golang.facts import (

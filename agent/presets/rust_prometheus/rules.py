@@ -67,7 +67,8 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Decode, Fetch, Op, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Decode, Fetch, Op
+from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement import paired_with_swap
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
