@@ -40,7 +40,7 @@ from agent.plan import callers, placement
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import Site, ValueSpec
-from agent.plan.selectors import SelectError
+from agent.plan.selectors.places import SelectError
 
 _STOPS = ("ret", "ud2", "int3", "hlt")
 # Calls that do not come back: the instruction after one is not reached through it.

@@ -28,7 +28,7 @@ from agent.plan import updates
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Site, ValueSpec
-from agent.plan.selectors import SelectError
+from agent.plan.selectors.places import SelectError
 
 FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
 

@@ -55,7 +55,8 @@ from agent.plan.model import (
     metric_kind,
     where_of,
 )
-from agent.plan.selectors import FIRST_POLL, Future, SelectError
+from agent.plan.selectors.places import SelectError
+from agent.plan.selectors.rust import FIRST_POLL, Future
 
 
 @dataclass
