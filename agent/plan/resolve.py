@@ -38,7 +38,7 @@ from agent.config.probes import (
 from agent.config.reader import Mark, Problem, SpecError
 from agent.config.selector import NotRunning, Selector, binary_path, selector_of, through_proc
 from agent.errors import NoopError, nearest
-from agent.plan import callers, elsewhere, lines, placement, plain
+from agent.plan import callers, elsewhere, lines, plain
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.plan.keys import KEY_LIMIT, bound, key_size
@@ -55,6 +55,9 @@ from agent.plan.model import (
     metric_kind,
     where_of,
 )
+from agent.plan.placement.asyncfn import drop_sites, state_stores
+from agent.plan.placement.entry import entry_site, entry_sites
+from agent.plan.placement.exits import exit_sites
 from agent.plan.selectors.places import SelectError
 from agent.plan.selectors.rust import FIRST_POLL, Future
 
@@ -348,9 +351,9 @@ def _async_exit(b: Binary, fn: str, probe: Probe, future: Future, first: list[Si
     ends = tuple(Fetch("builtin", builtin=v.builtin) if v.builtin is not None
                  and v.at != "entry" else Fetch("saved", slot=i)
                  for i, v in enumerate(probe.values))
-    stores = placement.state_stores(b, body, future.state, future.size, done) \
+    stores = state_stores(b, body, future.state, future.size, done) \
         if done is not None else []
-    drops = placement.drop_sites(b, future.type, future.state)
+    drops = drop_sites(b, future.type, future.state)
     if not calls or not stores:
         out.add(probe.function_mark, f"{fn} is an async fn, and noop finds no "
                 + ("first poll whose future it can tell apart" if not calls else
@@ -449,7 +452,7 @@ def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: _Collector,
                 got.missed[fn] = Counter({"an exit probe sees only calls of the function's "
                                           "own code": copies})
         else:
-            found, why = placement.entry_sites(
+            found, why = entry_sites(
                 b, fn, probe, these, fetches, fv, types, xmm_readable,
                 gated=_first_state(these[-1]) if body is not None else ())
             if why:
@@ -571,8 +574,8 @@ def _exit(b: Binary, fn: str, fv: FunctionVars, probe: Probe, fetches: tuple[Fet
         call.append(Fetch("root", find, slot=k))
         ret.append(replace(f, ops=(Op("root", index=k), *rest)))
         tail.append(ret[-1])
-    entry = placement.entry_site(b, fn, tuple(call))
-    exits = placement.exit_sites(b, fn, tuple(ret), tuple(tail))
+    entry = entry_site(b, fn, tuple(call))
+    exits = exit_sites(b, fn, tuple(ret), tuple(tail))
     if not exits:
         raise NoopError(f"{fn} has no RET and no jump out of it: it never returns",
                         "probe its entry instead")

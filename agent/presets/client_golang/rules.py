@@ -32,7 +32,8 @@ from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
 from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.placement import entry_site, paired_with_swap
+from agent.plan.placement.entry import entry_site
+from agent.plan.placement.exits import paired_with_swap
 from agent.plan.updates import argument_sites, field_offset
 from agent.presets.client_golang.facts import (
     CHEAP_COLUMNS,

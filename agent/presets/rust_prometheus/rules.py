@@ -69,7 +69,7 @@ from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
 from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
-from agent.plan.placement import paired_with_swap
+from agent.plan.placement.exits import paired_with_swap
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
     DROPPED,
