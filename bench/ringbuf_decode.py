@@ -40,16 +40,8 @@ from agent.kernel.prelude import RINGBUF_BYTES
 from agent.kernel.program import Program
 from agent.output.exporter import Session
 from agent.output.usermetrics import UserMetrics
-from agent.plan.model import (
-    Fetch,
-    MetricPlan,
-    Op,
-    Plan,
-    ProbePlan,
-    Site,
-    TargetPlan,
-    ValueSpec,
-)
+from agent.plan.fetches import Fetch, Op
+from agent.plan.model import MetricPlan, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 
 RING = RINGBUF_BYTES  # noop's ring buffer: what one drain reads at most
 SEED = 20240611

@@ -96,8 +96,9 @@ def test_a_kind_is_one_of_its_names_and_a_kept_plan_with_another_is_refused(
     load: it is resolved again."""
     import typing
 
-    from agent.plan import model
-    kind = typing.get_type_hints(getattr(model, cls))[field]
+    from agent.plan import fetches, model
+    owner = fetches if hasattr(fetches, cls) else model  # Op, Fetch: the fetches'
+    kind = typing.get_type_hints(getattr(owner, cls))[field]
     assert typing.get_origin(kind) is typing.Literal
     names = typing.get_args(kind)
     assert all(plain.load(kind, n) == n for n in names)

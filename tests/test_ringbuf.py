@@ -25,7 +25,8 @@ from agent.config.decoders import LabelRule
 from agent.kernel import events, ringbuf
 from agent.kernel.events import HEADER, Layout
 from agent.output.usermetrics import OVERFLOW, UserMetrics, faulty
-from agent.plan.model import Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import MetricPlan, Plan, ProbePlan, Site, ValueSpec
 
 BUSY, DISCARD = ringbuf.BUSY, ringbuf.DISCARD
 
@@ -495,7 +496,7 @@ def test_faulty(bits: list[tuple[int, int]], want: list[int]) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Values noop derives from the words a site read (plan.FORMULAS).
+# Values noop derives from the words a site read (fetches.FORMULAS).
 
 def _bits(x: float) -> int:
     return int.from_bytes(struct.pack("<d", x), "little")

@@ -17,7 +17,8 @@ import pytest
 from agent.config import probes as spec
 from agent.errors import NoopError
 from agent.kernel import events
-from agent.plan.model import Fetch, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import ProbePlan, Site, ValueSpec
 
 REPO = Path(__file__).resolve().parent.parent
 F = "p.yaml"  # the path every parsed text is reported under

@@ -32,7 +32,8 @@ from agent.output import printer, trace
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.undecodable import Tally, Undecodable
 from agent.output.usermetrics import UserMetrics
-from agent.plan.model import Aggregate, Column, Fetch, MetricPlan, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import Aggregate, Column, MetricPlan, Plan, ProbePlan, Site, ValueSpec
 from agent.presets.client_golang import facts as client_golang
 from agent.presets.meta import PresetMeta
 from agent.presets.printer import preset_printer

@@ -173,7 +173,7 @@ def scalar(v: ValueSpec, raw: int) -> Any:
 
 
 def derive(formula: str, words: tuple[int, ...]) -> float:
-    """A derived value (``plan.FORMULAS``) from the words its site read."""
+    """A derived value (``fetches.FORMULAS``) from the words its site read."""
     if formula == "uint":
         return float(words[0])
     old, new = (float(struct.unpack("<d", w.to_bytes(8, "little"))[0]) for w in words[:2])

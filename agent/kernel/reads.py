@@ -5,7 +5,7 @@ a value can never be read at its site with this kernel."""
 from __future__ import annotations
 
 from agent.binary.amd64 import PT_REGS, is_vector
-from agent.plan.model import Fetch, Op, fetch_kind
+from agent.plan.fetches import Fetch, Op, fetch_kind
 
 
 def unreadable(fetch: Fetch, xmm_helper: str | None) -> str:

@@ -21,7 +21,7 @@ from agent.binary.gometa.scope import Scope
 from agent.config.selector import Selector, through_proc
 from agent.errors import NoopError
 from agent.plan.model import ProbePlan, Site, TargetPlan
-from agent.plan.selectors import Walker
+from agent.plan.selectors.walker import Walker
 
 # runtime.g.goid by Go version, for stripped builds whose runtime.g has no type
 # descriptor; each checked in the tests against DWARF of that toolchain's builds.

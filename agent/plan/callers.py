@@ -16,7 +16,8 @@ from agent.binary.dwarf.lines import Lines
 from agent.binary.dwarf.reader import origin_of
 from agent.config.probes import Probe, Value
 from agent.plan.binary import Binary
-from agent.plan.model import Decode, Fetch, Op, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Decode, Fetch, Op
+from agent.plan.model import ProbePlan, Site, ValueSpec
 
 BUILTINS = ("caller", "caller_line")
 RESOLVED = (*BUILTINS, "gotype")  # values named through the binary when shown

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Final
 
-from agent.plan.model import Fetch, ProbePlan, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import ProbePlan, ValueSpec
 
 NAME: Final = "generation"  # the value (and aggregate key) every update probe gains
 # A renew probe has no budget (kernel.budget): taken off, an address's new object would

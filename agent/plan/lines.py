@@ -36,10 +36,13 @@ from agent.binary.dwarf.lines import Scope
 from agent.binary.dwarf.locations import Piece
 from agent.config.probes import Probe
 from agent.errors import NoopError, nearest
-from agent.plan import callers, placement
+from agent.plan import callers
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Site, ValueSpec
-from agent.plan.selectors import SelectError
+from agent.plan.fetches import Fetch
+from agent.plan.model import Site, ValueSpec
+from agent.plan.placement.entry import entry_site
+from agent.plan.placement.reads import registers
+from agent.plan.selectors.places import SelectError
 
 _STOPS = ("ret", "ud2", "int3", "hlt")
 # Calls that do not come back: the instruction after one is not reached through it.
@@ -346,7 +349,7 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
     flow = chosen.flow
     function = chosen.site.function or flow.holder
     if chosen.address == flow.entry:
-        entry = placement.entry_site(b, flow.holder, fetches)
+        entry = entry_site(b, flow.holder, fetches)
         return replace(entry, function=function, why=f"{chosen.why}; " + entry.why)
     insns = flow.insns
     n = next(k for k, i in enumerate(insns) if i.address == chosen.address)
@@ -355,7 +358,7 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
     if how == sites.REFUSED:
         raise LineError(f"{probe.line}: the kernel cannot put a uprobe on the instruction "
                         f"at {first.address:#x} ({first.mnemonic})", "probe another line")
-    regs = placement.registers(fetches) | {"rsp"}
+    regs = registers(fetches) | {"rsp"}
     at, got = first, fetches
     for prev, i in zip(insns[n:n + _MAX_MOVE], insns[n + 1:n + 1 + _MAX_MOVE], strict=False):
         if how == sites.EMULATED:

@@ -13,15 +13,15 @@ from agent.binary import sites
 from agent.binary.dwarf.lookup import find_type
 from agent.errors import NotFound
 from agent.plan.binary import Binary
+from agent.plan.fetches import Fetch
 from agent.plan.libraries import CLIENT_GOLANG as PKG
-from agent.plan.model import Fetch
 
 
 @dataclass(frozen=True, slots=True)
 class Argument:
     """A method whose float argument never leaves its XMM register, and the atomic
     update of the receiver's ``field`` where the values it was computed into sit in
-    general registers: ``formula`` (``plan.FORMULAS``) gives it back from them, or
+    general registers: ``formula`` (``fetches.FORMULAS``) gives it back from them, or
     ``bits`` when the register holds the argument's own bits."""
 
     kind: str

@@ -242,7 +242,7 @@ def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | Non
 
 def _where(site: Site, plan: Plan) -> str:
     """Where noop's arm probed, when that is not the bench's site."""
-    from agent.plan.placement import FLAGS_BELOW_OR_EQUAL  # reads DWARF: not at every start
+    from agent.plan.placement.entry import FLAGS_BELOW_OR_EQUAL  # reads DWARF: not at every start
 
     chosen = plan.probes[0].sites
     if [s.address for s in chosen] == [site.address]:
