@@ -8,7 +8,8 @@ from __future__ import annotations
 from agent.kernel import aggregate
 from agent.kernel.bodies import Ctx, builtins_c, count_faults_c, event_c, zf_c
 from agent.kernel.reads import fetch_c, unreadable
-from agent.plan.model import Fetch, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import ValueSpec
 
 
 def fold_c(ctx: Ctx, agg: aggregate.Layout, events_too: bool

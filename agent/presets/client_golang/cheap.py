@@ -10,7 +10,7 @@ from dataclasses import replace
 from agent.binary import sites
 from agent.plan.binary import Binary
 from agent.plan.model import ProbePlan, Site, ValueSpec
-from agent.plan.placement import entry_site
+from agent.plan.placement.entry import entry_site
 from agent.plan.updates import argument_sites, field_offset
 from agent.presets.client_golang.facts import CHEAP_PROBES, PKG, TARGET, Rule
 from agent.presets.client_golang.values import common, field, register

@@ -27,7 +27,8 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Column, Fetch, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.cheap import cheap_probe, counter_add
 from agent.presets.client_golang.facts import (

@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from agent.binary import sites
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Op, ProbePlan, Site, ValueSpec
-from agent.plan.placement import paired_with_swap
+from agent.plan.fetches import Fetch, Op
+from agent.plan.model import ProbePlan, Site, ValueSpec
+from agent.plan.placement.exits import paired_with_swap
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.facts import PKG, TARGET, Rule
 from agent.presets.client_golang.values import common, receiver, word

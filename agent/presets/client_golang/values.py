@@ -12,7 +12,8 @@ from agent.binary.dwarf.locations import Location, Piece, Unavailable
 from agent.binary.dwarf.reader import die_name
 from agent.config.probes import parse_selector
 from agent.plan.binary import Binary
-from agent.plan.model import Decode, Fetch, Op, ValueSpec
+from agent.plan.fetches import Decode, Fetch, Op
+from agent.plan.model import ValueSpec
 from agent.presets.client_golang.facts import MAX_LABELS, PKG, Rule
 
 

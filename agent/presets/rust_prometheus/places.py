@@ -14,8 +14,9 @@ from dataclasses import replace
 from agent.binary import guards, sites
 from agent.binary.amd64 import full_register
 from agent.plan.binary import Binary
-from agent.plan.model import Fetch, Op, Site
-from agent.plan.placement import paired_with_swap
+from agent.plan.fetches import Fetch, Op
+from agent.plan.model import Site
+from agent.plan.placement.exits import paired_with_swap
 from agent.presets.rust_prometheus.copies import LOCK_OPS, STORES, Found, indices, mem_reg, qword
 from agent.presets.rust_prometheus.facts import make_tag
 

@@ -11,7 +11,8 @@ from agent.binary import guards, sites
 from agent.binary.dwarf.locations import Piece
 from agent.config.probes import parse_selector
 from agent.plan.binary import Binary
-from agent.plan.model import Decode, Fetch, Site, ValueSpec
+from agent.plan.fetches import Decode, Fetch
+from agent.plan.model import Site, ValueSpec
 from agent.presets.rust_prometheus.copies import LOCK_OPS, Found
 from agent.presets.rust_prometheus.facts import MAX_LABELS
 from agent.presets.rust_prometheus.places import (

@@ -58,7 +58,8 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.model import Aggregate, Fetch, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.fetches import Fetch
+from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
 from agent.presets.rust_prometheus.copies import Found, links_crate, member, updates
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
