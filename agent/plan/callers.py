@@ -14,7 +14,7 @@ from dataclasses import replace
 from agent.binary.callers import INLINED
 from agent.binary.dwarf.lines import Lines
 from agent.binary.dwarf.reader import origin_of
-from agent.config.probes import Probe, Value
+from agent.config.model import Probe, Value
 from agent.plan.binary import Binary
 from agent.plan.model import Decode, Fetch, Op, ProbePlan, Site, ValueSpec
 

@@ -10,7 +10,7 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 
-from agent.config.probes import Probe, Value
+from agent.config.model import Probe, Value
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Site

@@ -22,7 +22,7 @@ from agent.binary import sites
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.functions import FunctionVars, Inlined
 from agent.binary.dwarf.locations import Location, Piece
-from agent.config.probes import Probe
+from agent.config.model import Probe
 from agent.errors import NoopError
 from agent.plan import updates
 from agent.plan.binary import Binary

@@ -26,7 +26,7 @@ from agent.binary.dwarf.locations import Location
 from agent.binary.dwarf.reader import damage_said, die_name, origin_of
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope, of_pattern
-from agent.config.probes import (
+from agent.config.model import (
     DEFAULT_MAX,
     MAX_SITES,
     Probe,

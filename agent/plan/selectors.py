@@ -26,7 +26,7 @@ from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.locations import Location
 from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
-from agent.config.probes import Step
+from agent.config.model import Step
 from agent.errors import NoopError
 from agent.plan.model import Decode, Fetch, Op, decode_of
 

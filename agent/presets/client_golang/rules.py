@@ -25,7 +25,7 @@ from typing import Any
 from agent.binary import sites
 from agent.binary.dwarf.locations import Location, Piece, Unavailable
 from agent.binary.dwarf.reader import die_name
-from agent.config.probes import parse_selector
+from agent.config.model import parse_selector
 from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations

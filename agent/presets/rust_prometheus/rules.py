@@ -62,7 +62,7 @@ from agent.binary.amd64 import full_register
 from agent.binary.dwarf.functions import own_name
 from agent.binary.dwarf.locations import Piece
 from agent.binary.dwarf.reader import die_name, origin_of
-from agent.config.probes import parse_selector
+from agent.config.model import parse_selector
 from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
