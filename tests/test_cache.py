@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from agent import cache
 from agent.binary import debuginfo
 from agent.binary.amd64 import DWARF_REGS
-from agent.binary.dwarf import functions, lookup, reader
+from agent.binary.dwarf import functions, listing, lookup, reader
 from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import ElfFile
 from agent.errors import NoopError
@@ -137,8 +137,8 @@ def _renders(kind: str) -> Callable[[Any], bool]:
 
 
 LOADERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool]]] = {
-    "inlined": (functions._by_offset, _by_offset_ok),
-    "inlined-names": (functions._offsets, _offsets_ok),
+    "inlined": (listing._by_offset, _by_offset_ok),
+    "inlined-names": (listing._offsets, _offsets_ok),
     "types": (lookup._cached_index, _offsets_ok),
     "cfa-rule": (reader._cfa_entry, _cfa_ok),
     "uprobe-costs": (cost._ns, _costs_ok),

@@ -17,7 +17,8 @@ from elftools.elf.elffile import ELFFile
 
 from agent.binary import sites
 from agent.binary.dwarf import lookup
-from agent.binary.dwarf.functions import Functions, name_parts, own_name
+from agent.binary.dwarf.functions import Functions
+from agent.binary.dwarf.listing import name_parts, own_name
 from agent.binary.dwarf.reader import Dwarf, attr, open_dwarf
 from agent.binary.dwarf.sections import section_bytes
 from agent.binary.dwarf.types import TypeNamer

@@ -20,7 +20,8 @@ from elftools.dwarf.die import DIE
 
 from agent.binary import sites
 from agent.binary.amd64 import is_vector
-from agent.binary.dwarf.functions import FunctionVars, Inlined
+from agent.binary.dwarf.functions import FunctionVars
+from agent.binary.dwarf.listing import Inlined
 from agent.binary.dwarf.locations import Location, Piece
 from agent.config.model import Probe
 from agent.errors import NoopError

@@ -12,7 +12,7 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.binary.dwarf import asks
-from agent.binary.dwarf.functions import name_parts
+from agent.binary.dwarf.listing import name_parts
 from agent.binary.dwarf.reader import Dwarf, attr
 from agent.errors import NotFound
 

@@ -59,7 +59,7 @@ from elftools.dwarf.die import DIE
 
 from agent.binary import debuginfo, guards, sites
 from agent.binary.amd64 import full_register
-from agent.binary.dwarf.functions import own_name
+from agent.binary.dwarf.listing import own_name
 from agent.binary.dwarf.locations import Piece
 from agent.binary.dwarf.reader import die_name, origin_of
 from agent.config.model import parse_selector
