@@ -407,7 +407,7 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
                                   _calls_between(insns, first.address, insn.address)):
             break
         how = sites.handling(insn.raw)
-        cfa = b.dwarf.cfa_at(insn.address)
+        cfa = b.dwarf.frames.cfa_at(insn.address)
         if how != sites.REFUSED and cfa is not None and insn.address != sym.address:
             copied: set[str] = set()
             got = _fetches_at(b, probe, specs, types, sizes, partial(

@@ -21,9 +21,10 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.binary import debuginfo, proof
+from agent.binary.dwarf.damage import damage_said
+from agent.binary.dwarf.dies import die_name, origin_of
 from agent.binary.dwarf.functions import FunctionVars
 from agent.binary.dwarf.locations import Location
-from agent.binary.dwarf.reader import damage_said, die_name, origin_of
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope, of_pattern
 from agent.config.model import (

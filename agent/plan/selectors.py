@@ -23,8 +23,9 @@ from typing import Any
 from elftools.dwarf.die import DIE
 
 from agent.binary.amd64 import is_vector
+from agent.binary.dwarf.dies import DW_AT_GO_KIND, attr, die_name
 from agent.binary.dwarf.locations import Location
-from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
 from agent.config.model import Step
 from agent.errors import NoopError

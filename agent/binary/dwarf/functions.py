@@ -16,9 +16,10 @@ from elftools.dwarf.die import DIE
 from agent.binary.abi import goabi, sysv
 from agent.binary.abi.shape import Shape
 from agent.binary.dwarf import convention
+from agent.binary.dwarf.dies import attr, die_name, origin_of
 from agent.binary.dwarf.listing import Inlined, Listing
 from agent.binary.dwarf.locations import Location, LocationReader, Unavailable
-from agent.binary.dwarf.reader import Dwarf, attr, die_name, origin_of
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.shapes import shape_of
 from agent.binary.dwarf.types import TypeNamer
 
@@ -89,7 +90,7 @@ class Functions(Listing):
         # C and Rust: a slot in the caller's frame is read from rsp there, through the
         # caller's frame base and the call-frame information at the copy's entry.
         outer = outer_subprogram(self.dwarf, copy.die)
-        cfa = self.dwarf.cfa_at(pc)
+        cfa = self.dwarf.frames.cfa_at(pc)
         return self._param_location(copy.die, param, size, pc,
                                     frame_base(outer) if outer is not None else None, cfa)
 

@@ -18,7 +18,8 @@ from elftools.dwarf.die import DIE
 
 from agent import cache
 from agent.binary.demangle import demangle, strip_suffix
-from agent.binary.dwarf.reader import Dwarf, attr, die_name, origin_of
+from agent.binary.dwarf.dies import attr, die_name, origin_of
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import Symbol
 from agent.errors import NoopError, NotFound

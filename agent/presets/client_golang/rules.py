@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.binary import sites
+from agent.binary.dwarf.dies import die_name
 from agent.binary.dwarf.locations import Location, Piece, Unavailable
-from agent.binary.dwarf.reader import die_name
 from agent.config.model import parse_selector
 from agent.config.selector import Selector
 from agent.errors import NoopError

@@ -59,9 +59,9 @@ from elftools.dwarf.die import DIE
 
 from agent.binary import debuginfo, guards, sites
 from agent.binary.amd64 import full_register
+from agent.binary.dwarf.dies import die_name, origin_of
 from agent.binary.dwarf.listing import own_name
 from agent.binary.dwarf.locations import Piece
-from agent.binary.dwarf.reader import die_name, origin_of
 from agent.config.model import parse_selector
 from agent.config.selector import Selector
 from agent.errors import NoopError
