@@ -78,7 +78,7 @@ def cmd_headers(args: argparse.Namespace) -> int:
 
 def _pid(text: str) -> int:
     """A process ID: a positive whole number no larger than the kernel allows."""
-    from agent.config.probes import PID_MAX
+    from agent.config.model import PID_MAX
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= PID_MAX:
         raise argparse.ArgumentTypeError(f"{text!r} is not a process ID (1 to {PID_MAX})")
     return int(text)
@@ -97,7 +97,7 @@ def _seconds(text: str) -> float:
 
 def _share(text: str) -> float:
     """A share of one CPU: ``5%``, or ``none``."""
-    from agent.config.probes import share
+    from agent.config.model import share
     try:
         return share(text)
     except ValueError as exc:
@@ -127,10 +127,11 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
     ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
     if args.config:
         from agent.config import probes as spec
+        from agent.config.model import override
         from agent.plan import resolve
         loaded = spec.load(args.config)
         if args.binary or args.pid or args.debuginfo:
-            loaded = spec.override(loaded, args.binary, args.pid, args.debuginfo)
+            loaded = override(loaded, args.binary, args.pid, args.debuginfo)
         from agent.kernel.kfeatures import xmm_helper_available
         from agent.live.discover import Locator
         # noop run waits for targets no process runs yet; the other commands say so.
@@ -157,8 +158,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
 
 def cmd_check(args: argparse.Namespace) -> int:
     if args.schema:
-        from agent.config import probes as spec
-        print(json.dumps(spec.json_schema(), indent=2))
+        from agent.config.schema import json_schema
+        print(json.dumps(json_schema(), indent=2))
         return 0
     from agent.tools import estimate
     costs_later = None if args.emit_c or args.measure else \
@@ -332,7 +333,7 @@ def _debuginfo_flag(sp: argparse.ArgumentParser) -> None:
 
 
 def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
-    from agent.config.probes import DEFAULT_BUDGET
+    from agent.config.model import DEFAULT_BUDGET
     sp.add_argument("--max-overhead", metavar="SHARE", type=_share,
                     default=_share(DEFAULT_BUDGET),
                     help="the CPU a probe may cost each target process, a share of one "

@@ -25,6 +25,7 @@ from harness.noop import command, no_probe_left, popen, start
 
 from agent.binary import sites
 from agent.config import probes as spec
+from agent.config.schema import json_schema
 from agent.kernel import cost
 from agent.kernel.budget import EVERY, Overhead
 
@@ -163,7 +164,7 @@ def test_budgets_read() -> None:
     got = spec.parse(SPEC.format(binary="/bin/true", top="budget: 0.5%", cold="budget: none"))
     assert got.budget == 0.005 and got.probes[0].budget is None
     assert got.probes[1].budget == float("inf")
-    schema = spec.json_schema()
+    schema = json_schema()
     assert "budget" in schema["properties"]
 
 

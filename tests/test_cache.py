@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from agent import cache
 from agent.binary import debuginfo
 from agent.binary.amd64 import DWARF_REGS
-from agent.binary.dwarf import functions, lookup, reader
+from agent.binary.dwarf import frames, functions, listing, lookup, reader
 from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import ElfFile
 from agent.errors import NoopError
@@ -137,10 +137,10 @@ def _renders(kind: str) -> Callable[[Any], bool]:
 
 
 LOADERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool]]] = {
-    "inlined": (functions._by_offset, _by_offset_ok),
-    "inlined-names": (functions._offsets, _offsets_ok),
+    "inlined": (listing._by_offset, _by_offset_ok),
+    "inlined-names": (listing._offsets, _offsets_ok),
     "types": (lookup._cached_index, _offsets_ok),
-    "cfa-rule": (reader._cfa_entry, _cfa_ok),
+    "cfa-rule": (frames._cfa_entry, _cfa_ok),
     "uprobe-costs": (cost._ns, _costs_ok),
     "xmm": (kfeatures._xmm_answer, _xmm_ok),
     "cookie": (kfeatures._cookie_answer, _cookie_ok),
@@ -436,18 +436,19 @@ class TestTargetIndexes:
             fns = functions.Functions(dwarf, TypeNamer(dwarf))
             main = next(s.address for s in dwarf.elf.function_symbols() if s.name == "main")
             return (fns._inlined_index(), fns._named(), lookup._index(dwarf, True),
-                    dwarf.cfa_rule_at(main), dwarf.cache_id)
+                    dwarf.frames.cfa_rule_at(main), dwarf.cache_id)
 
         *cold, bid = answers()
         assert cold[0] and cold[1] and cold[2] and cold[3] is not None
         counted: dict[str, int] = {}
-        for method in ("inlined_index", "names_at", "_cfa_rule"):
-            real = getattr(reader.Dwarf, method)
+        for cls, method in ((reader.Dwarf, "inlined_index"), (reader.Dwarf, "names_at"),
+                            (frames.CallFrames, "_cfa_rule")):
+            real = getattr(cls, method)
 
             def counting(self: Any, *a: Any, _real: Any = real, _m: str = method) -> Any:
                 counted[_m] = counted.get(_m, 0) + 1
                 return _real(self, *a)
-            monkeypatch.setattr(reader.Dwarf, method, counting)
+            monkeypatch.setattr(cls, method, counting)
         types = lookup._from_tree  # the types index: read from the raw bytes
 
         def typed(*a: Any) -> Any:

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.config import probes as spec
+from agent.config.schema import PROBE_KEYS
 from agent.errors import NoopError
 from agent.plan import resolve
 from agent.tools import inspect
@@ -172,7 +173,7 @@ def _values(leaf: Any) -> Any:
 
 def test_specs_of_every_shape(example: Path) -> None:
     """Specs made of the format's own keys, each with a value of any YAML type."""
-    probe_keys = [k.name for k in spec.PROBE_KEYS]
+    probe_keys = [k.name for k in PROBE_KEYS]
 
     @SETTINGS
     @given(st.dictionaries(st.sampled_from(probe_keys), _values(SCALARS), max_size=6),

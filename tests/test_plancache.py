@@ -12,6 +12,7 @@ import pytest
 
 from agent import cache
 from agent.config import probes as spec
+from agent.config.model import Spec
 from agent.plan import binary, plain, resolve
 from agent.plan.model import Plan
 from agent.presets import plans as presets
@@ -26,7 +27,7 @@ def _no_dwarf(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binary.Binary, "__init__", refuse)
 
 
-def _spec(example: Path, value: str = "o.Items[0].SKU") -> spec.Spec:
+def _spec(example: Path, value: str = "o.Items[0].SKU") -> Spec:
     text = (REPO / "probes.yaml").read_text().replace("build/go-prometheus", str(example))
     return spec.parse(text.replace("o.Items[0].SKU", value), str(REPO / "probes.yaml"))
 

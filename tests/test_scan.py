@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from elftools.dwarf.die import DIE
 
-from agent.binary.dwarf import scan
-from agent.binary.dwarf.reader import die_name, open_dwarf
+from agent.binary.dwarf import lookup, scan
+from agent.binary.dwarf.dies import die_name
+from agent.binary.dwarf.reader import open_dwarf
 from agent.binary.dwarf.tree import Tree
 
 
@@ -52,7 +53,7 @@ def test_the_frame_of_a_pc_as_the_full_list_has_it(example: Path) -> None:
     """The FDE found by scanning .debug_frame's headers gives the same canonical frame
     address as pyelftools' full list, at many points of many functions, and none
     past the last function."""
-    d = open_dwarf(example)
+    d = open_dwarf(example).frames
     fdes = d._fdes  # the full list: what the scan must agree with
     pcs = [lo + (hi - lo) // 3 for lo, hi, _ in fdes[::97]] + [lo for lo, _, _ in fdes[::131]]
     for pc in pcs:
@@ -66,10 +67,10 @@ def test_go_type_names_as_the_full_walk_has_them(example: Path) -> None:
     """Go's types unit, read from the raw bytes: every named type definition directly
     under it, with its tag and offset, as pyelftools' walk yields them."""
     d = open_dwarf(example)
-    cu = next(iter(d.type_units()))
-    slow = [(name, die.tag, die.offset) for name, die in d.iter_named_types(cu)
+    cu = next(iter(lookup.type_units(d)))
+    slow = [(name, die.tag, die.offset) for name, die in lookup.iter_named_types(d, cu)
             if not die.attributes.get("DW_AT_declaration")]
-    assert d.top_types(cu) == slow and len(slow) > 1000
+    assert lookup.top_types(d, cu) == slow and len(slow) > 1000
 
 
 def _names_as_the_full_walk_has_them(binary: Path) -> None:

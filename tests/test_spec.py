@@ -15,6 +15,18 @@ from pathlib import Path
 import pytest
 
 from agent.config import probes as spec
+from agent.config.model import (
+    BUILTINS,
+    DECODINGS,
+    DEFAULT_MAX,
+    EXIT_ONLY,
+    MAX_MAX,
+    Step,
+    Target,
+    Value,
+    parse_selector,
+)
+from agent.config.schema import PROBE_KEYS, TARGET_KEYS, TOP_KEYS, VALUE_KEYS, json_schema
 from agent.errors import NoopError
 from agent.kernel import events
 from agent.plan.fetches import Fetch
@@ -74,8 +86,8 @@ def test_parse_targets() -> None:
     s = spec.parse(GOOD, F)
     assert s.path == F
     assert s.targets == (
-        spec.Target("server", "build/server", 4242, spec.Mark(F, 3, 3)),
-        spec.Target("helper", "/usr/bin/helper", None, spec.Mark(F, 6, 3)),
+        Target("server", "build/server", 4242, spec.Mark(F, 3, 3)),
+        Target("helper", "/usr/bin/helper", None, spec.Mark(F, 6, 3)),
     )
     assert s.target("helper").binary == "/usr/bin/helper"
 
@@ -87,13 +99,12 @@ def test_parse_function_probe_and_values() -> None:
     assert order.mark == spec.Mark(F, 9, 5)
     assert order.function_mark == spec.Mark(F, 11, 15)
     assert order.values == (
-        spec.Value("id", "o.ID", None, spec.DEFAULT_MAX, spec.Mark(F, 13, 11)),
+        Value("id", "o.ID", None, DEFAULT_MAX, spec.Mark(F, 13, 11)),
         # surrounding blanks are not part of the selector
-        spec.Value("first_qty", "o.Items[0].Qty", None, spec.DEFAULT_MAX,
-                   spec.Mark(F, 14, 18)),
+        Value("first_qty", "o.Items[0].Qty", None, DEFAULT_MAX, spec.Mark(F, 14, 18)),
         # {read, as, max}: the mark is the selector's
-        spec.Value("who", "o.Customer", "string", 16, spec.Mark(F, 15, 19)),
-        spec.Value("raw", "o.Blob", "bytes", spec.DEFAULT_MAX, spec.Mark(F, 16, 19)),
+        Value("who", "o.Customer", "string", 16, spec.Mark(F, 15, 19)),
+        Value("raw", "o.Blob", "bytes", DEFAULT_MAX, spec.Mark(F, 16, 19)),
     )
     assert all(v.builtin is None for v in order.values)
 
@@ -110,7 +121,7 @@ def test_parse_match_probe_and_builtins() -> None:
         ("who", "$caller", "caller", None),
         ("where", "$caller_line", "caller_line", None),
     ]
-    assert {v.builtin for v in handlers.values} == set(spec.BUILTINS) - set(spec.EXIT_ONLY)
+    assert {v.builtin for v in handlers.values} == set(BUILTINS) - set(EXIT_ONLY)
 
 
 def test_parse_line_probes() -> None:
@@ -169,7 +180,7 @@ def test_repository_probes_yaml_loads() -> None:
         "id": "o.ID", "customer": "o.Customer", "first_sku": "o.Items[0].SKU",
         "first_qty": "o.Items[0].Qty", "lines": "len(o.Items)", "goroutine": "$goid"}
     now = next(v for v in s.probes[3].values if v.name == "now")
-    assert (now.selector, now.decode, now.max) == ("g.valBits", "float", spec.DEFAULT_MAX)
+    assert (now.selector, now.decode, now.max) == ("g.valBits", "float", DEFAULT_MAX)
     # Marks point into the file itself.
     lines = (REPO / "probes.yaml").read_text(encoding="utf-8").splitlines()
     for p in s.probes:
@@ -470,32 +481,32 @@ def test_explicit_tags_are_spec_errors(targets: str, col: int) -> None:
     ("m[12][3]", (("name", "m"), ("index", 12), ("index", 3))),
     ("_p.x_1[7]", (("name", "_p"), ("field", "x_1"), ("index", 7))),
 ])
-def test_parse_selector(text: str, steps: tuple[spec.Step, ...]) -> None:
-    assert spec.parse_selector(text) == steps
+def test_parse_selector(text: str, steps: tuple[Step, ...]) -> None:
+    assert parse_selector(text) == steps
 
 
 # ---------------------------------------------------------------------------------------
 # JSON Schema.
 
 def test_json_schema_structure() -> None:
-    schema = spec.json_schema()
+    schema = json_schema()
     assert isinstance(schema, dict)
     assert schema["$schema"].startswith("https://json-schema.org/")
     assert schema["type"] == "object"
     assert schema["required"] == ["targets", "probes"]
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {k.name for k in spec.TOP_KEYS}
+    assert set(schema["properties"]) == {k.name for k in TOP_KEYS}
     json.dumps(schema)  # plain JSON data
 
     targets = schema["properties"]["targets"]
     target = targets["additionalProperties"]
-    assert set(target["properties"]) == {k.name for k in spec.TARGET_KEYS}
+    assert set(target["properties"]) == {k.name for k in TARGET_KEYS}
     assert target["required"] == []
     assert target["oneOf"] == [{"required": [k]} for k in ("binary", "exe", "build_id")]
 
     probe = schema["properties"]["probes"]["items"]
-    assert set(probe["properties"]) == {k.name for k in spec.PROBE_KEYS}
-    for key in spec.PROBE_KEYS:
+    assert set(probe["properties"]) == {k.name for k in PROBE_KEYS}
+    for key in PROBE_KEYS:
         assert probe["properties"][key.name]["description"] == key.doc
     assert probe["required"] == ["name"]
     assert probe["oneOf"] == [
@@ -504,9 +515,9 @@ def test_json_schema_structure() -> None:
                                                  {"required": ["match"]}]}}]
 
     value = probe["properties"]["values"]["additionalProperties"]["oneOf"][1]
-    assert set(value["properties"]) == {k.name for k in spec.VALUE_KEYS}
-    assert value["properties"]["as"]["enum"] == list(spec.DECODINGS)
-    assert value["properties"]["max"]["maximum"] == spec.MAX_MAX
+    assert set(value["properties"]) == {k.name for k in VALUE_KEYS}
+    assert value["properties"]["as"]["enum"] == list(DECODINGS)
+    assert value["properties"]["max"]["maximum"] == MAX_MAX
 
 
 @pytest.mark.parametrize(("probe", "valid"), [
@@ -521,7 +532,7 @@ def test_json_schema_line_probes(probe: dict[str, object], valid: bool) -> None:
     """The schema takes a line probe as the parser does (editors check specs with it)."""
     import jsonschema
     doc = {"targets": {"t": {"binary": "/x"}}, "probes": [probe]}
-    errors = list(jsonschema.Draft202012Validator(spec.json_schema()).iter_errors(doc))
+    errors = list(jsonschema.Draft202012Validator(json_schema()).iter_errors(doc))
     assert (not errors) == valid, errors
     try:
         spec.parse(json.dumps(doc), F)
@@ -532,7 +543,7 @@ def test_json_schema_line_probes(probe: dict[str, object], valid: bool) -> None:
 
 
 def test_json_schema_name_pattern_is_anchored() -> None:
-    probe = spec.json_schema()["properties"]["probes"]["items"]
+    probe = json_schema()["properties"]["probes"]["items"]
     pattern = probe["properties"]["name"]["pattern"]
     assert re.search(pattern, "first_qty")
     for bad in ("9abc", "first-qty", "a b"):
@@ -695,7 +706,7 @@ def test_target_limited_to_a_container_and_a_pod() -> None:
         "of 0-9a-f)",
         f"{F}:5:10: pod '42' is not one (a pod UID is a UUID: 8-4-4-4-12 hex digits)"]
     import jsonschema
-    validator = jsonschema.Draft202012Validator(spec.json_schema())
+    validator = jsonschema.Draft202012Validator(json_schema())
     doc = {"targets": {"t": {"binary": "/x", "container": "4f1c", "pod": uid}},
            "probes": [{"name": "p", "function": "f"}]}
     assert not list(validator.iter_errors(doc))

@@ -21,6 +21,7 @@ from agent.config import metrics as spec_metrics
 from agent.config import probes as spec
 from agent.config.decoders import LabelRule
 from agent.config.metrics import Label, Metric
+from agent.config.schema import json_schema
 from agent.plan import keys, resolve
 from agent.plan.model import Column, MetricPlan
 
@@ -423,7 +424,7 @@ def _errors(instance: Any, schema: dict[str, Any], at: str = "$") -> list[str]:
 
 
 def test_json_schema_has_the_metrics() -> None:
-    probe = spec.json_schema()["properties"]["probes"]["items"]
+    probe = json_schema()["properties"]["probes"]["items"]
     assert "metrics" in probe["properties"]
     metrics = probe["properties"]["metrics"]
     assert metrics["type"] == "array"
@@ -448,7 +449,7 @@ def test_json_schema_has_the_metrics() -> None:
 
 
 def test_json_schema_accepts_the_valid_spec_and_rejects_bad_metrics() -> None:
-    schema = spec.json_schema()
+    schema = json_schema()
     json.dumps(schema)  # plain JSON data
     good = yaml.safe_load(VALID)
     assert _errors(good, schema) == []

@@ -671,7 +671,7 @@ probes:
 
 def test_a_spec_s_scope() -> None:
     """Line probes and patterns without a literal beginning read all of it."""
-    from agent.config.probes import Probe, Value
+    from agent.config.model import Probe, Value
     from agent.config.reader import Mark
     from agent.plan.resolve import _scope
 

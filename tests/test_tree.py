@@ -17,8 +17,10 @@ from elftools.elf.elffile import ELFFile
 
 from agent.binary import sites
 from agent.binary.dwarf import lookup
-from agent.binary.dwarf.functions import Functions, name_parts, own_name
-from agent.binary.dwarf.reader import Dwarf, attr, open_dwarf
+from agent.binary.dwarf.dies import attr
+from agent.binary.dwarf.functions import Functions
+from agent.binary.dwarf.listing import name_parts, own_name
+from agent.binary.dwarf.reader import Dwarf, open_dwarf
 from agent.binary.dwarf.sections import section_bytes
 from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import ElfFile

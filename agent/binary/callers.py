@@ -18,9 +18,11 @@ from functools import lru_cache
 
 from agent import logs
 from agent.binary import debuginfo
+from agent.binary.dwarf.damage import DAMAGE, damage_said
+from agent.binary.dwarf.dies import attr, origin_of
 from agent.binary.dwarf.functions import Functions
 from agent.binary.dwarf.lines import Lines
-from agent.binary.dwarf.reader import DAMAGE, Dwarf, attr, damage_said, origin_of
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import ElfFile
 from agent.errors import NoopError

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config.probes import Spec, Target
+from agent.config.model import Spec, Target
 from agent.errors import NoopError
 
 PROC = Path("/proc")  # a path under it reaches a process's own files (its container's)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.binary.elf import ElfFile, stamp
-from agent.config.probes import Spec, Target
+from agent.config.model import Spec, Target
 from agent.config.selector import PROC, NotRunning, Selector, binary_path, selector_of
 from agent.errors import NoopError
 from agent.live import cgroups

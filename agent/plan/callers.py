@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.binary.callers import INLINED
+from agent.binary.dwarf.dies import origin_of
 from agent.binary.dwarf.lines import Lines
-from agent.binary.dwarf.reader import origin_of
-from agent.config.probes import Probe, Value
+from agent.config.model import Probe, Value
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
 from agent.plan.model import ProbePlan, Site, ValueSpec
@@ -64,7 +64,7 @@ def _fetch(b: Binary, lines: Lines, site: Site) -> Fetch:
     if copy is not None:
         return Fetch("const", offset=INLINED | copy,
                      why="inlined: the caller is the function the copy is in")
-    rule = b.dwarf.cfa_rule_at(site.address)
+    rule = b.dwarf.frames.cfa_rule_at(site.address)
     holder = b.function_at(site.address)
     if rule is None and holder is not None and b.start_of(holder) == site.address:
         rule = ("rsp", 8)  # a function's first instruction: the return address on top

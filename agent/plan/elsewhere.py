@@ -10,7 +10,7 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 
-from agent.config.probes import Probe, Value
+from agent.config.model import Probe, Value
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Site
@@ -60,7 +60,7 @@ def _later(b: Binary, function: str, param: str) -> str:
     if var is None:
         return ""
     for pc in b.functions.location_starts(die, param):
-        cfa = b.dwarf.cfa_at(pc)
+        cfa = b.dwarf.frames.cfa_at(pc)
         if pc <= sym.address or cfa is None:
             continue
         loc = b.functions.location_at(die, pc, cfa, param, var.size)

@@ -34,7 +34,7 @@ from agent.binary import sites
 from agent.binary.dwarf import source as src
 from agent.binary.dwarf.lines import Scope
 from agent.binary.dwarf.locations import Piece
-from agent.config.probes import Probe
+from agent.config.model import Probe
 from agent.errors import NoopError, nearest
 from agent.plan import callers
 from agent.plan.binary import Binary

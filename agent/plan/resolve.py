@@ -20,10 +20,10 @@ from pathlib import Path
 
 from agent import cache
 from agent.binary import debuginfo
-from agent.binary.dwarf.reader import damage_said
+from agent.binary.dwarf.damage import damage_said
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope, of_pattern
-from agent.config.probes import Probe, Spec, Target
+from agent.config.model import Probe, Spec, Target
 from agent.config.reader import SpecError
 from agent.config.selector import NotRunning, Selector, binary_path, selector_of, through_proc
 from agent.errors import NoopError

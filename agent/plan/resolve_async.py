@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.binary.dwarf.reader import die_name, origin_of
-from agent.config.probes import DEFAULT_MAX, Probe, Value
+from agent.binary.dwarf.dies import die_name, origin_of
+from agent.config.model import DEFAULT_MAX, Probe, Value
 from agent.errors import NoopError, nearest
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op

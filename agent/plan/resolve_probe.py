@@ -16,7 +16,7 @@ from elftools.dwarf.die import DIE
 
 from agent.binary import proof
 from agent.binary.dwarf.functions import FunctionVars
-from agent.config.probes import MAX_SITES, Probe
+from agent.config.model import MAX_SITES, Probe
 from agent.config.reader import Mark, Problem
 from agent.errors import NoopError
 from agent.plan import callers, elsewhere, lines

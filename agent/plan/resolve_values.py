@@ -12,7 +12,7 @@ from elftools.dwarf.die import DIE
 
 from agent.binary.dwarf.functions import FunctionVars
 from agent.binary.dwarf.locations import Location
-from agent.config.probes import Probe, Step, Value
+from agent.config.model import Probe, Step, Value
 from agent.config.reader import Mark, Problem
 from agent.errors import nearest
 from agent.plan import callers

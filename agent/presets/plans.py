@@ -48,7 +48,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
 
 
 def _make(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
-    from agent.binary.dwarf.reader import damage_said
+    from agent.binary.dwarf.damage import damage_said
 
     with damage_said(path):
         return _preset(path, aggregate, given)

@@ -237,7 +237,7 @@ def _answer(binary: str, debug: str | None, kind: str, key: str, compute: Comput
     opened = _opened(binary, debug)
 
     def made() -> Any:
-        from agent.binary.dwarf.reader import damage_said
+        from agent.binary.dwarf.damage import damage_said
 
         with damage_said(opened.source.path):
             dwarf, namer = opened.reader(scope)
@@ -258,8 +258,8 @@ def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> An
 
 def struct_layout(binary: str, type_name: str, debug: str | None = None) -> dict[str, Any]:
     def compute(elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.binary.dwarf.dies import tag
         from agent.binary.dwarf.lookup import find_type
-        from agent.binary.dwarf.reader import tag
         from agent.binary.dwarf.types import layout_of
 
         try:
@@ -367,7 +367,7 @@ METADATA_SOURCE = "abi (signature from type metadata)"
 def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
     """A stripped Go binary's answer: each location is the ABI's, from a signature the
     type metadata keeps for methods reachable through an interface or reflection."""
-    from agent.binary.dwarf.reader import attr
+    from agent.binary.dwarf.dies import attr
 
     _sym, die = functions.find(function)
     signed = attr(die, "DW_AT_prototyped")

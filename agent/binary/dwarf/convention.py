@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from elftools.dwarf.die import DIE
 
 from agent.binary.abi.shape import Shape
-from agent.binary.dwarf.reader import attr, referred
+from agent.binary.dwarf.dies import attr, referred
 
 DW_CC_NOCALL = 0x3
 # Suffixes of the copies GCC (isra, constprop, part, cold) and LLVM (llvm: a local

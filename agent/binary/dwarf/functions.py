@@ -1,5 +1,6 @@
-"""Functions: find one by the name the binary gives it, list all, and say where each
-parameter and result lives at the function's first instruction.
+"""Where each parameter and result of a function lives at its first instruction (or
+at a pc inside it, or in a copy inlined elsewhere), with its type. ``Functions`` adds
+this to the lookups of ``listing.Listing``.
 
 DWARF locations come first; where DWARF is silent or only valid after the prologue
 (Go results, C/Rust at -O0, optimized-out values), the platform ABI answers, and each
@@ -8,23 +9,19 @@ value says which source was used.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from functools import cached_property
 
 from elftools.dwarf.die import DIE
 
-from agent import cache
 from agent.binary.abi import goabi, sysv
 from agent.binary.abi.shape import Shape
-from agent.binary.demangle import demangle, strip_suffix
 from agent.binary.dwarf import convention
+from agent.binary.dwarf.dies import attr, die_name, origin_of
+from agent.binary.dwarf.listing import Inlined, Listing
 from agent.binary.dwarf.locations import Location, LocationReader, Unavailable
-from agent.binary.dwarf.reader import Dwarf, attr, die_name, origin_of
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.shapes import shape_of
 from agent.binary.dwarf.types import TypeNamer
-from agent.binary.elf import Symbol
-from agent.errors import NoopError, NotFound
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,75 +47,12 @@ class FunctionVars:
     results: tuple[Variable, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Inlined:
-    """A copy of a function compiled into another one (DW_TAG_inlined_subroutine)."""
-
-    entry: int  # DW_AT_entry_pc, else the lowest address of the copy
-    die: DIE
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionSummary:
-    name: str
-    address: int
-    size: int
-    inlined: int  # DW_TAG_inlined_subroutine instances of this function
-
-
-_offsets = cache.shaped(dict[str, list[int]])  # DIE offsets by name, as cached
-
-
-def _by_offset(value: object) -> dict[str, list[int]]:
-    """The cached inlined index: DIE offsets by a DIE offset written in decimal."""
-    index: dict[str, list[int]] = _offsets(value)
-    # _named reads each key as a number, and inlined() looks one up as str(offset)
-    if not all(k.isascii() and k.isdigit() and str(int(k)) == k for k in index):
-        raise ValueError("an inlined index keyed by other than offsets")
-    return index
-
-
-class Functions:
-    """Function lookups over one binary."""
+class Functions(Listing):
+    """Function lookups over one binary, and where each function's values live."""
 
     def __init__(self, dwarf: Dwarf, namer: TypeNamer) -> None:
-        self.dwarf = dwarf
-        self.namer = namer
+        super().__init__(dwarf, namer)
         self.locations = LocationReader(dwarf)
-        self._index: dict[str, list[int]] | None = None
-        self._names: dict[str, list[int]] | None = None
-        # What questions about a few functions found, reading only the units they need:
-        # a function's name-holding DIEs with copies, and each such DIE's copies.
-        self._keys: dict[str, list[int]] = {}
-        self._copies: dict[int, list[int]] = {}
-
-    @cached_property
-    def symbols(self) -> dict[str, Symbol]:
-        """Function symbols by the name a user writes (Rust's names demangled)."""
-        out: dict[str, Symbol] = {}
-        for sym in self.dwarf.elf.function_symbols():
-            out.setdefault(sym.name, sym)
-            plain = self.display_name(sym.name)
-            if plain != sym.name:
-                out.setdefault(plain, sym)
-        return out
-
-    def find(self, name: str) -> tuple[Symbol, DIE]:
-        """The function's symbol and DWARF entry. A function that exists only as
-        inlined copies has a symbol of address 0 and size 0 (``only_inlined``) and the
-        DIE that names it."""
-        sym = self.symbols.get(name)
-        if sym is None and name.startswith(("struct ", "fn ")):
-            sym = self.symbols.get(name.split(" ", 1)[1])
-        if sym is None and self.only_inlined(name):
-            return Symbol(name, 0, 0), self.dwarf.die_at(self._keys_of(name)[0])
-        if sym is None:
-            raise NotFound("function", name, self._every_name())
-        die = self.dwarf.subprogram_at(sym.address)
-        if die is None:
-            raise NoopError(f"function {name!r} has a symbol but no DWARF entry",
-                            "it may come from assembly or a library built without -g")
-        return sym, die
 
     def param_types(self, name: str) -> dict[str, DIE | None]:
         """Each named parameter's type DIE (what selectors walk from)."""
@@ -129,155 +63,6 @@ class Functions:
                      if c.tag == "DW_TAG_formal_parameter"]
         return {die_name(d) or f"~p{i}": self.dwarf.ref(d) for i, d in enumerate(decls)
                 if not attr(d, "DW_AT_variable_parameter")}
-
-    def _inlined_index(self) -> dict[str, list[int]]:
-        """Offsets of every inlined copy, by the offset of the function's abstract DIE:
-        one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
-        if self._index is not None:
-            return self._index
-        build_id = self.dwarf.cache_id
-        index = cache.get(build_id, "inlined", "v1", load=_by_offset) if build_id else None
-        if index is None:
-            index = self.dwarf.inlined_index()
-            if build_id:
-                cache.put(build_id, "inlined", "v1", index)
-        self._index = index
-        return index
-
-    def _named(self) -> dict[str, list[int]]:
-        """The DIEs naming inlined functions (keys of the inlined index), by the name a
-        user writes; rustc writes a function's DIE again in each unit it is inlined
-        in. One pass over the index, cached by build-id."""
-        if self._names is not None:
-            return self._names
-        build_id = self.dwarf.cache_id
-        got = cache.get(build_id, "inlined-names", "v1", load=_offsets) if build_id else None
-        if got is None:
-            got = {}
-            keys = {int(k) for k in self._inlined_index()}
-            fast = self.dwarf.names_at(keys)
-            for key in sorted(keys):
-                name = fast.get(key) if fast is not None else \
-                    self.function_name(self.dwarf.die_at(key))
-                if name:
-                    got.setdefault(name, []).append(key)
-            if build_id:
-                cache.put(build_id, "inlined-names", "v1", got)
-        self._names = got
-        return got
-
-    def copies(self, name: str) -> list[str]:
-        """The symbols of other copies of function ``name``: the same mangled symbol but
-        for LLVM's ``.llvm.N`` (rustc's copies of one function in several codegen units:
-        its hash says it is the same function), at other addresses, by their own
-        symbol names. Two C functions of one name (statics of two files) are not
-        copies of each other."""
-        first = self.symbols.get(name)
-        if first is None or not first.name.startswith(("_ZN", "_R")):
-            return []
-        base = strip_suffix(first.name)
-        seen = {first.address}
-        out = []
-        for sym in self.dwarf.elf.function_symbols():
-            if sym.size and sym.address not in seen and strip_suffix(sym.name) == base:
-                seen.add(sym.address)
-                out.append(sym.name)
-        return out
-
-    def dwarf_name(self, name: str) -> str:
-        """The name DWARF gives function ``name`` (a symbol's name may differ: rustc's
-        legacy symbols write a closure as ``{{closure}}``, DWARF as ``{async_fn_env#0}``
-        or ``{closure#0}``); '' when DWARF has none."""
-        sym = self.symbols.get(name)
-        die = self.dwarf.subprogram_at(sym.address) if sym is not None else None
-        return self.function_name(origin_of(die)) if die is not None else ""
-
-    def only_inlined(self, name: str) -> bool:
-        """Whether ``name`` exists only as copies inlined into other functions."""
-        return name not in self.symbols and bool(self._keys_of(name))
-
-    def inlined_names(self) -> list[str]:
-        """Functions that exist only as inlined copies."""
-        return [n for n in self._named() if n not in self.symbols]
-
-    def inlined_among(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool]
-                      ) -> list[str]:
-        """The functions that exist only as inlined copies and whose name ``keep``
-        accepts, among those whose own name and the namespaces and types they are in
-        name all parts of one of ``names``: read from the units that mention them (and
-        those their copies are in), not from every unit."""
-        got = self._targeted(names, keep)
-        if got is None:
-            return [n for n in self.inlined_names() if keep(n)]
-        return [n for n in got if n not in self.symbols]
-
-    def _every_name(self) -> Iterator[str]:
-        """Every function's name, the inlined-only ones read when first asked for."""
-        yield from self.symbols
-        yield from self._named()
-
-    def _keys_of(self, name: str) -> list[int]:
-        """The DIEs holding function ``name`` that inlined copies lead to."""
-        if self._names is not None:
-            return self._names.get(name, [])
-        go = self.dwarf.language == "go"
-        if name not in self._keys:
-            got = self._targeted([name_parts(name) if not go else (name,)],
-                                 lambda n: n == name, own=True)
-            # C++'s conversion operators name a type, whose "::" no scope splits
-            if got is not None and (go or (_balanced(name) and "operator" not in name)):
-                self._keys.setdefault(name, [])  # no unit names it: there is none
-        if name not in self._keys:  # the raw reader could not say: every unit
-            self._keys[name] = self._named().get(name, [])
-        return self._keys[name]
-
-    def _targeted(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],
-                  own: bool = False) -> dict[str, list[int]] | None:
-        """The name-holding DIEs with copies of the functions ``keep`` accepts among
-        those ``names`` mention (``Tree.keys``), kept for later questions; None when the
-        raw reader cannot read them."""
-        keys = self.dwarf.function_keys(names, keep, own)
-        index = self.dwarf.copies([k for ks in keys.values() for k in ks]) \
-            if keys is not None else None
-        if keys is None or index is None:
-            return None
-        self._copies.update(index)
-        # a function named so with no copies has none: said, not asked again
-        self._keys.update({n: [k for k in ks if index.get(k)] for n, ks in keys.items()})
-        # in the whole index's order: by each name's first DIE with copies
-        return {n: self._keys[n] for n in sorted((n for n in keys if self._keys[n]),
-                                                 key=lambda n: min(self._keys[n]))}
-
-    def _copies_of(self, key: int) -> list[int]:
-        """The inlined copies of the function whose name-holding DIE is at ``key``."""
-        if self._index is not None:
-            return self._index.get(str(key), [])
-        if key not in self._copies:
-            got = self.dwarf.copies([key])
-            if got is None:
-                return self._inlined_index().get(str(key), [])
-            self._copies[key] = got.get(key, [])
-        return self._copies[key]
-
-    def inlined(self, name: str) -> tuple[Inlined, ...]:
-        """The function's inlined copies with code, by entry address."""
-        _sym, die = self.find(name)
-        keys = {origin_of(die).offset}
-        if self.dwarf.unit_language(die.cu) != "go":  # Go names a function once
-            keys.update(self._keys_of(self.display_name(name)))
-        out = []
-        for offset in (o for k in sorted(keys) for o in self._copies_of(k)):
-            copy = self.dwarf.die_at(offset)
-            entry = attr(copy, "DW_AT_entry_pc")
-            ranges = self.dwarf.ranges(copy)
-            if isinstance(entry, int) and ranges and \
-                    copy.attributes["DW_AT_entry_pc"].form.startswith("DW_FORM_data"):
-                entry += ranges[0][0]  # DWARF 5: an offset from the copy's first address
-            if not isinstance(entry, int) or not entry:
-                entry = min((lo for lo, _hi in ranges), default=0)
-            if entry:
-                out.append(Inlined(entry, copy))
-        return tuple(sorted(out, key=lambda c: c.entry))
 
     def location_at(self, die: DIE, pc: int, cfa: int, param: str, size: int
                     ) -> Location | None:
@@ -292,10 +77,6 @@ class Functions:
         var = _param_die(die, param)
         return sorted(lo for lo, _hi, _e in self.locations.ranges(var)) if var else []
 
-    def display_name(self, symbol: str) -> str:
-        """A symbol as a user writes it (Rust's names demangled, LLVM's suffixes off)."""
-        return demangle(symbol) or symbol
-
     def inlined_location(self, copy: Inlined, param: str, size: int, pc: int | None = None
                          ) -> Location | None:
         """Where parameter ``param`` of an inlined copy is at its entry (or at ``pc``,
@@ -309,7 +90,7 @@ class Functions:
         # C and Rust: a slot in the caller's frame is read from rsp there, through the
         # caller's frame base and the call-frame information at the copy's entry.
         outer = outer_subprogram(self.dwarf, copy.die)
-        cfa = self.dwarf.cfa_at(pc)
+        cfa = self.dwarf.frames.cfa_at(pc)
         return self._param_location(copy.die, param, size, pc,
                                     frame_base(outer) if outer is not None else None, cfa)
 
@@ -531,26 +312,6 @@ class Functions:
                         "abi" if abi_loc is not None else "none",
                         "at each RET" if abi_loc is not None else "")
 
-    def summaries(self) -> tuple[FunctionSummary, ...]:
-        """Every function symbol with its inlined-instance count, then the functions
-        that exist only inlined (address and size 0), from the inlined index."""
-        index = self._inlined_index()
-        inlined = {name: sum(len(index.get(str(k), ())) for k in keys)
-                   for name, keys in self._named().items()}
-        syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
-        out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
-               for s in syms for shown in [self.display_name(s.name)]]
-        named = {f.name for f in out}
-        out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
-                if n and n not in named and n not in self.symbols]
-        return tuple(out)
-
-    def function_name(self, decl: DIE) -> str:
-        """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""
-        if self.dwarf.unit_language(decl.cu) == "go":
-            return die_name(decl) or ""
-        return self.namer.qualified(decl)
-
 
 def outer_subprogram(dwarf: Dwarf, die: DIE) -> DIE | None:
     """The out-of-line subprogram an inlined copy (or a block) is in."""
@@ -558,44 +319,6 @@ def outer_subprogram(dwarf: Dwarf, die: DIE) -> DIE | None:
     while at is not None and at.tag != "DW_TAG_subprogram":
         at = dwarf.parent(at)
     return at
-
-
-def name_parts(name: str) -> tuple[str, ...]:
-    """The parts of a qualified name (``a::B<c::D>::f`` -> ``a``, ``B<c::D>``, ``f``: the
-    DW_AT_names of a DIE and the scopes it is in), ``::`` inside brackets not counted."""
-    depth = last = i = 0
-    parts = []
-    while i < len(name):
-        if name.startswith("->", i):
-            i += 2
-            continue
-        c = name[i]
-        if c in "<([":
-            depth += 1
-        elif c in ">)]":
-            depth -= 1
-        elif depth == 0 and name.startswith("::", i):
-            parts.append(name[last:i])
-            last = i = i + 2
-            continue
-        i += 1
-    return (*parts, name[last:])
-
-
-def _balanced(name: str) -> bool:
-    """Whether every bracket of ``name`` closes (then ``name_parts`` splits it as
-    DWARF's names nest)."""
-    depth = 0
-    for c in name.replace("->", ""):
-        depth += (c in "<([") - (c in ">)]")
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def own_name(name: str) -> str:
-    """The last part of a qualified name: what its DIE's DW_AT_name holds."""
-    return name_parts(name)[-1]
 
 
 def frame_base(die: DIE) -> list[int] | None:

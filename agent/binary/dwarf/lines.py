@@ -18,7 +18,8 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.typeunit import TypeUnit
 
-from agent.binary.dwarf.reader import Dwarf, attr
+from agent.binary.dwarf.dies import attr
+from agent.binary.dwarf.reader import Dwarf
 
 BODY_TAGS = ("DW_TAG_subprogram", "DW_TAG_inlined_subroutine")
 SCOPE_TAGS = (*BODY_TAGS, "DW_TAG_lexical_block")

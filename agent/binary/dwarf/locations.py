@@ -18,7 +18,8 @@ from elftools.dwarf.dwarf_expr import DWARFExprParser
 from elftools.dwarf.locationlists import BaseAddressEntry, LocationEntry
 
 from agent.binary.amd64 import DWARF_REGS, RETURN_ADDRESS_SIZE, SP
-from agent.binary.dwarf.reader import Dwarf, attr
+from agent.binary.dwarf.dies import attr
+from agent.binary.dwarf.reader import Dwarf
 
 
 @dataclass(frozen=True, slots=True)

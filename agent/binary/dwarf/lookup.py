@@ -2,18 +2,28 @@
 
 Names: Go ``github.com/prometheus/client_golang/prometheus.counter``; Rust and C++
 ``crate::module::Type``; C ``job`` or ``struct job`` for ``struct job``.
+
+The index is read from the raw bytes where the scan can read them, else from each
+unit's DIEs as pyelftools reads them (Go's types units first).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
+from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
+from elftools.dwarf.enums import ENUM_DW_TAG
 
 from agent import cache
-from agent.binary.dwarf import asks
-from agent.binary.dwarf.functions import name_parts
-from agent.binary.dwarf.reader import Dwarf, attr
+from agent.binary.dwarf import asks, scan
+from agent.binary.dwarf.damage import SCAN_ERRORS
+from agent.binary.dwarf.dies import NAMESPACE_TAGS, attr, die_name
+from agent.binary.dwarf.listing import name_parts
+from agent.binary.dwarf.reader import Dwarf
+from agent.binary.dwarf.sections import section_bytes
+from agent.binary.dwarf.writer import TYPES_UNIT
 from agent.errors import NotFound
 
 _AGGREGATES = frozenset({"DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"})
@@ -22,6 +32,12 @@ _TAG_NUMBERS = {"struct": 0x13, "union": 0x17, "class": 0x02, "enum": 0x04}
 _KEYWORDS = ("struct ", "union ", "class ", "enum ")
 GO_TYPES = "go-types-v2"  # the index of Go's types units (v2: every unit named runtime)
 _cached_index = cache.shaped(dict[str, list[int]])  # an index as the cache keeps it
+TYPE_TAGS = frozenset({
+    "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type", "DW_TAG_typedef",
+    "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
+    "DW_TAG_array_type", "DW_TAG_subroutine_type",
+})
+_TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
 
 
 def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
@@ -46,16 +62,16 @@ def _index(dwarf: Dwarf, complete: bool) -> dict[str, list[int]]:
         dwarf.type_indexes[key] = index
         return index
     index = {}
-    units = dwarf.go_type_units() if key == GO_TYPES else list(dwarf.type_units())
+    units = go_type_units(dwarf) if key == GO_TYPES else list(type_units(dwarf))
     for cu in list(units) if key == GO_TYPES else []:
-        fast = dwarf.top_types(cu)
+        fast = top_types(dwarf, cu)
         if fast is None:
             continue
         for name, tag, offset in fast:  # Go's types unit, read from the raw bytes
             _add(index, name, offset, tag in _AGGREGATES)
         units.remove(cu)
     for cu in units:
-        for name, die in dwarf.iter_named_types(cu):
+        for name, die in iter_named_types(dwarf, cu):
             if attr(die, "DW_AT_declaration"):
                 continue  # an incomplete C type: the definition lives elsewhere
             _add(index, name, die.offset, die.tag in _AGGREGATES)
@@ -151,3 +167,54 @@ def _lookup(dwarf: Dwarf, name: str, index: dict[str, list[int]]) -> DIE | None:
                 dies = [d for d in dies if d.tag == tag] or dies
             return max(dies, key=lambda d: (d.tag in _AGGREGATES, d.has_children))
     return None
+
+
+# -- each unit's types, where the index is not read from the tree ---------------------
+
+
+def type_units(dwarf: Dwarf) -> Iterator[CompileUnit]:
+    """Units in the order types are most likely found: Go's in ``go_type_units``."""
+    first = go_type_units(dwarf) if dwarf.language == "go" else []
+    yield from first
+    yield from (cu for cu in dwarf.units if cu not in first)
+
+
+def go_type_units(dwarf: Dwarf) -> list[CompileUnit]:
+    """The units that hold a Go program's types: noop's "go.types" in DWARF made
+    from metadata; else those named ``runtime``, where the linker writes them (the
+    last of them, or, with cgo, another), the largest first."""
+    names = [(cu, die_name(cu.get_top_DIE())) for cu in dwarf.units]
+    made = [cu for cu, n in names if n == TYPES_UNIT]
+    return made[:1] or sorted((cu for cu, n in names if n == "runtime"),
+                              key=lambda cu: -cu["unit_length"])
+
+
+def top_types(dwarf: Dwarf, cu: CompileUnit) -> list[tuple[str, str, int]] | None:
+    """(name, tag, offset) of the named type definitions directly under ``cu`` as
+    ``scan`` reads them from the raw bytes (what ``iter_named_types`` yields for a Go
+    unit, without a DIE object each); None when the scan cannot read them."""
+    strs = dwarf.info.debug_str_sec
+    try:
+        info, abbrev = dwarf.raw
+        got = scan.top_types(info, abbrev, cu.cu_offset,
+                             frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
+                             section_bytes(strs) if strs is not None else b"")
+    except SCAN_ERRORS:
+        return None
+    return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
+
+
+def iter_named_types(dwarf: Dwarf, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
+    """(qualified name, DIE) for every named type at top level or inside namespaces."""
+    lang = dwarf.unit_language(cu)
+    sep = "::" if lang in ("rust", "c++") else "."
+
+    def walk(parent: DIE, prefix: str) -> Iterator[tuple[str, DIE]]:
+        for die in parent.iter_children():
+            name = die_name(die)
+            if die.tag in TYPE_TAGS and name:
+                yield (prefix + name if lang != "go" else name), die
+            if die.tag in NAMESPACE_TAGS and name and lang != "go" and die.has_children:
+                yield from walk(die, prefix + name + sep)
+
+    yield from walk(cu.get_top_DIE(), "")

@@ -2,7 +2,9 @@
 
 Go binaries hold ~10,000 functions and hundreds of thousands of DIEs; this module
 parses only the compile units a query needs (Go puts every type in one unit, and a
-function's unit is found from its address), never the whole tree unless asked.
+function's unit is found from its address), never the whole tree unless asked. One
+DIE's own facts are ``dies``'s, damaged DWARF ``damage``'s, the call-frame
+information ``frames``'s, and the index of named types ``lookup``'s.
 """
 
 from __future__ import annotations
@@ -10,106 +12,34 @@ from __future__ import annotations
 import bisect
 import struct
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 from elftools.common.exceptions import DWARFError, ELFError
-from elftools.dwarf.abbrevtable import AbbrevDecl, AbbrevTable
-from elftools.dwarf.callframe import FDE, CallFrameInfo
+from elftools.dwarf.abbrevtable import AbbrevTable
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarfinfo import DWARFInfo
-from elftools.dwarf.enums import ENUM_DW_TAG
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
 
-from agent import cache
 from agent.binary import debuginfo
-from agent.binary.amd64 import DWARF_REGS
 from agent.binary.dwarf import asks, scan
+from agent.binary.dwarf.damage import SCAN_ERRORS, CheckedAbbrevs
+from agent.binary.dwarf.dies import NAMESPACE_TAGS, attr, high_pc, origin_of, referred
+from agent.binary.dwarf.frames import CallFrames
 from agent.binary.dwarf.sections import dwarf_info, section_bytes, text
 from agent.binary.dwarf.tree import Tree
-from agent.binary.dwarf.writer import TYPES_UNIT
 from agent.binary.elf import ElfFile
 from agent.errors import BinaryError
-
-# Go's own DWARF attributes (cmd/internal/dwarf): the reflect kind of a type.
-DW_AT_GO_KIND = 0x2900
 
 # DW_AT_language codes noop distinguishes.
 _LANGUAGES = {0x16: "go", 0x1C: "rust", 0x01: "c", 0x02: "c", 0x0C: "c", 0x1D: "c",
               0x2C: "c", 0x04: "c++", 0x1A: "c++", 0x21: "c++", 0x2B: "c++"}
 
-TYPE_TAGS = frozenset({
-    "DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type", "DW_TAG_typedef",
-    "DW_TAG_base_type", "DW_TAG_enumeration_type", "DW_TAG_pointer_type",
-    "DW_TAG_array_type", "DW_TAG_subroutine_type",
-})
 _T = TypeVar("_T")
-# What reading raw DWARF raises on a form or layout it does not know.
-_SCAN_ERRORS = (ValueError, IndexError, KeyError, struct.error, AttributeError,
-                OverflowError)  # a value past 2**63 in an array of offsets
-# What reading a damaged binary's DWARF may raise, beyond noop's own errors.
-DAMAGE = (*_SCAN_ERRORS, ELFError, DWARFError, RecursionError)
-_TAG_NAMES = {v: k for k, v in ENUM_DW_TAG.items()}
-_SCOPE_TAGS = frozenset({"DW_TAG_namespace", "DW_TAG_structure_type", "DW_TAG_class_type",
-                         "DW_TAG_union_type", "DW_TAG_enumeration_type"})
-
-
-def tag(die: DIE) -> str:
-    """The DIE's tag name (pyelftools gives an int for tags it does not know)."""
-    if isinstance(die.tag, str):
-        return die.tag
-    return f"DW_TAG_{die.tag:#x}" if isinstance(die.tag, int) else "DW_TAG_null"
-
-
-def attr(die: DIE, name: str | int, default: Any = None) -> Any:
-    a = die.attributes.get(name)  # type: ignore[arg-type]  # Go's own codes are ints
-    return default if a is None else a.value
-
-
-_REF_FORMS = frozenset({"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8",
-                        "DW_FORM_ref_udata", "DW_FORM_ref_addr", "DW_FORM_ref_sig8",
-                        "DW_FORM_ref_sup4", "DW_FORM_ref_sup8", "DW_FORM_GNU_ref_alt"})
-
-
-class _CheckedAbbrevs(AbbrevTable):
-    """An abbreviation table whose missing code is a DWARFError (pyelftools' own error of
-    malformed DWARF, which ``damage_said`` reports) rather than a bare KeyError."""
-
-    def get_abbrev(self, code: int) -> AbbrevDecl:
-        got = self._abbrev_map.get(code)
-        if got is None:
-            raise DWARFError(f"a DIE has abbreviation code {code}, which its unit's table "
-                             "does not have")
-        return got
-
-
-@contextmanager
-def damage_said(path: str | Path) -> Iterator[None]:
-    """pyelftools' own errors of malformed input (ELFError, DWARFError: a reference
-    past its unit, a value cut off, an unknown form) as one line naming the file; no
-    other exception is touched."""
-    try:
-        yield
-    except (ELFError, DWARFError) as exc:
-        raise BinaryError(f"{path}: its debug info is damaged: "
-                          f"{' '.join(str(exc).split())}",
-                          "rebuild it, or give an intact debug file with --debuginfo"
-                          ) from None
-    except RecursionError:  # pyelftools walks a DIE's children recursively
-        raise BinaryError(f"{path}: its debug info is damaged: its DIEs nest deeper than "
-                          "any program's (their tree is broken)",
-                          "rebuild it, or give an intact debug file with --debuginfo"
-                          ) from None
-
-
-def die_name(die: DIE) -> str | None:
-    v = attr(die, "DW_AT_name")
-    return v.decode(errors="replace") if isinstance(v, bytes) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +77,7 @@ class Dwarf:
                 if section is None or offset >= section.size:
                     raise DWARFError(f"an abbreviation table at +{offset:#x} is past the "
                                      ".debug_abbrev section's end")
-                tables[offset] = _CheckedAbbrevs(self.info.structs, section.stream, offset)
+                tables[offset] = CheckedAbbrevs(self.info.structs, section.stream, offset)
             return tables[offset]
 
         self.info.get_abbrev_table = abbrev_table  # type: ignore[method-assign]
@@ -224,36 +154,7 @@ class Dwarf:
         """The DIE an attribute refers to (None for ``void``)."""
         return referred(die, name)
 
-    # -- types -----------------------------------------------------------------
-
-    def type_units(self) -> Iterator[CompileUnit]:
-        """Units in the order types are most likely found: Go's in ``go_type_units``."""
-        first = self.go_type_units() if self.language == "go" else []
-        yield from first
-        yield from (cu for cu in self.units if cu not in first)
-
-    def go_type_units(self) -> list[CompileUnit]:
-        """The units that hold a Go program's types: noop's "go.types" in DWARF made
-        from metadata; else those named ``runtime``, where the linker writes them (the
-        last of them, or, with cgo, another), the largest first."""
-        names = [(cu, die_name(cu.get_top_DIE())) for cu in self.units]
-        made = [cu for cu, n in names if n == TYPES_UNIT]
-        return made[:1] or sorted((cu for cu, n in names if n == "runtime"),
-                                  key=lambda cu: -cu["unit_length"])
-
-    def top_types(self, cu: CompileUnit) -> list[tuple[str, str, int]] | None:
-        """(name, tag, offset) of the named type definitions directly under ``cu`` as
-        ``scan`` reads them from the raw bytes (what ``iter_named_types`` yields for a Go
-        unit, without a DIE object each); None when the scan cannot read them."""
-        strs = self.info.debug_str_sec
-        try:
-            info, abbrev = self.raw
-            got = scan.top_types(info, abbrev, cu.cu_offset,
-                                 frozenset(ENUM_DW_TAG[t] for t in TYPE_TAGS),
-                                 section_bytes(strs) if strs is not None else b"")
-        except _SCAN_ERRORS:
-            return None
-        return [(name, _TAG_NAMES[tag], offset) for name, tag, offset in got]
+    # -- questions the raw tree answers -----------------------------------------
 
     @cached_property
     def strings(self) -> scan.Strings:
@@ -270,7 +171,7 @@ class Dwarf:
         self.units  # noqa: B018 - the damage check says what is wrong, in one line
         try:
             return Tree(*self.raw, self.strings, self._tables)
-        except _SCAN_ERRORS:
+        except SCAN_ERRORS:
             return None
 
     def ask(self, question: Callable[[Tree], _T]) -> tuple[bool, _T | None]:
@@ -281,7 +182,7 @@ class Dwarf:
             return False, None
         try:
             return True, question(tree)
-        except _SCAN_ERRORS:
+        except SCAN_ERRORS:
             self.__dict__["tree"] = None
             return False, None
 
@@ -325,21 +226,6 @@ class Dwarf:
             return die.get_parent()
         return self.die_at(got) if isinstance(got, int) else None
 
-    def iter_named_types(self, cu: CompileUnit) -> Iterator[tuple[str, DIE]]:
-        """(qualified name, DIE) for every named type at top level or inside namespaces."""
-        lang = self.unit_language(cu)
-        sep = "::" if lang in ("rust", "c++") else "."
-
-        def walk(parent: DIE, prefix: str) -> Iterator[tuple[str, DIE]]:
-            for die in parent.iter_children():
-                name = die_name(die)
-                if die.tag in TYPE_TAGS and name:
-                    yield (prefix + name if lang != "go" else name), die
-                if die.tag in _SCOPE_TAGS and name and lang != "go" and die.has_children:
-                    yield from walk(die, prefix + name + sep)
-
-        yield from walk(cu.get_top_DIE(), "")
-
     # -- functions ---------------------------------------------------------------
 
     def ranges(self, die: DIE) -> list[tuple[int, int]]:
@@ -372,79 +258,10 @@ class Dwarf:
                for lo, hi in self.ranges(cu.get_top_DIE())]
         return tuple(sorted(out, key=lambda r: r.low))
 
-    def _fde_at(self, pc: int) -> FDE | None:
-        """The FDE covering ``pc``: from .debug_frame, found by a scan of the entries'
-        headers and parsed alone (pyelftools parses every entry to list them: seconds
-        for a large Go binary); else from the full list."""
-        sec = self.info.debug_frame_sec if self.info.has_CFI() else None
-        if sec is not None:  # x86-64: 8-byte addresses
-            try:
-                data = section_bytes(sec)
-                at = scan.fde_offset(data, pc)
-            except (ValueError, IndexError, struct.error):
-                at = -1
-            if at is not None and at >= 0:
-                cfi = CallFrameInfo(stream=sec.stream, size=sec.size, address=sec.address,
-                                    base_structs=self.info.structs)
-                entry = cfi._parse_entry_at(at)
-                if isinstance(entry, FDE) and entry.header["initial_location"] <= pc < (
-                        entry.header["initial_location"] + entry.header["address_range"]):
-                    return entry
-                at = -1  # not what the header scan took it for: the full list decides
-            if at is None:
-                return None
-        fdes = self._fdes
-        i = bisect.bisect_right(self._fde_starts, pc) - 1
-        if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
-            return None
-        return fdes[i][2]
-
     @cached_property
-    def _fdes(self) -> list[tuple[int, int, FDE]]:
-        entries = (self.info.CFI_entries() if self.info.has_CFI() else
-                   self.info.EH_CFI_entries() if self.info.has_EH_CFI() else [])
-        return sorted(((e["initial_location"], e["initial_location"] + e["address_range"], e)
-                       for e in entries if isinstance(e, FDE)), key=lambda t: t[0])
-
-    @cached_property
-    def _fde_starts(self) -> list[int]:
-        return [f[0] for f in self._fdes]
-
-    def cfa_at(self, pc: int) -> int | None:
-        """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
-        function's first instruction), from the call-frame information; None when it is
-        not rsp-based or not described."""
-        rule = self.cfa_rule_at(pc)
-        return rule[1] if rule is not None and rule[0] == "rsp" else None
-
-    def cfa_rule_at(self, pc: int) -> tuple[str, int] | None:
-        """The canonical frame address at ``pc`` as (register, offset): rsp plus the
-        frame's size, or rbp + 16 once a prologue has set up a frame pointer; None when
-        it is not described. Kept in the build-id cache: pyelftools parses every entry
-        of the binary to find one (seconds for a large Go program)."""
-        bid = self.cache_id
-        key = f"{pc:#x}"
-        if bid:
-            hit = cache.get(bid, "cfa-rule", key, load=_cfa_entry)
-            if hit is not None:
-                return hit[0]
-        rule = self._cfa_rule(pc)
-        if bid:
-            cache.put(bid, "cfa-rule", key, {"rule": list(rule) if rule else None})
-        return rule
-
-    def _cfa_rule(self, pc: int) -> tuple[str, int] | None:
-        fde = self._fde_at(pc)
-        if fde is None:
-            return None
-        rule = None
-        for row in fde.get_decoded().table:
-            if row["pc"] > pc:
-                break
-            rule = row.get("cfa")
-        if rule is None or rule.expr is not None or rule.reg not in DWARF_REGS:
-            return None
-        return DWARF_REGS[rule.reg], int(rule.offset)
+    def frames(self) -> CallFrames:
+        """The call-frame information: the canonical frame address at a pc."""
+        return CallFrames(self.info, lambda: self.cache_id)
 
     def unit_at(self, address: int) -> CompileUnit | None:
         """The unit whose code holds ``address``: the one .debug_aranges names, when its
@@ -544,53 +361,12 @@ class Dwarf:
                 yield cu, die
 
 
-def referred(die: DIE, name: str) -> DIE | None:
-    """The DIE attribute ``name`` refers to (None without one); a DWARFError when its
-    form is not a reference (damaged DWARF: pyelftools fails in its own message)."""
-    got = die.attributes.get(name)
-    if got is None:
-        return None
-    if got.form not in _REF_FORMS or not isinstance(got.raw_value, int):
-        raise DWARFError(f"{name} of the DIE at +{die.offset:#x} has form {got.form}, "
-                         "not a reference")
-    return die.get_DIE_from_attribute(name)
-
-
-def _cfa_entry(value: Any) -> tuple[tuple[str, int] | None]:
-    """A cached CFA rule, ``{"rule": [register, offset] | null}``, for ``cache.get``:
-    the rule in a 1-tuple (so that no rule is not a miss); anything else raises."""
-    rule = cache.check(dict[str, tuple[str, int] | None], value)["rule"]
-    if rule is not None and rule[0] not in DWARF_REGS.values():
-        raise ValueError(f"no register {rule[0]!r}")
-    return ((rule[0], rule[1]) if rule is not None else None,)
-
-
-def origin_of(die: DIE) -> DIE:
-    """The DIE holding name and type: follow abstract_origin / specification."""
-    for _ in range(4):
-        nxt = referred(die, "DW_AT_abstract_origin") or referred(die, "DW_AT_specification")
-        if nxt is None:
-            break
-        die = nxt
-    return die
-
-
 def _walk_scopes(parent: DIE) -> Iterator[DIE]:
     """Children of ``parent``, descending into namespaces and types (Rust/C++ methods)."""
     for die in parent.iter_children():
         yield die
-        if die.tag in _SCOPE_TAGS and die.has_children:
+        if die.tag in NAMESPACE_TAGS and die.has_children:
             yield from _walk_scopes(die)
-
-
-def high_pc(die: DIE) -> int:
-    """DW_AT_high_pc as an address (DWARF ≥ 4 may store it as a length)."""
-    a = die.attributes["DW_AT_high_pc"]
-    low = attr(die, "DW_AT_low_pc", 0)
-    if a.form in ("DW_FORM_addr", "DW_FORM_addrx", "DW_FORM_addrx1", "DW_FORM_addrx2",
-                  "DW_FORM_addrx4"):
-        return int(a.value)
-    return int(low) + int(a.value)
 
 
 def open_dwarf(path: str | Path) -> Dwarf:

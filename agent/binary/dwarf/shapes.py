@@ -5,7 +5,7 @@ from __future__ import annotations
 from elftools.dwarf.die import DIE
 
 from agent.binary.abi.shape import Shape
-from agent.binary.dwarf.reader import attr
+from agent.binary.dwarf.dies import attr
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
 
 _DW_ATE_FLOAT = 0x04

@@ -15,10 +15,10 @@ from typing import Any
 
 from elftools.dwarf.die import DIE
 
+from agent.binary.dwarf.dies import attr, die_name, origin_of
 from agent.binary.dwarf.functions import Functions, frame_base, outer_subprogram
 from agent.binary.dwarf.lines import Lines, Row, Scope, file_names, is_source_name, same_file
 from agent.binary.dwarf.locations import Location, Unavailable
-from agent.binary.dwarf.reader import attr, die_name, origin_of
 from agent.errors import NoopError, nearest
 
 VAR_TAGS = ("DW_TAG_formal_parameter", "DW_TAG_variable")
@@ -330,7 +330,7 @@ class Source:
         """The parameters and locals of the site's body and blocks, each where it is
         when the instruction at the site is about to run (or why it is not there)."""
         base = frame_base(site.subprogram)
-        rule = self.dwarf.cfa_rule_at(site.address)
+        rule = self.dwarf.frames.cfa_rule_at(site.address)
         out = []
         for scope in site.chain:
             declared = [c for c in scope.die.iter_children() if c.tag in VAR_TAGS]

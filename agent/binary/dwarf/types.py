@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 from elftools.dwarf.die import DIE
 
-from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name, tag
+from agent.binary.dwarf.dies import DW_AT_GO_KIND, attr, die_name, tag
+from agent.binary.dwarf.reader import Dwarf
 
 _QUALIFIERS = {"DW_TAG_const_type": "const", "DW_TAG_volatile_type": "volatile",
                "DW_TAG_restrict_type": "restrict", "DW_TAG_atomic_type": "_Atomic"}

@@ -12,8 +12,8 @@ from functools import partial
 from elftools.dwarf.die import DIE
 
 from agent.binary import sites
-from agent.binary.dwarf.functions import Inlined
-from agent.config.probes import Probe
+from agent.binary.dwarf.listing import Inlined
+from agent.config.model import Probe
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op

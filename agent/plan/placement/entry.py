@@ -15,7 +15,7 @@ from elftools.dwarf.die import DIE
 
 from agent.binary import sites
 from agent.binary.dwarf.functions import FunctionVars
-from agent.config.probes import Probe
+from agent.config.model import Probe
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch

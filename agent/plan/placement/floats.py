@@ -16,7 +16,7 @@ from agent.binary import sites
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.functions import FunctionVars
 from agent.binary.dwarf.locations import Location, Piece
-from agent.config.probes import Probe
+from agent.config.model import Probe
 from agent.plan import updates
 from agent.plan.binary import Binary
 from agent.plan.model import Site, ValueSpec
@@ -93,7 +93,7 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
                                   _calls_between(insns, first.address, insn.address)):
             break
         how = sites.handling(insn.raw)
-        cfa = b.dwarf.cfa_at(insn.address)
+        cfa = b.dwarf.frames.cfa_at(insn.address)
         if how != sites.REFUSED and cfa is not None and insn.address != sym.address:
             copied: set[str] = set()
             got = fetches_at(b, probe, specs, types, sizes, partial(

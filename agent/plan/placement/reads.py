@@ -11,7 +11,7 @@ from elftools.dwarf.die import DIE
 
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.locations import Location
-from agent.config.probes import Probe
+from agent.config.model import Probe
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import ValueSpec

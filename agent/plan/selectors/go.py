@@ -13,7 +13,7 @@ from functools import cached_property
 from elftools.dwarf.die import DIE
 
 from agent.binary.amd64 import is_vector
-from agent.binary.dwarf.reader import attr
+from agent.binary.dwarf.dies import attr
 from agent.errors import NoopError
 from agent.plan.fetches import Fetch, Op
 from agent.plan.selectors.kinds import Types

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from elftools.dwarf.die import DIE
 
-from agent.binary.dwarf.reader import DW_AT_GO_KIND, Dwarf, attr, die_name
+from agent.binary.dwarf.dies import DW_AT_GO_KIND, attr, die_name
+from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
 from agent.plan.selectors.places import Mem, Regs, SelectError, Seq, follow
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from elftools.dwarf.die import DIE
 
 from agent.binary.amd64 import is_vector
-from agent.binary.dwarf.reader import attr, die_name
+from agent.binary.dwarf.dies import attr, die_name
 from agent.plan.fetches import Op, decode_of
 from agent.plan.selectors.kinds import Enum, Types, Variant
 from agent.plan.selectors.places import Mem, Regs, Selected, SelectError, scalar_fetch

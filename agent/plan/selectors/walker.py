@@ -13,7 +13,7 @@ from elftools.dwarf.die import DIE
 from agent.binary.dwarf.locations import Location
 from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import TypeNamer
-from agent.config.probes import Step
+from agent.config.model import Step
 from agent.plan.fetches import Op, decode_of
 from agent.plan.selectors.go import GoSteps
 from agent.plan.selectors.places import (

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent.binary import sites
+from agent.binary.dwarf.dies import die_name
 from agent.binary.dwarf.locations import Location, Piece, Unavailable
-from agent.binary.dwarf.reader import die_name
-from agent.config.probes import parse_selector
+from agent.config.model import parse_selector
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
 from agent.plan.model import ValueSpec

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from elftools.dwarf.die import DIE
 
 from agent.binary import sites
-from agent.binary.dwarf.functions import own_name
-from agent.binary.dwarf.reader import die_name, origin_of
+from agent.binary.dwarf.dies import die_name, origin_of
+from agent.binary.dwarf.listing import own_name
 from agent.plan.binary import Binary
 from agent.presets.rust_prometheus.facts import DESC_DROP
 

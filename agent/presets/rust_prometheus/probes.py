@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from agent.binary import guards, sites
 from agent.binary.dwarf.locations import Piece
-from agent.config.probes import parse_selector
+from agent.config.model import parse_selector
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch
 from agent.plan.model import Site, ValueSpec
