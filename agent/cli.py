@@ -1,79 +1,19 @@
 """Command line: ``noop --binary B`` / ``noop --config F`` (trace in the terminal),
-``noop check``, and the API hunt ``funcs|struct|vars|lines``, plus ``doctor|headers``. User
-mistakes are one line each, never a traceback."""
+``noop check``, ``run``, ``bench``, and the API hunt ``funcs|struct|vars|lines``, plus
+``doctor|headers``: the grammar and ``main`` here, what each command does in
+``commands``. User mistakes are one line each, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from agent import __version__, logs
+from agent import __version__, commands, logs
 from agent.errors import NoopError
-
-
-def _emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> int:
-    if args.json:
-        json.dump(data, sys.stdout, indent=None if isinstance(data, list) else 2)
-        sys.stdout.write("\n")
-    else:
-        print(human(data))
-    return 0
-
-
-def cmd_funcs(args: argparse.Namespace) -> int:
-    from agent.tools import inspect, render
-    rows = inspect.function_list(args.binary, args.glob, args.debuginfo)
-    if not rows and args.glob:
-        raise NoopError(f"no function matches {args.glob!r}",
-                        "globs match whole names: try '*" + args.glob.strip("*") + "*'")
-    if args.json:  # with what the build says of itself: Go and module versions
-        return _emit(args, {**inspect.build_facts(args.binary, args.debuginfo),
-                            "functions": rows},
-                     render.funcs_table)
-    return _emit(args, rows, render.funcs_table)
-
-
-def cmd_struct(args: argparse.Namespace) -> int:
-    from agent.tools import inspect, render
-    return _emit(args, inspect.struct_layout(args.binary, args.type, args.debuginfo),
-                 render.struct)
-
-
-def cmd_vars(args: argparse.Namespace) -> int:
-    from agent.tools import inspect, render
-    if _at_line(args.function):
-        return _emit(args, inspect.line_vars(args.binary, args.function, args.debuginfo),
-                     render.line_vars_table)
-    return _emit(args, inspect.function_vars(args.binary, args.function, args.debuginfo),
-                 render.vars_table)
-
-
-def _at_line(text: str) -> bool:
-    """Whether a vars argument names a line (FUNCTION:LINE, FILE:LINE)."""
-    head, sep, tail = text.rpartition(":")
-    return bool(sep and head and tail.isdigit() and not head.endswith(":"))
-
-
-def cmd_lines(args: argparse.Namespace) -> int:
-    from agent.tools import inspect, render
-    return _emit(args, inspect.function_lines(args.binary, args.function, args.source,
-                                              args.debuginfo), render.lines_table)
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from agent.tools import doctor
-    return doctor.main(["--json"] if args.json else [])
-
-
-def cmd_headers(args: argparse.Namespace) -> int:
-    from agent.kernel import kheaders
-    return kheaders.main_prepare([])
 
 
 def _pid(text: str) -> int:
@@ -120,183 +60,6 @@ def _rate(text: str) -> tuple[str | None, float]:
 def _duration(text: str) -> float:
     """Seconds, with or without an s: ``5s``, ``2.5``."""
     return _seconds(text.removesuffix("s") if text.endswith("s") else text)
-
-
-def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
-    """The plan named on the command line: a spec (--config) or the preset (--binary);
-    ``aggregate``: the preset's in-kernel aggregates too (noop run)."""
-    if args.config:
-        from agent.config import probes as spec
-        from agent.config.model import override
-        from agent.plan import resolve
-        loaded = spec.load(args.config)
-        if args.binary or args.pid or args.debuginfo:
-            loaded = override(loaded, args.binary, args.pid, args.debuginfo)
-        from agent.kernel.kfeatures import xmm_helper_available
-        from agent.live.discover import Locator
-        # noop run waits for targets no process runs yet; the other commands say so.
-        plan = resolve.resolve(loaded, xmm_helper_available() is not None, wait=aggregate,
-                               where=Locator())
-        for warning in plan.warnings:
-            logs.say(f"warning: {warning}", logs.WARNING)
-        return plan
-    if args.binary:
-        from agent.presets import plans as presets
-        try:
-            plan = presets.plan(args.binary, args.pid, aggregate, args.debuginfo)
-        except NoopError as exc:
-            exc.exit_code = 2  # the command line named something noop cannot use
-            raise
-        for warning in plan.warnings:  # updates the preset cannot see, said once
-            logs.say(f"warning: {warning}", logs.WARNING)
-        if aggregate and getattr(args, "mirror", "off") == "memory":
-            plan = presets.memory_only(plan)  # the mirror reads every value
-        return plan
-    raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
-                    "or the prometheus crate) or --config probes.yaml")
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    if args.schema:
-        from agent.config.schema import json_schema
-        print(json.dumps(json_schema(), indent=2))
-        return 0
-    from agent.tools import estimate
-    costs_later = None if args.emit_c or args.measure else \
-        estimate.costs_ahead(calibrate=os.geteuid() == 0)  # beside resolving: no wait
-    try:
-        plan = _plan(args, args.run)
-    except BaseException:
-        if costs_later is not None:
-            costs_later()  # its loop file is removed before noop exits
-        raise
-    from agent.kernel import codegen
-    from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
-    from agent.tools import render
-    if args.emit_c:
-        sys.stdout.write(codegen.generate(plan, xmm_helper_available(),
-                                          "run" if args.run else "trace",
-                                          attach_cookies()).text)
-        return 0
-    rates = estimate.rates(args.rate or [], plan)
-    if args.measure:
-        from agent.kernel.preflight import check_privileges
-        check_privileges()  # counting attaches uprobes: say so before anything else
-    costs = costs_later() if costs_later is not None else \
-        estimate.costs_or_none(calibrate=os.geteuid() == 0 or bool(args.measure))
-    measured = {}
-    if args.measure:
-        if costs is None:
-            raise NoopError("noop check --measure needs the cost of a hit on this machine",
-                            "run it as root")
-        measured = estimate.measure(plan, args.measure, costs, args.max_overhead)
-    data = plan.to_json()
-    data["estimate"] = estimate.estimate(plan, costs, rates, measured, args.max_overhead)
-    code = _emit(args, data, render.plan)
-    return 1 if any(p.get("over") for p in data["estimate"]["probes"]) else code
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
-    from agent.output import printer, trace
-    progress = logs.Progress(live=sys.stderr.isatty() and not args.json)
-
-    def prepare() -> trace.Prepared:
-        progress.step("resolving")
-        plan = _plan(args)
-        from agent.kernel import codegen
-        from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
-        program = codegen.generate(plan, xmm_helper_available(), cookies=attach_cookies())
-        if args.config:
-            make = printer.spec_printer
-        else:
-            from agent.presets.printer import preset_printer as make
-        return plan, program, make(plan, sys.stdout, args.json)
-
-    try:
-        first = prepare()
-    except BaseException:
-        progress.done()
-        raise
-    stats = trace.run(first, args.duration, progress, args.max_overhead,
-                      args.budget_window, again=prepare)
-    print(trace.summary(stats), file=sys.stderr)
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from agent.kernel.kfeatures import xmm_helper_available
-    from agent.output import webconfig
-    from agent.service import daemon
-    if not (args.binary or args.config):
-        raise NoopError("noop run: nothing to probe", "give --config probes.yaml, or "
-                        "--binary BIN for the preset's meta-metrics (client_golang, "
-                        "prometheus crate)")
-    from agent.output.serve import parse_listen
-    try:
-        parse_listen(args.listen, resolve=True)
-    except NoopError as exc:
-        exc.exit_code = 2
-        raise
-    web = webconfig.load(args.web_config) if args.web_config else None
-    if args.binary and not args.config and args.mirror == "memory":
-        from pathlib import Path
-
-        from agent.kernel.privileges import can_read_memory
-        if not can_read_memory(Path("/proc/self/status").read_text()):
-            logs.say("without CAP_SYS_PTRACE noop may not read the program's memory: its "
-                     "metrics are mirrored through probes on their updates (as --mirror "
-                     "off)", logs.WARNING)
-            args.mirror = "off"
-    started = time.monotonic()
-    plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
-    resolved = time.monotonic() - started
-    mirror = bool(args.binary and not args.config and args.mirror != "off")
-    memory_only = mirror and not plan.probes  # no BPF at all: the memory gives it all
-    if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting and \
-            not memory_only:
-        err = NoopError("nothing to export: no probe of the spec has metrics",
-                        "add metrics: to a probe (see probes.yaml)")
-        err.exit_code = 2
-        raise err
-    if not memory_only:
-        from agent.kernel.preflight import check_privileges
-        check_privileges()  # before anything listens: a supervisor sees the failure at once
-    opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
-                          web, xmm_helper_available(), resolved, args.max_overhead,
-                          args.budget_window, mirror=mirror)
-    return daemon.Daemon(opts).run()
-
-
-def cmd_install_service(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from agent.service.install import install
-
-    for line in install(Path(args.root)):
-        print(line)
-    return 0
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from agent import cache
-    from agent.tools import bench, workloads
-    names = ([n.strip() for n in args.arms.split(",") if n.strip()] if args.arms else
-             [a for a in bench.ARMS if a not in ("preset", "mirror") or args.workload == "go"])
-    arms = [bench.arm(n) for n in names]
-    if args.binary:
-        binary = Path(args.binary)
-        if not binary.is_file():
-            raise NoopError(f"no such workload: {binary}", "build one of examples/bench, "
-                            "or leave out --binary to let noop build it")
-    else:
-        binary = workloads.build_workload(args.workload, cache.cache_dir() / "bench")
-    op = args.op or ("func" if args.workload == "c" else "counter.Inc")
-    function = args.function or workloads.workload_function(args.workload, op)
-    result = bench.run(binary, op, function, arms, args.rounds, args.calls,
-                       repeats=args.repeats, baseline=args.baseline, address=args.address)
-    return _emit(args, result.to_json(), lambda _data: bench.render(result))
 
 
 def _positive(text: str) -> int:
@@ -378,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
                    help="stop after this long")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     _budget_flags(p)
-    p.set_defaults(func=cmd_trace)
+    p.set_defaults(func=commands.cmd_trace)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str,
@@ -392,9 +155,9 @@ def parser() -> argparse.ArgumentParser:
     _inspection_commands(add)
     _probing_commands(add)
     _bench_command(add)
-    add("doctor", cmd_doctor, "check that this machine can run noop")
-    add("headers", cmd_headers, "prepare kernel headers for BCC", json_flag=False)
-    sp = add("install-service", cmd_install_service, "install the systemd unit that runs "
+    add("doctor", commands.cmd_doctor, "check that this machine can run noop")
+    add("headers", commands.cmd_headers, "prepare kernel headers for BCC", json_flag=False)
+    sp = add("install-service", commands.cmd_install_service, "install the systemd unit that runs "
              "this noop (noop run --config /etc/noop/probes.yaml), and a starting config "
              "when there is none", json_flag=False)
     sp.add_argument("--root", metavar="DIR", default="/",
@@ -404,21 +167,21 @@ def parser() -> argparse.ArgumentParser:
 
 def _inspection_commands(add: _Add) -> None:
     """The API hunt: funcs, struct, vars, lines."""
-    sp = add("funcs", cmd_funcs, "list functions: address, size, inlined instances")
+    sp = add("funcs", commands.cmd_funcs, "list functions: address, size, inlined instances")
     sp.add_argument("binary")
     sp.add_argument("glob", nargs="?", help="shell-style pattern on the full name")
     _debuginfo_flag(sp)
-    sp = add("struct", cmd_struct, "show a struct's layout: offsets, sizes, holes")
+    sp = add("struct", commands.cmd_struct, "show a struct's layout: offsets, sizes, holes")
     sp.add_argument("binary")
     sp.add_argument("type", help="type name as the binary has it, e.g. main.Order")
     _debuginfo_flag(sp)
-    sp = add("vars", cmd_vars, "show where a function's parameters and results live at "
+    sp = add("vars", commands.cmd_vars, "show where a function's parameters and results live at "
              "its entry, or the parameters and locals available at a line")
     sp.add_argument("binary")
     sp.add_argument("function", help="function name as the binary has it, or "
                     "FUNCTION:LINE, or FILE:LINE (main.go:51)")
     _debuginfo_flag(sp)
-    sp = add("lines", cmd_lines, "show a function's source lines: which can be probed, "
+    sp = add("lines", commands.cmd_lines, "show a function's source lines: which can be probed, "
              "at which addresses, and where calls were inlined")
     sp.add_argument("binary")
     sp.add_argument("function", help="function name as the binary has it")
@@ -429,7 +192,7 @@ def _inspection_commands(add: _Add) -> None:
 
 def _probing_commands(add: _Add) -> None:
     """check and run (the trace is the command line without a command)."""
-    sp = add("check", cmd_check, "resolve a spec (or the preset) and show the plan; "
+    sp = add("check", commands.cmd_check, "resolve a spec (or the preset) and show the plan; "
              "loads nothing")
     _target_flags(sp)
     sp.add_argument("--emit-c", action="store_true", help="print the C handed to BCC")
@@ -445,7 +208,7 @@ def _probing_commands(add: _Add) -> None:
                     help="count each probe's hits with a bare in-kernel counter this long "
                     "(e.g. 5s) and price them; a probe over its budget is counted no longer")
     _max_overhead_flag(sp)
-    sp = add("run", cmd_run, "serve the spec's metrics (or, with --binary alone, the "
+    sp = add("run", commands.cmd_run, "serve the spec's metrics (or, with --binary alone, the "
              "meta-metrics of the program's own metrics) on /metrics until SIGTERM; SIGHUP "
              "reloads the spec", json_flag=False)
     _target_flags(sp)
@@ -462,7 +225,7 @@ def _probing_commands(add: _Add) -> None:
 def _bench_command(add: _Add) -> None:
     from agent.tools.bench import ARMS
     from agent.tools.workloads import KINDS, OPS
-    sp = add("bench", cmd_bench, "measure what one probe hit adds to a call: no probe, "
+    sp = add("bench", commands.cmd_bench, "measure what one probe hit adds to a call: no probe, "
              "an empty BPF program, noop's probes and bpftrace at the same site")
     sp.add_argument("--workload", choices=KINDS, default="go",
                     help="which of noop's looping workloads to build and run (default go)")

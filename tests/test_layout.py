@@ -17,7 +17,7 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 SHARED = ("agent", "agent.errors", "agent.logs", "agent.cache")
 STAGES = ("config", "binary", "plan", "live", "kernel", "output", "presets", "service",
           "tools")
-TOP = ("agent.cli", "agent.__main__")
+TOP = ("agent.cli", "agent.commands", "agent.__main__")
 
 
 def _module(path: Path) -> str:
