@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from agent import logs
 from agent.errors import NoopError
-from agent.kernel import aggregate, budget, codegen
+from agent.kernel import budget, codegen
 from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
@@ -31,9 +31,10 @@ from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
-from agent.presets.meta import Object, PresetMeta, object_of
+from agent.presets.meta import PresetMeta
 from agent.service.filewatch import FileWatch
 from agent.service.sdnotify import Notifier
+from agent.service.sweep import PRUNE_EVERY, Sweeper
 from agent.service.watch import SCAN_EVERY, Watch
 
 if TYPE_CHECKING:
@@ -41,11 +42,6 @@ if TYPE_CHECKING:
     from agent.kernel.load import Loaded
     from agent.presets.client_golang.mirror import Mirror
 
-PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited (and,
-# under the preset, of metric objects that are gone)
-# Every row of every map is read when a process that hit has exited, and at least every
-# this many sweeps (a process beyond the hit-count table's room exits unseen).
-FULL_SWEEP = 15
 
 
 @dataclass
@@ -103,6 +99,7 @@ class Daemon:
         self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
         self.mirror: Mirror | None = None
+        self.sweeper = Sweeper()  # prune's
 
     def healthy(self) -> tuple[bool, str]:
         late = time.monotonic() - self.beat
@@ -162,7 +159,6 @@ class Daemon:
         from agent.kernel import cost
 
         self.run_times = cost.RunTimes()
-        self._sweeps = 0  # prune's
         if not self.run_times.available:
             log(f"{self.run_times.why}: budgets count the traps only, not the "
                 "programs' own run time", logs.WARNING)
@@ -363,60 +359,8 @@ class Daemon:
                     c.message, logs.INFO if c.on else logs.WARNING), time.monotonic)
 
     def prune(self) -> None:
-        """Forget the rows and names of processes that exited: memory stays bounded."""
-        from agent.kernel.preflight import alive
-
-        s, loaded = self.exporter.session, self.loaded
-        if s is None or loaded is None:
-            return
-        # the processes the last look at the budgets counted hits of
-        seen = s.overhead.seen if s.overhead is not None else loaded.traps()
-        exited = {pid for _site, pid in seen if pid and not alive(pid)}
-        for pid in {pid for _site, pid in seen if pid} - exited:
-            s.users.processes.of(pid)  # where it runs, read while it does (once each)
-        if exited:
-            loaded.forget_traps(exited)
-        self._sweeps += 1
-        renews = s.meta is not None and s.meta.renews
-        if not exited and not renews and self._sweeps % FULL_SWEEP:
-            return  # no row can be of a process that exited: not worth reading them all
-        running: dict[int, bool] = {pid: False for pid in exited}
-        objects: dict[int, list[tuple[bytes, Object]]] = {}  # the live processes' rows
-        for pi, lay in s.program.aggregates.items():
-            # Reading a probe's rows takes a system call a row: the ring is read between
-            # probes, so that a burst of new objects' names does not overflow it meanwhile.
-            self.drain()
-            gone = []
-            for key, per_cpu in loaded.rows(pi):
-                values, _bad = aggregate.decode_key(lay, key)
-                if values is None or "$pid" not in values:  # the overflow row stays
-                    continue
-                pid = int(values["$pid"])
-                if pid not in running:
-                    running[pid] = alive(pid)
-                    if running[pid]:  # where it runs, read while it still does
-                        s.users.processes.of(pid)
-                if not running[pid]:
-                    gone.append((key, per_cpu))
-                elif renews and values.get("object") is not None:
-                    objects.setdefault(pi, []).append((key, object_of(values)))
-            if not gone:
-                continue
-            with s.lock:  # a scrape sees the rows in the map or in noop, never in both
-                s.retire(pi, gone)
-                loaded.forget(pi, [k for k, _ in gone])
-        if objects and s.meta is not None:
-            self.drain()  # the names of what the rows hold, as far as they came
-            old = s.meta.superseded({o for rows in objects.values() for _k, o in rows})
-            if old:
-                with s.lock:  # read and deleted under it: a scrape counts them once
-                    s.renew({pi: loaded.take(pi, [k for k, o in rows if o in old])
-                             for pi, rows in objects.items()})
-        dead = {pid for pid, up in running.items() if not up}
-        if dead:
-            if s.meta is not None:
-                s.meta.forget(dead)
-            s.users.processes.forget(dead)
+        """Forget the rows and names of processes that exited (``sweep``)."""
+        self.sweeper.prune(self.exporter.session, self.loaded, self.drain)
 
     def run(self) -> int:
         server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
