@@ -3,7 +3,8 @@
 Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
                               [--rate 100000] [--seconds 10]
 
-1. What an update costs the service, per op (counter.Inc, gauge.Set, histogram.Observe)
+1. What an update costs the service, per op (counter.Inc, a *CounterVec child's Inc after
+   its WithLabelValues, gauge.Set, histogram.Observe)
    on noop bench's Go workload: arms none, empty, preset (every update probed, as
    ``--mirror both`` and ``off`` load it), mirror (gauges probed, the rest read from
    memory) and bpftrace, the arms' order rotated every repetition.
@@ -34,7 +35,7 @@ from agent.cache import cache_dir  # noqa: E402
 from agent.tools import bench, workloads  # noqa: E402
 
 GO = Path("/usr/bin/go")
-OPS = ("counter.Inc", "gauge.Set", "histogram.Observe")
+OPS = ("counter.Inc", "countervec.Inc", "gauge.Set", "histogram.Observe")
 
 
 def per_op(binary: Path, calls: int, repeats: int) -> None:

@@ -26,6 +26,7 @@ FUNCTIONS = {
     "gauge.Add": f"{PKG}.(*gauge).Add",
     "gauge.Set": f"{PKG}.(*gauge).Set",
     "histogram.Observe": f"{PKG}.(*histogram).Observe",
+    "countervec.Inc": f"{PKG}.(*counter).Inc",  # a *CounterVec child's, after its lookup
     "func": "main.work",
 }
 OPS = tuple(FUNCTIONS)

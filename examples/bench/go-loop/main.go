@@ -36,6 +36,7 @@ var (
 	counter   prometheus.Counter
 	gauge     prometheus.Gauge
 	histogram prometheus.Histogram
+	requests  *prometheus.CounterVec // countervec.Inc: a child looked up, then Inc
 )
 
 // work is the plain function the "func" op calls: a probe's cost on a call
@@ -72,6 +73,10 @@ func loop(op string, n, start int) {
 		for i := 0; i < n; i++ {
 			histogram.Observe(float64(i % 10))
 		}
+	case "countervec.Inc":
+		for i := 0; i < n; i++ {
+			requests.WithLabelValues("GET").Inc()
+		}
 	case "func":
 		acc := start
 		for i := 0; i < n; i++ {
@@ -106,7 +111,7 @@ func paced(op string, n, start, rate int) {
 }
 
 var ops = []string{"counter.Inc", "counter.Add", "gauge.Add", "gauge.Set",
-	"histogram.Observe", "func"}
+	"histogram.Observe", "countervec.Inc", "func"}
 
 func final(op string) (float64, error) {
 	var m dto.Metric
@@ -126,6 +131,11 @@ func final(op string) (float64, error) {
 			return 0, err
 		}
 		return float64(m.GetHistogram().GetSampleCount()), nil
+	case "countervec.Inc":
+		if err := requests.WithLabelValues("GET").Write(&m); err != nil {
+			return 0, err
+		}
+		return m.GetCounter().GetValue(), nil
 	}
 	return float64(funcTotal), nil
 }
@@ -172,7 +182,9 @@ func main() {
 	histogram = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "bench_histogram", Help: "Updated by histogram.Observe.",
 		Buckets: []float64{1, 2.5, 5, 7.5}})
-	reg.MustRegister(counter, gauge, histogram)
+	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "bench_requests_total", Help: "Updated by countervec.Inc."}, []string{"method"})
+	reg.MustRegister(counter, gauge, histogram, requests)
 
 	out := json.NewEncoder(os.Stdout)
 	total := 0
