@@ -61,6 +61,24 @@ def _u64(raw: bytes, at: int) -> int:
     return int.from_bytes(raw[at:at + 8], "little")
 
 
+_WORD = struct.Struct("<Q")
+_ITAB_DATA = struct.Struct("<QQ")  # an interface value: its itab, its data word
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A metric type's size and the offsets of its selfCollector, desc, valBits and
+    valInt (0 where it has none)."""
+
+    name: str  # as DWARF names it: *github.com/.../prometheus.counter
+    kind: str  # counter, gauge, histogram, summary, noObjectivesSummary
+    size: int
+    self_at: int
+    desc_at: int
+    bits_at: int
+    int_at: int
+
+
 class Reader:
     """Reads the values of ``found``'s series."""
 
@@ -74,6 +92,7 @@ class Reader:
         self._itab_types: dict[int, str] = {}
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
         self._kinds: dict[int, str] = {}
+        self._layouts: dict[int, _Layout] = {}
 
     def _off(self, t: GoType, name: str) -> int:
         by = self._offsets.setdefault(id(t), {})
@@ -94,48 +113,63 @@ class Reader:
 
     def _once(self, series: list[Series], out: Read) -> list[Series]:
         """Reads ``series``; the ones to try again."""
-        gm = self.gm
-        raws = gm.memory.read_many([(s.address, s.type.elem.size if s.type.elem else 0)
-                                    for s in series])
+        layouts = [self._layout(s.type) for s in series]
+        raws = self.gm.memory.read_many([(s.address, lay.size)
+                                         for s, lay in zip(series, layouts, strict=True)])
         again: list[Series] = []
         histograms: list[tuple[Series, bytes]] = []
         summaries: list[tuple[Series, bytes]] = []
-        for s, raw in zip(series, raws, strict=True):
-            if raw is None or not self._itself(s, raw):
+        values = out.values
+        for s, lay, raw in zip(series, layouts, raws, strict=True):
+            if raw is None:
                 out.gone.append(s)
                 continue
-            name = self._kind(s.type)  # counter, gauge, ...
-            if name == "counter":
-                out.values[s.address] = _f(_u64(raw, self._off(s.type, "valBits"))) + \
-                    float(_u64(raw, self._off(s.type, "valInt")))
-            elif name == "gauge":
-                out.values[s.address] = _f(_u64(raw, self._off(s.type, "valBits")))
-            elif name in ("histogram", "noObjectivesSummary"):
+            itab, data, desc = _ITAB_DATA.unpack_from(raw, lay.self_at) + \
+                _WORD.unpack_from(raw, lay.desc_at)
+            if data != s.address or desc != s.desc or not self._is(itab, lay.name):
+                out.gone.append(s)  # not the object it was (freed, maybe reused)
+                continue
+            if lay.kind == "counter":
+                values[s.address] = _f(_WORD.unpack_from(raw, lay.bits_at)[0]) + \
+                    float(_WORD.unpack_from(raw, lay.int_at)[0])
+            elif lay.kind == "gauge":
+                values[s.address] = _f(_WORD.unpack_from(raw, lay.bits_at)[0])
+            elif lay.kind in ("histogram", "noObjectivesSummary"):
                 histograms.append((s, raw))
-            elif name == "summary":
+            elif lay.kind == "summary":
                 summaries.append((s, raw))
         again += self._halves(histograms, out)
         again += self._summaries(summaries, out)
         return again
 
-    def _itself(self, s: Series, raw: bytes) -> bool:
-        """The object at ``s.address`` is still the one found: its selfCollector's
-        interface holds it, with its own type, and its desc is the same."""
-        gm = self.gm
-        at = self._off(s.type, "selfCollector")
-        itab, data = _u64(raw, at), _u64(raw, at + 8)
-        if data != s.address or _u64(raw, self._off(s.type, "desc")) != s.desc or not itab:
+    def _layout(self, t: GoType) -> _Layout:
+        """Where a metric type keeps what every read looks at, found once per type."""
+        got = self._layouts.get(id(t))
+        if got is None:
+            kind = self._kind(t)
+            has = {f.name for f in (t.elem.fields if t.elem is not None else ())}
+            got = self._layouts[id(t)] = _Layout(
+                self.gm.types.name(t), kind, t.elem.size if t.elem is not None else 0,
+                self._off(t, "selfCollector"), self._off(t, "desc"),
+                self._off(t, "valBits") if "valBits" in has else 0,
+                self._off(t, "valInt") if "valInt" in has else 0)
+        return got
+
+    def _is(self, itab: int, name: str) -> bool:
+        """Whether the itab at ``itab`` is of the type called ``name`` (every itab read
+        once: itabs are never freed)."""
+        if not itab:
             return False
         named = self._itab_types.get(itab)
         if named is None:
             try:
-                t = gm.iface_type(itab)
+                t = self.gm.iface_type(itab)
             except Unreadable:  # an itab that is not one: not the object
                 return False
             if t is None:
                 return False
-            named = self._itab_types[itab] = gm.types.name(t)
-        return named == gm.types.name(s.type)
+            named = self._itab_types[itab] = self.gm.types.name(t)
+        return named == name
 
     def _kind(self, t: GoType) -> str:
         got = self._kinds.get(id(t))
