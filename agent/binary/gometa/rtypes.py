@@ -18,13 +18,21 @@ from functools import cached_property
 
 from agent.binary.elf import uleb128
 from agent.binary.gometa.image import Corrupt, Image
+from agent.binary.gometa.kinds import (
+    ARRAY,
+    BOOL,
+    CHAN,
+    FUNC,
+    INTERFACE,
+    MAP,
+    POINTER,
+    SLICE,
+    STRUCT,
+    UNSAFE_POINTER,
+)
 from agent.binary.gometa.moduledata import ModuleData
+from agent.binary.gometa.typenames import full_name
 
-# reflect.Kind (internal/abi.Kind)
-BOOL, INT, INT8, INT16, INT32, INT64 = 1, 2, 3, 4, 5, 6
-UINT, UINT8, UINT16, UINT32, UINT64, UINTPTR = 7, 8, 9, 10, 11, 12
-FLOAT32, FLOAT64, COMPLEX64, COMPLEX128 = 13, 14, 15, 16
-ARRAY, CHAN, FUNC, INTERFACE, MAP, POINTER, SLICE, STRING, STRUCT, UNSAFE_POINTER = range(17, 27)
 _KIND_MASK = 0x1F
 _TFLAG_UNCOMMON, _TFLAG_EXTRA_STAR, _TFLAG_NAMED = 1, 2, 4
 _BASE = struct.Struct("<QQIBBBBQQii")  # abi.Type: 48 bytes
@@ -36,11 +44,6 @@ _QUALIFIER = re.compile(r"(^|[^\w./])([A-Za-z_]\w*)\.")
 _PATHS = re.compile(r"(?<![\w~-])(?:\w[\w.~-]*/)+(?=[\w.~-]*\.)")
 # A named type's name, as DWARF gives it: its package's path, a dot, its own name.
 _NAMED = re.compile(r"(?P<package>[\w.~/-]+)\.(?P<type>\w+)")
-_BASIC_NAMES = {BOOL: "bool", INT: "int", INT8: "int8", INT16: "int16", INT32: "int32",
-                INT64: "int64", UINT: "uint", UINT8: "uint8", UINT16: "uint16",
-                UINT32: "uint32", UINT64: "uint64", UINTPTR: "uintptr", FLOAT32: "float32",
-                FLOAT64: "float64", COMPLEX64: "complex64", COMPLEX128: "complex128",
-                STRING: "string", UNSAFE_POINTER: "unsafe.Pointer"}
 
 
 @dataclass(eq=False)
@@ -264,7 +267,7 @@ class Types:
         self._read_all()
         types = tuple(self._by_address.values())
         for t in types:
-            t.name = self._full_name(t, set())
+            t.name = full_name(t, set(), self._qualify)
         return types
 
     def _read_all(self) -> None:
@@ -326,7 +329,7 @@ class Types:
     def name(self, t: GoType) -> str:
         """``t``'s name as DWARF gives it (set on ``t``)."""
         if not t.name:
-            t.name = self._full_name(t, set())
+            t.name = full_name(t, set(), self._qualify)
         return t.name
 
     def _typelinks_with(self, string: str) -> list[int]:
@@ -442,63 +445,3 @@ class Types:
         packages = self._packages
         return _QUALIFIER.sub(lambda m: m.group(1) + packages.get(m.group(2), m.group(2)) + ".",
                               text)
-
-    def _full_name(self, t: GoType, seen: set[int]) -> str:
-        if t.name:
-            return t.name
-        if t.named:
-            if not t.pkgpath:
-                return t.short  # int, string, error, …
-            # Qualify the name with its package's full path: "prometheus.counter" in the
-            # descriptor, "github.com/…/prometheus.counter" in DWARF; so are the packages
-            # of the type arguments of a generic type.
-            last = t.pkgpath.rsplit("/", 1)[-1]
-            rest = t.short[len(last) + 1:] if t.short.startswith(last + ".") \
-                else t.short.rsplit(".", 1)[-1]
-            head, bracket, args = rest.partition("[")
-            return f"{t.pkgpath}.{head}{bracket}{self._qualify(args) if bracket else ''}"
-        if t.address in seen:
-            return t.short
-        seen = seen | {t.address}
-
-        def n(x: GoType | None) -> str:
-            return self._full_name(x, seen) if x is not None else "?"
-
-        k = t.kind
-        if k in _BASIC_NAMES:
-            return _BASIC_NAMES[k]
-        if k == POINTER:
-            return "*" + n(t.elem)
-        if k == SLICE:
-            return "[]" + n(t.elem)
-        if k == ARRAY:
-            return f"[{t.length}]{n(t.elem)}"
-        if k == MAP:
-            return f"map[{n(t.key)}]{n(t.elem)}"
-        if k == CHAN:
-            return {1: "<-chan ", 2: "chan<- "}.get(t.chan_dir, "chan ") + n(t.elem)
-        if k == FUNC:
-            params = [n(p) for p in t.params]
-            if t.variadic and params:
-                params[-1] = "..." + params[-1].removeprefix("[]")
-            results = [n(r) for r in t.results]
-            out = f"func({', '.join(params)})"
-            if len(results) == 1:
-                out += " " + results[0]
-            elif results:
-                out += f" ({', '.join(results)})"
-            return out
-        if k == STRUCT:
-            if not t.fields:
-                return "struct {}"
-            # DWARF qualifies an unexported field's name with the struct's package.
-            return "struct { " + "; ".join(
-                n(f.type) if f.embedded else
-                f"{f.name if f.name[:1].isupper() or not t.pkgpath else t.pkgpath + '.' + f.name}"
-                f" {n(f.type)}" for f in t.fields) + " }"
-        if k == INTERFACE:
-            if not t.imethods:
-                return "interface {}"
-            return "interface { " + "; ".join(
-                f"{m}{n(s).removeprefix('func')}" for m, s in t.imethods) + " }"
-        return t.short

@@ -12,25 +12,25 @@ import re
 from functools import cached_property
 
 from agent.binary.dwarf.writer import TYPES_UNIT, Info
+from agent.binary.gometa import kinds, signature
 from agent.binary.gometa import rtypes as rt
-from agent.binary.gometa import signature
 from agent.binary.gometa.abbrevs import GO_LANGUAGE, PRODUCER
 from agent.binary.gometa.program import Function, GoProgram, Signature
 from agent.binary.gometa.scope import Scope
 from agent.errors import NoopError
 
-_ENCODING = {rt.BOOL: 0x02, rt.FLOAT32: 0x04, rt.FLOAT64: 0x04, rt.COMPLEX64: 0x03,
-             rt.COMPLEX128: 0x03, **dict.fromkeys(
-                 (rt.INT, rt.INT8, rt.INT16, rt.INT32, rt.INT64), 0x05)}
+_ENCODING = {kinds.BOOL: 0x02, kinds.FLOAT32: 0x04, kinds.FLOAT64: 0x04, kinds.COMPLEX64: 0x03,
+             kinds.COMPLEX128: 0x03, **dict.fromkeys(
+                 (kinds.INT, kinds.INT8, kinds.INT16, kinds.INT32, kinds.INT64), 0x05)}
 # Go's basic types: (kind, size, DW_ATE encoding), for those without a descriptor.
-_BASIC = {"bool": (rt.BOOL, 1, 0x02), "int": (rt.INT, 8, 0x05), "int8": (rt.INT8, 1, 0x05),
-          "int16": (rt.INT16, 2, 0x05), "int32": (rt.INT32, 4, 0x05),
-          "int64": (rt.INT64, 8, 0x05), "uint": (rt.UINT, 8, 0x07),
-          "uint8": (rt.UINT8, 1, 0x07), "byte": (rt.UINT8, 1, 0x07),
-          "uint16": (rt.UINT16, 2, 0x07), "uint32": (rt.UINT32, 4, 0x07),
-          "uint64": (rt.UINT64, 8, 0x07), "uintptr": (rt.UINTPTR, 8, 0x07),
-          "float32": (rt.FLOAT32, 4, 0x04), "float64": (rt.FLOAT64, 8, 0x04),
-          "rune": (rt.INT32, 4, 0x05)}
+_BASIC = {"bool": (kinds.BOOL, 1, 0x02), "int": (kinds.INT, 8, 0x05), "int8": (kinds.INT8, 1, 0x05),
+          "int16": (kinds.INT16, 2, 0x05), "int32": (kinds.INT32, 4, 0x05),
+          "int64": (kinds.INT64, 8, 0x05), "uint": (kinds.UINT, 8, 0x07),
+          "uint8": (kinds.UINT8, 1, 0x07), "byte": (kinds.UINT8, 1, 0x07),
+          "uint16": (kinds.UINT16, 2, 0x07), "uint32": (kinds.UINT32, 4, 0x07),
+          "uint64": (kinds.UINT64, 8, 0x07), "uintptr": (kinds.UINTPTR, 8, 0x07),
+          "float32": (kinds.FLOAT32, 4, 0x04), "float64": (kinds.FLOAT64, 8, 0x04),
+          "rune": (kinds.INT32, 4, 0x05)}
 _METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
 
 
@@ -128,12 +128,12 @@ def closure(by_name: Known, roots: list[rt.GoType]) -> tuple[rt.GoType, ...]:
             continue
         seen[t.address] = t
         by_name.name(t)
-        if t.kind in (rt.POINTER, rt.SLICE, rt.ARRAY) and t.elem is not None:
+        if t.kind in (kinds.POINTER, kinds.SLICE, kinds.ARRAY) and t.elem is not None:
             stack.append(t.elem)
-            pointer = by_name.pointer_to(t.elem) if t.kind == rt.SLICE else None
+            pointer = by_name.pointer_to(t.elem) if t.kind == kinds.SLICE else None
             if pointer is not None:
                 stack.append(pointer)
-        elif t.kind == rt.STRUCT:
+        elif t.kind == kinds.STRUCT:
             stack += [f.type for f in t.fields]
     return tuple(t for _a, t in sorted(seen.items()))
 
@@ -195,12 +195,12 @@ class Aux:
             if name in self.pointers:
                 target = self.pointers[name]
                 if target is None:  # to a type noop cannot lay out
-                    self.info.die("void_pointer", name, rt.POINTER, key=key)
+                    self.info.die("void_pointer", name, kinds.POINTER, key=key)
                 else:
-                    self.info.die("pointer", name, target, rt.POINTER, key=key)
+                    self.info.die("pointer", name, target, kinds.POINTER, key=key)
             elif name in self.slices:
                 elem, pointer = self.slices[name]
-                self.info.die("slice", name, 24, rt.SLICE, elem, key=key)
+                self.info.die("slice", name, 24, kinds.SLICE, elem, key=key)
                 self.info.die("member", "array", 0, pointer, 0)
                 self.info.die("member", "len", 8, self.ref("int"), 0)
                 self.info.die("member", "cap", 16, self.ref("int"), 0)
@@ -211,15 +211,15 @@ class Aux:
             elif name.startswith("*"):
                 target = name[1:]
                 if target in ("uint8", "int"):
-                    self.info.die("pointer", name, self.ref(target), rt.POINTER, key=key)
+                    self.info.die("pointer", name, self.ref(target), kinds.POINTER, key=key)
                 else:  # runtime internals noop has no descriptor for
-                    self.info.die("void_pointer", name, rt.POINTER, key=key)
+                    self.info.die("void_pointer", name, kinds.POINTER, key=key)
             elif name == "unsafe.Pointer":
-                self.info.die("void_pointer", name, rt.UNSAFE_POINTER, key=key)
+                self.info.die("void_pointer", name, kinds.UNSAFE_POINTER, key=key)
             elif name in ("runtime.iface", "runtime.eface"):
                 first = ("tab", "*runtime.itab") if name == "runtime.iface" \
                     else ("_type", "*runtime._type")
-                self.info.die("struct", name, 16, rt.STRUCT, key=key)
+                self.info.die("struct", name, 16, kinds.STRUCT, key=key)
                 self.info.die("member", first[0], 0, self.ref(first[1]), 0)
                 self.info.die("member", "data", 8, self.ref("unsafe.Pointer"), 0)
                 self.info.end_children()
@@ -231,29 +231,29 @@ def _type_die(info: Info, aux: Aux, t: rt.GoType, by_name: Known) -> None:
     def ref(x: rt.GoType | None) -> object:
         return x.address if x is not None else aux.ref("unsafe.Pointer")
 
-    if k in (rt.BOOL, *range(rt.INT, rt.COMPLEX128 + 1)):
+    if k in (kinds.BOOL, *range(kinds.INT, kinds.COMPLEX128 + 1)):
         info.die("base", t.name, _ENCODING.get(k, 0x07), t.size, k, key=key)
         info.offsets.setdefault(f"aux:{t.name}", info.offsets[key])
-    elif k == rt.UNSAFE_POINTER:
+    elif k == kinds.UNSAFE_POINTER:
         info.die("void_pointer", t.name, k, key=key)
-    elif k == rt.STRING:
+    elif k == kinds.STRING:
         info.die("struct", t.name, t.size, k, key=key)
         info.die("member", "str", 0, aux.ref("*uint8"), 0)
         info.die("member", "len", 8, aux.ref("int"), 0)
         info.end_children()
-    elif k == rt.SLICE:
+    elif k == kinds.SLICE:
         info.die("slice", t.name, t.size, k, ref(t.elem), key=key)
         info.die("member", "array", 0, _pointer_to(aux, t.elem, by_name), 0)
         info.die("member", "len", 8, aux.ref("int"), 0)
         info.die("member", "cap", 16, aux.ref("int"), 0)
         info.end_children()
-    elif k == rt.ARRAY:
+    elif k == kinds.ARRAY:
         info.die("array", t.name, ref(t.elem), t.size, k, key=key)
         info.die("subrange", t.length)
         info.end_children()
-    elif k == rt.POINTER:
+    elif k == kinds.POINTER:
         info.die("pointer", t.name, ref(t.elem), k, key=key)
-    elif k == rt.STRUCT:
+    elif k == kinds.STRUCT:
         if not t.fields:
             info.die("struct_empty", t.name, t.size, k, key=key)
             return
@@ -261,14 +261,14 @@ def _type_die(info: Info, aux: Aux, t: rt.GoType, by_name: Known) -> None:
         for f in t.fields:
             info.die("member", f.name, f.offset, f.type.address, int(f.embedded))
         info.end_children()
-    elif k == rt.INTERFACE:
+    elif k == kinds.INTERFACE:
         info.die("typedef", t.name, aux.ref("runtime.eface" if not t.imethods
                                              else "runtime.iface"), k, key=key)
-    elif k == rt.MAP:
+    elif k == kinds.MAP:
         info.die("typedef", t.name, aux.ref("*runtime.hmap"), k, key=key)
-    elif k == rt.CHAN:
+    elif k == kinds.CHAN:
         info.die("typedef", t.name, aux.ref("*runtime.hchan"), k, key=key)
-    elif k == rt.FUNC:
+    elif k == kinds.FUNC:
         info.die("func_type", t.name, 8, k, key=key)
 
 
