@@ -31,7 +31,7 @@ from agent.binary.dwarf.types import TypeNamer
 from agent.binary.elf import ElfFile
 from agent.errors import NoopError
 from agent.kernel import cost, kfeatures
-from agent.tools import inspect, render
+from agent.tools import answers, inspect, render
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -144,7 +144,7 @@ LOADERS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool]]] = {
     "uprobe-costs": (cost._ns, _costs_ok),
     "xmm": (kfeatures._xmm_answer, _xmm_ok),
     "cookie": (kfeatures._cookie_answer, _cookie_ok),
-    **{k: (cache.shaped(shape), _renders(k)) for k, shape in inspect.SHAPES.items()},
+    **{k: (cache.shaped(shape), _renders(k)) for k, shape in answers.SHAPES.items()},
 }
 
 _PIECES = [{"memory": {"reg": "rbp", "offset": -8}, "size": 8}, {"reg": "rdi", "size": 8},
@@ -482,7 +482,7 @@ class TestInspectAnswers:
             "lines": ("with_job", lambda: inspect.function_lines(binary, "with_job")),
             "line-vars": ("with_job:104", lambda: inspect.line_vars(binary, "with_job:104")),
         }
-        assert set(asks) == set(inspect.SHAPES)
+        assert set(asks) == set(answers.SHAPES)
         cold = {kind: ask() for kind, (_key, ask) in asks.items()}
         for kind, answer in cold.items():
             RENDER[kind](answer)
