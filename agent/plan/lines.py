@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from elftools.dwarf.die import DIE
 
 from agent.binary import sites
+from agent.binary.dwarf import sitevars
 from agent.binary.dwarf import source as src
 from agent.binary.dwarf.lines import Scope
 from agent.binary.dwarf.locations import Piece
@@ -293,7 +294,7 @@ def _outside(site: src.Site, address: int) -> src.Site:
 def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
             ) -> tuple[tuple[ValueSpec, ...], tuple[Fetch, ...]]:
     """Each value's spec and its fetch at ``site``, from the variables there."""
-    variables = {v.name: v for v in source.vars_at(site)} if site.chain else {}
+    variables = {v.name: v for v in sitevars.vars_at(source, site)} if site.chain else {}
     specs, fetches = [], []
     for v in probe.values:
         if v.builtin is not None:

@@ -311,6 +311,7 @@ def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, An
     split_line(where)  # a malformed argument is refused before any DWARF is read
 
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
+        from agent.binary.dwarf import sitevars
         from agent.binary.dwarf.functions import Functions
         from agent.binary.dwarf.source import Source
 
@@ -324,7 +325,7 @@ def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, An
                 "vars": [{"name": v.name, "kind": v.kind, "type": v.type, "size": v.size,
                           "location": [p.to_json() for p in v.location] if v.location
                           else None, **({"note": v.note} if v.note else {})}
-                         for v in source.vars_at(s)]})
+                         for v in sitevars.vars_at(source, s)]})
         return {"line": where, "sites": sites, "debug": dwarf.source.how}
 
     return dict(_answer(binary, debug, "line-vars", where, compute))
