@@ -223,7 +223,7 @@ def _probing_commands(add: _Add) -> None:
 
 
 def _bench_command(add: _Add) -> None:
-    from agent.tools.bench import ARMS
+    from agent.tools.arms import ARMS
     from agent.tools.workloads import KINDS, OPS
     sp = add("bench", commands.cmd_bench, "measure what one probe hit adds to a call: no probe, "
              "an empty BPF program, noop's probes and bpftrace at the same site")

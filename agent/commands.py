@@ -235,10 +235,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agent import cache
-    from agent.tools import bench, workloads
+    from agent.tools import arms, bench, workloads
     names = ([n.strip() for n in args.arms.split(",") if n.strip()] if args.arms else
-             [a for a in bench.ARMS if a not in ("preset", "mirror") or args.workload == "go"])
-    arms = [bench.arm(n) for n in names]
+             [a for a in arms.ARMS if a not in ("preset", "mirror") or args.workload == "go"])
+    chosen = [arms.arm(n) for n in names]
     if args.binary:
         binary = Path(args.binary)
         if not binary.is_file():
@@ -248,6 +248,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         binary = workloads.build_workload(args.workload, cache.cache_dir() / "bench")
     op = args.op or ("func" if args.workload == "c" else "counter.Inc")
     function = args.function or workloads.workload_function(args.workload, op)
-    result = bench.run(binary, op, function, arms, args.rounds, args.calls,
+    result = bench.run(binary, op, function, chosen, args.rounds, args.calls,
                        repeats=args.repeats, baseline=args.baseline, address=args.address)
     return _emit(args, result.to_json(), lambda _data: bench.render(result))

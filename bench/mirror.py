@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agent.cache import cache_dir  # noqa: E402
-from agent.tools import bench, workloads  # noqa: E402
+from agent.tools import arms, bench, workloads  # noqa: E402
 
 GO = Path("/usr/bin/go")
 OPS = ("counter.Inc", "countervec.Inc", "gauge.Set", "histogram.Observe")
 
 
 def per_op(binary: Path, calls: int, repeats: int) -> None:
-    arms = [bench.arm(n) for n in ("none", "empty", "preset", "mirror", "bpftrace")]
+    arms = [arms.arm(n) for n in ("none", "empty", "preset", "mirror", "bpftrace")]
     print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in arms) + "   (ns per call added)")
     for op in OPS:
         result = bench.run(binary, op, workloads.workload_function("go", op), arms, 3, calls,
@@ -107,7 +107,7 @@ def _loaded(binary: Path, rate: int, seconds: float) -> float:
 
 def service_cpu(binary: Path, rate: int, seconds: float) -> None:
     site = workloads.make_site(binary, workloads.workload_function("go", "counter.Inc"))
-    rows = [("none", bench.NONE), ("preset", bench.PRESET), ("mirror", bench.MIRROR)]
+    rows = [("none", arms.NONE), ("preset", arms.PRESET), ("mirror", arms.MIRROR)]
     for name, arm in rows:
         with arm.attach(site):
             share = _loaded(binary, rate, seconds)

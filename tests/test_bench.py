@@ -20,7 +20,7 @@ from harness.noop import run as run_noop
 from harness.programs import workload
 
 from agent.errors import NoopError, NotFound
-from agent.tools import bench
+from agent.tools import arms, bench
 from agent.tools import workloads as wl
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # benchmarks: every arm timed, alone
@@ -63,7 +63,7 @@ def _check_runs(result: bench.Result, op: str) -> None:
 def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
                                     kind: str, op: str) -> None:
     result = bench.run(workloads[kind], op, wl.workload_function(kind, op),
-                       [bench.NONE, bench.BPFTRACE], ROUNDS, CALLS, repeats=REPEATS)
+                       [arms.NONE, arms.BPFTRACE], ROUNDS, CALLS, repeats=REPEATS)
     _check_runs(result, op)
     none, traced = result.arms
     assert none.hits is None
@@ -79,7 +79,7 @@ def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
 @pytest.mark.parametrize("op", wl.OPS)
 def test_go_final_values(workloads: dict[str, Path], op: str) -> None:
     """Every op ends at the value its calls imply, as the program reads its own metric."""
-    result = bench.run(workloads["go"], op, wl.workload_function("go", op), [bench.NONE],
+    result = bench.run(workloads["go"], op, wl.workload_function("go", op), [arms.NONE],
                        3, 1000, repeats=1)
     (run,) = result.arms[0].runs
     assert run.calls == 3000
@@ -91,19 +91,19 @@ def test_arms_rotate_and_report_hits(workloads: dict[str, Path]) -> None:
     """A new arm is a name and a context manager; the order rotates every repetition."""
     order: list[str] = []
 
-    def recording(name: str) -> bench.Arm:
+    def recording(name: str) -> arms.Arm:
         @contextmanager
-        def attach(site: wl.Site) -> Iterator[bench.Attached]:
+        def attach(site: wl.Site) -> Iterator[arms.Attached]:
             assert site.entry and site.function == "work"
             order.append(name)
-            attached = bench.Attached()
+            attached = arms.Attached()
             yield attached
             attached.hits = 7
 
-        return bench.Arm(name, attach)
+        return arms.Arm(name, attach)
 
-    arms = [bench.NONE, recording("a"), recording("empty")]
-    result = bench.run(workloads["c"], "func", "work", arms, 1, 1000, repeats=3)
+    chosen = [arms.NONE, recording("a"), recording("empty")]
+    result = bench.run(workloads["c"], "func", "work", chosen, 1, 1000, repeats=3)
     assert order == ["a", "empty", "a", "empty", "empty", "a"]  # none ran first, third, second
     assert [a.hits for a in result.arms] == [None, 21, 21]
     assert result.baseline == "empty"
@@ -126,11 +126,11 @@ def test_mistakes_are_errors(tmp_path: Path, workloads: dict[str, Path]) -> None
     with pytest.raises(NotFound):
         wl.workload_function("c", "counter.Inc")
     with pytest.raises(NotFound):
-        bench.arm("nonesuch")
+        arms.arm("nonesuch")
     with pytest.raises(NotFound):
-        bench.run(workloads["c"], "func", "work", [bench.NONE], 1, 10, baseline="empty")
+        bench.run(workloads["c"], "func", "work", [arms.NONE], 1, 10, baseline="empty")
     with pytest.raises(NoopError, match="exited 2"):
-        bench.run(workloads["c"], "gauge.Set", "work", [bench.NONE], 1, 10, repeats=1)
+        bench.run(workloads["c"], "gauge.Set", "work", [arms.NONE], 1, 10, repeats=1)
 
 
 @pytest.mark.parametrize("kind, op", [("go", "gauge.Add"), ("c", "func")])
@@ -140,8 +140,8 @@ def test_bpf_arms_count_every_call(workloads: dict[str, Path], tracefs: None, ki
     buffer (read by noop, wrapping the 1 MiB ring many times on the Go workload); the
     empty program counts nothing."""
     calls = CALLS if kind == "go" else CALLS // 10  # a C hit is single-stepped: slow
-    arms = [bench.NONE, bench.EMPTY, bench.NOOP_KERNEL, bench.NOOP_RINGBUF]
-    result = bench.run(workloads[kind], op, wl.workload_function(kind, op), arms,
+    chosen = [arms.NONE, arms.EMPTY, arms.NOOP_KERNEL, arms.NOOP_RINGBUF]
+    result = bench.run(workloads[kind], op, wl.workload_function(kind, op), chosen,
                        ROUNDS, calls, repeats=2)
     none, empty, kernel, ringbuf = result.arms
     assert result.baseline == "empty" and empty.ratio == pytest.approx(1.0)
@@ -176,9 +176,9 @@ def test_a_counter_through_a_link_and_through_a_perf_event(
 
     links: dict[str, list[int]] = {}
 
-    def watched(arm: bench.Arm) -> bench.Arm:
+    def watched(arm: arms.Arm) -> arms.Arm:
         @contextmanager
-        def attach(site: wl.Site) -> Iterator[bench.Attached]:
+        def attach(site: wl.Site) -> Iterator[arms.Attached]:
             with arm.attach(site) as attached:
                 mine = os.path.realpath(site.binary)
                 links.setdefault(arm.name, []).append(sum(
@@ -186,11 +186,11 @@ def test_a_counter_through_a_link_and_through_a_perf_event(
                     if os.path.realpath(link.path) == mine))
                 yield attached
 
-        return bench.Arm(arm.name, attach, arm.about)
+        return arms.Arm(arm.name, attach, arm.about)
 
     op = "gauge.Add"
-    arms = [bench.NONE, watched(bench.NOOP_MULTI), watched(bench.NOOP_PERF)]
-    result = bench.run(workloads["go"], op, wl.workload_function("go", op), arms, ROUNDS,
+    chosen = [arms.NONE, watched(arms.NOOP_MULTI), watched(arms.NOOP_PERF)]
+    result = bench.run(workloads["go"], op, wl.workload_function("go", op), chosen, ROUNDS,
                        CALLS, repeats=2)
     _none, multi, perf = result.arms
     for a in (multi, perf):
@@ -205,12 +205,12 @@ def test_a_counter_through_a_link_and_through_a_perf_event(
 def test_bench_plan_is_a_counter_at_the_site(workloads: dict[str, Path]) -> None:
     site = wl.make_site(workloads["c"], "work")
     for aggregate in ("kernel", "events"):
-        plan = bench.bench_plan(site, aggregate)
+        plan = arms.bench_plan(site, aggregate)
         (probe,) = plan.probes
         ((metric,), (s,)) = probe.metrics, probe.sites
         assert (metric.kind, metric.where, s.address) == ("counter", aggregate, site.address)
     inside = wl.make_site(workloads["c"], "work", site.address + 4)
-    (s,) = bench.bench_plan(inside, "kernel").probes[0].sites
+    (s,) = arms.bench_plan(inside, "kernel").probes[0].sites
     assert (s.address, s.file_offset) == (inside.address, inside.file_offset)
 
 
@@ -221,8 +221,8 @@ def test_noop_arms_probe_noops_own_site(workloads: dict[str, Path], tracefs: Non
     op = "histogram.Observe"
     fn = wl.workload_function("go", op)
     site = wl.make_site(workloads["go"], fn)
-    (chosen,) = bench.bench_plan(site, "kernel").probes[0].sites
-    (first,) = bench.bench_plan(site, "kernel", first=True).probes[0].sites
+    (chosen,) = arms.bench_plan(site, "kernel").probes[0].sites
+    (first,) = arms.bench_plan(site, "kernel", first=True).probes[0].sites
     assert first.address == site.address and not first.skip_flags
     assert chosen.skip_flags == 0x41 and chosen.handling == "emulated"
     dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn",
@@ -234,8 +234,8 @@ def test_noop_arms_probe_noops_own_site(workloads: dict[str, Path], tracefs: Non
     assert at[chosen.address][0] == "jbe"
     previous = max(a for a in at if a < chosen.address)
     assert at[previous][0] == "cmp" and at[previous][1].startswith("0x10(%r14),")
-    arms = [bench.NONE, bench.NOOP_FIRST, bench.NOOP_KERNEL]
-    result = bench.run(workloads["go"], op, fn, arms, 1, 20_000, repeats=1)
+    three = [arms.NONE, arms.NOOP_FIRST, arms.NOOP_KERNEL]
+    result = bench.run(workloads["go"], op, fn, three, 1, 20_000, repeats=1)
     _none, naive, kernel = result.arms
     # The first instruction also sees calls restarted after a preemption request.
     assert kernel.hits == 20_000 and naive.hits is not None and naive.hits >= 20_000
@@ -279,7 +279,7 @@ def test_value_arm_sums_the_float_argument(workloads: dict[str, Path], tracefs: 
     value derived at its site is decoded record by record, slower than the workload
     makes them, so the ring holds the burst.)"""
     fn = wl.workload_function("go", op)
-    result = bench.run(workloads["go"], op, fn, [bench.NONE, bench.NOOP_VALUE], 1, 10_000,
+    result = bench.run(workloads["go"], op, fn, [arms.NONE, arms.NOOP_VALUE], 1, 10_000,
                        repeats=1)
     _none, value = result.arms
     (run,) = value.runs
@@ -292,7 +292,7 @@ def test_value_arm_sums_the_float_argument(workloads: dict[str, Path], tracefs: 
 def test_value_arm_needs_a_float_argument(workloads: dict[str, Path]) -> None:
     fn = wl.workload_function("go", "counter.Inc")
     with pytest.raises(NoopError, match="has no float argument"):
-        bench.run(workloads["go"], "counter.Inc", fn, [bench.NOOP_VALUE], 1, 10, repeats=1)
+        bench.run(workloads["go"], "counter.Inc", fn, [arms.NOOP_VALUE], 1, 10, repeats=1)
 
 
 def test_the_mirror_arm_probes_no_counter(workloads: dict[str, Path], tracefs: None,
@@ -301,7 +301,7 @@ def test_the_mirror_arm_probes_no_counter(workloads: dict[str, Path], tracefs: N
     from memory), every call made and the counter right."""
     op = "counter.Inc"
     result = bench.run(workloads["go"], op, wl.workload_function("go", op),
-                       [bench.NONE, bench.MIRROR], 1, CALLS, repeats=1)
+                       [arms.NONE, arms.MIRROR], 1, CALLS, repeats=1)
     _none, mirror = result.arms
     (run,) = mirror.runs
     assert run.hits is None and run.calls == CALLS

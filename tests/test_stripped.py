@@ -142,7 +142,7 @@ def _short(name: str) -> str:
 
 
 def _struct_names(binary: Path) -> list[str]:
-    from agent.binary.gometa.kinds import STRUCT
+    from agent.binary.gometa.gotype import STRUCT
     from agent.binary.gometa.program import GoProgram
 
     with ElfFile(binary) as elf:
@@ -532,7 +532,7 @@ def test_types_found_by_name_are_those_of_every_type(twins: tuple[Path, Path]) -
     """A type found by its name alone (a binary search in typelinks, a pointer's
     element, a package named other than its path) is the one reading every descriptor
     names so; a name no descriptor has is None."""
-    from agent.binary.gometa.kinds import POINTER
+    from agent.binary.gometa.gotype import POINTER
     from agent.binary.gometa.program import GoProgram
 
     _full, stripped = twins

@@ -16,8 +16,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent.binary.gometa.kinds import MAP, POINTER
-from agent.binary.gometa.rtypes import GoType, Types
+from agent.binary.gometa.gotype import MAP, POINTER, GoType
+from agent.binary.gometa.rtypes import Types
 from agent.live.memory import Memory, Unreadable, load_bias
 
 MAX_STRING = 1 << 16  # bytes of a string read at most: a name, a label value

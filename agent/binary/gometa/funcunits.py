@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from agent.binary.dwarf.writer import Info, LineRow, line_program
-from agent.binary.gometa import rtypes as rt
+from agent.binary.gometa import gotype as gt
 from agent.binary.gometa.abbrevs import GO_LANGUAGE, PRODUCER
 from agent.binary.gometa.pclntab import PCDATA_INLTREE_INDEX, InlinedCall, node_ranges
 from agent.binary.gometa.program import Function, GoProgram, Signature
@@ -84,7 +84,7 @@ def _agree(fn: str, given: Declared, sig: Signature) -> None:
                         "leave signature: out for this function, or correct it")
 
 
-def _params(info: Info, sig: Signature | None, receiver: rt.GoType | None,
+def _params(info: Info, sig: Signature | None, receiver: gt.GoType | None,
             given: Declared | None) -> None:
     if receiver is not None:
         info.die("param", "p0", receiver.address, 0)

@@ -9,8 +9,9 @@ from functools import cached_property
 
 from agent.binary.elf import ElfFile
 from agent.binary.gometa import buildinfo, moduledata, pclntab
+from agent.binary.gometa.gotype import GoType
 from agent.binary.gometa.image import Image
-from agent.binary.gometa.rtypes import GoType, Types
+from agent.binary.gometa.rtypes import Types
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,12 +13,10 @@ from __future__ import annotations
 import bisect
 import re
 import struct
-from dataclasses import dataclass, field
 from functools import cached_property
 
 from agent.binary.elf import uleb128
-from agent.binary.gometa.image import Corrupt, Image
-from agent.binary.gometa.kinds import (
+from agent.binary.gometa.gotype import (
     ARRAY,
     BOOL,
     CHAN,
@@ -29,7 +27,11 @@ from agent.binary.gometa.kinds import (
     SLICE,
     STRUCT,
     UNSAFE_POINTER,
+    Field,
+    GoType,
+    Method,
 )
+from agent.binary.gometa.image import Corrupt, Image
 from agent.binary.gometa.moduledata import ModuleData
 from agent.binary.gometa.typenames import full_name
 
@@ -44,48 +46,6 @@ _QUALIFIER = re.compile(r"(^|[^\w./])([A-Za-z_]\w*)\.")
 _PATHS = re.compile(r"(?<![\w~-])(?:\w[\w.~-]*/)+(?=[\w.~-]*\.)")
 # A named type's name, as DWARF gives it: its package's path, a dot, its own name.
 _NAMED = re.compile(r"(?P<package>[\w.~/-]+)\.(?P<type>\w+)")
-
-
-@dataclass(eq=False)
-class Field:
-    name: str
-    type: GoType
-    offset: int
-    embedded: bool
-
-
-@dataclass(eq=False)
-class Method:
-    name: str
-    signature: GoType | None  # the func type without receiver; None where the linker
-    # dropped it (a method not reachable through an interface or reflection)
-    tfn: int  # the method's code for a direct call (0 when dropped)
-
-
-@dataclass(eq=False)
-class GoType:
-    """One type descriptor, decoded."""
-
-    address: int
-    kind: int
-    size: int
-    align: int
-    named: bool
-    short: str  # the descriptor's own string: "*prometheus.counter"
-    pkgpath: str = ""
-    elem: GoType | None = None  # pointer, slice, array, chan, map value
-    key: GoType | None = None  # map
-    bucket_at: int = 0  # map: its bucket's (before Go 1.24) or group's descriptor
-    length: int = 0  # array
-    chan_dir: int = 0
-    fields: list[Field] = field(default_factory=list)
-    params: list[GoType] = field(default_factory=list)  # func
-    results: list[GoType] = field(default_factory=list)
-    variadic: bool = False
-    methods: list[Method] = field(default_factory=list)
-    imethods: list[tuple[str, GoType | None]] = field(default_factory=list)  # interface
-    name: str = ""  # as Go's DWARF names it; set once the graph is read
-    tflag: int = 0
 
 
 class Types:

@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from agent.binary.gometa.kinds import (
+from agent.binary.gometa.gotype import (
     ARRAY,
     BOOL,
     CHAN,
@@ -34,10 +33,8 @@ from agent.binary.gometa.kinds import (
     UINT64,
     UINTPTR,
     UNSAFE_POINTER,
+    GoType,
 )
-
-if TYPE_CHECKING:
-    from agent.binary.gometa.rtypes import GoType
 
 BASIC_NAMES = {BOOL: "bool", INT: "int", INT8: "int8", INT16: "int16", INT32: "int32",
                 INT64: "int64", UINT: "uint", UINT8: "uint8", UINT16: "uint16",

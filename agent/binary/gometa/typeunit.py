@@ -12,25 +12,25 @@ import re
 from functools import cached_property
 
 from agent.binary.dwarf.writer import TYPES_UNIT, Info
-from agent.binary.gometa import kinds, signature
-from agent.binary.gometa import rtypes as rt
+from agent.binary.gometa import gotype as gt
+from agent.binary.gometa import signature
 from agent.binary.gometa.abbrevs import GO_LANGUAGE, PRODUCER
 from agent.binary.gometa.program import Function, GoProgram, Signature
 from agent.binary.gometa.scope import Scope
 from agent.errors import NoopError
 
-_ENCODING = {kinds.BOOL: 0x02, kinds.FLOAT32: 0x04, kinds.FLOAT64: 0x04, kinds.COMPLEX64: 0x03,
-             kinds.COMPLEX128: 0x03, **dict.fromkeys(
-                 (kinds.INT, kinds.INT8, kinds.INT16, kinds.INT32, kinds.INT64), 0x05)}
+_ENCODING = {gt.BOOL: 0x02, gt.FLOAT32: 0x04, gt.FLOAT64: 0x04, gt.COMPLEX64: 0x03,
+             gt.COMPLEX128: 0x03, **dict.fromkeys(
+                 (gt.INT, gt.INT8, gt.INT16, gt.INT32, gt.INT64), 0x05)}
 # Go's basic types: (kind, size, DW_ATE encoding), for those without a descriptor.
-_BASIC = {"bool": (kinds.BOOL, 1, 0x02), "int": (kinds.INT, 8, 0x05), "int8": (kinds.INT8, 1, 0x05),
-          "int16": (kinds.INT16, 2, 0x05), "int32": (kinds.INT32, 4, 0x05),
-          "int64": (kinds.INT64, 8, 0x05), "uint": (kinds.UINT, 8, 0x07),
-          "uint8": (kinds.UINT8, 1, 0x07), "byte": (kinds.UINT8, 1, 0x07),
-          "uint16": (kinds.UINT16, 2, 0x07), "uint32": (kinds.UINT32, 4, 0x07),
-          "uint64": (kinds.UINT64, 8, 0x07), "uintptr": (kinds.UINTPTR, 8, 0x07),
-          "float32": (kinds.FLOAT32, 4, 0x04), "float64": (kinds.FLOAT64, 8, 0x04),
-          "rune": (kinds.INT32, 4, 0x05)}
+_BASIC = {"bool": (gt.BOOL, 1, 0x02), "int": (gt.INT, 8, 0x05), "int8": (gt.INT8, 1, 0x05),
+          "int16": (gt.INT16, 2, 0x05), "int32": (gt.INT32, 4, 0x05),
+          "int64": (gt.INT64, 8, 0x05), "uint": (gt.UINT, 8, 0x07),
+          "uint8": (gt.UINT8, 1, 0x07), "byte": (gt.UINT8, 1, 0x07),
+          "uint16": (gt.UINT16, 2, 0x07), "uint32": (gt.UINT32, 4, 0x07),
+          "uint64": (gt.UINT64, 8, 0x07), "uintptr": (gt.UINTPTR, 8, 0x07),
+          "float32": (gt.FLOAT32, 4, 0x04), "float64": (gt.FLOAT64, 8, 0x04),
+          "rune": (gt.INT32, 4, 0x05)}
 _METHOD = re.compile(r"^(?P<pkg>.*?[^/]*?)\.\((?P<ptr>\*?)(?P<type>[^)]+)\)\.[^.]+$")
 
 
@@ -45,13 +45,13 @@ class Known:
         self.program = program
         self.types = program.types
         self.everything = everything
-        self._found: dict[str, rt.GoType | None] = {}
+        self._found: dict[str, gt.GoType | None] = {}
 
     @cached_property
-    def _all(self) -> dict[str, rt.GoType]:
+    def _all(self) -> dict[str, gt.GoType]:
         return {t.name: t for t in self.types.all}
 
-    def get(self, name: str) -> rt.GoType | None:
+    def get(self, name: str) -> gt.GoType | None:
         if self.everything:
             return self._all.get(name)
         if name not in self._found:
@@ -61,20 +61,20 @@ class Known:
     def __contains__(self, name: str) -> bool:
         return self.get(name) is not None
 
-    def __getitem__(self, name: str) -> rt.GoType:
+    def __getitem__(self, name: str) -> gt.GoType:
         got = self.get(name)
         if got is None:
             raise KeyError(name)
         return got
 
-    def wanted(self, scope: Scope) -> list[rt.GoType]:
+    def wanted(self, scope: Scope) -> list[gt.GoType]:
         """The types ``scope`` names."""
         return [t for t in (self.get(n) for n in scope.types) if t is not None]
 
-    def name(self, t: rt.GoType) -> str:
+    def name(self, t: gt.GoType) -> str:
         return self.types.name(t)
 
-    def pointer_to(self, t: rt.GoType) -> rt.GoType | None:
+    def pointer_to(self, t: gt.GoType) -> gt.GoType | None:
         """The type ``*t``, where the binary has its descriptor."""
         if self.everything:
             return self._all.get("*" + t.name)
@@ -102,7 +102,7 @@ class Known:
 
 
 def roots_of(program: GoProgram, functions: list[Function], scope: Scope,
-           by_name: Known) -> list[rt.GoType]:
+           by_name: Known) -> list[gt.GoType]:
     """The types a scope's DWARF must hold: those it names, and the receivers,
     parameters and results of the functions written."""
     out = by_name.wanted(scope)
@@ -117,10 +117,10 @@ def roots_of(program: GoProgram, functions: list[Function], scope: Scope,
     return out
 
 
-def closure(by_name: Known, roots: list[rt.GoType]) -> tuple[rt.GoType, ...]:
+def closure(by_name: Known, roots: list[gt.GoType]) -> tuple[gt.GoType, ...]:
     """``roots`` and every type their DWARF refers to (elements, fields, a slice's
     pointer type), named, by address."""
-    seen: dict[int, rt.GoType] = {}
+    seen: dict[int, gt.GoType] = {}
     stack = list(roots)
     while stack:
         t = stack.pop()
@@ -128,12 +128,12 @@ def closure(by_name: Known, roots: list[rt.GoType]) -> tuple[rt.GoType, ...]:
             continue
         seen[t.address] = t
         by_name.name(t)
-        if t.kind in (kinds.POINTER, kinds.SLICE, kinds.ARRAY) and t.elem is not None:
+        if t.kind in (gt.POINTER, gt.SLICE, gt.ARRAY) and t.elem is not None:
             stack.append(t.elem)
-            pointer = by_name.pointer_to(t.elem) if t.kind == kinds.SLICE else None
+            pointer = by_name.pointer_to(t.elem) if t.kind == gt.SLICE else None
             if pointer is not None:
                 stack.append(pointer)
-        elif t.kind == kinds.STRUCT:
+        elif t.kind == gt.STRUCT:
             stack += [f.type for f in t.fields]
     return tuple(t for _a, t in sorted(seen.items()))
 
@@ -146,7 +146,7 @@ def package_of(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
-def receiver_of(name: str, types: Known) -> rt.GoType | None:
+def receiver_of(name: str, types: Known) -> gt.GoType | None:
     """A method's receiver type from its name alone (``pkg.(*T).M``), when the type has
     a descriptor."""
     m = _METHOD.match(name)
@@ -158,7 +158,7 @@ def receiver_of(name: str, types: Known) -> rt.GoType | None:
 # -- their DIEs -------------------------------------------------------------------------
 
 
-def types_unit(info: Info, types: tuple[rt.GoType, ...], aux: Aux,
+def types_unit(info: Info, types: tuple[gt.GoType, ...], aux: Aux,
                 by_name: Known) -> None:
     start = info.begin_unit()
     info.die("cu", TYPES_UNIT, GO_LANGUAGE, PRODUCER, 0)
@@ -178,7 +178,7 @@ class Aux:
         self.wanted: set[str] = set()
         self.pointers: dict[str, object | None] = {}  # "*T" with no descriptor: T's reference
         self.slices: dict[str, tuple[object, object]] = {}  # "[]T": T's and *T's
-        self.roots: list[rt.GoType] = []  # types with descriptors a signature names
+        self.roots: list[gt.GoType] = []  # types with descriptors a signature names
 
     def ref(self, name: str) -> str:
         self.wanted.add(name)
@@ -195,12 +195,12 @@ class Aux:
             if name in self.pointers:
                 target = self.pointers[name]
                 if target is None:  # to a type noop cannot lay out
-                    self.info.die("void_pointer", name, kinds.POINTER, key=key)
+                    self.info.die("void_pointer", name, gt.POINTER, key=key)
                 else:
-                    self.info.die("pointer", name, target, kinds.POINTER, key=key)
+                    self.info.die("pointer", name, target, gt.POINTER, key=key)
             elif name in self.slices:
                 elem, pointer = self.slices[name]
-                self.info.die("slice", name, 24, kinds.SLICE, elem, key=key)
+                self.info.die("slice", name, 24, gt.SLICE, elem, key=key)
                 self.info.die("member", "array", 0, pointer, 0)
                 self.info.die("member", "len", 8, self.ref("int"), 0)
                 self.info.die("member", "cap", 16, self.ref("int"), 0)
@@ -211,49 +211,49 @@ class Aux:
             elif name.startswith("*"):
                 target = name[1:]
                 if target in ("uint8", "int"):
-                    self.info.die("pointer", name, self.ref(target), kinds.POINTER, key=key)
+                    self.info.die("pointer", name, self.ref(target), gt.POINTER, key=key)
                 else:  # runtime internals noop has no descriptor for
-                    self.info.die("void_pointer", name, kinds.POINTER, key=key)
+                    self.info.die("void_pointer", name, gt.POINTER, key=key)
             elif name == "unsafe.Pointer":
-                self.info.die("void_pointer", name, kinds.UNSAFE_POINTER, key=key)
+                self.info.die("void_pointer", name, gt.UNSAFE_POINTER, key=key)
             elif name in ("runtime.iface", "runtime.eface"):
                 first = ("tab", "*runtime.itab") if name == "runtime.iface" \
                     else ("_type", "*runtime._type")
-                self.info.die("struct", name, 16, kinds.STRUCT, key=key)
+                self.info.die("struct", name, 16, gt.STRUCT, key=key)
                 self.info.die("member", first[0], 0, self.ref(first[1]), 0)
                 self.info.die("member", "data", 8, self.ref("unsafe.Pointer"), 0)
                 self.info.end_children()
 
 
-def _type_die(info: Info, aux: Aux, t: rt.GoType, by_name: Known) -> None:
+def _type_die(info: Info, aux: Aux, t: gt.GoType, by_name: Known) -> None:
     key, k = t.address, t.kind
 
-    def ref(x: rt.GoType | None) -> object:
+    def ref(x: gt.GoType | None) -> object:
         return x.address if x is not None else aux.ref("unsafe.Pointer")
 
-    if k in (kinds.BOOL, *range(kinds.INT, kinds.COMPLEX128 + 1)):
+    if k in (gt.BOOL, *range(gt.INT, gt.COMPLEX128 + 1)):
         info.die("base", t.name, _ENCODING.get(k, 0x07), t.size, k, key=key)
         info.offsets.setdefault(f"aux:{t.name}", info.offsets[key])
-    elif k == kinds.UNSAFE_POINTER:
+    elif k == gt.UNSAFE_POINTER:
         info.die("void_pointer", t.name, k, key=key)
-    elif k == kinds.STRING:
+    elif k == gt.STRING:
         info.die("struct", t.name, t.size, k, key=key)
         info.die("member", "str", 0, aux.ref("*uint8"), 0)
         info.die("member", "len", 8, aux.ref("int"), 0)
         info.end_children()
-    elif k == kinds.SLICE:
+    elif k == gt.SLICE:
         info.die("slice", t.name, t.size, k, ref(t.elem), key=key)
         info.die("member", "array", 0, _pointer_to(aux, t.elem, by_name), 0)
         info.die("member", "len", 8, aux.ref("int"), 0)
         info.die("member", "cap", 16, aux.ref("int"), 0)
         info.end_children()
-    elif k == kinds.ARRAY:
+    elif k == gt.ARRAY:
         info.die("array", t.name, ref(t.elem), t.size, k, key=key)
         info.die("subrange", t.length)
         info.end_children()
-    elif k == kinds.POINTER:
+    elif k == gt.POINTER:
         info.die("pointer", t.name, ref(t.elem), k, key=key)
-    elif k == kinds.STRUCT:
+    elif k == gt.STRUCT:
         if not t.fields:
             info.die("struct_empty", t.name, t.size, k, key=key)
             return
@@ -261,18 +261,18 @@ def _type_die(info: Info, aux: Aux, t: rt.GoType, by_name: Known) -> None:
         for f in t.fields:
             info.die("member", f.name, f.offset, f.type.address, int(f.embedded))
         info.end_children()
-    elif k == kinds.INTERFACE:
+    elif k == gt.INTERFACE:
         info.die("typedef", t.name, aux.ref("runtime.eface" if not t.imethods
                                              else "runtime.iface"), k, key=key)
-    elif k == kinds.MAP:
+    elif k == gt.MAP:
         info.die("typedef", t.name, aux.ref("*runtime.hmap"), k, key=key)
-    elif k == kinds.CHAN:
+    elif k == gt.CHAN:
         info.die("typedef", t.name, aux.ref("*runtime.hchan"), k, key=key)
-    elif k == kinds.FUNC:
+    elif k == gt.FUNC:
         info.die("func_type", t.name, 8, k, key=key)
 
 
-def _pointer_to(aux: Aux, elem: rt.GoType | None, by_name: Known) -> object:
+def _pointer_to(aux: Aux, elem: gt.GoType | None, by_name: Known) -> object:
     """A reference to the pointer type ``*elem`` (a slice's ``array`` member)."""
     if elem is None:
         return aux.ref("unsafe.Pointer")

@@ -20,7 +20,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-from agent.binary.gometa.rtypes import GoType
+from agent.binary.gometa.gotype import GoType
 from agent.live.gomemory import Damaged, GoMemory
 from agent.live.memory import Unreadable
 from agent.presets.client_golang.registry import Found, Series

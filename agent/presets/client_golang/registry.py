@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.binary.elf import ElfFile
-from agent.binary.gometa.rtypes import GoType
+from agent.binary.gometa.gotype import GoType
 from agent.live.gomemory import Damaged, GoMemory
 from agent.live.memory import Unreadable
 from agent.plan.libraries import CLIENT_GOLANG as PKG
