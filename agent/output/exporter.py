@@ -273,44 +273,53 @@ class Exporter(Collector):
         yield CounterMetricFamily("noop_replans", "Plans made again for what runs: a target "
                                   "that started, a new build, a file changed on disk",
                                   value=h.replans)
-        attached = GaugeMetricFamily("noop_probes_attached", "uprobes attached, per target",
-                                     labels=["target"])
+        yield _attached(s)
         if s is not None:
-            per: dict[str, int] = {t.name: 0 for t in s.plan.targets}
-            for a in s.maps.attachments:
-                name = s.plan.probes[a.probe].target
-                per[name] = per.get(name, 0) + 1
-            for name, n in sorted(per.items()):
-                attached.add_metric([name], n)
-        yield attached
-        if s is None:
-            return
-        for metric, doc, values in (
-            ("noop_events", "Ring-buffer records noop read, per probe", s.seen),
-            ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
-             "kernel)", s.maps.lost_by_probe()),
-            ("noop_events_produced", "Records the BPF programs made: read + lost + not yet "
-             "read (counted in the kernel)", produced),
-            ("noop_read_faults", "Hits where reading user memory faulted",
-             s.maps.faults()),
-            ("noop_exits_unpaired", "Returns an exit probe saw without their call's entry "
-             "(calls in progress when noop attached, or more than it keeps at once)",
-             s.maps.unpaired()),
-            ("noop_async_cancelled", "Calls of an async fn whose future was dropped before "
-             "it completed (cancelled, timed out), per exit probe on it",
-             s.maps.cancelled()),
-        ):
-            fam = CounterMetricFamily(metric, doc, labels=["probe"])
-            for pi, probe in enumerate(s.plan.probes):
-                if metric == "noop_async_cancelled" and not any(
-                        site.role == "drop" for site in probe.sites):
-                    continue
-                if metric != "noop_exits_unpaired" or probe.at == "exit":
-                    fam.add_metric([probe.name], values.get(pi, 0))
-            yield fam
-        yield s.undecodable.family()
-        if s.overhead is not None:
-            yield from _overhead(s.overhead)
+            yield from _per_probe(s, produced)
+
+
+def _attached(s: Session | None) -> Metric:
+    attached = GaugeMetricFamily("noop_probes_attached", "uprobes attached, per target",
+                                 labels=["target"])
+    if s is not None:
+        per: dict[str, int] = {t.name: 0 for t in s.plan.targets}
+        for a in s.maps.attachments:
+            name = s.plan.probes[a.probe].target
+            per[name] = per.get(name, 0) + 1
+        for name, n in sorted(per.items()):
+            attached.add_metric([name], n)
+    return attached
+
+
+def _per_probe(s: Session, produced: dict[int, int]) -> Iterator[Metric]:
+    """What each probe of the session's plan did: records, losses, faults, unpaired
+    exits, cancelled async calls; what went undecodable; what the probes cost."""
+    for metric, doc, values in (
+        ("noop_events", "Ring-buffer records noop read, per probe", s.seen),
+        ("noop_events_lost", "Records the ring buffer had no room for (counted in the "
+         "kernel)", s.maps.lost_by_probe()),
+        ("noop_events_produced", "Records the BPF programs made: read + lost + not yet "
+         "read (counted in the kernel)", produced),
+        ("noop_read_faults", "Hits where reading user memory faulted",
+         s.maps.faults()),
+        ("noop_exits_unpaired", "Returns an exit probe saw without their call's entry "
+         "(calls in progress when noop attached, or more than it keeps at once)",
+         s.maps.unpaired()),
+        ("noop_async_cancelled", "Calls of an async fn whose future was dropped before "
+         "it completed (cancelled, timed out), per exit probe on it",
+         s.maps.cancelled()),
+    ):
+        fam = CounterMetricFamily(metric, doc, labels=["probe"])
+        for pi, probe in enumerate(s.plan.probes):
+            if metric == "noop_async_cancelled" and not any(
+                    site.role == "drop" for site in probe.sites):
+                continue
+            if metric != "noop_exits_unpaired" or probe.at == "exit":
+                fam.add_metric([probe.name], values.get(pi, 0))
+        yield fam
+    yield s.undecodable.family()
+    if s.overhead is not None:
+        yield from _overhead(s.overhead)
 
 
 def _overhead(o: Overhead) -> Iterator[Metric]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from agent.binary import elf
 from agent.binary.elf import Stamp
 from agent.live import discover
-from agent.plan.model import Plan
+from agent.plan.model import Plan, TargetPlan
 
 SCAN_EVERY = 1.0  # seconds between passes over /proc
 
@@ -92,29 +92,40 @@ class Watch:
                     why = f"target {t.name}: {t.binary} changed on disk"
             # by inode number: one file in every container of an image (distinct_files)
             running = {p.ino: p for p in discover.distinct_files(mine)}
-            on = attached(t.name)
-            for path in on:
-                if path not in self._files:
-                    got = version(path)  # the file, while a process still runs it
-                    if got is not None:
-                        self._files[path] = got
-            have = {self._files[p][1] for p in on if p in self._files}
-            for f, p in running.items():
-                if f not in have and not self._turned_away(p, plan):
-                    attach.append((t.name, p.path))
-            for path in on:
-                if t.pinned and path == t.binary:
-                    continue  # named on this host: probed whether or not it runs
-                was = self._files.get(path)
-                now = running.get(was[1]) if was is not None else None
-                if was is None or now is None:
-                    detach.append(path)  # no process runs it any more
-                elif (now.mtime_ns, now.size) != was[2:] and not why:
-                    why = f"target {t.name}: {now.exe} of process {now.pid} was rewritten"
+            rewritten = self._compare(t, plan, running, attached(t.name), version, attach,
+                                      detach)
+            why = why or rewritten
         self._state = tuple(state)
         if why and self._state == self._refused:
             why = ""  # it failed with these builds running: wait until that changes
         return Step(why, tuple(attach), tuple(detach), counts)
+
+    def _compare(self, t: TargetPlan, plan: Plan, running: dict[int, discover.Process],
+                 on: set[str], version: Callable[[str], Stamp | None],
+                 attach: list[tuple[str, str]], detach: list[str]) -> str:
+        """Adds to ``attach`` the files of target ``t`` that processes run and its
+        probes are not on, to ``detach`` the probed files no process runs any more;
+        returns why to plan again (a probed file rewritten), or ''."""
+        why = ""
+        for path in on:
+            if path not in self._files:
+                got = version(path)  # the file, while a process still runs it
+                if got is not None:
+                    self._files[path] = got
+        have = {self._files[p][1] for p in on if p in self._files}
+        for f, p in running.items():
+            if f not in have and not self._turned_away(p, plan):
+                attach.append((t.name, p.path))
+        for path in on:
+            if t.pinned and path == t.binary:
+                continue  # named on this host: probed whether or not it runs
+            was = self._files.get(path)
+            now = running.get(was[1]) if was is not None else None
+            if was is None or now is None:
+                detach.append(path)  # no process runs it any more
+            elif (now.mtime_ns, now.size) != was[2:] and not why:
+                why = f"target {t.name}: {now.exe} of process {now.pid} was rewritten"
+        return why
 
     def refuse(self) -> None:
         """Making the plan again failed for what the last pass saw: do not ask again

@@ -84,7 +84,6 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     of its sites (nothing read, nothing sent): per probe the busiest process's hits
     per second. A probe whose count already costs more than its budget's share of the
     time is taken off at once, and said so (``stopped``)."""
-    from agent.binary.proof import Opened
     from agent.kernel import attach, objects, preflight, prelude, tables
 
     preflight.check_privileges()
@@ -102,17 +101,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
         table = obj.maps["noop_traps"]
         for n in range(len(index)):
             table.update(n.to_bytes(4, "little") + bytes(4), bytes(8))
-        for target in plan.targets:
-            for path in target.files:
-                with Opened(path) as opened:  # proven and attached through one descriptor
-                    for n, (pi, si) in enumerate(index):
-                        site = plan.probes[pi].sites[si]
-                        if target.name == plan.probes[pi].target:
-                            attached.setdefault(pi, []).extend(attach.attach_proven(
-                                path, opened, [attach.Uprobe(
-                                    site.file_offset, site.proof, obj.progs[names[n]],
-                                    f"{plan.probes[pi].name} at {site.function} "
-                                    f"({site.address:#x})")]))
+        _attach_counters(plan, index, obj, names, attached)
         t0 = time.monotonic()
         started = {pi: t0 for pi in attached}
         while (now := time.monotonic()) - t0 < seconds:
@@ -131,25 +120,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
             for probe in probes:
                 probe.close()
         obj.close()
-    out: dict[str, dict[str, Any]] = {}
-    for pi, p in enumerate(plan.probes):
-        if pi not in started:
-            continue
-        took = (stopped.get(pi, end)) - started[pi]
-        per_pid: dict[int, int] = {}
-        for (n, pid), hits in counts.items():
-            if index[n][0] == pi:
-                per_pid[pid] = per_pid.get(pid, 0) + hits
-        busiest = max(per_pid.values(), default=0)
-        out[p.name] = {"seconds": round(took, 3), "hits": sum(per_pid.values()),
-                       "processes": len([x for x in per_pid if x]),
-                       "rate": busiest / took if took > 0 else 0.0,
-                       **({"stopped": f"over its budget after {took:.2f} s: counting "
-                           "stopped"} if pi in stopped else {})}
-        if pi in stopped:
-            logs.say(f"probe {p.name}: over its budget after {took:.2f} s of measuring; "
-                     "taken off", logs.WARNING)
-    return out
+    return _rates(plan, index, counts, started, stopped, end)
 
 
 def _cost(plan: Plan, index: list[tuple[int, int]], counts: dict[tuple[int, int], int],
@@ -195,3 +166,49 @@ def costs_or_none(calibrate: bool) -> Costs | None:
     except NoopError as exc:
         logs.say(f"{exc.message}: costs are not estimated", logs.WARNING)
         return None
+
+
+def _attach_counters(plan: Plan, index: list[tuple[int, int]], obj: Any, names: list[str],
+                     attached: dict[int, list[Any]]) -> None:
+    """Each site's counter program on every file of its probe's target (into
+    ``attached``, by probe, so that a probe can come off alone)."""
+    from agent.binary.proof import Opened
+    from agent.kernel import attach
+
+    for target in plan.targets:
+        for path in target.files:
+            with Opened(path) as opened:  # proven and attached through one descriptor
+                for n, (pi, si) in enumerate(index):
+                    site = plan.probes[pi].sites[si]
+                    if target.name == plan.probes[pi].target:
+                        attached.setdefault(pi, []).extend(attach.attach_proven(
+                            path, opened, [attach.Uprobe(
+                                site.file_offset, site.proof, obj.progs[names[n]],
+                                f"{plan.probes[pi].name} at {site.function} "
+                                f"({site.address:#x})")]))
+
+
+def _rates(plan: Plan, index: list[tuple[int, int]], counts: dict[tuple[int, int], int],
+           started: dict[int, float], stopped: dict[int, float], end: float
+           ) -> dict[str, dict[str, Any]]:
+    """Per probe counted: how long, its hits, its processes and its busiest process's
+    hits per second; said when it was taken off for its budget."""
+    out: dict[str, dict[str, Any]] = {}
+    for pi, p in enumerate(plan.probes):
+        if pi not in started:
+            continue
+        took = (stopped.get(pi, end)) - started[pi]
+        per_pid: dict[int, int] = {}
+        for (n, pid), hits in counts.items():
+            if index[n][0] == pi:
+                per_pid[pid] = per_pid.get(pid, 0) + hits
+        busiest = max(per_pid.values(), default=0)
+        out[p.name] = {"seconds": round(took, 3), "hits": sum(per_pid.values()),
+                       "processes": len([x for x in per_pid if x]),
+                       "rate": busiest / took if took > 0 else 0.0,
+                       **({"stopped": f"over its budget after {took:.2f} s: counting "
+                           "stopped"} if pi in stopped else {})}
+        if pi in stopped:
+            logs.say(f"probe {p.name}: over its budget after {took:.2f} s of measuring; "
+                     "taken off", logs.WARNING)
+    return out

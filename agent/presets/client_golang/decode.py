@@ -31,10 +31,30 @@ def update(event: Event, probe: ProbePlan, kind: str, op: str) -> Update:
     rule = client_golang.rule_of(name)
     assert rule is not None  # operation() said so
     metric, labels, obj = common(event)
+    step = dict(rule.steps).get(op)
+    if name == client_golang.CHEAP_PROBES["counter_int"] or rule.field == "valInt":
+        value, inc, note = _counter_int(event, name, step)
+    else:
+        value, inc, note = _other(event, rule, kind, step)
+    missing = [n for n in (*event.faults, *event.unreadable)
+               if n != "observed" or rule.mnemonic == "movsd"]
+    if missing:
+        note = (note + "; " if note else "") + "not read: " + ", ".join(missing)
+    # valInt read from memory before Add's xadd (at the jump before it), or after it
+    # for an Add of a whole number: another thread's add at that moment is in it
+    racy = value is not None and (name == client_golang.CHEAP_PROBES["counter_int"] or
+                                  (rule.field == "valInt" and step is None))
+    return Update(kind, op, metric, labels, value, inc, obj, note, racy)
+
+
+Read = tuple[float | int | None, float | int | None, str]  # value, increment, note
+
+
+def _counter_int(event: Event, name: str, step: int | None) -> Read:
+    """A counter's integer part: before its xadd (the argument), or after it."""
     value: float | int | None = None
     inc: float | int | None = None
     note = ""
-    step = dict(rule.steps).get(op)
     if name == client_golang.CHEAP_PROBES["counter_int"]:  # before the xadd: the argument
         delta, now, bits = (int_of(event, "delta"), int_of(event, "valInt"),
                             number_of(event, "valBits"))
@@ -42,18 +62,28 @@ def update(event: Event, probe: ProbePlan, kind: str, op: str) -> Update:
             inc = float(delta)
             if now is not None and bits is not None:
                 value = bits + float(now + delta)
-    elif rule.field == "valInt":  # xadd on a counter's integer part: valBits + valInt
-        before, now, bits = (int_of(event, "before"), int_of(event, "valInt"),
-                             number_of(event, "valBits"))
-        if before is not None and now is not None and bits is not None:
-            if step is not None:
-                added = step
-            else:  # Add(v) with a whole v: read back from the field just after the add
-                added = now - before
-                note = "increment = valInt after - before"
-            inc = float(added)
-            value = bits + float(before + added)
-    elif rule.mnemonic == "movsd":  # a summary's buffered value: count = flushed + buffered
+        return value, inc, note
+    # xadd on a counter's integer part: valBits + valInt
+    before, now, bits = (int_of(event, "before"), int_of(event, "valInt"),
+                         number_of(event, "valBits"))
+    if before is not None and now is not None and bits is not None:
+        if step is not None:
+            added = step
+        else:  # Add(v) with a whole v: read back from the field just after the add
+            added = now - before
+            note = "increment = valInt after - before"
+        inc = float(added)
+        value = bits + float(before + added)
+    return value, inc, note
+
+
+def _other(event: Event, rule: client_golang.Rule, kind: str, step: int | None) -> Read:
+    """A summary's buffered value, a gauge's exchange, a float's compare-and-swap, a
+    histogram's or atomic summary's count."""
+    value: float | int | None = None
+    inc: float | int | None = None
+    note = ""
+    if rule.mnemonic == "movsd":  # a summary's buffered value: count = flushed + buffered
         value = number_of(event, "observed")
         parts = [int_of(event, n) for n in ("cnt", "cold", "hot")]
         note = f"count {sum(parts)}" if None not in parts else ""  # type: ignore[arg-type]
@@ -76,15 +106,7 @@ def update(event: Event, probe: ProbePlan, kind: str, op: str) -> Update:
         if value is None:
             why_not = event.unreadable.get("observed", "not read")
             note = f"{note}; observed value unreadable: {why_not}".lstrip("; ")
-    missing = [n for n in (*event.faults, *event.unreadable)
-               if n != "observed" or rule.mnemonic == "movsd"]
-    if missing:
-        note = (note + "; " if note else "") + "not read: " + ", ".join(missing)
-    # valInt read from memory before Add's xadd (at the jump before it), or after it
-    # for an Add of a whole number: another thread's add at that moment is in it
-    racy = value is not None and (name == client_golang.CHEAP_PROBES["counter_int"] or
-                                  (rule.field == "valInt" and step is None))
-    return Update(kind, op, metric, labels, value, inc, obj, note, racy)
+    return value, inc, note
 
 
 def fold(probe: ProbePlan, site: int, o: MetricObject, cols: dict[str, Any], hits: int
