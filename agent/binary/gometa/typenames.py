@@ -80,6 +80,12 @@ def full_name(t: GoType, seen: set[int], qualify: Callable[[str], str]) -> str:
         return f"map[{n(t.key)}]{n(t.elem)}"
     if k == CHAN:
         return {1: "<-chan ", 2: "chan<- "}.get(t.chan_dir, "chan ") + n(t.elem)
+    return _composite(t, n)
+
+
+def _composite(t: GoType, n: Callable[[GoType | None], str]) -> str:
+    """A func, struct or interface type's name, its parts named by ``n``."""
+    k = t.kind
     if k == FUNC:
         params = [n(p) for p in t.params]
         if t.variadic and params:
