@@ -120,6 +120,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         estimate.costs_ahead(calibrate=os.geteuid() == 0)  # beside resolving: no wait
     try:
         plan = _plan(args, args.run)
+        from agent.kernel.preflight import check_targets
+        check_targets(plan)  # a --pid (or a spec's pid) must run the target, as for run
     except BaseException:
         if costs_later is not None:
             costs_later()  # its loop file is removed before noop exits

@@ -110,11 +110,24 @@ def test_pid_that_cannot_be_one(noop: NoopRun, example: Path, pid: str) -> None:
              "is not a process ID")
 
 
-def test_pid_that_does_not_run_the_target(noop: NoopRun, privileged: None,
-                                          example: Path) -> None:
-    """This test's own process runs Python, not the example."""
-    _refused(noop("--binary", example, "--pid", str(os.getpid()), "--duration", "1"), 2,
+@pytest.mark.parametrize("command", [("--duration", "1"), ("check",), ("check", "--run")])
+def test_pid_that_does_not_run_the_target(noop: NoopRun, privileged: None, example: Path,
+                                          command: tuple[str, ...]) -> None:
+    """This test's own process runs Python, not the example: the trace, and noop check
+    (which would print a plan for it), refuse it alike."""
+    flags = command if command[0] != "check" else command[1:]
+    head = ("check",) if command[0] == "check" else ()
+    _refused(noop(*head, "--binary", example, "--pid", str(os.getpid()), *flags), 2,
              f"process {os.getpid()} does not run {example}")
+
+
+@pytest.mark.parametrize("command", [(), ("check",)])
+def test_pid_that_is_no_process(noop: NoopRun, example: Path, command: tuple[str, ...]
+                                ) -> None:
+    """A PID no process has (above every PID in use, below the kernel's limit)."""
+    pid = str(int(Path("/proc/sys/kernel/pid_max").read_text()) - 1)
+    _refused(noop(*command, "--binary", example, "--pid", pid,
+                  *(() if command else ("--duration", "1"))), 2, f"no process {pid}")
 
 
 @pytest.mark.parametrize("seconds", ["-1", "0", "nan", "inf", "1e400"])
