@@ -712,3 +712,61 @@ def test_target_limited_to_a_container_and_a_pod() -> None:
     assert not list(validator.iter_errors(doc))
     doc["targets"]["t"]["container"] = "4F1C"  # type: ignore[index]
     assert list(validator.iter_errors(doc))
+
+
+# ---------------------------------------------------------------------------------------
+# YAML as operators write it: merge keys, deep nesting, tags.
+
+def test_merge_keys_share_settings_and_keep_each_place() -> None:
+    """``<<: *defaults`` (one mapping or a list of them, the first given winning) gives
+    a mapping the keys it does not set itself, wherever mappings are read; a problem in
+    a merged key is reported where that key is written."""
+    merged = ONE_TARGET + """\
+probes:
+  - &base
+    name: a
+    function: main.f
+    budget: 2%
+    values: &shared {n: n}
+  - <<: *base
+    name: b
+    values: {<<: *shared, m: m}
+  - <<: [{budget: 3%, at: exit}, *base]
+    name: c
+    function: main.h
+"""
+    probes = spec.parse(merged, F).probes
+    assert [(p.name, p.function, p.budget, p.at) for p in probes] == [
+        ("a", "main.f", 0.02, "entry"), ("b", "main.f", 0.02, "entry"),
+        ("c", "main.h", 0.03, "exit")]
+    assert {v.name for v in probes[1].values} == {"m", "n"}
+    assert probes[1].mark.line == 9  # b, where its mapping starts
+    bad = ONE_TARGET + """\
+probes:
+  - &base
+    name: a
+    function: main.f
+    budget: lots
+  - <<: *base
+    name: b
+"""
+    lines = problems(bad)
+    assert len(lines) == 2 and all(line.startswith(f"{F}:7:13: ") for line in lines), lines
+    (line,) = problems(ONE_TARGET + "probes:\n  - name: a\n    function: main.f\n"
+                       "    <<: 3\n")
+    assert line == f"{F}:6:9: probe a: probe: '<<' merges only mappings (give it an alias of " \
+        "a mapping (<<: *defaults))", line
+
+
+@pytest.mark.parametrize("depth", [65, 3000, 100_000])
+def test_deep_nesting_is_one_line(depth: int) -> None:
+    text = ONE_TARGET + "probes:\n  - name: a\n    function: main.f\n    values: " + \
+        "[" * depth + "]" * depth + "\n"
+    (line,) = problems(text)
+    assert "nested too deep to be a spec (a spec nests at most 64 levels)" in line
+
+
+@pytest.mark.parametrize("tagged", ["!include other.yaml", "!env HOME", "!!python/name:os.system"])
+def test_an_unknown_tag_is_one_line(tagged: str) -> None:
+    (line,) = problems(ONE_TARGET + f"probes:\n  - name: a\n    function: {tagged}\n")
+    assert line.startswith(f"{F}:5:15: "), line

@@ -36,9 +36,9 @@ from agent.config.model import (
     share,
 )
 from agent.config.reader import IDENT as _IDENT
+from agent.config.reader import MAX_DEPTH, Reader, too_deep
 from agent.config.reader import Mark as Mark  # re-exported: spec.Mark, spec.Problem, ...
 from agent.config.reader import Problem as Problem
-from agent.config.reader import Reader
 from agent.config.reader import SpecError as SpecError
 from agent.config.schema import PROBE_KEYS, TARGET_KEYS, TOP_KEYS, VALUE_KEYS
 from agent.errors import NoopError, nearest
@@ -61,6 +61,9 @@ def parse(text: str, path: str = "<spec>") -> Spec:
     r = Reader(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:  # the composer recurses once a level
+        raise SpecError([Problem(Mark(path, 1, 1), "nested too deep to be a spec",
+                                 f"a spec nests at most {MAX_DEPTH} levels")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Mark(path, mark.line + 1, mark.column + 1) if mark else Mark(path, 1, 1)
@@ -73,6 +76,10 @@ def parse(text: str, path: str = "<spec>") -> Spec:
         code = ch if isinstance(ch, int) else ord(ch)
         raise SpecError([Problem(where, f"not valid YAML: character U+{code:04X} is not "
                                  "allowed", "remove it: a spec is plain text")]) from None
+    deep = too_deep(root) if root is not None else None
+    if deep is not None:
+        raise SpecError([Problem(r.mark(deep), "nested too deep to be a spec",
+                                 f"a spec nests at most {MAX_DEPTH} levels")])
     if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise SpecError([Problem(Mark(path, 1, 1), "the spec is empty",
                                  "it needs 'targets' and 'probes'")])

@@ -15,6 +15,8 @@ from agent.errors import NoopError, nearest
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 INVALID = object()  # a scalar that could not be constructed (already reported)
+MERGE = "tag:yaml.org,2002:merge"  # the key << of a merge (YAML 1.1's merge key type)
+MAX_DEPTH = 64  # mappings and lists nested in a spec at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,25 @@ class Key:
 
 
 
+def too_deep(root: yaml.Node) -> yaml.Node | None:
+    """The first node nested deeper than ``MAX_DEPTH`` (walked without recursion:
+    aliases may make the tree a graph, each node is walked once)."""
+    seen: set[int] = set()
+    todo: list[tuple[yaml.Node, int]] = [(root, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            return node
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            todo += [(n, depth + 1) for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(n, depth + 1) for n in node.value]
+    return None
+
+
 class Reader:
     """Walks the composed YAML node tree, collecting problems instead of stopping."""
 
@@ -84,11 +105,17 @@ class Reader:
         self.problems.append(Problem(mark, message, hint, self.probe))
 
     def scalar(self, node: yaml.Node) -> Any:
+        if node.tag.startswith("!") and not node.tag.startswith("!!"):
+            self.error(node, f"unknown YAML tag {node.tag}",
+                       "a spec takes plain values: leave the tag out")
+            return INVALID
         try:
             return self._constructor.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, TypeError) as exc:
-            self.error(node, f"cannot read this value ({node.tag}): {exc}",
-                       "leave out YAML tags such as !!int")
+            why = exc.problem if isinstance(exc, yaml.MarkedYAMLError) and exc.problem \
+                else str(exc)
+            self.error(node, f"cannot read this value ({node.tag}): "
+                       f"{' '.join(str(why).split())}", "leave out YAML tags such as !!int")
             return INVALID
 
     def mapping(self, node: yaml.Node, what: str, keys: tuple[Key, ...] | None
@@ -99,7 +126,7 @@ class Reader:
             return None
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         names = [k.name for k in keys] if keys is not None else []
-        for knode, vnode in node.value:
+        for knode, vnode in self._merged(node, what):
             key = knode.value if isinstance(knode, yaml.ScalarNode) else None
             if not isinstance(key, str) or not key:
                 self.error(knode, f"{what}: keys must be names")
@@ -119,6 +146,32 @@ class Reader:
                 if k.required and k.name not in out:
                     self.error(node, f"{what}: missing key {k.name!r}", k.doc)
         return out
+
+    def _merged(self, node: yaml.MappingNode, what: str
+                ) -> list[tuple[yaml.Node, yaml.Node]]:
+        """A mapping's own items, then those its merge keys (``<<: *defaults``, or a
+        list of them: the first given wins) bring that it does not set itself; each item
+        keeps its own place in the file, for the messages about it."""
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        for knode, vnode in node.value:
+            if knode.tag != MERGE:
+                own.append((knode, vnode))
+                continue
+            sources = vnode.value if isinstance(vnode, yaml.SequenceNode) else [vnode]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self.error(source, f"{what}: '<<' merges only mappings",
+                               "give it an alias of a mapping (<<: *defaults)")
+                    continue
+                merged += self._merged(source, what)
+        have = {k.value for k, _v in own if isinstance(k, yaml.ScalarNode)}
+        for knode, vnode in merged:
+            key = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            if key not in have:
+                have.add(key)
+                own.append((knode, vnode))
+        return own
 
     def typed(self, node: yaml.Node, kind: type, what: str) -> Any:
         value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else node
