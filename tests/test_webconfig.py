@@ -352,7 +352,7 @@ def test_missing_and_unreadable_config(tmp_path: Path) -> None:
     err = refusal(str(tmp_path / "nope.yml"))
     assert err.message == f"{tmp_path}/nope.yml: no such web config file"
     err = refusal(str(tmp_path))
-    assert err.message == f"{tmp_path}: cannot read: Is a directory"
+    assert err.message == f"{tmp_path}: is a directory"
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from agent import files
 from agent.errors import BinaryError
 
 _ELF_MAGIC = b"\x7fELF"
@@ -64,16 +65,21 @@ class ElfFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        denied = "noop needs CAP_DAC_READ_SEARCH to read a file only its owner may read" \
+            if os.geteuid() == 0 else "run as root"
         try:
+            files.checked(self.path, "executable", error=BinaryError)
             self._f = open(self.path, "rb")  # noqa: SIM115 - kept open for lazy reads
-        except FileNotFoundError:
-            raise BinaryError(f"{self.path}: no such file", "check the path") from None
-        except IsADirectoryError:
-            raise BinaryError(f"{self.path}: is a directory", "name the executable") from None
+        except BinaryError as exc:
+            if exc.message.endswith(": permission denied"):
+                exc.hint = denied
+            elif exc.message.endswith(": no such file"):
+                exc.hint = "check the path"
+            raise
         except PermissionError:
-            raise BinaryError(f"{self.path}: permission denied", "noop needs "
-                              "CAP_DAC_READ_SEARCH to read a file only its owner may read"
-                              if os.geteuid() == 0 else "run as root") from None
+            raise BinaryError(f"{self.path}: permission denied", denied) from None
+        except OSError as exc:
+            raise files.problem(self.path, exc, error=BinaryError) from None
         head = self._f.read(64)
         if head[:4] != _ELF_MAGIC:
             self._f.close()

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from agent import files
 from agent.config import metrics as spec_metrics
 from agent.config.reader import Mark
 from agent.errors import NoopError
@@ -141,10 +141,10 @@ def override(s: Spec, binary: str | None, pid: int | None, debuginfo: str | None
                         "set binary and pid in the spec's targets instead")
     t = s.targets[0]
     if binary:  # the command line's path replaces however the spec named the program
-        t = replace(t, binary=str(Path(binary).resolve()), exe=None, build_id=None)
+        t = replace(t, binary=files.resolved(binary, "binary"), exe=None, build_id=None)
     t = replace(t, pid=pid if pid is not None else t.pid)
     if debuginfo:
-        t = replace(t, debuginfo=str(Path(debuginfo).resolve()))
+        t = replace(t, debuginfo=files.resolved(debuginfo, "debug file"))
     return replace(s, targets=(t,))
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from agent import files
 from agent.config import metrics as spec_metrics
 from agent.config.model import (
     AT,
@@ -46,15 +47,10 @@ from agent.errors import NoopError, nearest
 
 def load(path: str | Path) -> Spec:
     """Read and validate a spec file; raise SpecError listing every problem."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not files.exists(path):
         raise NoopError(f"{path}: no such spec file",
-                        "give --config the path of a probes.yaml") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NoopError(f"{path}: cannot read: {exc}") from None
-    return parse(text, str(path))
+                        "give --config the path of a probes.yaml")
+    return parse(files.read_text(path, "spec"), str(path))
 
 
 def parse(text: str, path: str = "<spec>") -> Spec:

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from agent import files
 from agent.errors import NoopError, nearest
 
 CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
@@ -122,12 +123,9 @@ class WebConfig:
 
 def load(path: str) -> WebConfig:
     """Read a web config file and check it, certificate files included."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not files.exists(path):
         _fail(path, "no such web config file", "give the path of a web config file (YAML)")
-    except (OSError, UnicodeDecodeError) as exc:
-        _fail(path, f"cannot read: {_why(exc)}", "check the file's permissions and encoding")
+    text = files.read_text(path, "web config file", error=WebConfigError)
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -16,9 +16,8 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
-from agent import cache
+from agent import cache, files
 from agent.binary import debuginfo
 from agent.binary.dwarf.damage import damage_said
 from agent.binary.elf import ElfFile
@@ -76,7 +75,7 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
         if planned is None:
             continue
         target, got = planned
-        here = path if through_proc(path) else str(Path(path).resolve())
+        here = path if through_proc(path) else files.resolved(path, "binary")
         targets.append(replace(target, name=t.name, binary=here, pid=t.pid, also=also,
                                selector=selector_of(spec, t), pinned=pinned))
         found += [(n, callers.bind(plan, here, target.build_id, given.debug))

@@ -5,9 +5,8 @@ crate, chosen by the binary's language. Plans are kept in noop's cache by build-
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from agent import cache
+from agent import cache, files
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector, through_proc
@@ -29,7 +28,7 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
 
     The plan depends on the binary's bytes alone: it is kept in noop's cache by
     build-id, and a start that finds it opens no DWARF."""
-    here = Selector(path=str(Path(path).resolve()))
+    here = Selector(path=files.resolved(path, "binary"))
     elf = ElfFile(path)
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
     given = debuginfo.Given(debug)

@@ -1,0 +1,113 @@
+"""Files a user names (a spec, a binary, a debug file, a web config, the cache's
+directory), checked in one place: every OS error on the way to one, and every file that
+is not a regular file (a directory, a FIFO, a socket, a device), is one line that names
+the file and what is wrong, never a traceback; and reads are bounded, so that a FIFO,
+``/dev/zero`` or a huge sparse file is refused, never waited for or read to the end."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from agent.errors import NoopError
+
+MAX_TEXT = 16 << 20  # bytes of a spec or a web config read at most
+MAX_BINARY = 8 << 30  # bytes of a binary or debug file noop reads at most
+
+_WHY = {errno.ENOENT: "no such file", errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied", errno.ELOOP: "a loop of symbolic links",
+        errno.ENAMETOOLONG: "its name is too long", errno.EISDIR: "is a directory",
+        errno.ENOTDIR: "a part of its path is not a directory",
+        errno.ENXIO: "no device behind it", errno.EIO: "an input/output error"}
+_KINDS = ((stat.S_ISDIR, "is a directory"), (stat.S_ISFIFO, "is a FIFO (a named pipe)"),
+          (stat.S_ISSOCK, "is a socket"), (stat.S_ISCHR, "is a character device"),
+          (stat.S_ISBLK, "is a block device"))
+
+
+def why(exc: OSError) -> str:
+    """What an OS error says of a file, in a few words."""
+    if exc.errno in _WHY:
+        return _WHY[exc.errno]
+    return (exc.strerror or str(exc)).lower()
+
+
+def problem(path: str | os.PathLike[str], exc: OSError, hint: str = "check the path",
+            error: type[NoopError] = NoopError) -> NoopError:
+    """The one-line error for ``exc`` on the file at ``path``."""
+    err = error(f"{path}: {why(exc)}", hint)
+    err.exit_code = 2
+    return err
+
+
+def checked(path: str | os.PathLike[str], what: str, limit: int = MAX_BINARY,
+            error: type[NoopError] = NoopError, hint: str = "") -> os.stat_result:
+    """The status of the regular file at ``path`` (links followed), no larger than
+    ``limit``; else ``error``, one line: ``PATH: why (hint)``, exit code 2."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise problem(path, exc, hint or f"check the path of the {what}", error) from None
+    except ValueError:  # a NUL in the name
+        err = error(f"{path!r}: not a file name", f"check the path of the {what}")
+        err.exit_code = 2
+        raise err from None
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            err = error(f"{path}: {kind}", hint or f"name the {what} itself")
+            err.exit_code = 2
+            raise err
+    if st.st_size > limit:
+        err = error(f"{path}: {st.st_size} bytes, more than a {what} noop reads "
+                    f"({limit >> 20} MiB)", hint or f"check that this is the {what}")
+        err.exit_code = 2
+        raise err
+    return st
+
+
+def resolved(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` made absolute, its links followed as far as they go; a loop of links or
+    an unusable name is one line."""
+    try:
+        return str(Path(path).resolve())
+    except RuntimeError:  # Python 3.11's Path.resolve on a loop of symbolic links
+        raise problem(path, OSError(errno.ELOOP, "loop"), f"check the path of the {what}"
+                      ) from None
+    except OSError as exc:
+        raise problem(path, exc, f"check the path of the {what}") from None
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    """Whether anything is at ``path`` (a dangling link counts); an unusable name or an
+    unreadable directory on the way does not say no: ``checked`` says what it is."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
+
+
+def read_text(path: str | os.PathLike[str], what: str, limit: int = MAX_TEXT,
+              error: type[NoopError] = NoopError) -> str:
+    """The UTF-8 text of the regular file at ``path``, read to at most ``limit`` bytes;
+    else ``error``, one line."""
+    checked(path, what, limit, error)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise problem(path, exc, f"check the path of the {what}", error) from None
+    if len(data) > limit:  # it grew since it was looked at
+        err = error(f"{path}: more than a {what} noop reads ({limit >> 20} MiB)",
+                    f"check that this is the {what}")
+        err.exit_code = 2
+        raise err
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        err = error(f"{path}: not UTF-8 text (byte {exc.start})", f"a {what} is plain text")
+        err.exit_code = 2
+        raise err from None
