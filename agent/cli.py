@@ -6,14 +6,21 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from agent import __version__, commands, logs
+from agent import __version__, commands, files, logs
 from agent.errors import NoopError
+
+# What writing the output (stdout: a file, a pipe, a terminal) fails with: said in one
+# line. Every file noop writes itself handles its own (the cache skips, with no partial
+# file).
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS,
+                  errno.EBADF, errno.ENXIO, errno.EAGAIN}
 
 
 def _pid(text: str) -> int:
@@ -254,7 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "debuginfo", None) and not getattr(args, "binary", None):
             raise NoopError("--debuginfo needs --binary: name it in the spec's target as "
                             "debuginfo: FILE")
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a full disk is one line, not at exit
+        return code
     except NoopError as exc:
         logs.say(str(exc), logs.ERROR)
         return exc.exit_code
@@ -263,6 +272,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:  # writing stdout
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            logs.say(f"cannot write the output: {files.why(exc)}", logs.ERROR)
+            return 1
+        if os.environ.get("NOOP_DEBUG"):
+            traceback.print_exc()
+        logs.say(f"internal error: {type(exc).__name__}: {exc} "
+                 "(set NOOP_DEBUG=1 for a traceback and report it)", logs.ERROR)
+        return 70
     except Exception as exc:  # a bug in noop, not the user's mistake
         if os.environ.get("NOOP_DEBUG"):
             traceback.print_exc()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from harness.programs import NoopRun
@@ -64,3 +65,23 @@ def test_a_path_that_is_not_the_file_is_one_line(noop: NoopRun, odd: dict[str, s
     assert "internal error" not in line and "Traceback" not in done.stderr, line
     shown = path if len(path) < 200 else path[:40]
     assert shown in line or (kind == "dev-zero" and "/dev/zero" in line), line
+
+
+@pytest.mark.parametrize("args", [("funcs", "EXAMPLE"), ("check", "--binary", "EXAMPLE"),
+                                  ("check", "--binary", "EXAMPLE", "--json"),
+                                  ("struct", "EXAMPLE", "main.metrics"), ("doctor",)],
+                         ids=lambda a: " ".join(a))
+def test_output_to_a_full_device_is_one_line(example: Path, session_cache: Path,
+                                             args: tuple[str, ...]) -> None:
+    """stdout on a full device (/dev/full): one line, exit 1, nothing at exit after it."""
+    import subprocess
+
+    from harness.noop import REPO, command, environment
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(command(*[str(example) if a == "EXAMPLE" else a for a in args]),
+                              cwd=REPO, env=environment(session_cache), stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "noop: cannot write the output: no space left on device"], done.stderr
