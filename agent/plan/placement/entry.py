@@ -13,7 +13,7 @@ from functools import partial
 
 from elftools.dwarf.die import DIE
 
-from agent.binary import sites
+from agent.binary import passes, sites
 from agent.binary.dwarf.functions import FunctionVars
 from agent.config.model import Probe
 from agent.errors import NoopError
@@ -74,7 +74,7 @@ def entry_site(b: Binary, function: str, fetches: tuple[Fetch, ...]) -> Site:
                 f"entry: the first instruction ({name}, {how})", fetches, handling=how)
     if how == sites.EMULATED or b.dwarf.language != "go":
         return site
-    check = sites.stack_check(insns, b.morestack)
+    check = passes.stack_check(insns, b.morestack)
     if check is None:
         return replace(site, why=site.why + "; no stack check, so each call passes it "
                        "once")

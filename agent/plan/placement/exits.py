@@ -5,7 +5,7 @@ sum, as an exit probe's call and return.
 
 from __future__ import annotations
 
-from agent.binary import sites
+from agent.binary import passes, sites
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import Site
@@ -17,7 +17,7 @@ def exit_sites(b: Binary, function: str, fetches: tuple[Fetch, ...],
     call: there the results are the callee's, so ``tail_fetches``)."""
     sym, _die = b.functions.find(function)
     out = []
-    for e in sites.exits(b.instructions(function), sym.address, sym.address + sym.size):
+    for e in passes.exits(b.instructions(function), sym.address, sym.address + sym.size):
         how = sites.handling(e.insn.raw)
         if e.tail:
             why = f"exit: tail jump to {b.symbol_name(e.insn.target or 0)} ({how})"

@@ -12,7 +12,7 @@ from functools import partial
 
 from elftools.dwarf.die import DIE
 
-from agent.binary import sites
+from agent.binary import passes, sites
 from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.functions import FunctionVars
 from agent.binary.dwarf.locations import Location, Piece
@@ -82,13 +82,13 @@ def later_site(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, .
     written the slot or moved rsp since."""
     sym, die = b.functions.find(function)
     insns = b.instructions(function)
-    check = sites.stack_check(insns, b.morestack) if b.dwarf.language == "go" \
+    check = passes.stack_check(insns, b.morestack) if b.dwarf.language == "go" \
         else None
     start = next((n + 1 for n, i in enumerate(insns) if check and i == check.jbe), 0)
     sizes = {p.name: p.size for p in fv.params}
     spills: dict[str, tuple[int, int, int]] = {}  # register -> (rsp offset, store, cfa)
     first: Site | None = None
-    for insn in sites.once_per_call(insns, start):
+    for insn in passes.once_per_call(insns, start):
         if first is not None and (first.handling == sites.EMULATED or
                                   _calls_between(insns, first.address, insn.address)):
             break

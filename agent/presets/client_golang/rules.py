@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.binary import sites
+from agent.binary import passes, sites
 from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
@@ -122,7 +122,7 @@ def _makers(b: Binary) -> ProbePlan | None:
         if not sym.size:
             continue
         start = b.start_of(fn)
-        for e in sites.exits(b.instructions(fn), sym.address, sym.address + sym.size):
+        for e in passes.exits(b.instructions(fn), sym.address, sym.address + sym.size):
             if e.tail:  # another function's results: not one of ours to note
                 unseen.append(f"{fn}: a tail jump at {e.insn.address:#x}")
                 continue
