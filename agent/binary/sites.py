@@ -1,8 +1,8 @@
 """Instructions of a function (capstone), and what a uprobe costs on each.
 
 Plans use these to probe inside a function body: atomic updates of a struct field,
-stack spills of an argument register, a Go function's stack check (the cheapest
-exactly-once entry site) and its exits (RET instructions and tail jumps).
+stack spills of an argument register (``passes`` finds a Go function's stack check,
+the cheapest exactly-once entry site, and its exits).
 
 How an x86-64 kernel handles a uprobe's instruction decides its cost: a few it
 emulates in the trap handler (relative jumps, conditional jumps and calls, ``push``
