@@ -393,7 +393,8 @@ class Daemon:
 
     def _mirror(self) -> None:
         """The preset on a Go program: its own metrics mirrored from its memory too
-        (``presets.client_golang.mirror``), for the processes each scan finds."""
+        (``presets.client_golang.mirror``), for the processes running its build at each
+        scrape."""
         if not self.opts.mirror or not self.plan.targets or \
                 self.plan.targets[0].language != "go":
             return
