@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from agent.errors import NoopError
@@ -42,13 +43,16 @@ def problem(path: str | os.PathLike[str], exc: OSError, hint: str = "check the p
 
 
 def checked(path: str | os.PathLike[str], what: str, limit: int = MAX_BINARY,
-            error: type[NoopError] = NoopError, hint: str = "") -> os.stat_result:
+            error: type[NoopError] = NoopError, hint: str = "",
+            hints: Mapping[int, str] | None = None) -> os.stat_result:
     """The status of the regular file at ``path`` (links followed), no larger than
-    ``limit``; else ``error``, one line: ``PATH: why (hint)``, exit code 2."""
+    ``limit``; else ``error``, one line: ``PATH: why (hint)``, exit code 2. ``hints``:
+    the hint for an OS error by its errno, where the caller knows a better one."""
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise problem(path, exc, hint or f"check the path of the {what}", error) from None
+        said = (hints or {}).get(exc.errno or 0) or hint or f"check the path of the {what}"
+        raise problem(path, exc, said, error) from None
     except ValueError:  # a NUL in the name
         err = error(f"{path!r}: not a file name", f"check the path of the {what}")
         err.exit_code = 2

@@ -6,6 +6,7 @@ binary only to learn its build-id, so it must not import pyelftools.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import struct
@@ -67,15 +68,10 @@ class ElfFile:
         self.path = Path(path)
         denied = "noop needs CAP_DAC_READ_SEARCH to read a file only its owner may read" \
             if os.geteuid() == 0 else "run as root"
+        files.checked(self.path, "executable", error=BinaryError, hints={
+            errno.ENOENT: "check the path", errno.EACCES: denied, errno.EPERM: denied})
         try:
-            files.checked(self.path, "executable", error=BinaryError)
             self._f = open(self.path, "rb")  # noqa: SIM115 - kept open for lazy reads
-        except BinaryError as exc:
-            if exc.message.endswith(": permission denied"):
-                exc.hint = denied
-            elif exc.message.endswith(": no such file"):
-                exc.hint = "check the path"
-            raise
         except PermissionError:
             raise BinaryError(f"{self.path}: permission denied", denied) from None
         except OSError as exc:

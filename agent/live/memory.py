@@ -118,14 +118,18 @@ def check(pid: int) -> None:
 
 
 def _a_mapped_address(pid: int) -> int:
+    return int(_maps(pid)[0].split("-", 1)[0], 16)
+
+
+def _maps(pid: int) -> list[str]:
+    """The lines of /proc/PID/maps: what the process has mapped, and from which files."""
     try:
-        first = Path(f"/proc/{pid}/maps").read_text().split("\n", 1)[0]
+        return Path(f"/proc/{pid}/maps").read_text().splitlines()
     except FileNotFoundError:
         raise Unreadable(f"process {pid} exited", "") from None
     except OSError as exc:
         raise Unreadable(f"reading /proc/{pid}/maps: {exc.strerror}",
                          "run noop as root with CAP_SYS_PTRACE") from None
-    return int(first.split("-", 1)[0], 16)
 
 
 def load_bias(pid: int, path_inode: tuple[int, int], first_load: int) -> int:
@@ -135,14 +139,7 @@ def load_bias(pid: int, path_inode: tuple[int, int], first_load: int) -> int:
     offset). 0 for a file linked where it runs (not PIE). Unreadable when the process
     runs no such file."""
     dev, ino = path_inode
-    try:
-        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    except FileNotFoundError:
-        raise Unreadable(f"process {pid} exited", "") from None
-    except OSError as exc:
-        raise Unreadable(f"reading /proc/{pid}/maps: {exc.strerror}",
-                         "run noop as root with CAP_SYS_PTRACE") from None
-    for line in lines:
+    for line in _maps(pid):
         parts = line.split(maxsplit=5)
         if len(parts) < 5 or int(parts[4]) != ino:
             continue
@@ -153,8 +150,3 @@ def load_bias(pid: int, path_inode: tuple[int, int], first_load: int) -> int:
         offset = int(parts[2], 16)
         return start - offset - first_load
     raise Unreadable(f"process {pid} does not run the file (inode {ino})", "")
-
-
-def words(data: bytes, at: int = 0, n: int = 1) -> tuple[int, ...]:
-    """``n`` little-endian 8-byte words of ``data`` from ``at``."""
-    return struct.unpack_from(f"<{n}Q", data, at)

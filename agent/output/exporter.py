@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agent.kernel.budget import Overhead
 
 
-# A metric object of a preset's: (pid, address, generation).
+# A metric object of a preset's: (pid, address, its generation: plan.generations).
 Object = tuple[int, int, int]
 
 

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent.kernel.aggregate import Row
 from agent.kernel.events import Event
 from agent.live.cgroups import Processes
+from agent.output.exporter import Object
 from agent.output.undecodable import Tally, probe_of, row_ident, why
 from agent.output.usermetrics import with_labels
 from agent.plan import generations
@@ -29,7 +30,6 @@ from agent.presets.plans import library
 LABELS = ("target", "pid", "library", "metric", "labels")
 
 
-Object = tuple[int, int, int]  # (pid, address, its generation: plan.generations)
 Series = tuple[int, str, str]  # (pid, metric, labels)
 
 

@@ -398,21 +398,13 @@ class Daemon:
         if not self.opts.mirror or not self.plan.targets or \
                 self.plan.targets[0].language != "go":
             return
-        from agent.presets.client_golang.mirror import Mirror
+        from agent.presets.client_golang.mirror import Mirror, running
 
         t = self.plan.targets[0]
-
-        def running() -> list[int]:  # the processes running the build, at a scrape
-            from agent.live import discover
-
-            if t.selector is None:
-                return []
-            found = discover.find(t.selector, t.pid, ids=self.watch.ids)
-            return [p.pid for p in found if self.watch.ids.of(p) == t.build_id]
-
         try:
             # labelled as the preset's meta-metrics are: by the binary's name
-            self.mirror = Mirror(Path(t.binary).name, t.binary, find=running)
+            self.mirror = Mirror(Path(t.binary).name, t.binary,
+                                 find=running(t, self.watch.ids))
         except NoopError as exc:
             log(f"the program's own metrics are not mirrored: {exc.message}", logs.WARNING)
             return

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agent.kernel import aggregate
-from agent.output.exporter import Session
-from agent.presets.meta import Object, object_of
+from agent.output.exporter import Object, Session
+from agent.presets.meta import object_of
 
 if TYPE_CHECKING:
     from agent.kernel.load import Loaded

@@ -326,19 +326,12 @@ def _mirror(site: Site) -> Iterator[Attached]:
     """``noop run --binary --mirror memory`` on the workload: no probe, the program's
     metrics read from its memory as a scrape every half second reads them (note
     ``render_ms``: the median scrape's time)."""
-    from agent.live import discover
     from agent.presets import plans as presets
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.client_golang.mirror import Mirror, running
 
     plan = presets.memory_only(presets.plan(site.binary, aggregate=True))
     assert not plan.probes
-    selector = plan.targets[0].selector
-    assert selector is not None
-
-    def running() -> list[int]:
-        return [p.pid for p in discover.find(selector)]
-
-    mirror = Mirror(Path(site.binary).name, site.binary, find=running)
+    mirror = Mirror(Path(site.binary).name, site.binary, find=running(plan.targets[0]))
     stop = threading.Event()
     times: list[float] = []
 

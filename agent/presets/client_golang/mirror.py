@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -30,6 +31,10 @@ from agent.live.memory import Unreadable, check
 from agent.presets.client_golang import readings, registry
 from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
+
+if TYPE_CHECKING:
+    from agent.live.discover import BuildIds
+    from agent.plan.model import TargetPlan
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
 MAX_SERIES = 1 << 18  # series whose label text is kept
@@ -293,3 +298,19 @@ def go_float(x: float) -> str:
         return f"{head}0.{'0' * (-exp - 1)}{ds}"
     whole = ds.ljust(exp + 1, "0")
     return head + whole[:exp + 1] + ("." + ds[exp + 1:] if len(ds) > exp + 1 else "")
+
+
+def running(t: TargetPlan, ids: BuildIds | None = None) -> Callable[[], list[int]]:
+    """What ``Mirror(find=...)`` asks at each scrape: the processes running target
+    ``t``'s build now (named as the target names them, its pid alone when it has one)."""
+    from agent.live import discover
+
+    known = ids or discover.BuildIds()
+
+    def find() -> list[int]:
+        if t.selector is None:
+            return []
+        return [p.pid for p in discover.find(t.selector, t.pid, ids=known)
+                if known.of(p) == t.build_id]
+
+    return find

@@ -24,6 +24,7 @@ from agent.binary.gometa.gotype import GoType
 from agent.live.gomemory import Damaged, GoMemory
 from agent.live.memory import Unreadable
 from agent.presets.client_golang.registry import Found, Series
+from agent.presets.common import float_of as _f
 
 TRIES = 4
 MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
@@ -51,10 +52,6 @@ class Read:
     values: dict[int, Value] = field(default_factory=dict)  # by the series' address
     gone: list[Series] = field(default_factory=list)  # no longer the object it was
     torn: list[Series] = field(default_factory=list)  # changing at every try
-
-
-def _f(bits: int) -> float:
-    return float(struct.unpack("<d", struct.pack("<Q", bits))[0])
 
 
 def _u64(raw: bytes, at: int) -> int:
@@ -91,7 +88,6 @@ class Reader:
         # any more is never read).
         self._itab_types: dict[int, str] = {}
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
-        self._kinds: dict[int, str] = {}
         self._layouts: dict[int, _Layout] = {}
 
     def _off(self, t: GoType, name: str) -> int:
@@ -146,10 +142,10 @@ class Reader:
         """Where a metric type keeps what every read looks at, found once per type."""
         got = self._layouts.get(id(t))
         if got is None:
-            kind = self._kind(t)
+            name = self.gm.types.name(t)
             has = {f.name for f in (t.elem.fields if t.elem is not None else ())}
             got = self._layouts[id(t)] = _Layout(
-                self.gm.types.name(t), kind, t.elem.size if t.elem is not None else 0,
+                name, name.rsplit(".", 1)[-1], t.elem.size if t.elem is not None else 0,
                 self._off(t, "selfCollector"), self._off(t, "desc"),
                 self._off(t, "valBits") if "valBits" in has else 0,
                 self._off(t, "valInt") if "valInt" in has else 0)
@@ -170,12 +166,6 @@ class Reader:
                 return False
             named = self._itab_types[itab] = self.gm.types.name(t)
         return named == name
-
-    def _kind(self, t: GoType) -> str:
-        got = self._kinds.get(id(t))
-        if got is None:
-            got = self._kinds[id(t)] = self.gm.types.name(t).rsplit(".", 1)[-1]
-        return got
 
     def _counts(self, s: Series) -> GoType:
         """The struct of a histogram's or summary's halves (``counts [2]*T``)."""

@@ -127,12 +127,11 @@ class Walker:
         # registries)
         self._seen: set[tuple[int, str, tuple[tuple[str, str], ...]]] = set()
         self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
+        self._types: dict[str, GoType] = {}  # _type's
 
     def registry(self, address: int) -> None:
         gm = self.gm
-        t = gm.types.find(REGISTRY)
-        if t is None:
-            raise Damaged("the binary has no *prometheus.Registry type", "")
+        t = self._type(REGISTRY)
         by_id = gm.field_type(t, "collectorsByID")
         header = gm.word(address + gm.field(t, "collectorsByID"))
         collectors = [value for _k, value in gm.map_entries(header, by_id)]
@@ -197,22 +196,31 @@ class Walker:
 
     def _read_desc(self, desc: int) -> tuple[str, str]:
         gm = self.gm
-        t = gm.types.find(f"*{PKG}.Desc")
-        if t is None:
-            raise Damaged("the binary has no *prometheus.Desc type", "")
+        t = self._type(f"*{PKG}.Desc")
         return gm.string(desc + gm.field(t, "fqName")), gm.string(desc + gm.field(t, "help"))
+
+    def _type(self, name: str) -> GoType:
+        """The library's type called ``name``, looked up once a walk."""
+        got = self._types.get(name)
+        if got is None:
+            found = self.gm.types.find(name)
+            if found is None:
+                raise Damaged(f"the binary has no {name} type", "")
+            got = self._types[name] = found
+        return got
 
     def _pairs(self, at: int) -> list[tuple[str, str]]:
         """A ``[]*dto.LabelPair`` at ``at``: (name, value) of each."""
         gm = self.gm
         data, n = gm.slice(at, 256)
-        out = []
-        for p in gm.words(data, n) if n else ():
-            pair = gm.types.find("*github.com/prometheus/client_model/go.LabelPair")
-            if pair is None:
-                raise Damaged("the binary has no *dto.LabelPair type", "")
-            name_p = gm.word(p + gm.field(pair, "Name"))
-            value_p = gm.word(p + gm.field(pair, "Value"))
+        out: list[tuple[str, str]] = []
+        if not n:
+            return out
+        pair = self._type("*github.com/prometheus/client_model/go.LabelPair")
+        name_at, value_at = gm.field(pair, "Name"), gm.field(pair, "Value")
+        for p in gm.words(data, n):
+            name_p = gm.word(p + name_at)
+            value_p = gm.word(p + value_at)
             out.append((gm.string(name_p) if name_p else "", gm.string(value_p) if value_p else ""))
         return out
 
@@ -250,14 +258,15 @@ class Walker:
         metrics_t = gm.field_type(mt, "metrics")
         header = gm.word(mm + gm.field(mt, "metrics"))
         self._count(header)
+        # []metricWithLabelValues: {values []string; metric Metric}
+        elem = metrics_t.elem.elem if metrics_t.elem and metrics_t.elem.elem else None
+        if elem is None:
+            raise Damaged("a metricMap's children of no type", "")
+        metric_at = gm.field(elem, "metric")
         for _k, children in gm.map_entries(header, metrics_t):
-            # []metricWithLabelValues: {values []string; metric Metric}
-            elem = metrics_t.elem.elem if metrics_t.elem and metrics_t.elem.elem else None
-            if elem is None:
-                raise Damaged("a metricMap's children of no type", "")
             data, n = gm.slice(children, 1 << 16)
             for i in range(n):
-                child = gm.iface(data + i * elem.size + gm.field(elem, "metric"))
+                child = gm.iface(data + i * elem.size + metric_at)
                 cname = gm.types.name(child.type) if child.type is not None else ""
                 if cname not in KINDS or child.type is None:
                     self._unmirrored(cname or "a child of a type made at run time")
