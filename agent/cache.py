@@ -5,24 +5,31 @@ rebuilt binary has a new build-id. An entry is one header line, ``noop-cache FOR
 SHA256``, then its JSON text, the digest taken over those bytes as written. ``get``
 gives out nothing it has not verified: a damaged, truncated or foreign entry, or a
 value of a shape its caller cannot use, is a miss and the answer is computed again.
-Writes are atomic, and a write that fails leaves nothing behind.
+Writes are atomic, and a write that fails leaves nothing behind. A cache that cannot
+be written (no directory there, a full or read-only disk) degrades to none: noop says
+so once, computes its answers again, and keeps the files it must make to read a
+binary (DWARF made from Go's metadata) in a private directory removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import functools
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from agent import __version__
+from agent import __version__, files, logs
 
 T = TypeVar("T")
 
@@ -56,6 +63,85 @@ def cache_dir() -> Path:
         return Path("/var/cache/noop")
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "noop"
+
+
+_state = threading.Lock()
+_said: list[str] = []  # the one warning said, when the cache could not be written
+_scratch: list[Path] = []  # the private directory used instead, made at most once
+
+
+def unwritable(where: str | os.PathLike[str], exc: OSError) -> None:
+    """Says once that the cache cannot be written, where and why."""
+    with _state:
+        if _said:
+            return
+        _said.append(str(where))
+    reason = files.why(exc)
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):  # which part is not a directory
+        for part in (Path(where), *Path(where).parents):
+            if part.exists() or part.is_symlink():
+                if not part.is_dir():
+                    where, reason = part, files.kind(part) or "not a directory"
+                break
+    logs.say(f"cache: {where}: {reason}: nothing is kept there, answers are computed "
+             "again on each start (free the disk, or set NOOP_CACHE_DIR to a writable "
+             "directory)", logs.WARNING)
+
+
+def folder(*parts: str) -> Path:
+    """The cache's directory ``parts`` (made if missing) for a file noop must write to
+    go on, or, when the cache cannot hold it, the same under a private temporary
+    directory removed at exit (and the warning, once)."""
+    path = cache_dir().joinpath(*parts)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+        raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        unwritable(cache_dir(), exc)
+    except ValueError:  # a NUL in NOOP_CACHE_DIR
+        unwritable(cache_dir(), OSError(22, "not a file name"))
+    return private(*parts)
+
+
+def private(*parts: str) -> Path:
+    """``parts`` under this process's own temporary directory, removed at exit."""
+    with _state:
+        if not _scratch:
+            made = Path(tempfile.mkdtemp(prefix="noop-cache-"))
+            atexit.register(shutil.rmtree, made, True)
+            _scratch.append(made)
+        path = _scratch[0].joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Puts ``data`` at ``path`` whole or not at all (a temporary file beside it, moved
+    into place); False, with the warning once, when it cannot be written. A write
+    that fails or is interrupted leaves no partial file to fill the disk."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    except OSError as exc:
+        unwritable(cache_dir(), exc)
+        return False
+    except ValueError:
+        return False
+    done = False
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        done = True
+    except OSError as exc:
+        unwritable(cache_dir(), exc)
+    finally:  # also when interrupted
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return done
 
 
 def fingerprint(path: str | os.PathLike[str]) -> str:
@@ -148,8 +234,7 @@ def get(build_id: str, kind: str, key: str, load: Callable[[Any], Any] = _raw) -
 
 def put(build_id: str, kind: str, key: str, value: Any) -> None:
     """Store ``value``; never raises: a cache that cannot be written (a full or read-only
-    disk, no permission) or a value JSON cannot keep is skipped, and a write that fails
-    removes its temporary file."""
+    disk, no permission: said once) or a value JSON cannot keep is skipped."""
     if os.environ.get("NOOP_NO_CACHE"):
         return
     try:
@@ -158,22 +243,9 @@ def put(build_id: str, kind: str, key: str, value: Any) -> None:
         return
     try:
         path = _path(build_id, kind, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    except (OSError, ValueError):
+    except ValueError:
         return
-    done = False
-    try:
-        with open(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-        done = True
-    except OSError:
-        pass
-    finally:  # also when interrupted: a partial entry never stays to fill the disk
-        if not done:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    write_atomic(path, data)
 
 
 @overload

@@ -42,6 +42,16 @@ def problem(path: str | os.PathLike[str], exc: OSError, hint: str = "check the p
     return err
 
 
+def kind(path: str | os.PathLike[str]) -> str:
+    """What the file at ``path`` is when it is not a regular file (``is a FIFO (a named
+    pipe)``), else ''."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    return next((said for test, said in _KINDS if test(mode)), "")
+
+
 def checked(path: str | os.PathLike[str], what: str, limit: int = MAX_BINARY,
             error: type[NoopError] = NoopError, hint: str = "",
             hints: Mapping[int, str] | None = None) -> os.stat_result:
@@ -57,9 +67,9 @@ def checked(path: str | os.PathLike[str], what: str, limit: int = MAX_BINARY,
         err = error(f"{path!r}: not a file name", f"check the path of the {what}")
         err.exit_code = 2
         raise err from None
-    for test, kind in _KINDS:
+    for test, said in _KINDS:
         if test(st.st_mode):
-            err = error(f"{path}: {kind}", hint or f"name the {what} itself")
+            err = error(f"{path}: {said}", hint or f"name the {what} itself")
             err.exit_code = 2
             raise err
     if st.st_size > limit:

@@ -85,3 +85,93 @@ def test_output_to_a_full_device_is_one_line(example: Path, session_cache: Path,
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [
         "noop: cannot write the output: no space left on device"], done.stderr
+
+
+# Where NOOP_CACHE_DIR can point that holds nothing; each is made by the fixture below.
+CACHE_CLASSES = ("a-file", "fifo", "device", "under-a-file", "link-loop", "long-name",
+                 "read-only", "full")
+CACHE_COMMANDS = {"check --binary": ("check", "--binary", "EXAMPLE"),
+                  "check --binary stripped": ("check", "--binary", "STRIPPED"),
+                  "struct stripped": ("struct", "STRIPPED", "main.metrics")}
+
+
+@pytest.fixture(scope="module")
+def no_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    import subprocess
+
+    d = tmp_path_factory.mktemp("no-cache")
+    (d / "file").write_text("x")
+    os.mkfifo(d / "fifo")
+    (d / "a").symlink_to(d / "b")
+    (d / "b").symlink_to(d / "a")
+    mounts = []
+    try:
+        for name, options in (("ro", "ro,size=1m"), ("full", "size=64k")):
+            (d / name).mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(d / name)],
+                           check=True)
+            mounts.append(d / name)
+        fd = os.open(d / "full" / "filler", os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError):  # filled to its last byte
+            while True:
+                os.write(fd, bytes(4096))
+        os.close(fd)
+        yield {"a-file": str(d / "file"), "fifo": str(d / "fifo"), "device": "/dev/full",
+               "under-a-file": str(d / "file" / "cache"), "link-loop": str(d / "a"),
+               "long-name": str(d / ("x" * 300)), "read-only": str(d / "ro"),
+               "full": str(d / "full")}
+    finally:
+        for where in mounts:
+            subprocess.run(["umount", str(where)], check=False)
+
+
+@pytest.fixture(scope="module")
+def answers(example: Path, stripped_example: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Each command's output with a cache that works, to compare with."""
+    from harness.noop import run
+
+    cache = tmp_path_factory.mktemp("working-cache")
+    out = {}
+    for name, args in CACHE_COMMANDS.items():
+        done = run(*_filled(args, example, stripped_example), cache=cache, timeout=120)
+        assert done.returncode == 0, done.stderr
+        out[name] = done.stdout
+    return out
+
+
+def _costless(text: str) -> str:
+    """``text`` without the per-hit costs, measured again by each run that has no cache."""
+    import re
+
+    return re.sub(r"[\d,.]+ ns", "N ns", text)
+
+
+def _filled(args: tuple[str, ...], example: Path, stripped: Path) -> list[str]:
+    return [str(example) if a == "EXAMPLE" else str(stripped) if a == "STRIPPED" else a
+            for a in args]
+
+
+@pytest.mark.parametrize("command", sorted(CACHE_COMMANDS))
+@pytest.mark.parametrize("kind", CACHE_CLASSES)
+def test_a_cache_that_cannot_be_written_is_one_warning(
+        no_cache: dict[str, str], answers: dict[str, str], example: Path,
+        stripped_example: Path, tmp_path: Path, command: str, kind: str) -> None:
+    """Whatever NOOP_CACHE_DIR is, the answer is the one a working cache gives, with
+    one warning that names the directory and why; nothing is left in a private
+    directory, and no partial file where a write failed."""
+    from harness.noop import run
+
+    where = no_cache[kind]
+    done = run(*_filled(CACHE_COMMANDS[command], example, stripped_example), timeout=120,
+               env={"NOOP_CACHE_DIR": where, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert _costless(done.stdout) == _costless(answers[command])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("noop: cache: "), done.stderr
+    shown = where if len(where) < 200 else where[:40]
+    assert shown in lines[0] or "/dev/full" in lines[0] or (kind == "under-a-file" and \
+        str(Path(where).parent) in lines[0]), lines[0]
+    assert not list(tmp_path.iterdir())  # the private directory removed at exit
+    if kind == "full":
+        assert not list(Path(where).rglob(".tmp-*"))

@@ -19,10 +19,11 @@ import hashlib
 import json
 import os
 import zlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from agent import cache
+from agent import cache, files
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope
 from agent.errors import BinaryError, NoDebugInfo
@@ -67,11 +68,15 @@ class Source:
         return "+gometa" + "".join(f"-{part}" for part in Path(self.path).name.split(".")
                                    if part[:1] in "sw" and len(part) == 17)
 
-    def ready(self, elf: ElfFile) -> None:
-        """Make the DWARF this source names if it is made from metadata and not made
-        yet (kept in noop's cache)."""
-        if self.kind == GO_METADATA and not Path(self.path).is_file():
-            _synthesize(elf, Path(self.path), dict(self.signatures), self.scope)
+    def ready(self, elf: ElfFile) -> Source:
+        """This source, its DWARF made if it is made from metadata and not made yet
+        (kept in noop's cache; where the cache cannot hold it, in a private directory:
+        the source then names that)."""
+        if self.kind != GO_METADATA or Path(self.path).is_file():
+            return self
+        return replace(self, path=str(_made(
+            elf, Path(self.path),
+            lambda out: _synthesize(elf, out, dict(self.signatures), self.scope))))
 
 
 def cache_id(elf: ElfFile, source: Source | None = None, given: Given = NOTHING) -> str:
@@ -213,7 +218,7 @@ def _synthesized(elf: ElfFile, signatures: dict[str, str], scope: Scope | None) 
         text = json.dumps(signatures, sort_keys=True).encode()
         signed = ".s" + hashlib.sha256(text).hexdigest()[:16]
     scoped = f".w{scope.key}" if scope is not None else ""
-    return cache.cache_dir() / "gometa" / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
+    return cache.folder("gometa") / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
 
 
 def _synthesize(elf: ElfFile, path: Path, signatures: dict[str, str],
@@ -231,9 +236,28 @@ def _from_symbols(elf: ElfFile) -> Path:
     kept in noop's cache."""
     from agent.binary.dwarf import symtab
 
-    where = cache.cache_dir() / "symtab"
-    path = where / f"{elf.build_id}.v{symtab.FORMAT}.debug"
-    if not path.is_file():
-        where.mkdir(parents=True, exist_ok=True)
-        symtab.write(elf, path)
-    return path
+    path = cache.folder("symtab") / f"{elf.build_id}.v{symtab.FORMAT}.debug"
+    if path.is_file():
+        return path
+    return _made(elf, path, lambda out: symtab.write(elf, out))
+
+
+def _made(elf: ElfFile, path: Path, make: Callable[[Path], None]) -> Path:
+    """Where the debug info ``make`` writes for ``elf`` is: ``path`` in the cache, or,
+    when the cache cannot hold it (a full disk), the same name in a private directory
+    removed at exit; a one-line error when neither can."""
+    try:
+        make(path)
+        return path
+    except OSError as exc:
+        cache.unwritable(path.parent, exc)
+    spare = cache.private(path.parent.name) / path.name
+    try:
+        if not spare.is_file():
+            make(spare)
+        return spare
+    except OSError as exc:
+        raise BinaryError(f"{elf.path}: cannot write the debug info noop makes for it "
+                          f"in {path.parent} or {spare.parent}: {files.why(exc)}",
+                          "free some space, or set NOOP_CACHE_DIR to a directory with "
+                          "room") from None

@@ -32,7 +32,7 @@ from importlib import util
 from pathlib import Path
 from typing import Any
 
-from agent.cache import cache_dir
+from agent.cache import cache_dir, write_atomic
 from agent.errors import NoopError
 from agent.kernel.bpfsys import MapDef
 
@@ -149,16 +149,11 @@ def store(text: str, compiled: Compiled) -> None:
     path = _entry(key)
     body = compiled.to_json()
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"key": key, "sha256": digest, "body": body}, f,
-                      separators=(",", ":"))
-        os.replace(tmp, path)
-        _prune(path.parent)
-    except OSError:
-        return
+    data = json.dumps({"key": key, "sha256": digest, "body": body},
+                      separators=(",", ":")).encode()
+    if write_atomic(path, data):
+        with contextlib.suppress(OSError):
+            _prune(path.parent)
 
 
 def _prune(folder: Path) -> None:

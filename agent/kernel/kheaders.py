@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import cache
 from agent.cache import cache_dir
 
 ENV_VAR = "BCC_KERNEL_SOURCE"
@@ -330,8 +331,14 @@ def ensure_bcc_env(cache_dir: Path | None = None) -> str | None:
     elif source.kind == "mergeable":
         try:
             path = prepare_headers(cache_dir)
-        except (OSError, LookupError):
+        except LookupError:
             return None
+        except OSError as exc:  # the cache cannot hold them: merged for this run only
+            cache.unwritable(cache_dir or default_cache_dir(), exc)
+            try:
+                path = prepare_headers(cache.private())
+            except (OSError, LookupError):
+                return None
     else:
         return None
     os.environ[ENV_VAR] = str(path)

@@ -58,7 +58,7 @@ class Dwarf:
         self.elf = elf
         self.type_indexes: dict[str, dict[str, list[int]]] = {}  # lookup's, by kind
         self.source = source or debuginfo.locate(elf)
-        self.source.ready(elf)
+        self.source = self.source.ready(elf)
         self._tables: dict[int, scan.Table] = {}  # abbreviation tables, read once
         self._own_ranges: dict[int, list[tuple[int, int]]] = {}  # a unit's, by offset
         if self.source.kind != debuginfo.SELF:
