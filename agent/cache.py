@@ -88,23 +88,6 @@ def unwritable(where: str | os.PathLike[str], exc: OSError) -> None:
              "directory)", logs.WARNING)
 
 
-def folder(*parts: str) -> Path:
-    """The cache's directory ``parts`` (made if missing) for a file noop must write to
-    go on, or, when the cache cannot hold it, the same under a private temporary
-    directory removed at exit (and the warning, once)."""
-    path = cache_dir().joinpath(*parts)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-        raise PermissionError(13, "Permission denied")
-    except OSError as exc:
-        unwritable(cache_dir(), exc)
-    except ValueError:  # a NUL in NOOP_CACHE_DIR
-        unwritable(cache_dir(), OSError(22, "not a file name"))
-    return private(*parts)
-
-
 def private(*parts: str) -> Path:
     """``parts`` under this process's own temporary directory, removed at exit."""
     with _state:

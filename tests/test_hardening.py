@@ -162,6 +162,32 @@ def test_a_globs_repeated_errors_fold(noop: NoopRun, example: Path, tmp_path: Pa
         > 1000, done.stderr  # type: ignore[union-attr]
 
 
+def test_a_glob_probes_what_it_can(noop: NoopRun, noop_json: NoopRun, example: Path,
+                                   tmp_path: Path) -> None:
+    """Functions a pattern matches that cannot be probed (inlined-only copies whose first
+    instruction is a loop's target) are left out with one warning for the lot; the
+    others are probed. Named alone, such a function is refused."""
+    spec = tmp_path / "p.yaml"
+    spec.write_text(SPEC.format(binary=example, probe="    match: 'strconv.*'\n"
+                                "    max_sites: 2000\n"))
+    plan = noop_json("check", "--config", spec, "--json")
+    (probe,) = plan["probes"]
+    left = [u for u in probe["unseen"] if u.startswith("left out: ")]
+    assert len(left) == 1 and "exists only inlined" in left[0], probe["unseen"]
+    first = re.search(r"the first: (\S+)\)", left[0]) or \
+        re.match(r"left out: (\S+) exists only inlined", left[0])
+    assert first is not None and len(probe["sites"]) > 100, left
+    probed = {s["function"] for s in probe["sites"]}
+    assert first.group(1) not in probed
+    done = noop("check", "--config", spec, timeout=120)
+    assert done.returncode == 0
+    assert sum("left out: " in x for x in one_line_each(done.stderr)) == 1, done.stderr
+    spec.write_text(SPEC.format(binary=example,
+                                probe=f"    function: '{first.group(1)}'\n"))
+    _refused(noop("check", "--config", spec, timeout=120), 2, "exists only inlined",
+             "probe the functions it is inlined into")
+
+
 @pytest.mark.builds  # a C program with an assembly function, built here
 def test_a_glob_skips_functions_without_debug_info(noop_json: NoopRun, tmp_path: Path
                                                    ) -> None:

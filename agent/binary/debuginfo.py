@@ -72,7 +72,7 @@ class Source:
         """This source, its DWARF made if it is made from metadata and not made yet
         (kept in noop's cache; where the cache cannot hold it, in a private directory:
         the source then names that)."""
-        if self.kind != GO_METADATA or Path(self.path).is_file():
+        if self.kind != GO_METADATA or _is_file(Path(self.path)):
             return self
         return replace(self, path=str(_made(
             elf, Path(self.path),
@@ -218,7 +218,7 @@ def _synthesized(elf: ElfFile, signatures: dict[str, str], scope: Scope | None) 
         text = json.dumps(signatures, sort_keys=True).encode()
         signed = ".s" + hashlib.sha256(text).hexdigest()[:16]
     scoped = f".w{scope.key}" if scope is not None else ""
-    return cache.folder("gometa") / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
+    return cache.cache_dir() / "gometa" / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
 
 
 def _synthesize(elf: ElfFile, path: Path, signatures: dict[str, str],
@@ -236,10 +236,23 @@ def _from_symbols(elf: ElfFile) -> Path:
     kept in noop's cache."""
     from agent.binary.dwarf import symtab
 
-    path = cache.folder("symtab") / f"{elf.build_id}.v{symtab.FORMAT}.debug"
-    if path.is_file():
+    path = cache.cache_dir() / "symtab" / f"{elf.build_id}.v{symtab.FORMAT}.debug"
+    if _is_file(path):
         return path
-    return _made(elf, path, lambda out: symtab.write(elf, out))
+
+    def make(out: Path) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        symtab.write(elf, out)
+
+    return _made(elf, path, make)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether a regular file is at ``path`` (any OS error on the way: no)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _made(elf: ElfFile, path: Path, make: Callable[[Path], None]) -> Path:
@@ -251,9 +264,11 @@ def _made(elf: ElfFile, path: Path, make: Callable[[Path], None]) -> Path:
         return path
     except OSError as exc:
         cache.unwritable(path.parent, exc)
+    except ValueError:  # a NUL in NOOP_CACHE_DIR
+        cache.unwritable(path.parent, OSError(22, "not a file name"))
     spare = cache.private(path.parent.name) / path.name
     try:
-        if not spare.is_file():
+        if not _is_file(spare):
             make(spare)
         return spare
     except OSError as exc:

@@ -65,18 +65,25 @@ def probe_plan(b: Binary, probe: Probe, out: Collector, xmm_readable: bool = Fal
     else:
         fns, bare = _functions(b, probe, out)
     whole = out
+    unprobed = out  # a function's sites that cannot be probed: for a pattern, a warning
     if probe.match is not None:  # problems of each matched function, folded below
-        out = Collector([])
+        out, unprobed = Collector([]), Collector([])
     problems: list[tuple[str, Problem]] = []  # (the matched function, its problem)
-    last = ""
+    skipped: list[tuple[str, Problem]] = []
     for fn in fns:
-        problems += [(last, p) for p in out.problems[len(problems):]]
-        last = fn
-        _function(b, probe, fn, got, out, xmm_readable)
-    problems += [(last, p) for p in out.problems[len(problems):]]
+        _function(b, probe, fn, got, out, xmm_readable, unprobed)
+        problems += [(fn, p) for p in out.problems[len(problems):]]
+        skipped += [(fn, p) for p in unprobed.problems[len(skipped):]]
+    left: tuple[str, ...] = ()
     if out is not whole:
         whole.problems += _folded(problems, probe.match or "")
-    return _planned(b, probe, got, bare, whole)
+        folded = _folded(skipped, probe.match or "")
+        if got.sites:  # a pattern probes what it can, and says what it left out
+            left = tuple(f"left out: {p.message}" + (f" ({p.hint})" if p.hint else "")
+                         for p in folded)
+        else:
+            whole.problems += folded
+    return _planned(b, probe, got, bare, whole, left)
 
 
 def _functions(b: Binary, probe: Probe, out: Collector) -> tuple[list[str], list[str]]:
@@ -134,9 +141,10 @@ def _folded(problems: list[tuple[str, Problem]], pattern: str) -> list[Problem]:
 
 
 def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: Collector,
-              xmm_readable: bool) -> None:
+              xmm_readable: bool, unprobed: Collector) -> None:
     """The sites of ``user`` in function ``fn`` (its entry's or its exits', an async fn's
-    first poll, its inlined copies), added to ``got``; its problems to ``out``."""
+    first poll, its inlined copies), added to ``got``; the problems of its values to
+    ``out``, those of its sites (the function cannot be probed) to ``unprobed``."""
     probe = user
     body = async_body(b, fn)
     future: Future | None = None
@@ -148,7 +156,7 @@ def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: Collector,
     read = _read(b, probe, fn, got, out)
     if read is None:
         return
-    found = _sites(b, probe, fn, read, got, out, xmm_readable, body is not None)
+    found = _sites(b, probe, fn, read, got, unprobed, xmm_readable, body is not None)
     if found is None:
         return
     these = read.specs
@@ -164,7 +172,7 @@ def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: Collector,
         got.sites += found
     elif b.functions.only_inlined(fn):
         why = got.missed.pop(fn, Counter())
-        out.add(probe.function_mark, f"{fn} exists only inlined, and no copy can be "
+        unprobed.add(probe.function_mark, f"{fn} exists only inlined, and no copy can be "
                 "probed: " + ("; ".join(f"{r} ({n})" for r, n in why.items())
                               or "no copy has code"),
                 "probe the functions it is inlined into", probe.name)
@@ -234,10 +242,11 @@ def _sites(b: Binary, probe: Probe, fn: str, read: _Values, got: _Gathered, out:
     return found
 
 
-def _planned(b: Binary, probe: Probe, got: _Gathered, bare: list[str], out: Collector
-             ) -> ProbePlan | None:
+def _planned(b: Binary, probe: Probe, got: _Gathered, bare: list[str], out: Collector,
+             left: tuple[str, ...] = ()) -> ProbePlan | None:
     """The plan of what ``probe``'s functions gave: its sites within its limit, each
-    proven, with ``$caller`` read there, its metrics and what it leaves unseen."""
+    proven, with ``$caller`` read there, its metrics and what it leaves unseen (``left``:
+    the matched functions it could not probe, and why)."""
     limit = probe.max_sites or MAX_SITES
     if probe.match is not None and len(got.sites) > limit:
         out.add(probe.function_mark, f"match {probe.match!r} resolves to {len(got.sites)} "
@@ -274,6 +283,7 @@ def _planned(b: Binary, probe: Probe, got: _Gathered, bare: list[str], out: Coll
         unseen += (f"{len(bare)} function{'s' * (len(bare) != 1)} matched by "
                    f"{probe.match!r} have no debug info (assembly, or C built without "
                    f"-g) and are left out: {', '.join(bare[:3])}{', ...' * (len(bare) > 3)}",)
+    unseen += left
     return ProbePlan(probe.name, probe.target, specs, tuple(sites), wants_goid, metrics, agg,
                      probe.at, got.roots, unseen)
 
