@@ -21,6 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.binary.dwarf import intact
 from agent.config import probes as spec
 from agent.config.schema import PROBE_KEYS
 from agent.errors import NoopError
@@ -125,6 +126,58 @@ def test_truncated_binaries(small: bytes, tmp_path: Path,
     @given(st.integers(0, len(small) - 1))
     def check(size: int) -> None:
         _ask(path, small[:size])
+
+    check()
+
+
+# Sections whose damage changes names rather than structure: overwritten, they gave a
+# listing of empty or garbled names, or "stripped", with exit 0.
+NAMED = (".debug_str", ".debug_line_str", ".shstrtab")
+
+
+@st.composite
+def overwritten(draw: Any, elf: bytes) -> tuple[str, list[tuple[int, int]]]:
+    """One of the ``NAMED`` sections, and (offset, byte) pairs that damage it as a
+    class of damage does: a run of zeros, a run of random bytes, its last NUL gone."""
+    where = _sections(elf)
+    area = draw(st.sampled_from([a for a in NAMED if a in where and where[a][1] > 1]))
+    start, size = where[area]
+    kind = draw(st.sampled_from(("zeros", "garbage", "unterminated")))
+    if kind == "unterminated":
+        return area, [(start + size - 1, draw(st.integers(0x21, 0x7E)))]
+    n = draw(st.integers(min(size, intact.RUN), min(size, 4096)))
+    at = start + draw(st.integers(0, size - n))
+    new = bytes(n) if kind == "zeros" else draw(st.binary(min_size=n, max_size=n))
+    return area, list(enumerate(new, at))
+
+
+def test_overwritten_names_are_named(small: bytes, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string section or the section-name table overwritten is named as damaged by
+    every command (which section, what is wrong), never listed as empty names, nor
+    taken for a stripped binary."""
+    monkeypatch.setenv("NOOP_NO_CACHE", "1")
+    path = tmp_path / "s"
+
+    @SETTINGS
+    @given(st.data())
+    def check(data: Any) -> None:
+        area, changes = data.draw(overwritten(small))
+        damaged = bytearray(small)
+        for at, byte in changes:
+            damaged[at] = byte
+        if damaged == small:
+            return
+        path.write_bytes(damaged)
+        os.utime(path)
+        p = str(path)
+        for call in (lambda: inspect.function_list(p, None),
+                     lambda: inspect.struct_layout(p, "struct shape"),
+                     lambda: inspect.function_vars(p, "area")):
+            with pytest.raises(NoopError) as caught:
+                call()
+            said = caught.value.message
+            assert "damaged" in said and (area in said or "section" in said), said
 
     check()
 

@@ -211,3 +211,59 @@ def test_a_glob_skips_functions_without_debug_info(noop_json: NoopRun, tmp_path:
     (probe,) = plan["probes"]
     assert [s["function"] for s in probe["sites"]] == ["work_c"]
     assert any("work_asm" in u and "no debug info" in u for u in probe["unseen"])
+
+
+SPLIT_SOURCE = """\
+struct pt { int x; long y; };
+__attribute__((noinline)) int work(struct pt *p, int k) { return p->x * k + (int)p->y; }
+int main(int argc, char **argv) { struct pt p = {argc, 2}; (void)argv; return work(&p, 3); }
+"""
+# How a program's DWARF gets split into .dwo files: by compiler and DWARF version, and
+# with the .dwo gone (copied without it).
+SPLITS = {"gcc-dwarf5": ("gcc", "-gdwarf-5"), "gcc-dwarf4": ("gcc", "-gdwarf-4"),
+          "clang": ("clang", "-gdwarf-5"), "dwo-missing": ("gcc", "-gdwarf-5")}
+ASKS = {"funcs": ("funcs", "BIN"), "vars": ("vars", "BIN", "work"),
+        "struct": ("struct", "BIN", "struct pt"), "lines": ("lines", "BIN", "work"),
+        "check": ("check", "--config", "SPEC")}
+
+
+@pytest.mark.builds  # C programs built with -gsplit-dwarf here
+@pytest.mark.parametrize("how", sorted(SPLITS))
+def test_split_dwarf_is_named(noop: NoopRun, tmp_path: Path, how: str) -> None:
+    """A binary whose DWARF is split into .dwo files (which noop does not read) is
+    named as such by every command, with the .dwo and whether it is there, never
+    taken for one without DWARF for a function."""
+    cc, version = SPLITS[how]
+    (tmp_path / "m.c").write_text(SPLIT_SOURCE)
+    binary = tmp_path / "prog"
+    subprocess.run([cc, "-g", version, "-gsplit-dwarf", "-O1", "-o", binary, "m.c"],
+                   cwd=tmp_path, check=True)
+    dwo = [p for p in tmp_path.iterdir() if p.suffix == ".dwo"]
+    assert len(dwo) == 1, list(tmp_path.iterdir())
+    if how == "dwo-missing":
+        dwo[0].unlink()
+    spec = tmp_path / "p.yaml"
+    spec.write_text(SPEC.format(binary=binary, probe="    function: work\n"))
+    for args in ASKS.values():
+        line = _refused(noop(*[str(binary) if a == "BIN" else str(spec) if a == "SPEC"
+                               else a for a in args]), 1 if args[0] != "check" else 2,
+                        "its DWARF is split (-gsplit-dwarf)", dwo[0].name,
+                        "not found" if how == "dwo-missing" else "beside it")
+        assert "without -gsplit-dwarf" in line
+
+
+@pytest.mark.builds
+def test_partly_split_dwarf_is_a_warning(noop: NoopRun, tmp_path: Path) -> None:
+    """One unit split, another not: the other's functions are probed, with a warning
+    that names the split unit's .dwo."""
+    (tmp_path / "m.c").write_text(SPLIT_SOURCE)
+    (tmp_path / "w.c").write_text("int other(int a) { return a + 1; }\n")
+    subprocess.run(["gcc", "-g", "-gsplit-dwarf", "-O1", "-c", "m.c"], cwd=tmp_path,
+                   check=True)
+    subprocess.run(["gcc", "-g", "-O1", "-c", "w.c"], cwd=tmp_path, check=True)
+    subprocess.run(["gcc", "-o", "prog", "m.o", "w.o"], cwd=tmp_path, check=True)
+    done = noop("vars", tmp_path / "prog", "other")
+    assert done.returncode == 0, done.stderr
+    assert "param  a    int  rdi[4]" in done.stdout
+    (line,) = one_line_each(done.stderr)
+    assert "1 of its 2 DWARF units are split" in line and "m.dwo" in line, line

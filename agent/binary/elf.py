@@ -20,6 +20,12 @@ from agent.errors import BinaryError
 _ELF_MAGIC = b"\x7fELF"
 _EM_X86_64 = 62
 _SHT_SYMTAB = 2
+_SHT_STRTAB = 3
+# The DWARF sections only a .debug_info gives a meaning to.
+_DWARF_PARTS = frozenset({".debug_info", ".debug_abbrev", ".debug_str", ".debug_line",
+                          ".debug_line_str", ".debug_str_offsets", ".debug_addr",
+                          ".debug_ranges", ".debug_rnglists", ".debug_loc",
+                          ".debug_loclists", ".debug_aranges"})
 _SHT_NOTE = 7
 _SHT_NOBITS = 8
 _ET_REL, _ET_CORE = 1, 4
@@ -122,6 +128,8 @@ class ElfFile:
                 i, sec = past
                 why = f"section {sec.name or i} (bytes {sec.offset}..{sec.offset + sec.size}) " \
                     f"lies past its end ({size} bytes)"
+        if not why and self.shnum:
+            why = self._names_damage() or self._dwarf_damage()
         if why:
             self._f.close()
             raise BinaryError(f"{self.path}: truncated or damaged: {why}",
@@ -144,17 +152,56 @@ class ElfFile:
         self._f.seek(offset)
         return self._f.read(min(size, self.size - offset))
 
+    def _names_damage(self) -> str:
+        """What is wrong with the section-name table ('' when nothing): not a string
+        table, not NUL-delimited, a name past its end or not one a linker writes (a
+        table overwritten would make every debug section unfound: "stripped")."""
+        typ, names = self._headers[self.shstrndx][1], self._names
+        table = f"its section-name table (section {self.shstrndx})"
+        if typ != _SHT_STRTAB:
+            return f"{table} is not a string table (type {typ})"
+        if names[:1] != b"\0" or names[-1:] != b"\0":
+            return f"{table} does not start and end with a NUL"
+        for i, (at, typ, *_rest) in enumerate(self._headers[1:], 1):
+            if at >= len(names):
+                return f"section {i}'s name lies past the end of {table}"
+            name = names[at:names.index(b"\0", at)]
+            if (typ and not name) or any(c <= 0x20 or c >= 0x7F for c in name):
+                return f"section {i} is named {name[:40]!r} in {table}, not a name a " \
+                    "linker writes"
+        return ""
+
+    def _dwarf_damage(self) -> str:
+        """DWARF sections come as a set: .debug_info with its .debug_abbrev, and the
+        others only beside them. One without the other says a name was overwritten
+        (else the binary would read as stripped)."""
+        names = {s.name.replace(".zdebug_", ".debug_", 1) for s in self.sections}
+        has = sorted(names & _DWARF_PARTS)
+        for needed in (".debug_info", ".debug_abbrev"):
+            if has and needed not in names:
+                return f"it has {', '.join(has)} but no {needed} section (its section " \
+                    "names are damaged, or a tool removed a part of its DWARF)"
+        return ""
+
+    @cached_property
+    def _headers(self) -> list[tuple[int, ...]]:
+        raw = self.read(self.shoff, self.shnum * self.shentsize)
+        return [struct.unpack_from("<IIQQQQIIQQ", raw, i * self.shentsize)
+                for i in range(self.shnum)]
+
+    @cached_property
+    def _names(self) -> bytes:
+        strtab = self._headers[self.shstrndx]
+        return self.read(strtab[4], strtab[5])
+
     @cached_property
     def sections(self) -> tuple[Section, ...]:
         if self.shoff == 0 or self.shnum == 0:
             return ()
-        raw = self.read(self.shoff, self.shnum * self.shentsize)
-        hdrs = [struct.unpack_from("<IIQQQQIIQQ", raw, i * self.shentsize)
-                for i in range(self.shnum)]
-        strtab = hdrs[self.shstrndx]
-        names = self.read(strtab[4], strtab[5])
+        names = self._names
         out = []
-        for name_off, typ, flags, addr, off, size, link, _info, _align, entsize in hdrs:
+        for name_off, typ, flags, addr, off, size, link, _info, _align, entsize in \
+                self._headers:
             end = names.find(b"\0", name_off)
             out.append(Section(names[name_off:end].decode(errors="replace"), typ, flags, addr,
                                off, size, link, entsize))

@@ -26,7 +26,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.dwarf.typeunit import TypeUnit
 
 from agent.binary import debuginfo
-from agent.binary.dwarf import asks, scan
+from agent.binary.dwarf import asks, intact, scan
 from agent.binary.dwarf.damage import SCAN_ERRORS, CheckedAbbrevs
 from agent.binary.dwarf.dies import NAMESPACE_TAGS, attr, high_pc, origin_of, referred
 from agent.binary.dwarf.frames import CallFrames
@@ -34,6 +34,7 @@ from agent.binary.dwarf.sections import dwarf_info, section_bytes, text
 from agent.binary.dwarf.tree import Tree
 from agent.binary.elf import ElfFile
 from agent.errors import BinaryError
+from agent.logs import WARNING, say
 
 # DW_AT_language codes noop distinguishes.
 _LANGUAGES = {0x16: "go", 0x1C: "rust", 0x01: "c", 0x02: "c", 0x0C: "c", 0x1D: "c",
@@ -108,7 +109,9 @@ class Dwarf:
     def units(self) -> tuple[CompileUnit, ...]:
         present = {f for f, sec in scan.FORM_SECTIONS.items()
                    if getattr(self.info, sec, None) is not None}
-        damage = scan.damage(*self.raw, present, self._tables)
+        damage = scan.damage(*self.raw, present, self._tables) or intact.strings_damage(
+            {".debug_str": self.info.debug_str_sec,
+             ".debug_line_str": getattr(self.info, "debug_line_str_sec", None)})
         if damage:  # refused here, in one line, not deep inside pyelftools
             raise BinaryError(f"{self.source.path}: its debug info is damaged: {damage}",
                               "rebuild it, or give an intact debug file with --debuginfo")
@@ -170,9 +173,31 @@ class Dwarf:
         when the scan cannot read these sections (pyelftools' slow walks answer)."""
         self.units  # noqa: B018 - the damage check says what is wrong, in one line
         try:
-            return Tree(*self.raw, self.strings, self._tables)
+            tree = Tree(*self.raw, self.strings, self._tables)
+            tops = [{a: tree.top_string(i, a) for a in intact.SPLIT_ATTRIBUTES}
+                    for i in range(len(tree.units))]
         except SCAN_ERRORS:
             return None
+        self._split(tops)
+        return tree
+
+    def _split(self, tops: list[dict[int, str | None]]) -> None:
+        """Refuses DWARF split into .dwo files (``-gsplit-dwarf``), which noop does not
+        read; warns, once, when only some units are."""
+        n, dwo, present = intact.split_units(tops, self.elf.path)
+        if not n:
+            return
+        where = "beside it" if present else "not found"
+        if n == len(tops):
+            raise BinaryError(
+                f"{self.source.path}: its DWARF is split (-gsplit-dwarf): the functions, "
+                f"types and variables of its {n} unit{'s' * (n != 1)} are in .dwo files "
+                f"({dwo}: {where}), which noop does not read",
+                "build it without -gsplit-dwarf, its DWARF kept in the binary or in a "
+                "debug file named by --debuginfo")
+        say(f"{self.source.path}: {n} of its {len(tops)} DWARF units are split into .dwo "
+            f"files noop does not read ({dwo}: {where}): their functions and types are "
+            "not seen (build them without -gsplit-dwarf)", WARNING)
 
     def ask(self, question: Callable[[Tree], _T]) -> tuple[bool, _T | None]:
         """(True, what ``question`` answers from the tree), or (False, None) when the
