@@ -107,3 +107,40 @@ def _check(binary: Path, rust: bool, agent_cleanup: list[Agent]) -> None:
     assert not [k for k in got if k[0] == "noop_events_undecodable_total"]
     assert not any(v for (n, _l), v in got.items() if n == "noop_events_lost_total")
     stopped(agent)
+
+
+@pytest.fixture(scope="module")
+def go_many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from harness.programs import PROGRAMS, go_build, go_toolchain
+
+    out = tmp_path_factory.mktemp("manyseries")
+    return go_build(go_toolchain("1.19"), out / "manyseries", out / "gocache",
+                    PROGRAMS / "go" / "manyseries")
+
+
+def test_updates_past_the_kernels_rows_are_counted(
+        privileged: None, go_many: Path, agent_cleanup: list[Agent]) -> None:
+    """6,000 live children of one CounterVec, more than the rows the preset keeps in
+    the kernel per update kind (4,096): every increment is in a series, in the
+    unnamed count or in the overflow count, and the overflow count is not zero."""
+    agent = start("--binary", go_many, "--max-overhead", "none", "--mirror", "off")
+    agent_cleanup.append(agent)
+    prog = subprocess.Popen([go_many, "-series", "6000", "-each", "3", "-pace", "500us"],
+                            text=True, stdout=subprocess.PIPE)
+    try:
+        assert prog.stdout is not None
+        total = int(prog.stdout.readline())
+        got: Samples = {}
+        for _ in range(60):
+            got = agent.metrics()
+            if drained(got):
+                break
+            subprocess.run(["sleep", "0.5"], check=True)
+    finally:
+        prog.kill()
+        prog.wait()
+    named = sum(_series(got, "noop_metric_updates_total").values())
+    unnamed = sum(v for (n, _l), v in got.items() if n == "noop_metric_unnamed_updates_total")
+    over = sum(v for (n, _l), v in got.items() if n == "noop_metric_overflow_updates_total")
+    assert over > 0 and named + unnamed + over == total, (named, unnamed, over, total)
+    stopped(agent)

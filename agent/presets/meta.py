@@ -190,6 +190,12 @@ class PresetMeta:
             "noop_metric_unnamed_updates", "Updates of metric objects whose name noop "
             "never read (its ring-buffer event was lost): in no series",
             labels=["target", "pid", "library"])
+        overflow = CounterMetricFamily(
+            "noop_metric_overflow_updates", "Updates of metric objects past the rows the "
+            "kernel keeps for the preset (per update kind), folded into its overflow row: "
+            "in no series", labels=["target", "library"])
+        overflow.add_metric([self.target, self.library], sum(
+            row.hits for got in rows.values() for row in got if row.key is None))
         with self._lock:
             names = dict(self._names)
             for pid, n in sorted(self._unnamed.items()):
@@ -231,7 +237,7 @@ class PresetMeta:
                     incs.add_metric(labels, since)
             for f, mark in zip((updates, value, incs), marks, strict=True):
                 with_labels(f, mark, where)
-        yield from (updates, value, incs, unnamed)
+        yield from (updates, value, incs, unnamed, overflow)
 
 
 def object_of(key: dict[str, Any]) -> Object:
