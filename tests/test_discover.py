@@ -363,6 +363,37 @@ def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
     assert w.step(plan, lambda _t: on, [pa]).detach == (str(a2),)
 
 
+def test_a_failed_replan_is_tried_again_later(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making the plan again failed (a limit of open files, a process exiting under
+    it): with the same builds running, tried again after 5 s, then 10, 20, ... up to
+    10 minutes; at once when what runs changes, and from 5 s again after that."""
+    from agent.plan.model import Plan, TargetPlan
+    from agent.service import watch
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"a")
+    b.write_bytes(b"bb")
+    sel = Selector(exe="shop")
+    plan = Plan("<t>", (TargetPlan("shop", str(a), "A", "go", None, None, selector=sel,
+                                   pinned=False),), ())
+    now = [1000.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
+    w = watch.Watch()
+    w.ids.of = lambda p: {str(a): "A", str(b): "B"}[p.path]  # type: ignore[method-assign]
+    pa, pb = _proc(10, a, "/app/shop"), _proc(11, b, "/app/shop")
+    waits = []
+    for _ in range(9):
+        assert w.step(plan, lambda _t: {str(a)}, [pa, pb]).replan
+        waits.append(w.refuse())
+        now[0] += waits[-1] - 0.5
+        assert w.step(plan, lambda _t: {str(a)}, [pa, pb]).replan == ""  # not yet
+        now[0] += 0.5
+    assert waits == [5, 10, 20, 40, 80, 160, 320, 600, 600]
+    w.step(plan, lambda _t: {str(a)}, [pa])  # what runs changed: one build
+    assert w.step(plan, lambda _t: {str(a)}, [pa, pb]).replan  # and back: asked at once
+    assert w.refuse() == 5
+
+
 def test_a_probed_file_rewritten_in_place_loses_its_probes_at_once(
         privileged: None, two_builds: tuple[Path, Path], tmp_path: Path,
         agent_cleanup: list[Agent]) -> None:

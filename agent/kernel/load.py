@@ -73,6 +73,9 @@ class Loaded(Tables):
         # the descriptor, so that whatever is renamed over the path later is not used
         self._files: dict[str, dict[str, Opened]] = {}
         self.refused: dict[str, str] = {}  # files not probed: why, in a line
+        # files not probed for now (a process exited, a limit reached): why; a watch
+        # offers them again at its next pass
+        self.unattached: dict[str, str] = {}
         self.obj: Object | None = None
         self.ring: ringbuf.Ring | None = None
         names = list(dict.fromkeys(fn for _pi, _si, fn in program.functions))
@@ -92,8 +95,10 @@ class Loaded(Tables):
     def _attach_all(self) -> None:
         """Every target's files. A copy of the target's build elsewhere (another
         container's) whose code is not the plan's, its build-id the same, is refused
-        alone (``refused``): planning again would give the same plan. The target's own
-        file failing, or a copy of another build, fails the load (to be planned again)."""
+        alone (``refused``): planning again would give the same plan. A copy that
+        cannot be attached for another reason (its process exited, a limit reached) is
+        left out for now (``unattached``) and the others attached. The target's own file
+        failing, or a copy of another build, fails the load (to be planned again)."""
         for target in self.plan.targets:
             for n, path in enumerate(target.files):
                 try:
@@ -102,6 +107,10 @@ class Loaded(Tables):
                     if n == 0 or exc.changed:
                         raise
                     self.refused[path] = exc.message
+                except NoopError as exc:
+                    if n == 0:
+                        raise
+                    self.unattached[path] = exc.message
 
     def attach_file(self, target: str, path: str) -> int:
         """Put every probe of ``target`` on the file at ``path`` too (one of the same

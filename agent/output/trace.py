@@ -105,6 +105,9 @@ def run(prepared: Prepared, duration: float | None = None,
             costs = _costs()  # after attaching, so that it never delays the probes
             for _path, why in sorted(loaded.refused.items()):
                 logs.say(f"{why}: that file is not probed", logs.WARNING)
+            for path, why in sorted(loaded.unattached.items()):
+                logs.say(f"cannot attach to {path}: {why}: that file is not probed",
+                         logs.WARNING)
             overhead = budget.Overhead(plan, program, costs, run_times, max_overhead,
                                        time.monotonic(), window)
             reader = _Reader(plan, program, sink, stats, stop)

@@ -229,13 +229,15 @@ class Daemon:
         try:
             plan, session, loaded = self._load(self._plan())
         except NoopError as exc:
-            if reason:
-                self.watch.refuse()  # not again until what runs changes
+            again = ""
+            if reason:  # not again until what runs changes, or after a while
+                again = f"; tried again in {self.watch.refuse():.0f} s unless what runs " \
+                    "changes first"
             else:
                 self.health.reloads_failed += 1
                 self.health.last_reload_ok = False
             log(f"{'re-resolving' if reason else 'reload'} failed, the running probes "
-                f"stay: {str(exc).splitlines()[0]}", logs.ERROR)
+                f"stay: {str(exc).splitlines()[0]}{again}", logs.ERROR)
             self.notify.ready(self._status())
             return
         with self.lock:
@@ -311,10 +313,14 @@ class Daemon:
         log(f"{why}: that file is not probed", logs.WARNING)
 
     def _refused_at_load(self) -> None:
-        """Files the load left unprobed (``Loaded.refused``), said and remembered."""
+        """Files the load left unprobed (``Loaded.refused``), said and remembered; those
+        it could not attach for now, said (the next pass tries them again)."""
         if self.loaded is not None:
             for path, why in sorted(self.loaded.refused.items()):
                 self._refuse(path, why)
+            for path, why in sorted(self.loaded.unattached.items()):
+                log(f"cannot attach to {path} now: {why} (tried again at the next pass)",
+                    logs.WARNING)
 
     def _files_changed(self) -> None:
         """Watch for writes exactly the files probes are on now."""

@@ -13,6 +13,7 @@ used on another.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from agent.live import discover
 from agent.plan.model import Plan, TargetPlan
 
 SCAN_EVERY = 1.0  # seconds between passes over /proc
+RETRY, MAX_RETRY = 5.0, 600.0  # seconds before making a failed plan again: first, most
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,8 @@ class Watch:
         self._files: dict[str, Stamp] = {}  # probed path -> its stamp
         self._state: object = None  # what ran at the last pass: builds per target
         self._refused: object = None  # what ran when making the plan again failed
+        self._retry_at = 0.0  # when to try it again all the same (monotonic seconds)
+        self._backoff = 0.0  # seconds until then: doubled at each failure, up to MAX
         # files refused a plan's probes (their code is not the plan's): as they were,
         # and the plan
         self._refused_files: dict[str, tuple[Stamp, Plan]] = {}
@@ -62,6 +66,7 @@ class Watch:
             self._pinned = {t.binary: version(t.binary) for t in plan.targets if t.pinned}
             self._files = {}
             self._refused = None
+            self._backoff = 0.0
         procs = list(discover.processes()) if procs is None else procs
         counts: dict[str, int] = {}
         attach: list[tuple[str, str]] = []
@@ -96,8 +101,10 @@ class Watch:
                                       detach)
             why = why or rewritten
         self._state = tuple(state)
-        if why and self._state == self._refused:
-            why = ""  # it failed with these builds running: wait until that changes
+        if self._state != self._refused:
+            self._backoff = 0.0  # what runs changed: a failure from now on waits 5 s
+        if why and self._state == self._refused and time.monotonic() < self._retry_at:
+            why = ""  # it failed with these builds running: wait, or until that changes
         return Step(why, tuple(attach), tuple(detach), counts)
 
     def _compare(self, t: TargetPlan, plan: Plan, running: dict[int, discover.Process],
@@ -127,10 +134,15 @@ class Watch:
                 why = f"target {t.name}: {now.exe} of process {now.pid} was rewritten"
         return why
 
-    def refuse(self) -> None:
+    def refuse(self) -> float:
         """Making the plan again failed for what the last pass saw: do not ask again
-        until something else runs."""
+        until something else runs, or a while has passed (a failure may pass: a limit
+        of open files, a process exiting under it): 5 s, doubled at each failure in a
+        row, up to 10 minutes. The seconds until then."""
+        self._backoff = min(self._backoff * 2, MAX_RETRY) if self._backoff else RETRY
         self._refused = self._state
+        self._retry_at = time.monotonic() + self._backoff
+        return self._backoff
 
     def refuse_file(self, path: str, version: Stamp | None, plan: Plan) -> None:
         """The file at ``path`` cannot take ``plan``'s probes: not offered again for
