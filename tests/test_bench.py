@@ -172,7 +172,7 @@ def test_a_counter_through_a_link_and_through_a_perf_event(
     counts every call, and each really went on its own way (a uprobe_multi link on the
     workload's file while noop-multi is on, none while noop-perf is). What each costs
     is the bench's table (docs/benchmarks.md), not asserted here."""
-    from agent.kernel import bpfsys
+    from agent.kernel import uprobes
 
     links: dict[str, list[int]] = {}
 
@@ -182,7 +182,7 @@ def test_a_counter_through_a_link_and_through_a_perf_event(
             with arm.attach(site) as attached:
                 mine = os.path.realpath(site.binary)
                 links.setdefault(arm.name, []).append(sum(
-                    link.count for link in bpfsys.uprobe_multi_links()
+                    link.count for link in uprobes.uprobe_multi_links()
                     if os.path.realpath(link.path) == mine))
                 yield attached
 

@@ -15,24 +15,24 @@ from typing import Any
 
 import pytest
 
-from agent.kernel import attach, bpfsys
+from agent.kernel import attach, bpfsys, uprobes
 
 RETURN_0 = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
 
 
 @pytest.fixture
 def program(privileged: None) -> Iterator[int]:
-    if not bpfsys.uprobe_multi().links:
-        pytest.fail(f"this kernel makes no uprobe_multi links: {bpfsys.uprobe_multi().why}",
+    if not uprobes.uprobe_multi().links:
+        pytest.fail(f"this kernel makes no uprobe_multi links: {uprobes.uprobe_multi().why}",
                     pytrace=False)
     fd = bpfsys.load_program("noop_test", RETURN_0, "GPL", 0, bpfsys.ATTACH_UPROBE_MULTI)
     yield fd
     os.close(fd)
 
 
-def _links(path: Path) -> list[bpfsys.LinkOnFile]:
+def _links(path: Path) -> list[uprobes.LinkOnFile]:
     mine = os.path.realpath(path)
-    return [x for x in bpfsys.uprobe_multi_links() if os.path.realpath(x.path) == mine]
+    return [x for x in uprobes.uprobe_multi_links() if os.path.realpath(x.path) == mine]
 
 
 def _uprobes(prog: int, offsets: list[int]) -> list[attach.Uprobe]:
@@ -67,7 +67,7 @@ def test_a_refused_link_names_the_site_the_kernel_refuses(program: int,
     assert _links(true) == []
     # Every site alone is fine, and the whole link is refused: said as the whole.
     with pytest.raises(OSError) as whole:
-        bpfsys.MultiLink(str(true), [0x1000, past], program, [0, 0], 0)
+        uprobes.MultiLink(str(true), [0x1000, past], program, [0, 0], 0)
     assert whole.value.errno == errno.EINVAL
 
 
@@ -103,7 +103,7 @@ def test_a_load_a_signal_interrupts_is_tried_again(privileged: None,
     program of 400,000 instructions takes the verifier ~0.2 s here; a timer fires once
     10 ms into it."""
     seen: list[int] = []
-    call = bpfsys._call
+    call = bpfsys.bpf_call
 
     def watched(cmd: int, attr: Any) -> int:
         try:
@@ -112,7 +112,7 @@ def test_a_load_a_signal_interrupts_is_tried_again(privileged: None,
             seen.append(exc.errno or 0)
             raise
 
-    monkeypatch.setattr(bpfsys, "_call", watched)
+    monkeypatch.setattr(bpfsys, "bpf_call", watched)
     rang: list[int] = []
     old = signal.signal(signal.SIGALRM, lambda *_: rang.append(1))
     insns = bytes.fromhex("b700000000000000") * 400_000 + bytes.fromhex("9500000000000000")

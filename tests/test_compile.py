@@ -18,7 +18,7 @@ from harness.noop import command, popen, run
 
 from agent.binary import sites
 from agent.binary.elf import ElfFile
-from agent.kernel import attach, bpfsys, compile, objects
+from agent.kernel import attach, bpfsys, compile, objects, uprobes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def _calls(binary: Path, text: str, times: int) -> int:
     from agent.plan import resolve
     sym, _ = resolve.Binary(str(binary)).functions.find("mix")
     with objects.Object(compile.compile_c(text), ["on_mix"]) as obj, \
-            bpfsys.Probe(str(binary), ElfFile(str(binary)).file_offset(sym.address),
+            uprobes.Probe(str(binary), ElfFile(str(binary)).file_offset(sym.address),
                          obj.progs["on_mix"]):
         for _ in range(times):
             subprocess.run([str(binary), "run"], check=True, capture_output=True, timeout=30)

@@ -79,7 +79,7 @@ def _run(binary: Path, times: int) -> None:
 def test_a_linked_kfunc_call_loads_and_runs(privileged: None, c_layouts_o2: Path) -> None:
     """Two stand-in calls linked to this kernel's kfuncs bpf_rcu_read_lock/unlock (by
     their BTF ids): the verifier takes the program and it counts every call of mix."""
-    from agent.kernel import bpfsys, objects
+    from agent.kernel import objects, uprobes
     from agent.kernel.compile import compile_c
     facts = kfeatures.vmlinux_btf()
     assert facts is not None, "this test needs the kernel's BTF"
@@ -111,7 +111,7 @@ int on_mix(struct pt_regs *ctx)
     obj = objects.Object(compiled, ["on_mix"], {0x6E6F6F01: lock, 0x6E6F6F02: unlock})
     try:
         offset = ElfFile(str(c_layouts_o2)).file_offset(sym.address)
-        with bpfsys.Probe(str(c_layouts_o2), offset, obj.progs["on_mix"]):
+        with uprobes.Probe(str(c_layouts_o2), offset, obj.progs["on_mix"]):
             _run(c_layouts_o2, 3)
         assert sum(int.from_bytes(r[:8], "little")
                    for r in [obj.maps["hits"].lookup(bytes(4)) or b""]) == 3

@@ -14,7 +14,7 @@ from functools import cache
 from agent.binary import debuginfo
 from agent.binary.proof import Opened, Proof
 from agent.errors import NoopError
-from agent.kernel import bpfsys
+from agent.kernel import uprobes
 
 
 class LoadError(NoopError):
@@ -79,7 +79,7 @@ def attach_kind() -> Kind:
                         f"unset {ATTACH_ENV} to let noop choose")
     if forced == "perf":
         return Kind(False, False, f"{ATTACH_ENV}=perf")
-    support = bpfsys.uprobe_multi()
+    support = uprobes.uprobe_multi()
     if support.links:
         return Kind(True, support.pid_filter,
                     "this kernel makes uprobe_multi links" + (
@@ -123,7 +123,7 @@ class Uprobe:
     pid: int = 0  # only this process runs it (where a link can filter); 0: every one
 
 
-Handle = bpfsys.Probe | bpfsys.MultiLink  # what takes a uprobe off when closed
+Handle = uprobes.Probe | uprobes.MultiLink  # what takes a uprobe off when closed
 
 
 def attach_proven(path: str, opened: Opened, wanted: list[Uprobe]) -> list[Handle]:
@@ -185,21 +185,21 @@ def take_off(handles: list[Handle]) -> None:
             pass
 
 
-def attach_many(path: str, uprobes: list[Uprobe], pid: int) -> bpfsys.MultiLink:
-    """One uprobe_multi link of ``uprobes`` (one program's), on the file at ``path``.
+def attach_many(path: str, wanted: list[Uprobe], pid: int) -> uprobes.MultiLink:
+    """One uprobe_multi link of ``wanted`` (one program's), on the file at ``path``.
     When the kernel refuses it, each is tried alone to say which one, and why."""
-    prog = uprobes[0].prog
+    prog = wanted[0].prog
     try:
-        return bpfsys.MultiLink(path, [u.offset for u in uprobes], prog,
-                                [u.cookie or 0 for u in uprobes], pid)
+        return uprobes.MultiLink(path, [u.offset for u in wanted], prog,
+                                [u.cookie or 0 for u in wanted], pid)
     except OSError as exc:
         first = exc
-    for u in uprobes:
+    for u in wanted:
         try:
-            bpfsys.MultiLink(path, [u.offset], prog, [u.cookie or 0], pid).close()
+            uprobes.MultiLink(path, [u.offset], prog, [u.cookie or 0], pid).close()
         except OSError as exc:
             raise _refused(u.what, exc) from None
-    raise _refused(f"{len(uprobes)} uprobes ({uprobes[0].what}, ...)", first)
+    raise _refused(f"{len(wanted)} uprobes ({wanted[0].what}, ...)", first)
 
 
 def _refused(what: str, exc: OSError) -> LoadError:
@@ -212,10 +212,10 @@ def _refused(what: str, exc: OSError) -> LoadError:
 
 
 def attach_at(binary: str, offset: int, prog: int, what: str, cookie: int | None = None
-              ) -> bpfsys.Probe:
+              ) -> uprobes.Probe:
     """A uprobe running ``prog`` at file ``offset`` of ``binary`` in every process (with
     ``cookie`` for the program to read)."""
     try:
-        return bpfsys.Probe(binary, offset, prog, cookie)
+        return uprobes.Probe(binary, offset, prog, cookie)
     except OSError as exc:
         raise _refused(what, exc) from None

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable, Mapping
 
 from agent.binary.proof import Opened, Proof
-from agent.kernel import bpfsys
+from agent.kernel import bpfsys, uprobes
 from agent.kernel.attach import Handle, LoadError, Uprobe, attach_kind, attach_proven
 from agent.kernel.compile import Compiled, compile_c
 from agent.kernel.preflight import check_privileges
@@ -86,7 +86,7 @@ class Bare:
         try:
             if text is None:
                 self.fd = bpfsys.load_program(
-                    function[:15], bpfsys.EMPTY, "GPL", 0,
+                    function[:15], uprobes.EMPTY, "GPL", 0,
                     bpfsys.ATTACH_UPROBE_MULTI if attach_kind().multi else 0)
                 prog = self.fd
             else:

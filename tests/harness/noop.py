@@ -110,13 +110,13 @@ def attached_to(*files: str | Path) -> list[str]:
     uprobe noop made through the uprobe PMU is listed nowhere: only the target's code
     shows it (an int3 at the site), and it goes when the last descriptor of its event
     is closed."""
-    from agent.kernel import bpfsys
+    from agent.kernel import uprobes
 
     wanted = {os.path.realpath(f) for f in files}
     out = [line for line in UPROBE_EVENTS.read_text().splitlines()
            if any(f in line for f in wanted)]
     out += [f"link {link.id}: {link.count} uprobes on {link.path}"
-            for link in bpfsys.uprobe_multi_links() if os.path.realpath(link.path) in wanted]
+            for link in uprobes.uprobe_multi_links() if os.path.realpath(link.path) in wanted]
     return out
 
 
