@@ -117,6 +117,11 @@ def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str) -> list[str]:
     elif fetch.kind == "caller":  # the binary's own address: less the load bias
         out += ["\tu64 r = 0;", f"\tif (noop_read(&r, 8, {at})) {fault}",
                 f"\t{dst} = r - (ctx->{PT_REGS['rip']} - {fetch.base:#x}ULL);"]
+    elif fetch.kind == "mem_slice" and fetch.regs:  # one word in a register
+        mine, other = ("h[0]", "h[1]") if fetch.slot == 0 else ("h[1]", "h[0]")
+        out += ["\tu64 h[2];", f"\t{mine} = ctx->{PT_REGS[fetch.regs[0]]};",
+                f"\tif (noop_read(&{other}, 8, {at})) {fault}",
+                f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]
     elif fetch.kind == "mem_slice":
         out += ["\tu64 h[2];", *_header("h", at, fetch.length, fault),
                 f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]

@@ -42,6 +42,17 @@ class Binary:
         self.walker = Walker(self.dwarf, self.namer)
         self._insns: dict[str, tuple[sites.Insn, ...]] = {}
 
+    @classmethod
+    def opened(cls, elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> Binary:
+        """The binary whose ELF and DWARF a caller has open already."""
+        b = cls.__new__(cls)
+        b.path, b.given, b.elf, b.dwarf, b.namer = str(elf.path), debuginfo.NOTHING, elf, \
+            dwarf, namer
+        b.functions = Functions(dwarf, namer)
+        b.walker = Walker(dwarf, namer)
+        b._insns = {}
+        return b
+
     @cached_property
     def goid_offset(self) -> int | None:
         """Offset of runtime.g.goid when the program keeps g in r14 (Go register ABI)."""

@@ -128,7 +128,9 @@ class Fetch:
     - ``mem``: ``size`` bytes at acc + ``offset``
     - ``mem_slice``: a {ptr, len} header at acc + ``offset``, then up to ``cap`` bytes
       (Go string, []byte); with ``length``, the length is at acc + ``length`` (Rust's
-      ``String`` and ``Vec``)
+      ``String`` and ``Vec``); with ``regs``, one word is that register, the other
+      at acc + ``offset``: ``slot`` 0 the pointer is the register, 1 the length (a Go
+      string whose words a line's code keeps one in a register, one on the stack)
     - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
@@ -184,6 +186,9 @@ class Fetch:
         at = f"{path} +{self.offset}" if path else ""
         if self.kind == "mem":
             return f"{at}: {self.size} bytes"
+        if self.kind == "mem_slice" and self.regs:
+            word, other = ("pointer", "length") if self.slot == 0 else ("length", "pointer")
+            return f"{at}: {other}, {word} in {self.regs[0]}, then the bytes"
         if self.kind == "mem_slice" and self.length is not None:
             return f"{at}: pointer, length at +{self.length}, then the bytes"
         if self.kind == "mem_slice":

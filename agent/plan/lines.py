@@ -74,6 +74,10 @@ class Chosen:
     why: str
     site: src.Site  # where its values are looked up
     flow: _Flow  # the control flow of the function holding it
+    # Counted at a jump into the line (``address``) rather than at the statement
+    # (``site``): the values are the statement's when the jump changes none of them,
+    # else what DWARF says at the jump itself.
+    before: src.Site | None = None
 
 
 def line_sites(b: Binary, probe: Probe) -> tuple[tuple[ValueSpec, ...], list[Site]]:
@@ -87,25 +91,44 @@ def line_sites(b: Binary, probe: Probe) -> tuple[tuple[ValueSpec, ...], list[Sit
                         "give the binary's debug info (debuginfo: in the target, or an "
                         "unstripped build)")
     source = src.Source(b.functions)
-    found = source.sites(probe.line)
-    by_body: dict[int, list[src.Site]] = {}
-    for s in found:
-        by_body.setdefault(s.chain[0].die.offset, []).append(s)
     specs: tuple[ValueSpec, ...] | None = None
     out: list[Site] = []
-    for group in by_body.values():
-        for chosen in _passes(b, source, group):
-            got, fetches = _values(b, source, probe, chosen.site)
-            if specs is not None and got != specs:
-                raise LineError(f"{probe.line}: the values have other types at "
-                                f"{chosen.address:#x} than at {out[0].address:#x}",
-                                "read values whose type is the same in every copy")
-            specs = got
-            out.append(_emulated(b, source, probe, chosen, got, fetches))
+    for chosen in pass_sites(b, probe.line, source):
+        got, fetches = _counted(b, source, probe, chosen)
+        if specs is not None and got != specs:
+            raise LineError(f"{probe.line}: the values have other types at "
+                            f"{chosen.address:#x} than at {out[0].address:#x}",
+                            "read values whose type is the same in every copy")
+        specs = got
+        out.append(_emulated(b, source, probe, chosen, got, fetches))
     if specs is None:  # every statement of the line is reached from the line itself
         raise LineError(f"{probe.line}: no pass through the line starts at a statement "
                         "of it that noop can tell", "probe a line before or after it")
     return specs, out
+
+
+def pass_sites(b: Binary, where: str, source: src.Source | None = None) -> list[Chosen]:
+    """The instructions that see each pass through the line ``where`` once, in every
+    body holding its code, each with the site its values are read at (what ``noop vars
+    FILE:LINE`` shows); LineError saying why when no instruction can."""
+    source = source or src.Source(b.functions)
+    by_body: dict[int, list[src.Site]] = {}
+    for s in source.sites(where):
+        by_body.setdefault(s.chain[0].die.offset, []).append(s)
+    return [c for group in by_body.values() for c in _passes(b, source, group)]
+
+
+def counted_sites(b: Binary, where: str, source: src.Source
+                  ) -> tuple[list[tuple[int, src.Site, str]], str]:
+    """Where a line probe on ``where`` counts passes, for ``noop vars FILE:LINE``: each
+    instruction, the site whose values it reads (the statement's, through a jump that
+    changes nothing; else its own), and why; or none and why the line is refused."""
+    try:
+        chosen = pass_sites(b, where, source)
+    except LineError as exc:
+        return [], exc.message
+    return [(c.address, c.site if c.before is None or c.flow.at[c.address].mnemonic == "jmp"
+             else c.before, c.why) for c in chosen], ""
 
 
 # -- which instructions see each pass once ----------------------------------------------
@@ -279,8 +302,9 @@ def _passes(b: Binary, source: src.Source, group: list[src.Site]) -> list[Chosen
                               f"only when reached from +{p - flow.entry:#x} "
                               f"({flow.at[p].mnemonic}, in {from_line}), which leads only "
                               "to it, so the pass is counted there",
+                              source.site_in(flow.body, s, flow.sub), flow,
                               source.site_in(flow.body, p, flow.sub)
-                              if origin is not None else _outside(group[0], p), flow))
+                              if origin is not None else _outside(group[0], p)))
     return out
 
 
@@ -337,6 +361,24 @@ def _values(b: Binary, source: src.Source, probe: Probe, site: src.Site
                                sel.names, sel.other))
         fetches.append(sel.fetch)
     return tuple(specs), tuple(fetches)
+
+
+def _counted(b: Binary, source: src.Source, probe: Probe, chosen: Chosen
+             ) -> tuple[tuple[ValueSpec, ...], tuple[Fetch, ...]]:
+    """The values at ``chosen``: where a pass is counted at the jump (or the one
+    instruction falling through) into the statement, the statement's values when that
+    instruction changes none of them (what ``noop vars FILE:LINE`` shows there), else
+    what DWARF places at the instruction itself."""
+    if chosen.before is None:
+        return _values(b, source, probe, chosen.site)
+    insn = chosen.flow.at[chosen.address]
+    try:
+        got, fetches = _values(b, source, probe, chosen.site)
+    except (LineError, SelectError):
+        return _values(b, source, probe, chosen.before)
+    touched = insn.mnemonic in ("call", "push", "pop") or _stores(insn) or \
+        bool(set(insn.writes) & (registers(fetches) | {"rsp"}))
+    return _values(b, source, probe, chosen.before) if touched else (got, fetches)
 
 
 def _plain(fetches: tuple[Fetch, ...]) -> tuple[Fetch, ...]:

@@ -121,7 +121,12 @@ class _IntoParts(TypedDict, total=False):
     inlined_into: str
 
 
-class _LineVarsSite(_IntoParts):
+class _Counted(_IntoParts, total=False):
+    counts: str  # a line probe counts passes here, and why
+    statement: bool  # False: not a statement of the line, the jump into one
+
+
+class _LineVarsSite(_Counted):
     address: int
     file_offset: int
     file: str
@@ -130,7 +135,11 @@ class _LineVarsSite(_IntoParts):
     vars: list[_LineVar]
 
 
-class _LineVars(TypedDict):
+class _Refused(TypedDict, total=False):
+    refused: str  # why a line probe here is refused
+
+
+class _LineVars(_Refused):
     line: str
     sites: list[_LineVarsSite]
     debug: str

@@ -305,7 +305,10 @@ def function_lines(binary: str, function: str, source_dir: str | None = None,
 
 def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, Any]:
     """The parameters and locals available at ``FUNCTION:LINE`` or ``FILE:LINE``: at
-    each statement address of the line, each value's type and location there."""
+    each statement address of the line (where a debugger stops), each value's type and
+    location there; and where a line probe counts passes (``counts``: a statement, or
+    the jump into one, ``statement`` false), which reads what is shown there, or why a
+    line probe there is refused."""
     from agent.binary.dwarf.source import split_line
 
     split_line(where)  # a malformed argument is refused before any DWARF is read
@@ -313,19 +316,32 @@ def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, An
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
         from agent.binary.dwarf import sitevars
         from agent.binary.dwarf.functions import Functions
-        from agent.binary.dwarf.source import Source
+        from agent.binary.dwarf.source import Site, Source
+        from agent.plan.binary import Binary
+        from agent.plan.lines import counted_sites
 
         source = Source(Functions(dwarf, namer))
-        sites = []
-        for s in source.sites(where):
-            sites.append({
-                "address": s.address, "file_offset": dwarf.elf.file_offset(s.address),
-                "file": s.file, "line": s.line, "function": s.function,
-                **({"inlined_into": s.into} if s.into else {}),
-                "vars": [{"name": v.name, "kind": v.kind, "type": v.type, "size": v.size,
-                          "location": [p.to_json() for p in v.location] if v.location
-                          else None, **({"note": v.note} if v.note else {})}
-                         for v in sitevars.vars_at(source, s)]})
-        return {"line": where, "sites": sites, "debug": dwarf.source.how}
+
+        def entry(address: int, s: Site, **more: Any) -> dict[str, Any]:
+            return {"address": address, "file_offset": dwarf.elf.file_offset(address),
+                    "file": s.file, "line": s.line, "function": s.function,
+                    **({"inlined_into": s.into} if s.into else {}), **more,
+                    "vars": [{"name": v.name, "kind": v.kind, "type": v.type,
+                              "size": v.size, "location": [p.to_json() for p in v.location]
+                              if v.location else None, **({"note": v.note} if v.note else {})}
+                             for v in (sitevars.vars_at(source, s) if s.chain else ())]}
+
+        statements = source.sites(where)
+        counted, refused = counted_sites(Binary.opened(dwarf.elf, dwarf, namer), where,
+                                         source)
+        at = {a: (site, why) for a, site, why in counted if site.address == a}
+        sites = [entry(s.address, s, **({"counts": at[s.address][1]}
+                                         if s.address in at else {}))
+                 for s in statements]
+        stmts = {s.address for s in statements}
+        sites += [entry(a, site, counts=why, statement=False)
+                  for a, site, why in counted if a not in stmts or a not in at]
+        return {"line": where, "sites": sites, "debug": dwarf.source.how,
+                **({"refused": refused} if refused else {})}
 
     return dict(_answer(binary, debug, "line-vars", where, compute))

@@ -129,18 +129,23 @@ def lines_table(v: dict[str, Any]) -> str:
 
 def line_vars_table(v: dict[str, Any]) -> str:
     """What ``perf probe -V`` shows: at each statement address of the line, the values
-    available and where each is; sites with the same answer are shown once."""
+    available and where each is, and where a line probe counts each pass (what it
+    reads); sites with the same answer are shown once."""
     groups: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for s in v["sites"]:  # the same function and the same values: one group
-        key = json.dumps([s["function"], s["vars"]], sort_keys=True)
+    for s in v["sites"]:  # the same function, values and role: one group
+        key = json.dumps([s["function"], s["vars"], "counts" in s, s.get("statement", True)],
+                         sort_keys=True)
         groups.setdefault(key, ([], s["vars"]))[0].append(s)
     out = []
     for sites, vars_ in groups.values():
         first = sites[0]
         into = f", inlined into {first['inlined_into']}" if first.get("inlined_into") else ""
         addrs = ", ".join(f"{s['address']:#x}" for s in sites)
+        role = "" if "counts" not in first else \
+            " (a line probe counts each pass here)" if first.get("statement", True) else \
+            " (not a statement of the line: a line probe counts each pass here)"
         out.append(f"{first['function']} at {first['file'].rsplit('/', 1)[-1]}:"
-                   f"{first['line']}{into}: {addrs}")
+                   f"{first['line']}{into}: {addrs}{role}")
         if not vars_:
             out.append("  no parameters or locals")
         name_w = max((len(x["name"]) for x in vars_), default=4)
@@ -152,6 +157,8 @@ def line_vars_table(v: dict[str, Any]) -> str:
                 where = f"<{x['note']}>"
             out.append(f"  {x['kind']:<6} {x['name']:<{name_w}}  {x['type']:<{type_w}}  "
                        f"{where}{note}")
+    if v.get("refused"):
+        out.append(f"a line probe here is refused: {v['refused']}")
     return "\n".join(out)
 
 

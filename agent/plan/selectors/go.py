@@ -19,6 +19,8 @@ from agent.plan.fetches import Fetch, Op
 from agent.plan.selectors.kinds import Types
 from agent.plan.selectors.places import (
     Mem,
+    Pieces,
+    Place,
     Regs,
     Selected,
     SelectError,
@@ -97,8 +99,8 @@ class GoSteps(Types):
         except (NoopError, ValueError, KeyError, IndexError, struct.error):
             return {}
 
-    def _is_type(self, place: Mem | Regs | None, iface: bool, values: tuple[int, ...]
-                 ) -> Mem | Regs | None:
+    def _is_type(self, place: Place, iface: bool, values: tuple[int, ...]
+                 ) -> Place:
         """``place`` (an interface) kept only while its dynamic type is one of
         ``values`` (absent when nil or another)."""
         op = Op("itype", index=int(iface), values=values)
@@ -111,20 +113,20 @@ class GoSteps(Types):
                 return Regs(place.pieces, (*place.guards, replace(op, reg=reg)))
         return None
 
-    def _data(self, place: Mem | Regs | None) -> Mem | None:
+    def _data(self, place: Place) -> Mem | None:
         """What an interface's data word points to."""
         return follow(place.covering(8, 8) if isinstance(place, Regs) else
                       Mem(place.ops, place.offset + 8) if isinstance(place, Mem) else None)
 
-    def _assert(self, place: Mem | Regs | None, tdie: DIE | None, name: str, path: str
-                ) -> tuple[Mem | Regs | None, DIE | None]:
+    def _assert(self, place: Place, tdie: DIE | None, name: str, path: str
+                ) -> tuple[Place, DIE | None]:
         """Go's ``x.(T)``: the value inside the interface, absent unless it holds a T."""
         iface = self._interface(tdie, path, f"the type assertion .({name})")
         address, value = self.runtime_type(name, path)
         # The data word points to the value: a *T's T, or the copy of a T.
         return self._data(self._is_type(place, iface, (address,))), value
 
-    def _dynamic_type(self, place: Mem | Regs | None, tdie: DIE | None, tname: str,
+    def _dynamic_type(self, place: Place, tdie: DIE | None, tname: str,
                       path: str, unavailable: str) -> Selected:
         """An interface read whole: the name of its dynamic type (``nil``), from the type
         descriptor its first word is (or, with methods, its itab points to)."""
@@ -137,6 +139,10 @@ class GoSteps(Types):
         slot = int(iface)
         if isinstance(place, Mem):
             fetch = Fetch("gotype", place.ops, place.offset, 8, slot=slot)
+        elif isinstance(place, Pieces) and isinstance(place.covering(0, 8), Mem):
+            word = place.covering(0, 8)
+            assert isinstance(word, Mem)
+            fetch = Fetch("gotype", word.ops, word.offset, 8, slot=slot)
         elif isinstance(place, Regs) and not place.add and place.covering(0, 8):
             word = place.covering(0, 8)
             assert word is not None
@@ -145,7 +151,7 @@ class GoSteps(Types):
             fetch = Fetch("unavailable", why=unavailable)
         return Selected(fetch, "gotype", 8, 0, tname)
 
-    def _error_text(self, place: Mem | Regs | None, tdie: DIE | None, decode: str | None,
+    def _error_text(self, place: Place, tdie: DIE | None, decode: str | None,
                     cap: int, path: str, unavailable: str) -> Selected:
         """``err.Error()`` where it is a field read: the message string of the error
         types ERROR_TYPES (each keeps it first); absent for nil and any other type."""

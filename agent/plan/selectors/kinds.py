@@ -13,7 +13,7 @@ from elftools.dwarf.die import DIE
 from agent.binary.dwarf.dies import DW_AT_GO_KIND, attr, die_name
 from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
-from agent.plan.selectors.places import Mem, Regs, SelectError, Seq, follow
+from agent.plan.selectors.places import Mem, Pieces, Place, Regs, SelectError, Seq, follow
 
 _ENCODING = {2: "bool", 4: "float", 5: "int", 6: "int", 7: "uint", 8: "uint", 0x10: "uint"}
 
@@ -229,7 +229,7 @@ class Types:
                  for n in self.members(d)]
         return "its fields: " + ", ".join(names) if names else "it has no fields"
 
-    def _deref(self, place: Mem | Regs | None, tdie: DIE | None, path: str
+    def _deref(self, place: Place, tdie: DIE | None, path: str
                ) -> tuple[Mem | None, DIE]:
         target = self._target(tdie)
         if target is None and self.dwarf.from_metadata:
@@ -243,12 +243,12 @@ class Types:
                               "read it as a value, or cast in the program")
         return follow(place), target
 
-    def _member(self, place: Mem | Regs | None, member: tuple[int, DIE | None]
-                ) -> tuple[Mem | Regs | None, DIE | None]:
+    def _member(self, place: Place, member: tuple[int, DIE | None]
+                ) -> tuple[Place, DIE | None]:
         off, mtype = member
         if isinstance(place, Mem):
             return Mem(place.ops, place.offset + off), mtype
-        if isinstance(place, Regs):
+        if isinstance(place, Regs | Pieces):
             return place.covering(off, self._size(mtype)), mtype
         return None, mtype
 

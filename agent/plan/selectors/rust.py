@@ -15,7 +15,15 @@ from agent.binary.amd64 import is_vector
 from agent.binary.dwarf.dies import attr, die_name
 from agent.plan.fetches import Op, decode_of
 from agent.plan.selectors.kinds import Enum, Types, Variant
-from agent.plan.selectors.places import Mem, Regs, Selected, SelectError, scalar_fetch
+from agent.plan.selectors.places import (
+    Mem,
+    Pieces,
+    Place,
+    Regs,
+    Selected,
+    SelectError,
+    scalar_fetch,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +75,8 @@ class RustSteps(Types):
             d = self.namer.strip(sized[0][1])
         return None
 
-    def _enter(self, place: Mem | Regs | None, tdie: DIE | None, e: Enum, v: Variant,
-               path: str) -> tuple[Mem | Regs | None, DIE | None]:
+    def _enter(self, place: Place, tdie: DIE | None, e: Enum, v: Variant,
+               path: str) -> tuple[Place, DIE | None]:
         """Into variant ``v`` of an enum at ``place``: absent while another is active."""
         if e.discr is not None:
             doff, dsize = e.discr
@@ -79,8 +87,8 @@ class RustSteps(Types):
             if isinstance(place, Mem):
                 place = Mem((*place.ops, Op("when", offset=place.offset + doff, size=dsize,
                                             values=values, negate=negate)), place.offset)
-            elif isinstance(place, Regs) and place.add:
-                place = None  # an address, not an enum
+            elif isinstance(place, Pieces) or (isinstance(place, Regs) and place.add):
+                place = None  # an address, not an enum; or pieces no guard reads
             elif isinstance(place, Regs):
                 # The discriminant in the low bytes of one register, or not readable here.
                 reg = next((r for o, s, r in place.pieces if o == doff and s >= dsize), None)
@@ -89,8 +97,8 @@ class RustSteps(Types):
                     if reg and not is_vector(reg) else None
         return self._member(place, (v.offset, v.type))
 
-    def _unwrap(self, place: Mem | Regs | None, tdie: DIE | None, path: str
-                ) -> tuple[Mem | Regs | None, DIE | None] | None:
+    def _unwrap(self, place: Place, tdie: DIE | None, path: str
+                ) -> tuple[Place, DIE | None] | None:
         """One step of Rust's auto-deref: through a reference or Box, an Arc or Rc, the
         ``Some`` of an Option, a Mutex's or RefCell's value, a single-field wrapper."""
         kind = self.kind(tdie)
@@ -126,16 +134,16 @@ class RustSteps(Types):
             return self._member(place, m[holder])
         return self._single(place, d)
 
-    def _single(self, place: Mem | Regs | None, d: DIE | None
-                ) -> tuple[Mem | Regs | None, DIE | None] | None:
+    def _single(self, place: Place, d: DIE | None
+                ) -> tuple[Place, DIE | None] | None:
         """The one member that holds data of a wrapper (NonNull, Cell, AtomicU64, ...)."""
         if self.kind(d) != "struct":
             return None
         sized = [m for m in self.members(d).values() if self._size(m[1]) > 0]
         return self._member(place, sized[0]) if len(sized) == 1 else None
 
-    def _held(self, place: Mem | Regs | None, tdie: DIE | None, decode: str | None,
-              path: str) -> tuple[Mem | Regs | None, DIE | None, str | None]:
+    def _held(self, place: Place, tdie: DIE | None, decode: str | None,
+              path: str) -> tuple[Place, DIE | None, str | None]:
         """A Rust value read whole: the value its references and wrappers hold, with its
         decoding (an ``AtomicBool`` reads as a bool)."""
         # References, Box, wrappers, Arc, Option: to the value they hold (``as:
@@ -159,7 +167,7 @@ class RustSteps(Types):
             place, tdie = self._deref(place, tdie, path)
         return place, tdie, decode
 
-    def _variant(self, place: Mem | Regs | None, tdie: DIE | None, decode: str | None,
+    def _variant(self, place: Place, tdie: DIE | None, decode: str | None,
                  path: str, unavailable: str) -> Selected:
         """A Rust enum read as the name of its active variant (``as: int``: the number
         that selects it)."""
@@ -176,6 +184,8 @@ class RustSteps(Types):
             if isinstance(place, Regs):  # in the low bytes of one register
                 reg = next((r for o, s, r in place.pieces if o == doff and s >= size), None)
                 place = Regs(((0, size, reg),), place.guards) if reg else None
+            elif isinstance(place, Pieces):
+                place = place.covering(doff, size)
             else:
                 place = self._member(place, (doff, None))[0]
             names = tuple((v.value, v.name) for v in e.variants if v.value is not None)

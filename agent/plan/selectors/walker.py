@@ -18,11 +18,14 @@ from agent.plan.fetches import Op, decode_of
 from agent.plan.selectors.go import GoSteps
 from agent.plan.selectors.places import (
     Mem,
+    Pieces,
+    Place,
     Regs,
     Selected,
     SelectError,
     Seq,
     bytes_fetch,
+    part,
     place_of,
     scalar_fetch,
 )
@@ -51,7 +54,7 @@ class Walker(GoSteps, RustSteps):
 
     def _select(self, steps: tuple[Step, ...], start: Location | None, tdie: DIE | None,
                 decode: str | None, cap: int, unavailable: str) -> Selected:
-        place: Mem | Regs | None = place_of(start)
+        place: Place = place_of(start)
         path = str(steps[0][1])
         why = unavailable or "no location for it at this instruction"
         for step, arg in steps[1:]:
@@ -70,8 +73,8 @@ class Walker(GoSteps, RustSteps):
                 path += f"[{arg}]"
         return self._final(place, tdie, decode, cap, path, why)
 
-    def _field(self, place: Mem | Regs | None, tdie: DIE | None, name: str, path: str
-               ) -> tuple[Mem | Regs | None, DIE | None]:
+    def _field(self, place: Place, tdie: DIE | None, name: str, path: str
+               ) -> tuple[Place, DIE | None]:
         rust = self.rust(self.namer.strip(tdie))
         for _ in range(32):
             kind = self.kind(tdie)
@@ -105,8 +108,8 @@ class Walker(GoSteps, RustSteps):
             place, tdie = step
         raise SelectError(f"{path}: too many wrappers to reach {name!r}")
 
-    def _index(self, place: Mem | Regs | None, tdie: DIE | None, i: int, path: str
-               ) -> tuple[Mem | Regs | None, DIE | None]:
+    def _index(self, place: Place, tdie: DIE | None, i: int, path: str
+               ) -> tuple[Place, DIE | None]:
         rust = self.rust(self.namer.strip(tdie))
         for _ in range(32):
             kind = self.kind(tdie)
@@ -132,7 +135,7 @@ class Walker(GoSteps, RustSteps):
             size = self._size(elem)
             if isinstance(place, Mem):
                 return Mem(place.ops, place.offset + i * size), elem
-            if isinstance(place, Regs):
+            if isinstance(place, Regs | Pieces):
                 return place.covering(i * size, size), elem
             return None, elem
         seq = self._seq(tdie) if kind == "slice" else None
@@ -143,17 +146,23 @@ class Walker(GoSteps, RustSteps):
                 return Mem((*place.ops, Op(
                     "index", offset=place.offset + seq.ptr, index=i, size=size,
                     length=None if seq.length == seq.ptr + 8 else length)), 0), seq.elem
-            if isinstance(place, Regs):
-                ptr, n = place.covering(seq.ptr, 8), place.covering(seq.length, 8)
-                if ptr is None or n is None or place.add:
+            if isinstance(place, Regs | Pieces):
+                ptr, n = part(place, seq.ptr, 8), part(place, seq.length, 8)
+                if isinstance(ptr, Mem) and isinstance(n, Mem) and ptr.ops == n.ops:
+                    return Mem((*ptr.ops, Op(  # both in memory: a Go slice in stack slots
+                        "index", offset=ptr.offset, index=i, size=size,
+                        length=None if n.offset == ptr.offset + 8 else n.offset)), 0), seq.elem
+                if not isinstance(ptr, Regs) or not isinstance(n, Regs) or \
+                        (isinstance(place, Regs) and place.add):
                     return None, seq.elem
-                return Mem((*place.guards, Op("bound", reg=n.pieces[0][2] or "", index=i),
+                guards = place.guards if isinstance(place, Regs) else ()
+                return Mem((*guards, Op("bound", reg=n.pieces[0][2] or "", index=i),
                             Op("reg", reg=ptr.pieces[0][2] or "")), i * size), seq.elem
             return None, seq.elem
         raise SelectError(f"{path} is {self.namer.name(tdie)}: it cannot be indexed",
                           "index arrays, slices, Vec and pointers")
 
-    def _len(self, place: Mem | Regs | None, tdie: DIE | None, decode: str | None,
+    def _len(self, place: Place, tdie: DIE | None, decode: str | None,
              path: str, unavailable: str) -> Selected:
         """``len(path)``: the length word of a string, slice or Vec, a Go map's count."""
         rust = self.rust(self.namer.strip(tdie))
@@ -161,7 +170,7 @@ class Walker(GoSteps, RustSteps):
             kind = self.kind(tdie)
             seq = self._seq(tdie) if kind in ("string", "slice") else None
             if seq is not None:
-                place = place.covering(seq.length, 8) if isinstance(place, Regs) \
+                place = place.covering(seq.length, 8) if isinstance(place, Regs | Pieces) \
                     else self._member(place, (seq.length, None))[0]
                 return self._length(place, decode, "usize" if rust else "int", path,
                                     unavailable)
@@ -184,7 +193,7 @@ class Walker(GoSteps, RustSteps):
         raise SelectError(f"len({path}): {path} is {self.namer.name(tdie)}, which has no "
                           "length", "len() takes strings, slices, Vec and maps")
 
-    def _length(self, place: Mem | Regs | None, decode: str | None, tname: str,
+    def _length(self, place: Place, decode: str | None, tname: str,
                 path: str, unavailable: str) -> Selected:
         want = decode or ("uint" if tname == "usize" else "int")
         if want not in ("int", "uint"):
@@ -195,7 +204,7 @@ class Walker(GoSteps, RustSteps):
         return Selected(scalar_fetch(place, 8, unavailable), decode_of(want), 8, 0,
                         tname)
 
-    def _final(self, place: Mem | Regs | None, tdie: DIE | None, decode: str | None,
+    def _final(self, place: Place, tdie: DIE | None, decode: str | None,
                cap: int, path: str, unavailable: str) -> Selected:
         """The value the steps reached, read whole: as ``decode`` says, or as its type
         reads when the spec does not say (``_natural``)."""
