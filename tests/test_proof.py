@@ -679,8 +679,14 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
         opts = daemon.Options(lambda: plan, plan, True, "127.0.0.1:0", None,
                               xmm_helper_available())
         d = daemon.Daemon(opts)
+        from agent.service import following
+
         original_log = daemon.log
-        daemon.log = lambda message, priority=0: said.append(message)  # type: ignore[assignment]
+
+        def say(message: str, priority: int = 0) -> None:
+            said.append(message)
+
+        daemon.log = following.log = say  # type: ignore[assignment]
         try:
             d.start()
             with held(own) as (ex, url):
@@ -705,7 +711,7 @@ def test_noop_run_refuses_another_containers_copy_without_planning_again(
                 ticked(ex)
                 own_counts_exact(url)
         finally:
-            daemon.log = original_log  # type: ignore[assignment]
+            daemon.log = following.log = original_log  # type: ignore[assignment]
             if d.loaded is not None:
                 d.loaded.close()
 

@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 from agent import logs
 from agent.errors import NoopError
 from agent.kernel import budget, codegen
-from agent.kernel.attach import BuildChanged
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
 from agent.output.exporter import Exporter, Health, Session
@@ -33,6 +32,7 @@ from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
 from agent.presets.meta import PresetMeta
 from agent.service.filewatch import FileWatch
+from agent.service.following import Following, log
 from agent.service.sdnotify import Notifier
 from agent.service.sweep import PRUNE_EVERY, Sweeper
 from agent.service.watch import SCAN_EVERY, Watch
@@ -71,11 +71,7 @@ def settled() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def log(message: str, priority: int = logs.INFO) -> None:
-    logs.say(message, priority)
-
-
-class Daemon:
+class Daemon(Following):
     def __init__(self, opts: Options) -> None:
         from agent.kernel.compile import bcc_version
 
@@ -261,85 +257,6 @@ class Daemon:
             self.health.last_reload_time = time.time()
         log(f"{'re-resolved' if reason else 'reloaded'}: {self._status()}")
         self.notify.ready(self._status())
-
-    def rescan(self) -> None:
-        """One pass of ``watch``: probes onto files that started running, off those no
-        process runs any more; the plan made again when the builds changed."""
-        loaded = self.loaded
-        with self.lock:
-            written = sorted(self.written)
-        if written:  # its probes are off already (filewatch): read what it holds now
-            self.reload(f"{written[0]} was written")
-            return
-        with self.lock:
-            step = self.watch.step(self.plan, loaded.files if loaded is not None
-                                   else lambda _t: set(),
-                                   stamp=loaded.stamp if loaded is not None else None)
-        self.health.processes = step.processes
-        if step.replan:
-            self.reload(step.replan)
-            return
-        if loaded is None:
-            return
-        with self.lock:
-            for path in step.detach:
-                n = loaded.detach_file(path)
-                self.watch.forget(path)
-                log(f"detached {n} uprobes from {path}: no process runs it")
-            changed = None
-            for target, path in step.attach:
-                try:
-                    n = loaded.attach_file(target, path)
-                except BuildChanged as exc:
-                    if exc.changed:  # another build: plan it again
-                        changed = exc
-                        break
-                    self._refuse(path, exc.message)  # this build, other code: not it
-                    continue
-                except NoopError as exc:  # its process exited meanwhile: the next pass
-                    loaded.detach_file(path)
-                    log(f"target {target}: cannot attach to {path}: {exc.message}",
-                        logs.WARNING)
-                    continue
-                log(f"target {target}: attached {n} uprobes to {path}")
-        self._files_changed()
-        if changed is not None:
-            changed.distrust()
-            self.reload(changed.message)
-
-    def _refuse(self, path: str, why: str) -> None:
-        """Leave the file at ``path`` unprobed while it stays as it is, said once."""
-        self.watch.refuse_file(path, None, self.plan)
-        log(f"{why}: that file is not probed", logs.WARNING)
-
-    def _refused_at_load(self) -> None:
-        """Files the load left unprobed (``Loaded.refused``), said and remembered; those
-        it could not attach for now, said (the next pass tries them again)."""
-        if self.loaded is not None:
-            for path, why in sorted(self.loaded.refused.items()):
-                self._refuse(path, why)
-            for path, why in sorted(self.loaded.unattached.items()):
-                log(f"cannot attach to {path} now: {why} (tried again at the next pass)",
-                    logs.WARNING)
-
-    def _files_changed(self) -> None:
-        """Watch for writes exactly the files probes are on now."""
-        if self.files is not None:
-            with self.lock:
-                # a probe off for its budget keeps its files watched, to come back on
-                paths = set().union(*(self.loaded.files(t.name) for t in self.plan.targets)
-                                    ) if self.loaded else set()
-            self.files.sync(paths)
-
-    def _written(self, path: str) -> None:
-        """From filewatch's thread: ``path`` is being written. Its probes come off now;
-        the next pass over /proc sees the file changed and resolves it again."""
-        with self.lock:
-            self.written.add(path)
-            n = self.loaded.detach_file(path) if self.loaded is not None else 0
-            self.watch.forget(path)
-        if n:
-            log(f"{path} is being written: detached {n} uprobes", logs.WARNING)
 
     def _status(self) -> str:
         if self._memory_only(self.plan):

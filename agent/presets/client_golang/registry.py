@@ -14,9 +14,11 @@ program's writable data is read once and searched for those itabs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.gotype import GoType
+from agent.binary.gometa.rtypes import Types
 from agent.live.gomemory import Damaged, GoMemory
 from agent.live.memory import Unreadable
 from agent.plan.libraries import CLIENT_GOLANG as PKG
@@ -70,15 +72,23 @@ class Found:
 def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
     """The run-time addresses of the itabs of *Registry as a Registerer or Gatherer,
     and of every itab."""
-    types = gm.types
+    wanted, itabs = _registry_itabs(gm.types)
+    return {a + gm.bias for a in wanted}, {a + gm.bias for a in itabs}
+
+
+@lru_cache(maxsize=8)
+def _registry_itabs(types: Types) -> tuple[frozenset[int], frozenset[int]]:
+    """``_wanted``'s itabs at their link-time addresses: read once per binary (every
+    walk of every process running it asks again)."""
+    registry = types.find(REGISTRY)  # by binary search; then only its itabs are named
     wanted: set[int] = set()
     itabs: set[int] = set()
     for itab, inter, typ in types.itabs():
-        itabs.add(itab + gm.bias)
-        if typ and inter and types.name(types.at(typ)) == REGISTRY and \
+        itabs.add(itab)
+        if registry is not None and typ == registry.address and inter and \
                 types.name(types.at(inter)) in _REGISTRY_INTERFACES:
-            wanted.add(itab + gm.bias)
-    return wanted, itabs
+            wanted.add(itab)
+    return frozenset(wanted), frozenset(itabs)
 
 
 def registries(gm: GoMemory, elf: ElfFile) -> list[int]:
