@@ -724,3 +724,42 @@ def _with(step: Callable[..., Any], extra: Any) -> Callable[..., Any]:
                 stamp: Any = None) -> Any:
         return step(plan, attached, [*discover.processes(), extra], stamp=stamp)
     return stepped
+
+
+# push rbp; mov rbp, rsp; mov eax, 1; pop rbp; ret
+_CODE = bytes.fromhex("554889e5b8010000005dc3")
+
+
+def test_a_decoded_table_is_kept_and_checked(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instruction boundaries of a function's code are kept by its digest: a warm
+    start proves its sites without capstone (a fresh interpreter imports none), and a
+    kept table that is not one linear decoding of the code is not used."""
+    import base64
+    import sys
+    import zlib
+
+    monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path))
+    proof._DECODED.clear()
+    first = proof.decoded(_CODE)
+    assert [i for i, n in enumerate(first.lengths) if n] == [0, 1, 4, 9, 10]
+    code = ("import sys\nfrom agent.binary import proof\n"
+            f"d = proof.decoded(bytes.fromhex({_CODE.hex()!r}))\n"
+            "print(list(d.lengths), d.end, 'capstone' in sys.modules)")
+    warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "NOOP_CACHE_DIR": str(tmp_path)},
+                          cwd=Path(proof.__file__).parents[2]).stdout.split(" ")
+    assert " ".join(warm).strip() == f"{list(first.lengths)} {first.end} False"
+
+    def kept(lengths: bytes, end: int) -> dict[str, object]:
+        return {"lengths": base64.b64encode(zlib.compress(lengths)).decode(), "end": end}
+
+    good = bytes(first.lengths)
+    assert proof._kept(kept(good, first.end), len(_CODE)) == first
+    bad = [kept(good[:-1], first.end),  # another size
+           kept(bytes([2]) + good[1:], first.end),  # a start inside an instruction
+           kept(good[:3] + bytes([1]) + good[4:], first.end),  # an extra start
+           kept(good, first.end - 1), {"lengths": "!", "end": 0}, [], None]
+    for value in bad:
+        with pytest.raises((ValueError, TypeError, zlib.error)):
+            proof._kept(value, len(_CODE))

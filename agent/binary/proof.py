@@ -14,14 +14,17 @@ expected bytes alone may match by chance (a ``ret``, padding).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import threading
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from agent import cache as disk
 from agent.binary.elf import ElfFile, Stamp, stamp
 from agent.errors import BinaryError, NoopError
 
@@ -85,18 +88,45 @@ def decoded(code: bytes) -> Decoded:
         if got is not None:
             _DECODED.move_to_end(key)
             return got
-    lengths = bytearray(len(code))
-    end = 0
-    for address, size, _mnemonic, _operands in _lite().disasm_lite(code, 0):
-        lengths[address] = size
-        end = address + size
-    got = Decoded(bytes(lengths), end)
+    name = f"{key[0]}-{key[1]}"
+    got = disk.get("code", "decoded", name, load=lambda v: _kept(v, len(code)))
+    if got is None:
+        lengths = bytearray(len(code))
+        end = 0
+        for address, size, _mnemonic, _operands in _lite().disasm_lite(code, 0):
+            lengths[address] = size
+            end = address + size
+        got = Decoded(bytes(lengths), end)
+        disk.put("code", "decoded", name, {
+            "lengths": base64.b64encode(zlib.compress(got.lengths)).decode(), "end": end})
     with _lock:
         _DECODED[key] = got
         kept = sum(len(d.lengths) for d in _DECODED.values())
         while kept > _DECODED_BYTES and len(_DECODED) > 1:
             kept -= len(_DECODED.popitem(last=False)[1].lengths)
     return got
+
+
+def _kept(value: object, size: int) -> Decoded:
+    """The table a cache entry keeps for ``size`` bytes of code, checked: the
+    instructions it names follow one another from the first byte to ``end`` and no
+    other byte starts one (what decoding from the first byte gives); else ValueError.
+    A warm start then proves its sites without loading capstone."""
+    if not isinstance(value, dict) or not isinstance(value.get("lengths"), str) or \
+            not isinstance(value.get("end"), int):
+        raise ValueError("not a decoded table")
+    lengths = zlib.decompress(base64.b64decode(value["lengths"], validate=True),
+                              bufsize=size + 1)
+    end, at, starts = value["end"], 0, 0
+    if len(lengths) != size or not 0 <= end <= size:
+        raise ValueError("a table of another size")
+    while at < end:
+        if not 1 <= lengths[at] <= 15:
+            raise ValueError(f"no instruction at +{at}")
+        at, starts = at + lengths[at], starts + 1
+    if at != end or starts != size - lengths.count(0):
+        raise ValueError("instructions that do not follow one another")
+    return Decoded(lengths, end)
 
 
 def _insn(code: bytes, start: int, offset: int) -> bytes | None:
