@@ -295,19 +295,22 @@ def test_a_million_distinct_label_values(privileged: None, tmp_path: Path,
     early = _rss_kib(agent.proc.pid)
     rest, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0 and json.loads(rest.splitlines()[-1])["calls_total"] == calls
-    got = settle(agent, "loop_events_total", {"x": "__overflow__"}, calls - cap)
+    got = settle(agent, "loop_kernel_total", {"x": "__overflow__"}, calls - cap)
     late = _rss_kib(agent.proc.pid)
-    for name in ("loop_kernel_total", "loop_events_total"):
+    # The events path counts what the ring buffer carried; a reader slower than this
+    # hot loop (a loaded machine) loses some, each counted as lost: every call is
+    # accounted for either way. The kernel path loses none.
+    lost = one(got, "noop_events_lost_total", probe="events")
+    assert one(got, "noop_events_total", probe="events") + lost == calls
+    for name, missed in (("loop_kernel_total", 0), ("loop_events_total", lost)):
         series = {k[1]: v for k, v in got.items() if k[0] == name}
         assert len(series) == cap + 1, name
-        assert series[(("x", "__overflow__"),)] == calls - cap
+        assert series[(("x", "__overflow__"),)] == calls - cap - missed, name
         assert all(series[(("x", str(x)),)] == 1 for x in range(cap)), name  # first hit first
-        assert one(got, "noop_overflow_updates_total", metric=name) == calls - cap
+        assert one(got, "noop_overflow_updates_total", metric=name) == calls - cap - missed
         assert one(got, "noop_series", metric=name) == cap
     for probe in ("kernel", "events"):
         assert one(got, "noop_probe_hits_total", probe=probe) == calls
-    assert one(got, "noop_events_total", probe="events") == calls
-    assert one(got, "noop_events_lost_total", probe="events") == 0
     # 900000 more distinct values after the first round: kept, they would take >100 MB.
     assert late - early < 20_000, f"noop grew from {early} to {late} KiB"
     code, err = agent.stop()

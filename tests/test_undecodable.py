@@ -221,6 +221,7 @@ class _Loaded:
 
     attachments: ClassVar[list[Any]] = []
     refused: ClassVar[dict[str, str]] = {}
+    unattached: ClassVar[dict[str, str]] = {}
 
     def __init__(self, runs: list[ringbuf.Run]) -> None:
         self.runs = runs
@@ -604,13 +605,15 @@ def test_meta_rows(bad: dict[str, int], more: int) -> None:
     good = Row(OBJECT, (), 7, 1, {"last": (_bits(2.5), 5), "first": (_bits(0.0), 1)})
 
     def scrape(extra: int) -> dict[tuple[str, str], float]:
-        rows = [good, *(Row(META_ROWS[k][0], (), hits + extra, 1, META_ROWS[k][1])
-                        for k, hits in bad.items())]
+        rows = [good, Row(None, (), 3, 1, {}),  # the overflow row: past the kernel's rows
+                *(Row(META_ROWS[k][0], (), hits + extra, 1, META_ROWS[k][1])
+                  for k, hits in bad.items())]
         return {(f.name, s.labels.get("op", "")): s.value
                 for f in meta.families({GAUGE_ADD: rows}, tally) for s in f.samples}
 
     assert scrape(0) == {("noop_metric_updates", "Inc"): 7, ("noop_metric_value", ""): 2.5,
-                         ("noop_metric_increments", ""): 2.5}
+                         ("noop_metric_increments", ""): 2.5,
+                         ("noop_metric_overflow_updates", ""): 3}
     want = Counter[Want]()
     for k, hits in bad.items():
         want[("gauge_add", META_ROWS[k][2])] += max(hits, 1)
