@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.example import FLOATS, TICKS, mirrors_equal
@@ -329,10 +330,9 @@ def _proc(pid: int, path: Path, exe: str) -> discover.Process:
                             st.st_size)
 
 
-def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
-    """Two builds of one target at once: noop asks for a new plan; when making it fails
-    (two builds), not again while the same builds run; once the old build's process
-    is gone, again. Files: the new one gets the probes, the gone one loses them."""
+def _two_builds(tmp_path: Path) -> tuple[Path, Path, Any, Any]:
+    """Files a (build A) and b (build B) of the target shop, a plan for build A, and a
+    watch that tells their builds by path."""
     from agent.plan.model import Plan, TargetPlan
     from agent.service import watch
     a, b = tmp_path / "a", tmp_path / "b"
@@ -343,6 +343,15 @@ def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
                                    pinned=False),), ())
     w = watch.Watch()
     w.ids.of = lambda p: {str(a): "A", str(b): "B"}[p.path]  # type: ignore[method-assign]
+    return a, b, plan, w
+
+
+def test_watch_during_a_rolling_update(tmp_path: Path) -> None:
+    """Two builds of one target at once: noop asks for a new plan; when making it fails
+    (two builds), not again while the same builds run; once the old build's process
+    is gone, again. Files: the new one gets the probes, the gone one loses them."""
+    from agent.service import watch
+    a, b, plan, w = _two_builds(tmp_path)
     on = {str(a)}
     pa, pb = _proc(10, a, "/app/shop"), _proc(11, b, "/app/shop")
     step = w.step(plan, lambda _t: on, [pa])
@@ -368,18 +377,10 @@ def test_a_failed_replan_is_tried_again_later(tmp_path: Path,
     """Making the plan again failed (a limit of open files, a process exiting under
     it): with the same builds running, tried again after 5 s, then 10, 20, ... up to
     10 minutes; at once when what runs changes, and from 5 s again after that."""
-    from agent.plan.model import Plan, TargetPlan
     from agent.service import watch
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.write_bytes(b"a")
-    b.write_bytes(b"bb")
-    sel = Selector(exe="shop")
-    plan = Plan("<t>", (TargetPlan("shop", str(a), "A", "go", None, None, selector=sel,
-                                   pinned=False),), ())
     now = [1000.0]
     monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
-    w = watch.Watch()
-    w.ids.of = lambda p: {str(a): "A", str(b): "B"}[p.path]  # type: ignore[method-assign]
+    a, b, plan, w = _two_builds(tmp_path)
     pa, pb = _proc(10, a, "/app/shop"), _proc(11, b, "/app/shop")
     waits = []
     for _ in range(9):

@@ -121,13 +121,14 @@ def pass_sites(b: Binary, where: str, source: src.Source | None = None) -> list[
 def counted_sites(b: Binary, where: str, source: src.Source
                   ) -> tuple[list[tuple[int, src.Site, str]], str]:
     """Where a line probe on ``where`` counts passes, for ``noop vars FILE:LINE``: each
-    instruction, the site whose values it reads (the statement's, through a jump that
-    changes nothing; else its own), and why; or none and why the line is refused."""
+    instruction, the site whose values it reads (the statement's, through an
+    instruction that changes no value: a jump; else its own), and why; or none and why
+    the line is refused."""
     try:
         chosen = pass_sites(b, where, source)
     except LineError as exc:
         return [], exc.message
-    return [(c.address, c.site if c.before is None or c.flow.at[c.address].mnemonic == "jmp"
+    return [(c.address, c.site if c.before is None or not _changes(c.flow.at[c.address])
              else c.before, c.why) for c in chosen], ""
 
 
@@ -376,8 +377,7 @@ def _counted(b: Binary, source: src.Source, probe: Probe, chosen: Chosen
         got, fetches = _values(b, source, probe, chosen.site)
     except (LineError, SelectError):
         return _values(b, source, probe, chosen.before)
-    touched = insn.mnemonic in ("call", "push", "pop") or _stores(insn) or \
-        bool(set(insn.writes) & (registers(fetches) | {"rsp"}))
+    touched = _changes(insn, registers(fetches) | {"rsp"})
     return _values(b, source, probe, chosen.before) if touched else (got, fetches)
 
 
@@ -407,8 +407,7 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
         if how == sites.EMULATED:
             break
         if prev.mnemonic in _STOPS or prev.mnemonic.startswith("j") or \
-                prev.mnemonic in ("call", "push", "pop") or _stores(prev) or \
-                set(prev.writes) & regs or flow.preds[i.address] != [prev.address]:
+                _changes(prev, regs) or flow.preds[i.address] != [prev.address]:
             break
         if sites.handling(i.raw) != sites.EMULATED:
             continue
@@ -429,6 +428,16 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
                         f" ({how})")
     return Site(function, at.address, b.elf.file_offset(at.address), why, got,
                 handling=how)
+
+
+def _changes(i: sites.Insn, regs: set[str] | None = None) -> bool:
+    """Whether running ``i`` may change a value read from ``regs`` (None: from any
+    register but rip) or from memory: a call, push or pop, a store, a register
+    written."""
+    if i.mnemonic in ("call", "push", "pop") or _stores(i):
+        return True
+    written = set(i.writes) - {"rip"}
+    return bool(written if regs is None else written & regs)
 
 
 def _stores(i: sites.Insn) -> bool:

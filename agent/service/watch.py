@@ -66,7 +66,6 @@ class Watch:
             self._pinned = {t.binary: version(t.binary) for t in plan.targets if t.pinned}
             self._files = {}
             self._refused = None
-            self._backoff = 0.0
         procs = list(discover.processes()) if procs is None else procs
         counts: dict[str, int] = {}
         attach: list[tuple[str, str]] = []

@@ -174,7 +174,7 @@ class Dwarf:
         self.units  # noqa: B018 - the damage check says what is wrong, in one line
         try:
             tree = Tree(*self.raw, self.strings, self._tables)
-            tops = [{a: tree.top_string(i, a) for a in intact.SPLIT_ATTRIBUTES}
+            tops = [tree.top_strings(i, intact.SPLIT_ATTRIBUTES)
                     for i in range(len(tree.units))]
         except SCAN_ERRORS:
             return None

@@ -364,7 +364,15 @@ class Tree:
 
     def top_string(self, i: int, wanted: int) -> str | None:
         """A string attribute of unit ``i``'s own DIE."""
+        return self.top_strings(i, (wanted,))[wanted]
+
+    def top_strings(self, i: int, wanted: tuple[int, ...]) -> dict[int, str | None]:
+        """String attributes of unit ``i``'s own DIE, read with one parse of it."""
         attrs, base = self.top(i)
+        return {a: self._top_value(i, attrs, base, a) for a in wanted}
+
+    def _top_value(self, i: int, attrs: dict[int, tuple[int, int]], base: int,
+                   wanted: int) -> str | None:
         if wanted not in attrs:
             return None
         form, pos = attrs[wanted]
