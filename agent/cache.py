@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from agent import __version__, files, logs
+from agent import __version__, cpus, files, logs
 
 T = TypeVar("T")
 
@@ -68,11 +68,14 @@ def cache_dir() -> Path:
 _state = threading.Lock()
 _said: list[str] = []  # the one warning said, when the cache could not be written
 _scratch: list[Path] = []  # the private directory used instead, made at most once
+_failed: list[int] = []  # the errno of each write that failed
+_pending: dict[Path, int] = {}  # entries a child is writing (``put_aside``): its pid
 
 
 def unwritable(where: str | os.PathLike[str], exc: OSError) -> None:
     """Says once that the cache cannot be written, where and why."""
     with _state:
+        _failed.append(exc.errno or errno.EIO)
         if _said:
             return
         _said.append(str(where))
@@ -203,7 +206,9 @@ def get(build_id: str, kind: str, key: str, load: Callable[[Any], Any] = _raw) -
     if os.environ.get("NOOP_NO_CACHE"):
         return None
     try:
-        raw = _path(build_id, kind, key).read_bytes()
+        path = _path(build_id, kind, key)
+        _wait(_pending.pop(path, 0))  # being written by a child: done first
+        raw = path.read_bytes()
     except (OSError, ValueError):  # ValueError: a NUL in a name
         return None
     # Broad on purpose: whatever is wrong with an entry (damaged bytes, JSON nested past
@@ -229,6 +234,62 @@ def put(build_id: str, kind: str, key: str, value: Any) -> None:
     except ValueError:
         return
     write_atomic(path, data)
+
+
+def put_aside(build_id: str, kind: str, key: str, value: Any) -> None:
+    """``put``, by a forked child while this process goes on (a large entry's JSON text
+    and digest take a CPU for a while); waited for before the entry is read back and at
+    exit, so nothing is left being written. Put here when threads run (a fork copies
+    one thread, with whatever locks the others held) or no child can be made. The
+    child says nothing; its failure is said here, once, as any write's."""
+    if os.environ.get("NOOP_NO_CACHE"):
+        return
+    try:
+        path = _path(build_id, kind, key)
+    except ValueError:
+        return
+    pid = _fork() if cpus.alone() else -1
+    if pid < 0:
+        put(build_id, kind, key, value)
+    elif pid == 0:  # pragma: no cover - the child: what it wrote is tested
+        code = 1
+        try:
+            _said.append("")  # silent: the parent says why, from the exit status
+            _failed.clear()
+            put(build_id, kind, key, value)
+            code = min(_failed[-1], 255) if _failed else 0
+        finally:
+            os._exit(code)
+    else:
+        if not _pending:
+            atexit.register(settle)
+        _wait(_pending.pop(path, 0))
+        _pending[path] = pid
+
+
+def _fork() -> int:
+    try:
+        return os.fork()
+    except OSError:
+        return -1
+
+
+def settle() -> None:
+    """Waits for every entry a child is writing."""
+    while _pending:
+        _wait(_pending.popitem()[1])
+
+
+def _wait(pid: int) -> None:
+    if pid <= 0:
+        return
+    try:
+        _pid, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return
+    code = os.waitstatus_to_exitcode(status)
+    if code > 1:
+        unwritable(cache_dir(), OSError(code, os.strerror(code)))
 
 
 @overload

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agent import cache
+from agent import cache, cpus
 from agent.binary import debuginfo
 from agent.binary.amd64 import DWARF_REGS
 from agent.binary.dwarf import frames, functions, listing, lookup, reader
@@ -340,6 +341,62 @@ class TestWrites:
         assert _files(where) == []
         assert cache.get(BID, "types", "k") is None
         assert cache.get(BID, "types", "n") is None
+
+
+    def test_an_entry_put_aside_is_what_put_writes(self, where: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(cpus, "alone", lambda: True)  # also in a test runner's worker
+        value = {"names": {f"f{i}": [i, i + 1] for i in range(5000)}}
+        cache.put_aside(BID, "inlined-names", "v1", value)
+        assert cache._pending  # a child writes it
+        assert cache.get(BID, "inlined-names", "v1") == value  # waited for
+        assert not cache._pending
+        aside = cache._path(BID, "inlined-names", "v1").read_bytes()
+        cache.put(BID, "inlined-names", "v1", value)
+        assert cache._path(BID, "inlined-names", "v1").read_bytes() == aside
+        cache.put_aside(BID, "funcs", "all", [1])
+        cache.settle()  # as at exit
+        assert not cache._pending and cache.get(BID, "funcs", "all") == [1]
+        assert not list(where.rglob(".tmp-*"))
+
+    @pytest.mark.parametrize("how", ["a file", "read-only"])
+    def test_an_entry_put_aside_that_cannot_be_written_is_said_once_here(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str], how: str) -> None:
+        folder = tmp_path / "cache"
+        if how == "a file":
+            folder.write_text("")
+        else:
+            folder.mkdir()
+            folder.chmod(0o500)
+            if os.access(folder, os.W_OK):  # root writes anywhere: a read-only file
+                folder.chmod(0o700)          # where the entry's folder goes instead
+                (folder / "dwarf").write_text("")
+        monkeypatch.setenv("NOOP_CACHE_DIR", str(folder))
+        monkeypatch.setattr(cache, "_said", [])
+        monkeypatch.setattr(cache, "_failed", [])
+        monkeypatch.setattr(cpus, "alone", lambda: True)
+        for kind in ("inlined", "inlined-names", "funcs"):
+            cache.put_aside(BID, kind, "v1", {"x": [1]})
+        assert len(cache._pending) == 3
+        cache.settle()
+        said = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(said) == 1 and str(folder) in said[0] and "cache:" in said[0], said
+        assert cache.get(BID, "funcs", "v1") is None
+
+    def test_with_another_thread_running_an_entry_is_put_here(
+            self, where: Path) -> None:
+        done = threading.Event()
+        other = threading.Thread(target=done.wait)
+        other.start()
+        try:
+            cache.put_aside(BID, "funcs", "all", [2])
+            assert not cache._pending
+            assert cache._path(BID, "funcs", "all").exists()
+        finally:
+            done.set()
+            other.join()
+        assert cache.get(BID, "funcs", "all") == [2]
 
 
 @pytest.fixture

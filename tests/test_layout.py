@@ -14,7 +14,7 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 
 # Lowest first. The shared modules at the top of agent/ are below every stage; the
 # command line is above them all.
-SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache")
+SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache", "agent.cpus")
 STAGES = ("config", "binary", "plan", "live", "kernel", "output", "presets", "service",
           "tools")
 TOP = ("agent.cli", "agent.commands", "agent.__main__")

@@ -23,6 +23,7 @@ def _both(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     with monkeypatch.context() as m:
         m.setattr(Tree, "walk", refuse)
+        m.setattr(Tree, "walk_then", refuse)
         slow = open_dwarf(binary).inlined_index()
     assert fast == slow
 

@@ -19,6 +19,7 @@ _ESCAPES = {"$LT$": "<", "$GT$": ">", "$RF$": "&", "$BP$": "*", "$C$": ",", "$SP
             "$u5d$": "]", "$u7b$": "{", "$u7d$": "}", "$u7e$": "~", "$u3b$": ";",
             "$u2b$": "+", "$u22$": '"'}
 _ESCAPE_RE = re.compile(r"\$(?:LT|GT|RF|BP|C|SP|LP|RP|u[0-9a-f]{2})\$")
+_DIGITS = re.compile(r"\d+")
 _HASH_RE = re.compile(r"h[0-9a-f]{16}")
 # LLVM's suffixes on a local symbol it promotes, and noop's own on a second function of
 # one name (agent.binary.elf: NAME@0xADDRESS).
@@ -49,7 +50,7 @@ def demangle_rust_legacy(symbol: str) -> str | None:
     pos, end = 3, len(symbol) - 1
     parts: list[str] = []
     while pos < end:
-        m = re.match(r"\d+", symbol[pos:end])
+        m = _DIGITS.match(symbol, pos, end)
         if m is None:
             return None
         n = int(m.group())
@@ -64,6 +65,8 @@ def demangle_rust_legacy(symbol: str) -> str | None:
 
 
 def _unescape(part: str) -> str:
+    if "$" not in part:
+        return part.replace("..", "::")
     if part.startswith("_$"):
         part = part[1:]
     part = part.replace("..", "::")

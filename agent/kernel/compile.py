@@ -32,6 +32,7 @@ from importlib import util
 from pathlib import Path
 from typing import Any
 
+from agent import cpus
 from agent.cache import cache_dir, write_atomic
 from agent.errors import NoopError
 from agent.kernel.bpfsys import MapDef
@@ -231,25 +232,9 @@ def split(text: str, ways: int) -> list[str]:
 
 
 def _ways(text: str) -> int:
-    """Children worth starting: the CPUs this process may use (its affinity, and a
-    cgroup's CPU quota: a pod's limit), at most 4 (each holds LLVM: ~100 MB)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except OSError:
-        cpus = 1
-    return max(1, min(cpus, _quota(), 4))
-
-
-def _quota() -> int:
-    """CPUs this process's cgroup (v2) may use: its ``cpu.max`` quota over its period,
-    rounded up; many when it sets none or cannot be read."""
-    try:
-        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
-        limit = (Path("/sys/fs/cgroup") / line.partition("::")[2].lstrip("/") / "cpu.max"
-                 ).read_text().split()
-        return max(1, -(-int(limit[0]) // int(limit[1])))
-    except (OSError, IndexError, ValueError):
-        return 1 << 10
+    """Children worth starting: one per CPU noop may use, at most 4 (each holds LLVM:
+    ~100 MB)."""
+    return cpus.usable(4)
 
 
 def _merged(made: list[Compiled | CompileError]) -> Compiled | None:

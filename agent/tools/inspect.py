@@ -118,7 +118,7 @@ def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> An
     if hit is not None:
         return hit
     value = make()
-    cache.put(opened.cache_id, kind, key, value)
+    cache.put_aside(opened.cache_id, kind, key, value)
     return value
 
 

@@ -6,7 +6,9 @@ gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Collection, Iterable
 
 from agent.binary.dwarf.kept import NO_NAME
 from agent.binary.dwarf.tree import (
@@ -136,25 +138,65 @@ def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
     return out
 
 
-def whole_index(tree: Tree) -> dict[int, list[int]]:
+def whole_index(tree: Tree, nested: bool | None = None) -> dict[int, list[int]]:
     """Every unit read: the offsets of every inlined copy, in file order, by the DIE
     its origin leads to (``origin``). None to read where no abbreviation can make an
-    inlined copy (a C program built without inlining across its functions)."""
+    inlined copy (a C program built without inlining across its functions). With
+    ``nested``, each of those DIEs is named too (``Tree.names_of``: kept for the
+    question that follows), by the process that walked its unit."""
     if not any(tag == INLINED for at in {at for _u, at in tree.units}
                for tag, _children, _specs in tree.table(at).values()):
         return {}
-    tree.walk()
-    refs = {at: r for unit in tree.kept.units for at, r in tree.kept.refs(unit)}
+    parts = tree.walk_then(lambda t, part: _copies(t, part, nested))
+    copies, keys = array("Q"), array("q")
+    for got, got_keys, names in parts:
+        copies.extend(got)
+        keys.extend(got_keys)
+        tree.remember_names(names, bool(nested))
+    pairs: Iterable[tuple[int, int]] = zip(copies, keys, strict=True)
+    if len(parts) > 1 and parts[0][0] and parts[1][0] and parts[0][0][-1] > parts[1][0][0]:
+        pairs = sorted(pairs)  # units read before, then the rest: in file order again
     out: dict[int, list[int]] = {}
-    for at in sorted(tree.inlined):
-        key = at
-        for _ in range(4):
-            nxt = refs.get(key)
-            if nxt is None:
-                break
-            key = nxt
+    for at, key in pairs:
+        if key < 0:  # its chain left the units the child had: followed here
+            key = tree.origin(at)
         out.setdefault(key, []).append(at)
     return out
+
+
+def _copies(tree: Tree, part: list[int], nested: bool | None
+            ) -> tuple[array[int], array[int], dict[int, str]]:
+    """The inlined copies of the units ``part`` and the DIE each one's origin leads to
+    (-1: through a unit not in ``part``, followed when all are read), and with
+    ``nested`` those DIEs' names."""
+    starts = tree.starts
+    i = bisect_left(starts, part[0]) if part else 0
+    if starts[i:i + len(part)] == part:  # a run of units: one comparison says if in it
+        lo, hi = (part[0], starts[i + len(part)] if i + len(part) < len(starts)
+                  else len(tree.info)) if part else (0, 0)
+
+        def mine(o: int) -> bool:
+            return lo <= o < hi
+    else:
+        units = set(part)
+
+        def mine(o: int) -> bool:
+            return starts[bisect_right(starts, o) - 1] in units
+    refs: dict[int, int] = {}
+    for unit in part:
+        refs.update(tree.kept.refs(unit))
+    copies, keys = array("Q", [at for at in tree.inlined if mine(at)]), array("q")
+    get, append = refs.get, keys.append
+    for at in copies:
+        key = at
+        for _ in range(4):  # origin(): four steps at most
+            nxt = get(key, -1)
+            if nxt < 0:
+                break
+            key = nxt
+        append(key if mine(key) else -1)
+    names = tree.names_of({k for k in keys if k >= 0}, nested) if nested is not None else {}
+    return copies, keys, names
 
 
 def subprogram_at(tree: Tree, unit: int, address: int) -> int | None:

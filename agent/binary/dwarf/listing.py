@@ -65,6 +65,7 @@ class Listing:
         # a function's name-holding DIEs with copies, and each such DIE's copies.
         self._keys: dict[str, list[int]] = {}
         self._copies: dict[int, list[int]] = {}
+        self._plain: dict[str, str] = {}  # symbol -> display_name, of those in ``symbols``
 
     @cached_property
     def symbols(self) -> dict[str, Symbol]:
@@ -72,7 +73,7 @@ class Listing:
         out: dict[str, Symbol] = {}
         for sym in self.dwarf.elf.function_symbols():
             out.setdefault(sym.name, sym)
-            plain = self.display_name(sym.name)
+            plain = self._plain[sym.name] = self.display_name(sym.name)
             if plain != sym.name:
                 out.setdefault(plain, sym)
         return out
@@ -104,7 +105,7 @@ class Listing:
         if index is None:
             index = self.dwarf.inlined_index()
             if build_id:
-                cache.put(build_id, "inlined", "v1", index)
+                cache.put_aside(build_id, "inlined", "v1", index)
         self._index = index
         return index
 
@@ -126,7 +127,7 @@ class Listing:
                 if name:
                     got.setdefault(name, []).append(key)
             if build_id:
-                cache.put(build_id, "inlined-names", "v1", got)
+                cache.put_aside(build_id, "inlined-names", "v1", got)
         self._names = got
         return got
 
@@ -245,7 +246,8 @@ class Listing:
 
     def display_name(self, symbol: str) -> str:
         """A symbol as a user writes it (Rust's names demangled, LLVM's suffixes off)."""
-        return demangle(symbol) or symbol
+        got = self._plain.get(symbol)
+        return got if got is not None else demangle(symbol) or symbol
 
     def summaries(self) -> tuple[FunctionSummary, ...]:
         """Every function symbol with its inlined-instance count, then the functions

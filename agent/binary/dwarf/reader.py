@@ -369,7 +369,7 @@ class Dwarf:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
         its function's name (from the tree: the raw bytes, not a DIE object each)."""
         def index(tree: Tree) -> dict[str, list[int]]:
-            return {str(k): v for k, v in asks.whole_index(tree).items()}
+            return {str(k): v for k, v in asks.whole_index(tree, self.language != "go").items()}
         ok, got = self.ask(index)
         if ok and got is not None:
             return got

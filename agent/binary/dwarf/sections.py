@@ -79,9 +79,13 @@ class Text:
     (decompressed)."""
 
     _CHUNK = 1 << 22
+    _SHIFT = 12  # strings are read a page (4 KB) at a time: a name's neighbours come next
+    _PAGE = 1 << _SHIFT
+    _PAGES = 256  # pages held at most (1 MB)
 
     def __init__(self, source: Window | bytes) -> None:
         self._source = source
+        self._pages: dict[int, bytes] = {}
 
     def _read(self, at: int, n: int) -> bytes:
         source = self._source
@@ -91,7 +95,16 @@ class Text:
         """The NUL-terminated string at offset ``at``."""
         if isinstance(self._source, bytes):
             return scan_string(self._source, at)
-        parts = []
+        page = self._pages.get(at >> self._SHIFT)
+        if page is None:
+            if len(self._pages) >= self._PAGES:  # the oldest out
+                del self._pages[next(iter(self._pages))]
+            page = self._pages[at >> self._SHIFT] = self._read(at & ~(self._PAGE - 1), self._PAGE)
+        start = at & (self._PAGE - 1)
+        end = page.find(b"\0", start)
+        if end >= 0:
+            return page[start:end].decode("utf-8", "replace")
+        parts = []  # it goes on past its page
         while True:
             piece = self._read(at, 256)
             end = piece.find(b"\0")

@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import struct
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-from agent.binary.dwarf import scan
+from agent.binary.dwarf import scan, spread
 from agent.binary.dwarf.kept import NO_NAME, TEXT, Kept
 from agent.binary.dwarf.mentions import Mentions
 from agent.binary.dwarf.sections import scan_string
@@ -40,6 +41,7 @@ AT_LOW_PC = 0x11
 AT_LANGUAGE = 0x13
 SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
 
+_T = TypeVar("_T")
 Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
 _SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW, _DECL = range(7)  # what a step does with it
 
@@ -97,6 +99,7 @@ class Tree:
         self._folded: set[int] = set()  # the units whose references are in ``_back``
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
         self._prefix: dict[int, str] = {}
+        self._named_as: dict[bool, dict[int, str]] = {}  # names_of's, by ``nested``
         self.mentions = Mentions(self)  # which units to read for a name
 
     def table(self, abbrev_at: int) -> scan.Table:
@@ -120,9 +123,20 @@ class Tree:
             i = bisect.bisect_left(self.starts, at)
             if i == len(self.starts) or self.starts[i] != at:
                 raise ValueError(f"no unit at +{at:#x}")
-            self._walk_unit(*self.units[i])
-            self.walked.add(at)
+        spread.walk(self, todo)
         return todo
+
+    def walk_then(self, then: Callable[[Tree, list[int]], _T]) -> list[_T]:
+        """Reads every unit not read before, and ``then``'s answers for parts of them
+        (``spread.walk``): the units read before are a part of their own, first."""
+        todo = sorted(set(self.starts) - self.walked)
+        before = sorted(self.walked)
+        return ([then(self, before)] if before else []) + spread.walk(self, todo, then)
+
+    def walk_one(self, at: int) -> None:
+        """Reads the unit at ``at``."""
+        self._walk_unit(*self.units[bisect.bisect_left(self.starts, at)])
+        self.walked.add(at)
 
     def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
         table = self.table(abbrev_at)  # alike tables are one object (scan._Alike)
@@ -284,20 +298,24 @@ class Tree:
 
     def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
         """``qualified`` of each DIE at ``offsets`` (kept, in units read), looked up unit
-        by unit in the arrays rather than one bisection each."""
+        by unit in its arrays; those a child named (``remember_names``) as it said."""
         by_unit: dict[int, list[int]] = {}
-        for o in offsets:
-            by_unit.setdefault(self.unit_of(o), []).append(o)
         out: dict[int, str] = {}
+        known = self._named_as.get(nested, {})
+        for o in offsets:
+            if o in known:
+                out[o] = known[o]
+            else:
+                by_unit.setdefault(self.unit_of(o), []).append(o)
         for unit, wanted in by_unit.items():
             block = self.kept.units.get(unit)
             if block is None:
                 out.update((o, self.qualified(o, nested)) for o in wanted)
                 continue
-            where = {o: i for i, o in enumerate(block[0])}
+            at = block[0]
             for o in wanted:
-                i = where.get(o)
-                if i is None:
+                i = bisect.bisect_left(at, o)
+                if i == len(at) or at[i] != o:
                     out[o] = self.qualified(o, nested)
                     continue
                 code = block[3][i]
@@ -305,6 +323,10 @@ class Tree:
                 prefix = self._scope(block[2][i]) if nested else ""
                 out[o] = f"{prefix}::{own}" if prefix else own
         return out
+
+    def remember_names(self, names: dict[int, str], nested: bool) -> None:
+        """``names_of``'s answers found elsewhere (by a child that walked their units)."""
+        self._named_as.setdefault(nested, {}).update(names)
 
     def _decoded(self, offset: int, code: int) -> str | None:
         """The name a name code stands for (``_Kept``'s), of the DIE at ``offset``."""

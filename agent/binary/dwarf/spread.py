@@ -1,0 +1,168 @@
+"""A walk of many units spread over the CPUs noop may use: the units cut into runs of
+about equal bytes, each later run walked by a forked child that sends back what it
+kept, the first by this process; the parts merged in unit order, so that every list
+and table is what one walk in order makes.
+
+Walking is pure Python over bytes every process already has (a fork shares them), so
+two CPUs walk a 30 MB .debug_info in a little over half the time. Nothing is spread
+when threads run (a fork copies one thread, with whatever locks the others held), when
+there is too little to walk for a fork to pay, or when noop may use one CPU; a child
+that fails has its units walked here, so the answer never depends on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+from array import array
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from agent import cpus
+from agent.binary.dwarf import scan
+from agent.binary.dwarf.kept import Kept
+
+
+class Walker(Protocol):
+    """What a walk fills (``tree.Tree``'s tables) and how it walks one unit."""
+
+    units: list[tuple[scan._Unit, int]]
+    kept: Kept
+    inlined: array[int]
+    starting: dict[int, list[int]]
+    named: dict[int, list[int]]
+    odd: set[int]
+    walked: set[int]
+
+    def walk_one(self, at: int) -> None: ...
+
+
+Tree = TypeVar("Tree", bound=Walker)
+_T = TypeVar("_T")
+WORTH = 8 << 20  # bytes of units a child must have for its start and reply to pay
+MOST = 4
+
+
+def walk(tree: Tree, todo: list[int],
+         then: Callable[[Tree, list[int]], _T] | None = None) -> list[_T]:
+    """Walks the units at ``todo`` (sorted, none walked yet) into ``tree``; with
+    ``then``, what it answers for each part (the units of ``todo`` one process walked,
+    in order), asked where that part was walked: of the units walked, a child has only
+    its part's, so ``then`` must answer from those (what it cannot, it leaves for the
+    caller to finish here)."""
+    parts = _cut(tree, todo)
+    children = [_fork(tree, part, then) for part in parts[1:]]
+    answers = []
+    try:
+        for at in parts[0]:
+            tree.walk_one(at)
+        if then is not None:
+            answers.append(then(tree, parts[0]))
+        for part, child in zip(parts[1:], children, strict=True):
+            got = _reply(*child, part) if child is not None else None
+            if got is None:
+                for at in part:
+                    tree.walk_one(at)
+                if then is not None:
+                    answers.append(then(tree, part))
+            else:
+                _merge(tree, part, got)
+                if then is not None:
+                    answers.append(got["then"])
+    finally:
+        for child in children:
+            if child is not None:
+                _reap(*child)
+    return answers
+
+
+def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
+    """``todo`` as contiguous runs of about equal bytes, one per CPU worth using."""
+    sizes = {u.at: u.end - u.at for u, _a in tree.units}
+    total = sum(sizes[at] for at in todo)
+    ways = min(total // WORTH, cpus.usable(MOST)) if cpus.alone() else 1
+    if ways < 2:
+        return [todo]
+    parts: list[list[int]] = [[]]
+    done = 0
+    for at in todo:
+        if done >= total * len(parts) / ways and len(parts) < ways:
+            parts.append([])
+        parts[-1].append(at)
+        done += sizes[at]
+    return parts
+
+
+def _fork(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] | None
+          ) -> tuple[int, int] | None:
+    """A child walking ``part``, and the end of the pipe its reply comes on."""
+    try:
+        read, write = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # pragma: no cover - the child, measured by what it sends
+        code = 1
+        try:
+            os.close(read)
+            with os.fdopen(write, "wb") as out:
+                pickle.dump(_walked(tree, part, then), out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _walked(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] | None
+            ) -> dict[str, Any]:
+    """What walking ``part`` adds to ``tree``, walked from empty tables (the child's
+    copy of them), and ``then``'s answer for it."""
+    tree.kept, tree.inlined, tree.starting = Kept(), array("Q"), {}
+    tree.named, tree.odd = {}, set()
+    for at in part:
+        tree.walk_one(at)
+    return {"units": tree.kept.units, "texts": tree.kept.texts, "inlined": tree.inlined,
+            "starting": tree.starting, "named": tree.named, "odd": tree.odd,
+            "then": then(tree, part) if then is not None else None}
+
+
+def _reply(pid: int, read: int, part: list[int]) -> dict[str, Any] | None:
+    """The child's reply; None when it sent none whole."""
+    try:
+        with os.fdopen(read, "rb", closefd=False) as got:
+            reply = pickle.load(got)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, MemoryError):
+        return None
+    return reply if isinstance(reply, dict) and set(reply.get("units", ())) >= set(part) \
+        else None
+
+
+def _reap(pid: int, read: int) -> None:
+    """The child gone: its reply read or not wanted (an error, an interrupt here)."""
+    with contextlib.suppress(OSError):
+        os.close(read)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
+
+
+def _merge(tree: Tree, part: list[int], got: dict[str, Any]) -> None:
+    """A child's units into ``tree``, after this process's (lower) ones."""
+    for unit in part:
+        tree.kept.add(unit, got["units"][unit])
+    tree.kept.texts.update(got["texts"])
+    tree.inlined.extend(got["inlined"])
+    for key, table in (("starting", tree.starting), ("named", tree.named)):
+        for k, offsets in got[key].items():
+            table.setdefault(k, []).extend(offsets)
+    tree.odd |= got["odd"]
+    tree.walked.update(part)

@@ -1,0 +1,135 @@
+"""A walk of .debug_info spread over forked children, and the inlined index whose
+copies' origins and names they find, against one process walking every unit in order:
+the same DIEs kept, the same tables, the same index and names, on every kind of binary
+the tests build; a child that fails or says nothing readable has its units walked
+here; nothing is spread while another thread runs. No root needed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import cpus
+from agent.binary.dwarf import asks, spread
+from agent.binary.dwarf.reader import open_dwarf
+from agent.binary.dwarf.tree import Tree
+
+_KINDS = ["rust_layouts", "rust_dropped", "c_dropped_gcc", "c_dropped_clang",
+          "go_layouts_119"]
+
+
+def _tree(binary: Path) -> Tree:
+    tree = open_dwarf(binary).tree
+    assert tree is not None
+    return tree
+
+
+def _facts(tree: Tree) -> dict[str, Any]:
+    return {"units": {u: tuple(map(list, b)) for u, b in tree.kept.units.items()},
+            "starts": tree.kept.starts, "texts": tree.kept.texts,
+            "inlined": list(tree.inlined), "starting": tree.starting, "named": tree.named,
+            "odd": tree.odd, "walked": tree.walked}
+
+
+def _spread(monkeypatch: pytest.MonkeyPatch, ways: int) -> None:
+    """Any walk spread ``ways`` ways, however small, also in a test runner's worker
+    (whose own threads only wait on their sockets while a test runs)."""
+    monkeypatch.setattr(spread, "WORTH", 1)
+    monkeypatch.setattr(cpus, "usable", lambda most: min(ways, most))
+    monkeypatch.setattr(cpus, "alone", lambda: True)
+
+
+@pytest.mark.parametrize("which", _KINDS)
+@pytest.mark.parametrize("ways", [2, 3])
+def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
+                                                 request: pytest.FixtureRequest,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = Path(request.getfixturevalue(which))
+    alone = _tree(binary)
+    alone.walk()
+    forks = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    with monkeypatch.context() as m:
+        _spread(m, ways)
+        m.setattr(os, "fork", fork)
+        spread_ = _tree(binary)
+        spread_.walk()
+    assert len(forks) == min(ways, len(alone.starts)) - 1
+    assert forks or which.startswith("c_")  # a C program of one unit: nothing to spread
+    assert _facts(spread_) == _facts(alone)
+
+
+@pytest.mark.parametrize("which", _KINDS)
+def test_the_index_and_its_names_as_one_process_finds_them(
+        which: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also with some units read before (a part of their own) and names asked later."""
+    binary = Path(request.getfixturevalue(which))
+    go = which.startswith("go")
+    alone = _tree(binary)
+    index = asks.whole_index(alone)
+    names = alone.names_of(index, not go)
+    assert index or which.startswith("c_")
+    with monkeypatch.context() as m:
+        _spread(m, 3)
+        for before in ([], alone.starts[1::3]):
+            tree = _tree(binary)
+            tree.walk(before)
+            got = asks.whole_index(tree, not go)
+            assert got == index and list(got) == list(index)
+            assert tree.names_of(got, not go) == names
+            if got:
+                assert tree._named_as[not go]  # the children named them
+
+
+@pytest.mark.parametrize("how", ["raises", "exits", "says nonsense"])
+def test_a_child_that_fails_has_its_units_walked_here(
+        how: str, rust_layouts: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    alone = _tree(rust_layouts)
+    index = asks.whole_index(alone, True)
+
+    def walked(tree: Tree, part: list[int], then: Any) -> dict[str, Any]:
+        if how == "raises":
+            raise MemoryError
+        if how == "exits":
+            os._exit(0)
+        return {"units": {}}
+
+    with monkeypatch.context() as m:
+        _spread(m, 2)
+        m.setattr(spread, "_walked", walked)
+        tree = _tree(rust_layouts)
+        assert asks.whole_index(tree, True) == index
+    assert _facts(tree) == _facts(alone)
+
+
+def test_nothing_is_spread_while_another_thread_runs(rust_layouts: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _spread(monkeypatch, 4)
+    tree = _tree(rust_layouts)
+    assert len(spread._cut(tree, tree.starts)) > 1
+    monkeypatch.setattr(cpus, "alone", lambda: False)
+    assert spread._cut(tree, tree.starts) == [tree.starts]
+
+
+def test_a_process_is_alone_until_a_thread_starts() -> None:
+    """Threads of Python's and of a library's own (one in C is one in /proc too)."""
+    code = ("import threading, time\n"
+            "from agent import cpus\n"
+            "print(cpus.alone())\n"
+            "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+            "print(cpus.alone())\n")
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    assert said.split() == ["True", "False"]
