@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable
 
 from agent.binary.dwarf.kept import NO_NAME
-from agent.binary.dwarf.tree import (
+from agent.binary.dwarf.steps import (
     DECLARED,
     INLINED,
     PARENT,
@@ -19,8 +19,8 @@ from agent.binary.dwarf.tree import (
     SUBPROGRAM,
     TYPES,
     UNIT_TAGS,
-    Tree,
 )
+from agent.binary.dwarf.tree import Tree
 
 
 def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],

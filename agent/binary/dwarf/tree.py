@@ -22,59 +22,27 @@ from agent.binary.dwarf import scan, spread
 from agent.binary.dwarf.kept import NO_NAME, TEXT, Kept
 from agent.binary.dwarf.mentions import Mentions
 from agent.binary.dwarf.sections import scan_string
+from agent.binary.dwarf.steps import (
+    DECL,
+    DECLARED,
+    INLINED,
+    LOW,
+    NAME,
+    ORIGIN,
+    PARENT,
+    SKIP,
+    SPEC,
+    SUBPROGRAM,
+    UNIT_TAGS,
+    Plan,
+)
+from agent.binary.dwarf.steps import plans as plans_of
 from agent.binary.elf import uleb128
 
-SUBPROGRAM, INLINED = 0x2E, 0x1D
-UNIT_TAGS = frozenset({0x11, 0x41, 0x3C})  # compile, skeleton-less type, partial unit
-# Function-like DIEs whose reference is kept (a variable's abstract_origin is not).
-_REFERRING = frozenset({SUBPROGRAM, INLINED})
-# DIEs kept even without children: what a function's name or a copy's place needs.
-# Named types (struct, union, class, typedef, base, enum, pointer, array, subroutine).
-TYPES = frozenset({0x13, 0x17, 0x02, 0x16, 0x24, 0x04, 0x0F, 0x01, 0x15})
-_KEPT = frozenset({SUBPROGRAM, INLINED, 0x0B, 0x39}) | TYPES
-_AT_DECLARATION = 0x3C
-DECLARED = 1 << 16  # a kept DIE's tag with this bit: it has DW_AT_declaration
-PARENT = 1 << 17  # ... with this one: it has children
 _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _REF_ADDR = 0x10
-AT_LOW_PC = 0x11
 AT_LANGUAGE = 0x13
-SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
-
 _T = TypeVar("_T")
-Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
-_SKIP, _NAME, _ORIGIN, _SPEC, _BASE, _LOW, _DECL = range(7)  # what a step does with it
-
-
-def _plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit
-           ) -> dict[int, Plan]:
-    """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
-    DIE of a fixed size with nothing to read in it is skipped by one addition; else each
-    step (bytes before it, what to do, form, its size or -1) is an attribute of a size
-    that varies, or one to read (a kept DIE's name, a function's reference, a unit's
-    string base)."""
-    out: dict[int, Plan] = {}
-    for code, (tag, children, specs) in table.items():
-        kept = children or tag in _KEPT
-        steps: list[tuple[int, int, int, int]] = []
-        run = 0
-        for attr_, form in specs:
-            role = _NAME if kept and attr_ == scan.AT_NAME else \
-                _ORIGIN if tag in _REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
-                _SPEC if tag in _REFERRING and attr_ == scan.AT_SPECIFICATION else \
-                _BASE if tag in UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
-                _LOW if tag == SUBPROGRAM and attr_ == AT_LOW_PC else \
-                _DECL if kept and attr_ == _AT_DECLARATION else _SKIP
-            size = scan.fixed_size(form, u)
-            if size is None or role != _SKIP:
-                steps.append((run, role, form, -1 if size is None else size))
-                run = 0
-            else:
-                run += size
-        out[code] = (tag, children, -1 if steps else run, tuple(steps), run, kept)
-    return out
-
-
 _U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
 
 
@@ -143,7 +111,7 @@ class Tree:
         key = (id(table), u.osize, u.asize, u.refaddr)
         plans = self._plans.get(key)
         if plans is None:
-            plans = self._plans[key] = _plans(table, u)
+            plans = self._plans[key] = plans_of(table, u)
         info, inlined, starting = self.info, self.inlined, self.starting
         named = self.named
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
@@ -195,7 +163,7 @@ class Tree:
                     form, pos = uleb128(info, pos)
                     known = scan.fixed_size(form, u)
                     size = -1 if known is None else known
-                if role == _SKIP:
+                if role == SKIP:
                     if form == 0x18 or form == 0x09:  # exprloc, block: a length first
                         n = info[pos]
                         pos = pos + 1 + n if n < 0x80 else skip(info, pos, form, u)
@@ -204,7 +172,7 @@ class Tree:
                     else:
                         pos = skip(info, pos, form, u)
                     continue
-                if role == _NAME:
+                if role == NAME:
                     if form == _STRP:
                         name = word(info, pos)[0]
                     else:
@@ -214,18 +182,18 @@ class Tree:
                             name = TEXT
                         else:
                             name = got_name if got_name >= 0 else got_name - 2
-                elif role in (_ORIGIN, _SPEC):
+                elif role in (ORIGIN, SPEC):
                     if form == 0x13:
                         got = unit + _U32(info, pos)[0]
                     elif form == _REF_ADDR and refaddr is not None:
                         got = refaddr(info, pos)[0]
                     else:
                         got = scan._ref(info, pos, form, u)
-                    if got is not None and (role == _ORIGIN or ref < 0):
+                    if got is not None and (role == ORIGIN or ref < 0):
                         ref = got  # abstract_origin, else specification
-                elif role == _DECL:
+                elif role == DECL:
                     declared = DECLARED if form == 0x19 or info[pos] else 0
-                elif role == _LOW:
+                elif role == LOW:
                     if form == 0x01:
                         low = int.from_bytes(info[pos:pos + u.asize], "little")
                     else:
