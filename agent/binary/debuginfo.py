@@ -211,14 +211,14 @@ def _synthesized(elf: ElfFile, signatures: dict[str, str], scope: Scope | None) 
     """Where the DWARF made from the Go runtime metadata of ``elf`` (and the signatures
     a spec gives, for ``scope``) is kept in noop's cache: one file per build-id,
     signatures and scope."""
-    from agent.binary.gometa import synth
+    from agent.binary.gometa import FORMAT
 
     signed = ""
     if signatures:
         text = json.dumps(signatures, sort_keys=True).encode()
         signed = ".s" + hashlib.sha256(text).hexdigest()[:16]
     scoped = f".w{scope.key}" if scope is not None else ""
-    return cache.cache_dir() / "gometa" / f"{elf.build_id}.v{synth.FORMAT}{signed}{scoped}.debug"
+    return cache.cache_dir() / "gometa" / f"{elf.build_id}.v{FORMAT}{signed}{scoped}.debug"
 
 
 def _synthesize(elf: ElfFile, path: Path, signatures: dict[str, str],

@@ -30,8 +30,6 @@ from agent.binary.gometa.program import Function, GoProgram
 from agent.binary.gometa.scope import Scope
 from agent.binary.gometa.typeunit import Aux, Known, closure, declared_of, roots_of, types_unit
 
-FORMAT = 4  # bump when what is written changes: cached copies are then made anew
-
 
 def write(program: GoProgram, out: Path, signatures: dict[str, str] | None = None,
           scope: Scope | None = None) -> None:
