@@ -67,6 +67,37 @@ def test_a_path_that_is_not_the_file_is_one_line(noop: NoopRun, odd: dict[str, s
     assert shown in line or (kind == "dev-zero" and "/dev/zero" in line), line
 
 
+# Root reads any file; without these capabilities it obeys a file's mode as any user.
+WITHOUT_DAC = ("setpriv", "--bounding-set=-dac_override,-dac_read_search",
+               "--inh-caps=-dac_override,-dac_read_search")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_file_that_cannot_be_read_is_one_line(session_cache: Path, tmp_path: Path,
+                                                command: str) -> None:
+    """A file that is there but that noop may not read (mode 000, noop as root without
+    the capability to override a file's mode): one line naming it, exit 1 or 2."""
+    import subprocess
+
+    from harness.noop import REPO
+    from harness.noop import command as noop_command
+
+    path = tmp_path / "unreadable"
+    path.write_bytes(Path("/bin/true").read_bytes())
+    path.chmod(0)
+    args = [str(path) if a == "PATH" else a for a in COMMANDS[command]]
+    done = subprocess.run([*WITHOUT_DAC, *noop_command(*args)], cwd=REPO, timeout=60,
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "NOOP_CACHE_DIR": str(tmp_path / "cache")})
+    # commands that may attach say first what the missing capability stops
+    lines = [line for line in done.stderr.strip().splitlines()
+             if not line.startswith("noop: warning: without CAP_DAC_READ_SEARCH")]
+    assert done.returncode in (1, 2), (done.returncode, done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert str(path) in lines[0] and "permission denied" in lines[0], lines[0]
+    assert "internal error" not in lines[0], lines[0]
+
+
 @pytest.mark.parametrize("args", [("funcs", "EXAMPLE"), ("check", "--binary", "EXAMPLE"),
                                   ("check", "--binary", "EXAMPLE", "--json"),
                                   ("struct", "EXAMPLE", "main.metrics"), ("doctor",)],
@@ -89,7 +120,7 @@ def test_output_to_a_full_device_is_one_line(example: Path, session_cache: Path,
 
 # Where NOOP_CACHE_DIR can point that holds nothing; each is made by the fixture below.
 CACHE_CLASSES = ("a-file", "fifo", "device", "under-a-file", "link-loop", "long-name",
-                 "read-only", "full")
+                 "read-only", "full", "unreadable")
 CACHE_COMMANDS = {"check --binary": ("check", "--binary", "EXAMPLE"),
                   "check --binary stripped": ("check", "--binary", "STRIPPED"),
                   "struct stripped": ("struct", "STRIPPED", "main.metrics")}
@@ -104,6 +135,7 @@ def no_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     os.mkfifo(d / "fifo")
     (d / "a").symlink_to(d / "b")
     (d / "b").symlink_to(d / "a")
+    (d / "closed").mkdir(mode=0)  # read without the capability to override modes
     mounts = []
     try:
         for name, options in (("ro", "ro,size=1m"), ("full", "size=64k")):
@@ -119,7 +151,7 @@ def no_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         yield {"a-file": str(d / "file"), "fifo": str(d / "fifo"), "device": "/dev/full",
                "under-a-file": str(d / "file" / "cache"), "link-loop": str(d / "a"),
                "long-name": str(d / ("x" * 300)), "read-only": str(d / "ro"),
-               "full": str(d / "full")}
+               "full": str(d / "full"), "unreadable": str(d / "closed" / "cache")}
     finally:
         for where in mounts:
             subprocess.run(["umount", str(where)], check=False)
@@ -160,18 +192,29 @@ def test_a_cache_that_cannot_be_written_is_one_warning(
     """Whatever NOOP_CACHE_DIR is, the answer is the one a working cache gives, with
     one warning that names the directory and why; nothing is left in a private
     directory, and no partial file where a write failed."""
-    from harness.noop import run
+    import subprocess
+
+    from harness.noop import REPO, run
+    from harness.noop import command as noop_command
 
     where = no_cache[kind]
-    done = run(*_filled(CACHE_COMMANDS[command], example, stripped_example), timeout=120,
-               env={"NOOP_CACHE_DIR": where, "TMPDIR": str(tmp_path)})
+    args = _filled(CACHE_COMMANDS[command], example, stripped_example)
+    if kind == "unreadable":
+        done = subprocess.run([*WITHOUT_DAC, *noop_command(*args)], cwd=REPO, timeout=120,
+                              capture_output=True, text=True, check=False,
+                              env={**os.environ, "NOOP_CACHE_DIR": where,
+                                   "TMPDIR": str(tmp_path)})
+    else:
+        done = run(*args, timeout=120, env={"NOOP_CACHE_DIR": where, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert _costless(done.stdout) == _costless(answers[command])
-    lines = done.stderr.strip().splitlines()
+    lines = [line for line in done.stderr.strip().splitlines()
+             if not line.startswith("noop: warning: without CAP_DAC_READ_SEARCH")]
     assert len(lines) == 1 and lines[0].startswith("noop: cache: "), done.stderr
     shown = where if len(where) < 200 else where[:40]
-    assert shown in lines[0] or "/dev/full" in lines[0] or (kind == "under-a-file" and \
-        str(Path(where).parent) in lines[0]), lines[0]
+    assert shown in lines[0] or "/dev/full" in lines[0] or (
+        kind in ("under-a-file", "unreadable") and str(Path(where).parent) in lines[0]), \
+        lines[0]
     assert not list(tmp_path.iterdir())  # the private directory removed at exit
     if kind == "full":
         assert not list(Path(where).rglob(".tmp-*"))
