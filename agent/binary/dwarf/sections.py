@@ -81,7 +81,7 @@ class Text:
     _CHUNK = 1 << 22
     _SHIFT = 12  # strings are read a page (4 KB) at a time: a name's neighbours come next
     _PAGE = 1 << _SHIFT
-    _PAGES = 256  # pages held at most (1 MB)
+    _PAGES = 64  # pages held at most (256 KB)
 
     def __init__(self, source: Window | bytes) -> None:
         self._source = source

@@ -29,6 +29,7 @@ class Walker(Protocol):
     """What a walk fills (``tree.Tree``'s tables) and how it walks one unit."""
 
     units: list[tuple[scan._Unit, int]]
+    sizes: dict[int, int]  # bytes of each unit, by its offset
     kept: Kept
     inlined: array[int]
     starting: dict[int, list[int]]
@@ -80,8 +81,11 @@ def walk(tree: Tree, todo: list[int],
 
 def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
     """``todo`` as contiguous runs of about equal bytes, one per CPU worth using."""
-    sizes = {u.at: u.end - u.at for u, _a in tree.units}
-    total = sum(sizes[at] for at in todo)
+    if len(todo) < 2:
+        return [todo]
+    total = sum(tree.sizes[at] for at in todo)
+    if total < 2 * WORTH:  # a question's few units: asked often, answered at once
+        return [todo]
     ways = min(total // WORTH, cpus.usable(MOST)) if cpus.alone() else 1
     if ways < 2:
         return [todo]
@@ -91,7 +95,7 @@ def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
         if done >= total * len(parts) / ways and len(parts) < ways:
             parts.append([])
         parts[-1].append(at)
-        done += sizes[at]
+        done += tree.sizes[at]
     return parts
 
 

@@ -54,6 +54,7 @@ class Tree:
         self.info, self.abbrev, self.strings = info, abbrev, strings
         self.units = list(scan._units(info))
         self.starts = [u.at for u, _ in self.units]
+        self.sizes = {u.at: u.end - u.at for u, _ in self.units}
         self.walked: set[int] = set()
         self.kept = Kept()
         self.inlined = array("Q")
