@@ -211,24 +211,7 @@ class PresetMeta:
             labels = [self.target, str(pid), self.library, metric, labelset]
             where = self.processes.labels(pid)  # the container's, none on the host
             marks = [len(f.samples) for f in (updates, value, incs)]
-            old = retired.get(s, _Retired())
-            counts = dict(old.updates)
-            since = old.increments
-            # The value: the newest live object's (made last, where generations say
-            # when objects were made; else first updated last), else the newest gone one's.
-            now = None
-            for _key, o in sorted(series.get(s, []), key=lambda ko: (
-                    ko[0][2] if self.made else 0, ko[1].seen, ko[0])):
-                for op, n in o.updates.items():
-                    counts[op] = counts.get(op, 0) + n
-                got = None
-                if (v := o.value()) is not None:
-                    now = v
-                    got = o.increments(v)
-                if got is not None:
-                    since = (since or 0.0) + got
-            if now is None:
-                now = old.value
+            counts, now, since = self._totals(retired.get(s, _Retired()), series.get(s, []))
             for op, n in sorted(counts.items()):
                 updates.add_metric([*labels, op], n)
             if now is not None:
@@ -238,6 +221,27 @@ class PresetMeta:
             for f, mark in zip((updates, value, incs), marks, strict=True):
                 with_labels(f, mark, where)
         yield from (updates, value, incs, unnamed, overflow)
+
+    def _totals(self, old: _Retired, objects: list[tuple[Object, MetricObject]]
+                ) -> tuple[dict[str, int], float | None, float | None]:
+        """A series' updates by operation, value and increments: its objects gone
+        (``old``) and live. The value is the newest live object's (made last, where
+        generations say when objects were made; else first updated last), else the
+        newest gone one's."""
+        counts = dict(old.updates)
+        since = old.increments
+        now = None
+        for _key, o in sorted(objects, key=lambda ko: (ko[0][2] if self.made else 0,
+                                                       ko[1].seen, ko[0])):
+            for op, n in o.updates.items():
+                counts[op] = counts.get(op, 0) + n
+            got = None
+            if (v := o.value()) is not None:
+                now = v
+                got = o.increments(v)
+            if got is not None:
+                since = (since or 0.0) + got
+        return counts, now if now is not None else old.value, since
 
 
 def object_of(key: dict[str, Any]) -> Object:
