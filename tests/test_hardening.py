@@ -121,6 +121,30 @@ def test_pid_that_does_not_run_the_target(noop: NoopRun, privileged: None, examp
              f"process {os.getpid()} does not run {example}")
 
 
+def _kernel_thread() -> int:
+    """A kernel thread's PID (its flags in /proc/PID/stat have PF_KTHREAD)."""
+    for entry in sorted(Path("/proc").iterdir(), key=lambda p: p.name):
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[6]) & 0x00200000:  # PF_KTHREAD; fields from the state on
+                return int(entry.name)
+    raise AssertionError("no kernel thread in /proc")
+
+
+@pytest.mark.parametrize("command", [("--duration", "1"), ("check",), ("check", "--run")])
+def test_pid_of_a_kernel_thread(noop: NoopRun, privileged: None, example: Path,
+                                command: tuple[str, ...]) -> None:
+    """A process whose program cannot be read (a kernel thread has none)."""
+    pid = _kernel_thread()
+    flags = command if command[0] != "check" else command[1:]
+    head = ("check",) if command[0] == "check" else ()
+    _refused(noop(*head, "--binary", example, "--pid", str(pid), *flags), 2,
+             f"process {pid} does not run {example}", "cannot be read")
+
+
 @pytest.mark.parametrize("command", [(), ("check",)])
 def test_pid_that_is_no_process(noop: NoopRun, example: Path, command: tuple[str, ...]
                                 ) -> None:
