@@ -215,6 +215,50 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
          ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
 
 
+@pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
+def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves_it(
+        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
+    """A registry no global holds (``prometheus.NewRegistry()`` in main, served by
+    ``promhttp.HandlerFor``, as the bundled example does) is found by the probe on
+    ``(*Registry).Gather`` once the program has been scraped twice: then every value
+    noop serves of it equals the program's own. A registry made for one request,
+    gathered once and dropped (the program's /probe, as the blackbox exporter makes one
+    per probe), is never mirrored."""
+    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
+    proc = subprocess.Popen([str(binary), "-rounds", str(ROUNDS), "-vec", "5", "-local"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening "), line
+    url = line.split()[1]
+    try:
+        agent = start("--binary", binary, cache=tmp_path / "cache")
+        try:
+            before = get(agent.url + "/metrics")
+            for _ in range(2):
+                get(f"http://{url}/probe")
+                get(f"http://{url}/metrics")
+            for _ in range(100):  # walked at the next scrape of noop, or by its thread
+                text = get(agent.url + "/metrics")
+                if "mirror_calls_total{" in text:
+                    break
+            mine = samples(text)
+            theirs = _theirs(url)
+        finally:
+            stopped(agent)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert "mirror_calls_total{" not in before  # no global holds it: not found before
+    # its update was probed (noop_metric_updates{metric="probe_made_total"}): not mirrored
+    assert not [line for line in text.splitlines() if line.startswith("probe_made_total")
+                or line.startswith("# TYPE probe_made_total")]
+    ours = {("target", binary.name), ("pid", str(proc.pid))}
+    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in mine.items()
+              if ours <= set(k[1])}
+    assert theirs and {k: by_own.get(k) for k in theirs} == theirs
+
+
 def test_memory_alone_needs_no_bpf_capability(privileged: None, tmp_path: Path) -> None:
     """``--mirror memory`` loads no BPF: with CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN
     dropped (CAP_SYS_PTRACE kept) it serves the program's metrics all the same."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,6 +74,9 @@ class Session:
     # metric objects that are gone: the preset's), per probe
     retired_hits: dict[int, int] = field(default_factory=dict)
     overhead: Overhead | None = None  # what its probes cost, and their budgets (noop run)
+    # probes whose events another part of noop takes, by name (None: no one, dropped):
+    # the preset's registry_gathered, the mirror's
+    taps: dict[str, Callable[[Event], None] | None] = field(default_factory=dict)
     # held while reading rows into metrics, and while moving rows (of exited processes,
     # of gone metric objects) from the kernel's maps into noop
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -141,7 +144,11 @@ class Session:
             event = undecodable.record(self.program, self.plan, data)
             probe = self.plan.probes[event.probe]
             name = probe.name
-            if self.meta is not None:
+            if name in self.taps:
+                tap = self.taps[name]
+                if tap is not None:
+                    tap(event)
+            elif self.meta is not None:
                 self.meta.on_event(event.probe, event)
             else:
                 self.users.on_event(probe, event)

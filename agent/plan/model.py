@@ -217,11 +217,14 @@ class ProbePlan:
     # None: noop run's --max-overhead.
     budget: float | None = None
     calls: int = 0  # exit probes: calls in progress kept at once (0: codegen's default)
+    # noop run: every hit an event for another part of noop, with no metric of its own
+    # (the preset's registry_gathered, for the mirror)
+    tells: bool = False
 
     @property
     def events(self) -> bool:
         """Whether ``noop run`` needs this probe's every hit as an event."""
-        return any(m.where == "events" for m in self.metrics)
+        return self.tells or any(m.where == "events" for m in self.metrics)
 
     @property
     def renews(self) -> bool:
@@ -232,6 +235,7 @@ class ProbePlan:
         return {"name": self.name, "target": self.target,
                 **({"at": self.at, "roots": self.roots} if self.at != "entry" else {}),
                 **({"calls": self.calls} if self.calls else {}),
+                **({"tells": True} if self.tells else {}),
                 **({"unseen": list(self.unseen)} if self.unseen else {}),
                 **({"budget": self.budget if self.budget != float("inf") else "none"}
                    if self.budget is not None else {}),

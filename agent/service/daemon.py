@@ -30,6 +30,7 @@ from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
+from agent.presets.client_golang.facts import GATHERED
 from agent.presets.meta import PresetMeta
 from agent.service.filewatch import FileWatch
 from agent.service.following import Following, log
@@ -39,6 +40,7 @@ from agent.service.watch import SCAN_EVERY, Watch
 
 if TYPE_CHECKING:
     from agent.kernel.cost import Costs, RunTimes
+    from agent.kernel.events import Event
     from agent.kernel.load import Loaded
     from agent.presets.client_golang.mirror import Mirror
 
@@ -95,6 +97,10 @@ class Daemon(Following):
         self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
         self.mirror: Mirror | None = None
+        # events some probes send to another part of noop (``Session.taps``), for every
+        # session: the preset's registries gathered go to the mirror once it is there
+        self.taps: dict[str, Callable[[Event], None] | None] = {GATHERED: None} \
+            if opts.preset else {}
         self.sweeper = Sweeper()  # prune's
 
     def healthy(self) -> tuple[bool, str]:
@@ -136,7 +142,7 @@ class Daemon(Following):
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         users = UserMetrics(plan)
         session = Session(plan, program, loaded, users, PresetMeta(
-            plan, target, users.processes) if self.opts.preset else None)
+            plan, target, users.processes) if self.opts.preset else None, taps=self.taps)
         session.overhead = budget.Overhead(plan, program, self.costs, self.run_times,
                                            self.opts.max_overhead, time.monotonic(),
                                            self.opts.window)
@@ -332,6 +338,7 @@ class Daemon(Following):
             log(f"the program's own metrics are not mirrored: {exc.message}", logs.WARNING)
             return
         self.registry.register(self.mirror)
+        self.taps[GATHERED] = self.mirror.gathered
 
     def _mirrored(self) -> bytes:
         mirror = self.mirror

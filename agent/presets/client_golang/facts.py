@@ -118,6 +118,11 @@ SCOPE = Scope(functions=(PKG + ".",),
 MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
                     r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")
 MADE = "metric_made"  # the probe at their RETs
+# For noop run's mirror: the probe at ``(*Registry).Gather``'s entry, which tells which
+# registries the program gathers (serves), the ones its globals do not hold too. Its
+# events go to the mirror (``Session.taps``), not to the updates' decoder.
+GATHERED = "registry_gathered"
+GATHER = f"{PKG}.(*Registry).Gather"
 
 
 # The methods whose updates ``_cheap`` finds a cheaper site for, by rule.

@@ -2,8 +2,10 @@
 --binary``: each process running the target's build has its registries walked in a
 thread of their own (at start, then every ``WALK_EVERY`` seconds, which finds the
 children and collectors made since), and at every scrape the values of what the last
-walk found are read in a few batched reads. The program pays nothing: no probe, no
-stop, only reads of its memory by another process.
+walk found are read in a few batched reads. The program pays nothing for the values:
+no probe, no stop, only reads of its memory by another process. A registry no global
+holds is found once the program gathers it a second time (``gathered``: the preset's
+one probe at ``(*Registry).Gather``, a hit per scrape of the program).
 
 Each family is exported under the program's own name, type and help, with its own
 labels and two of noop's: ``target`` and ``pid`` (``noop_target``, ``noop_pid`` when
@@ -33,10 +35,16 @@ from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
 
 if TYPE_CHECKING:
+    from agent.kernel.events import Event
     from agent.live.discover import BuildIds
     from agent.plan.model import TargetPlan
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
+# A registry the program gathers this often is one it serves (one gathered once was made
+# for one request and dropped: the blackbox exporter makes one per probe) ...
+SERVED_AFTER = 2
+STALE = 3600.0  # ... until it has not been gathered for this long
+MAX_GATHERED = 1024  # registries remembered per process (the oldest gathered forgotten)
 MAX_SERIES = 1 << 18  # series whose label text is kept
 _EXP_FROM = 6  # Go's shortest 'g' format writes an exponent from 1e+06 on
 
@@ -76,6 +84,8 @@ class Mirror:
         self._lock = threading.Lock()  # the processes and what their walks found
         self._processes: dict[int, _Process] = {}
         self._refused: set[int] = set()  # processes whose memory cannot be read (said once)
+        # per process: (registry, its map's header) -> (times gathered, when last)
+        self._gathered: dict[int, dict[tuple[int, int], tuple[int, float]]] = {}
         self._labels_of: dict[tuple[int, int, int], str] = {}  # _label_text's
         self._wake = threading.Event()
         self._stop = False
@@ -89,6 +99,8 @@ class Mirror:
         with self._lock:
             for pid in set(self._processes) - now:
                 del self._processes[pid]
+            for pid in set(self._gathered) - now:
+                del self._gathered[pid]
             self._refused &= now
             fresh = now - set(self._processes) - self._refused
             for pid in fresh:
@@ -109,6 +121,32 @@ class Mirror:
                 self._processes[pid] = _Process(pid, gm)
         if fresh:
             self._wake.set()
+
+    def gathered(self, event: Event) -> None:
+        """A registry the program gathered (the preset's ``registry_gathered`` probe, at
+        each scrape of the program): once gathered again, walked beside those the
+        globals hold, while it is itself (its map of collectors the same)."""
+        reg, header = event.values.get("registry"), event.values.get("collectors")
+        if not isinstance(reg, int) or not isinstance(header, int) or not reg:
+            return
+        with self._lock:
+            seen = self._gathered.setdefault(event.pid, {})
+            n = seen.get((reg, header), (0, 0.0))[0] + 1
+            seen[(reg, header)] = (n, time.monotonic())
+            while len(seen) > MAX_GATHERED:
+                del seen[min(seen, key=lambda k: seen[k][1])]
+            p = self._processes.get(event.pid)
+            if n == SERVED_AFTER and p is not None:
+                p.walked = 0.0  # walked again: at the next scrape, or by the thread
+        if n == SERVED_AFTER:
+            self._wake.set()
+
+    def _served(self, pid: int) -> dict[int, int]:
+        """The registries process ``pid`` serves that its globals may not hold: each one's
+        address and its map's header (called with ``_lock`` held)."""
+        now = time.monotonic()
+        return {reg: header for (reg, header), (n, last) in self._gathered.get(pid, {}).items()
+                if n >= SERVED_AFTER and now - last < STALE}
 
     def close(self) -> None:
         self._stop = True
@@ -134,8 +172,10 @@ class Mirror:
 
     def _walk_now(self, p: _Process) -> None:
         t0 = time.monotonic()
+        with self._lock:
+            served = self._served(p.pid)
         try:
-            found = registry.walk(p.gm, self._elf)
+            found = registry.walk(p.gm, self._elf, served)
         except Unreadable as exc:
             found = Found(damaged=[exc.message])
         except Exception as exc:  # one process's walk: the others, and noop, go on

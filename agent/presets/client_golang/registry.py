@@ -8,11 +8,15 @@ mirror, with their type.
 Registries are found where the program keeps them in its globals: an interface
 variable (``DefaultRegisterer``, ``DefaultGatherer``, or the program's own) holding a
 ``*Registry`` has the itab the linker made for that conversion as its first word; the
-program's writable data is read once and searched for those itabs.
+program's writable data is read once and searched for those itabs. A registry no global
+holds comes from the mirror: one the program gathers (the preset's probe on
+``(*Registry).Gather``), walked while its map of collectors is the one it was gathered
+with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -139,11 +143,16 @@ class Walker:
         self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
         self._types: dict[str, GoType] = {}  # _type's
 
-    def registry(self, address: int) -> None:
+    def registry(self, address: int, header_was: int | None = None) -> None:
+        """The registry at ``address``; with ``header_was``, only while its map of
+        collectors is still that one (else the registry is gone: another object may
+        be at its address now)."""
         gm = self.gm
         t = self._type(REGISTRY)
         by_id = gm.field_type(t, "collectorsByID")
         header = gm.word(address + gm.field(t, "collectorsByID"))
+        if header_was is not None and header != header_was:
+            return
         collectors = [value for _k, value in gm.map_entries(header, by_id)]
         unchecked = address + gm.field(t, "uncheckedCollectors")
         data, n = gm.slice(unchecked, MAX_COLLECTORS)
@@ -286,13 +295,18 @@ class Walker:
                 self._metric(child.data, child.type, KINDS[cname], prefix, labels, family)
 
 
-def walk(gm: GoMemory, elf: ElfFile) -> Found:
-    """Every registry the program's globals hold, walked; a collector in two of them
-    once."""
+def walk(gm: GoMemory, elf: ElfFile, gathered: Mapping[int, int] | None = None) -> Found:
+    """Every registry the program's globals hold, and those of ``gathered`` (a registry's
+    address: the header of its map of collectors when it was gathered) that are still
+    themselves, walked; a collector in two of them once."""
     w = Walker(gm)
-    for reg in registries(gm, elf):
+    found = registries(gm, elf)
+    wanted: list[tuple[int, int | None]] = [(reg, None) for reg in found]
+    wanted += [(reg, header) for reg, header in sorted((gathered or {}).items())
+               if reg not in found]
+    for reg, header in wanted:
         try:
-            w.registry(reg)
+            w.registry(reg, header)
         except Damaged:  # not a registry: a word that looked like the itab's
             continue
         except Unreadable as exc:

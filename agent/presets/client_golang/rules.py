@@ -29,12 +29,15 @@ from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.placement.entry import entry_site
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.cheap import cheap_probe, counter_add
 from agent.presets.client_golang.facts import (
     CHEAP_COLUMNS,
     CHEAP_METHODS,
     COLUMNS,
+    GATHER,
+    GATHERED,
     MADE,
     MAKERS,
     MAX_ROWS,
@@ -45,7 +48,7 @@ from agent.presets.client_golang.facts import (
     method_op,
 )
 from agent.presets.client_golang.summaries import buffered, with_sum
-from agent.presets.client_golang.values import common, receiver, specific
+from agent.presets.client_golang.values import common, receiver, register, specific, word
 
 
 def make(b: Binary, aggregate: bool) -> Plan:
@@ -100,6 +103,9 @@ def make(b: Binary, aggregate: bool) -> Plan:
         probes[0] = replace(probes[0], unseen=(*probes[0].unseen, *unseen))
     if made is not None:
         probes.append(made)
+    gathered = _gathered(b) if aggregate else None
+    if gathered is not None:
+        probes.append(gathered)
     # Watched like a spec's target named by this path (noop run: up, a new build).
     here = Selector(path=str(Path(path).resolve()))
     return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
@@ -138,6 +144,27 @@ def _makers(b: Binary) -> ProbePlan | None:
     # No budget takes it off (kernel.budget): while it were off, an object made at a
     # freed one's address would be counted in the old one's rows.
     return ProbePlan(MADE, TARGET, (value,), tuple(out), unseen=tuple(unseen))
+
+
+def _gathered(b: Binary) -> ProbePlan | None:
+    """For noop run's mirror: ``(*Registry).Gather``'s entry, the registry in rax (Go's
+    register ABI: the receiver is the first argument), an event each time the program
+    gathers one (each scrape of it: a registry it serves, wherever it keeps it). None
+    without the register ABI, or when no code of Gather's runs on its own (inlined
+    copies would go unseen: a registry the mirror then finds by its globals only)."""
+    if b.goid_offset is None or GATHER not in b.functions.symbols or \
+            not b.functions.symbols[GATHER].size or _inlined(b, GATHER):
+        return None
+    by_id = field_offset(b, "Registry", "collectorsByID")
+    if by_id is None:
+        return None
+    # The registry and its map of collectors: the pair tells one registry from another
+    # the garbage collector later puts at the same address.
+    pairs = [register("registry", "rax", "uint", "*Registry"),
+             word("rax", by_id, "collectors", "r.collectorsByID (its map's header)")]
+    site = entry_site(b, GATHER, tuple(f for _, f in pairs))
+    return ProbePlan(GATHERED, TARGET, tuple(v for v, _ in pairs),
+                     (replace(site, tag="gathered"),), tells=True)
 
 
 def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:

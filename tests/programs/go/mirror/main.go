@@ -8,7 +8,10 @@
 // another *Vec reset and given a new child), runs the garbage collector and makes
 // metric objects of the same sizes that may take the freed addresses; -vec sets how many children each *Vec gets; -listen the address. With
 // -format it only reads float64 bits (hex, one a line) on stdin and writes each as Go
-// writes a number in the text format (strconv.FormatFloat(v, 'g', -1, 64)).
+// writes a number in the text format (strconv.FormatFloat(v, 'g', -1, 64)). With -local
+// the metrics go to a registry only main holds, served by promhttp.HandlerFor, and each
+// GET of /probe makes a registry of its own, gathers it once and drops it, as the
+// blackbox exporter does for each probe.
 package main
 
 import (
@@ -46,9 +49,9 @@ type metrics struct {
 	constLabel prometheus.Gauge
 }
 
-func register() *metrics {
+func register(reg prometheus.Registerer) *metrics {
 	wrap := prometheus.WrapRegistererWith(prometheus.Labels{"zone": "a"},
-		prometheus.WrapRegistererWithPrefix("inner_", prometheus.DefaultRegisterer))
+		prometheus.WrapRegistererWithPrefix("inner_", reg))
 	m := &metrics{
 		counter:   prometheus.NewCounter(prometheus.CounterOpts{Name: "mirror_calls_total", Help: "Calls."}),
 		floatCtr:  prometheus.NewCounter(prometheus.CounterOpts{Name: "mirror_seconds_total", Help: "Seconds."}),
@@ -66,10 +69,10 @@ func register() *metrics {
 		wrappedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wrapped_ops_total", Help: "Wrapped ops."}, []string{"op"}),
 		constLabel: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mirror_info", Help: "Info.", ConstLabels: prometheus.Labels{"version": "1.2.3"}}),
 	}
-	prometheus.MustRegister(m.counter, m.floatCtr, m.gauge, m.histogram, m.summary, m.plainSum,
+	reg.MustRegister(m.counter, m.floatCtr, m.gauge, m.histogram, m.summary, m.plainSum,
 		m.requests, m.temps, m.latency, m.sizes, m.constLabel)
 	wrap.MustRegister(m.wrapped, m.wrappedVec)
-	prometheus.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mirror_goroutines", Help: "Goroutines."},
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mirror_goroutines", Help: "Goroutines."},
 		func() float64 { return float64(runtime.NumGoroutine()) }))
 	return m
 }
@@ -97,6 +100,7 @@ func main() {
 	children := flag.Int("vec", 3, "children of each *Vec")
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve /metrics on")
 	format := flag.Bool("format", false, "format float64 bits from stdin, one a line")
+	local := flag.Bool("local", false, "a registry only main holds, and /probe")
 	flag.Parse()
 	if *format {
 		in := bufio.NewScanner(os.Stdin)
@@ -109,7 +113,20 @@ func main() {
 		}
 		return
 	}
-	m := register()
+	var reg prometheus.Registerer = prometheus.DefaultRegisterer
+	handler := promhttp.Handler()
+	if *local {
+		own := prometheus.NewRegistry()
+		reg, handler = own, promhttp.HandlerFor(own, promhttp.HandlerOpts{})
+		http.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) {
+			once := prometheus.NewRegistry()
+			made := prometheus.NewCounter(prometheus.CounterOpts{Name: "probe_made_total", Help: "Made."})
+			made.Inc()
+			once.MustRegister(made)
+			promhttp.HandlerFor(once, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+		})
+	}
+	m := register(reg)
 	r := 0
 	for ; r < *rounds; r++ {
 		m.round(r, *children)
@@ -118,7 +135,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	http.Handle("/metrics", promhttp.Handler())
+	http.Handle("/metrics", handler)
 	go http.Serve(ln, nil)
 	fmt.Printf("listening %s\n", ln.Addr())
 	os.Stdout.Sync()
@@ -130,7 +147,7 @@ func main() {
 			return
 		}
 		if s == syscall.SIGUSR2 {
-			prometheus.Unregister(m.plainSum)
+			reg.Unregister(m.plainSum)
 			m.temps.DeleteLabelValues("room0")
 			m.requests.Reset()
 			m.requests.WithLabelValues("NEW", "201").Add(7)
