@@ -167,6 +167,16 @@ def test_numbers_are_written_as_go_writes_them(go_formatter: Path, xs: list[floa
     assert [go_float(x) for x in xs] == go
 
 
+def _once_mirrored(agent: str, tries: int = 100) -> str:
+    """noop's /metrics once it has the program's families (or after ``tries`` scrapes)."""
+    text = ""
+    for _ in range(tries):
+        text = get(agent + "/metrics")
+        if "mirror_calls_total{" in text:
+            break
+    return text
+
+
 def _mirrored(text: str) -> Iterator[str]:
     for line in text.splitlines():
         if line.startswith(("mirror_", "inner_", "promhttp_")):
@@ -185,10 +195,7 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
         agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache",
                       ready="ready: mirroring")
         try:
-            for _ in range(50):  # the first walk runs beside the first scrapes
-                text = get(agent.url + "/metrics")
-                if "mirror_calls_total{" in text:
-                    break
+            text = _once_mirrored(agent.url)  # the first walk runs beside the first scrapes
             mine = samples(text)
             theirs = _theirs(url)
         finally:
@@ -238,10 +245,7 @@ def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves
             for _ in range(2):
                 get(f"http://{url}/probe")
                 get(f"http://{url}/metrics")
-            for _ in range(100):  # walked at the next scrape of noop, or by its thread
-                text = get(agent.url + "/metrics")
-                if "mirror_calls_total{" in text:
-                    break
+            text = _once_mirrored(agent.url)  # walked at noop's next scrape, or by its thread
             mine = samples(text)
             theirs = _theirs(url)
         finally:
