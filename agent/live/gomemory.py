@@ -116,6 +116,14 @@ class GoMemory:
         return self._swiss(pointer, t, bucket) if self.types.swiss else \
             self._bucketed(pointer, t, bucket)
 
+    def map_seed(self, pointer: int) -> int:
+        """The hash seed of the map whose header is at ``pointer``: random for each map
+        made, so it tells a map from another made later at the same address (a bucketed
+        map's hash0, the upper half of its header's second word; a Swiss table's seed,
+        that whole word)."""
+        second = self.words(pointer, 2)[1]
+        return second if self.types.swiss else second >> 32
+
     def _indirect(self, slot: GoType | None, wanted: GoType | None) -> bool:
         """Whether a slot holds a pointer to the key or value (larger than 128 bytes)."""
         return slot is not None and wanted is not None and slot is not wanted and \

@@ -84,8 +84,8 @@ class Mirror:
         self._lock = threading.Lock()  # the processes and what their walks found
         self._processes: dict[int, _Process] = {}
         self._refused: set[int] = set()  # processes whose memory cannot be read (said once)
-        # per process: (registry, its map's header) -> (times gathered, when last)
-        self._gathered: dict[int, dict[tuple[int, int], tuple[int, float]]] = {}
+        # per process: (registry, its map's header and seed) -> (times gathered, when last)
+        self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float]]] = {}
         self._labels_of: dict[tuple[int, int, int], str] = {}  # _label_text's
         self._wake = threading.Event()
         self._stop = False
@@ -127,25 +127,33 @@ class Mirror:
         each scrape of the program): once gathered again, walked beside those the
         globals hold, while it is itself (its map of collectors the same)."""
         reg, header = event.values.get("registry"), event.values.get("collectors")
-        if not isinstance(reg, int) or not isinstance(header, int) or not reg:
+        with self._lock:
+            p = self._processes.get(event.pid)
+        if not isinstance(reg, int) or not isinstance(header, int) or not reg or \
+                not header or p is None:
+            return  # a process not followed yet: its next scrape gathers it again
+        try:  # read at once: a registry made for one request is still there
+            seed = p.gm.map_seed(header)
+        except Unreadable:
             return
+        key = (reg, header, seed)
         with self._lock:
             seen = self._gathered.setdefault(event.pid, {})
-            n = seen.get((reg, header), (0, 0.0))[0] + 1
-            seen[(reg, header)] = (n, time.monotonic())
+            n = seen.get(key, (0, 0.0))[0] + 1
+            seen[key] = (n, time.monotonic())
             while len(seen) > MAX_GATHERED:
                 del seen[min(seen, key=lambda k: seen[k][1])]
-            p = self._processes.get(event.pid)
-            if n == SERVED_AFTER and p is not None:
+            if n == SERVED_AFTER:
                 p.walked = 0.0  # walked again: at the next scrape, or by the thread
         if n == SERVED_AFTER:
             self._wake.set()
 
-    def _served(self, pid: int) -> dict[int, int]:
+    def _served(self, pid: int) -> dict[int, tuple[int, int]]:
         """The registries process ``pid`` serves that its globals may not hold: each one's
-        address and its map's header (called with ``_lock`` held)."""
+        address, and its map's header and seed (called with ``_lock`` held)."""
         now = time.monotonic()
-        return {reg: header for (reg, header), (n, last) in self._gathered.get(pid, {}).items()
+        return {reg: (header, seed) for (reg, header, seed), (n, last)
+                in self._gathered.get(pid, {}).items()
                 if n >= SERVED_AFTER and now - last < STALE}
 
     def close(self) -> None:

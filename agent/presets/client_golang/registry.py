@@ -16,6 +16,7 @@ with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,6 +39,7 @@ REGISTRY = f"*{PKG}.Registry"
 _REGISTRY_INTERFACES = {f"{PKG}.Registerer", f"{PKG}.Gatherer",
                         f"{PKG}.TransactionalGatherer"}
 MAX_COLLECTORS = 1 << 16
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,15 +145,16 @@ class Walker:
         self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
         self._types: dict[str, GoType] = {}  # _type's
 
-    def registry(self, address: int, header_was: int | None = None) -> None:
-        """The registry at ``address``; with ``header_was``, only while its map of
-        collectors is still that one (else the registry is gone: another object may
-        be at its address now)."""
+    def registry(self, address: int, was: tuple[int, int] | None = None) -> None:
+        """The registry at ``address``; with ``was`` (its map of collectors' header and
+        hash seed), only while its map is still that one (else the registry is gone:
+        another object, or another registry, may be at its address now)."""
         gm = self.gm
         t = self._type(REGISTRY)
         by_id = gm.field_type(t, "collectorsByID")
         header = gm.word(address + gm.field(t, "collectorsByID"))
-        if header_was is not None and header != header_was:
+        if was is not None and (header != was[0] or not header or
+                                gm.map_seed(header) != was[1]):
             return
         collectors = [value for _k, value in gm.map_entries(header, by_id)]
         unchecked = address + gm.field(t, "uncheckedCollectors")
@@ -216,7 +219,10 @@ class Walker:
     def _read_desc(self, desc: int) -> tuple[str, str]:
         gm = self.gm
         t = self._type(f"*{PKG}.Desc")
-        return gm.string(desc + gm.field(t, "fqName")), gm.string(desc + gm.field(t, "help"))
+        name = gm.string(desc + gm.field(t, "fqName"))
+        if not _METRIC_NAME.fullmatch(name):  # client_golang registers no other
+            raise Damaged(f"a Desc at {desc:#x} whose name {name[:40]!r} is no metric's", "")
+        return name, gm.string(desc + gm.field(t, "help"))
 
     def _type(self, name: str) -> GoType:
         """The library's type called ``name``, looked up once a walk."""
@@ -295,18 +301,18 @@ class Walker:
                 self._metric(child.data, child.type, KINDS[cname], prefix, labels, family)
 
 
-def walk(gm: GoMemory, elf: ElfFile, gathered: Mapping[int, int] | None = None) -> Found:
+def walk(gm: GoMemory, elf: ElfFile, gathered: Mapping[int, tuple[int, int]] | None = None
+         ) -> Found:
     """Every registry the program's globals hold, and those of ``gathered`` (a registry's
-    address: the header of its map of collectors when it was gathered) that are still
-    themselves, walked; a collector in two of them once."""
+    address: its map of collectors' header and hash seed when it was gathered) that are
+    still themselves, walked; a collector in two of them once."""
     w = Walker(gm)
     found = registries(gm, elf)
-    wanted: list[tuple[int, int | None]] = [(reg, None) for reg in found]
-    wanted += [(reg, header) for reg, header in sorted((gathered or {}).items())
-               if reg not in found]
-    for reg, header in wanted:
+    wanted: list[tuple[int, tuple[int, int] | None]] = [(reg, None) for reg in found]
+    wanted += [(reg, was) for reg, was in sorted((gathered or {}).items()) if reg not in found]
+    for reg, was in wanted:
         try:
-            w.registry(reg, header)
+            w.registry(reg, was)
         except Damaged:  # not a registry: a word that looked like the itab's
             continue
         except Unreadable as exc:
