@@ -25,6 +25,7 @@ COMMANDS = {
     "struct": ("struct", "PATH", "main.T"),
     "vars": ("vars", "PATH", "main.f"),
     "lines": ("lines", "PATH", "main.f"),
+    "funcs --debuginfo": ("funcs", "/bin/true", "--debuginfo", "PATH"),
     "run --config": ("run", "--config", "PATH", "--listen", "127.0.0.1:0"),
     "run --web.config.file": ("run", "--binary", "/bin/true", "--web.config.file", "PATH",
                               "--listen", "127.0.0.1:0"),
