@@ -9,6 +9,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable
+from itertools import pairwise
 
 from agent.binary.dwarf.kept import NO_NAME
 from agent.binary.dwarf.steps import (
@@ -154,7 +155,8 @@ def whole_index(tree: Tree, nested: bool | None = None) -> dict[int, list[int]]:
         keys.extend(got_keys)
         tree.remember_names(names, bool(nested))
     pairs: Iterable[tuple[int, int]] = zip(copies, keys, strict=True)
-    if len(parts) > 1 and parts[0][0] and parts[1][0] and parts[0][0][-1] > parts[1][0][0]:
+    ends = [(got[0], got[-1]) for got, _k, _n in parts if got]
+    if any(last > first for (_f, last), (first, _l) in pairwise(ends)):
         pairs = sorted(pairs)  # units read before, then the rest: in file order again
     out: dict[int, list[int]] = {}
     for at, key in pairs:
