@@ -266,31 +266,22 @@ class Tree:
         return got
 
     def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
-        """``qualified`` of each DIE at ``offsets`` (kept, in units read), looked up unit
-        by unit in its arrays; those a child named (``remember_names``) as it said."""
-        by_unit: dict[int, list[int]] = {}
+        """``qualified`` of each DIE at ``offsets`` (kept, in units read), read from its
+        unit's arrays; those a child named (``remember_names``) as it said."""
         out: dict[int, str] = {}
         known = self._named_as.get(nested, {})
         for o in offsets:
             if o in known:
                 out[o] = known[o]
-            else:
-                by_unit.setdefault(self.unit_of(o), []).append(o)
-        for unit, wanted in by_unit.items():
-            block = self.kept.units.get(unit)
-            if block is None:
-                out.update((o, self.qualified(o, nested)) for o in wanted)
                 continue
-            at = block[0]
-            for o in wanted:
-                i = bisect.bisect_left(at, o)
-                if i == len(at) or at[i] != o:
-                    out[o] = self.qualified(o, nested)
-                    continue
-                code = block[3][i]
-                own = self._decoded(o, code) or "?"
-                prefix = self._scope(block[2][i]) if nested else ""
-                out[o] = f"{prefix}::{own}" if prefix else own
+            found = self.kept._find(o)
+            if found is None:
+                out[o] = self.qualified(o, nested)
+                continue
+            block, i = found
+            own = self._decoded(o, block[3][i]) or "?"
+            prefix = self._scope(block[2][i]) if nested else ""
+            out[o] = f"{prefix}::{own}" if prefix else own
         return out
 
     def remember_names(self, names: dict[int, str], nested: bool) -> None:
