@@ -68,14 +68,14 @@ def cache_dir() -> Path:
 _state = threading.Lock()
 _said: list[str] = []  # the one warning said, when the cache could not be written
 _scratch: list[Path] = []  # the private directory used instead, made at most once
-_failed: list[int] = []  # the errno of each write that failed
+_failed: list[int] = []  # the errno of the last write that failed
 _pending: dict[Path, int] = {}  # entries a child is writing (``put_aside``): its pid
 
 
 def unwritable(where: str | os.PathLike[str], exc: OSError) -> None:
     """Says once that the cache cannot be written, where and why."""
     with _state:
-        _failed.append(exc.errno or errno.EIO)
+        _failed[:] = [exc.errno or errno.EIO]  # the last one: a child's exit status
         if _said:
             return
         _said.append(str(where))
@@ -252,12 +252,12 @@ def put_aside(build_id: str, kind: str, key: str, value: Any) -> None:
     if pid < 0:
         put(build_id, kind, key, value)
     elif pid == 0:  # pragma: no cover - the child: what it wrote is tested
-        code = 1
+        code = _SILENT  # anything but a write that failed: said by no one
         try:
             _said.append("")  # silent: the parent says why, from the exit status
             _failed.clear()
             put(build_id, kind, key, value)
-            code = min(_failed[-1], 255) if _failed else 0
+            code = min(_failed[-1], _SILENT - 1) if _failed else 0
         finally:
             os._exit(code)
     else:
@@ -265,6 +265,9 @@ def put_aside(build_id: str, kind: str, key: str, value: Any) -> None:
             atexit.register(settle)
         _wait(_pending.pop(path, 0))
         _pending[path] = pid
+
+
+_SILENT = 255  # a put_aside child's exit status when it failed otherwise than writing
 
 
 def _fork() -> int:
@@ -288,7 +291,7 @@ def _wait(pid: int) -> None:
     except ChildProcessError:
         return
     code = os.waitstatus_to_exitcode(status)
-    if code > 1:
+    if 0 < code < _SILENT:  # the errno of the write that failed
         unwritable(cache_dir(), OSError(code, os.strerror(code)))
 
 
