@@ -33,25 +33,24 @@ class Binary:
 
     def __init__(self, path: str, scope: Scope | None = None,
                  given: debuginfo.Given = debuginfo.NOTHING) -> None:
-        self.path = path
-        self.given = given
-        self.elf = ElfFile(path)
-        self.dwarf = Dwarf(self.elf, debuginfo.locate(self.elf, scope, given))
-        self.namer = TypeNamer(self.dwarf)
-        self.functions = Functions(self.dwarf, self.namer)
-        self.walker = Walker(self.dwarf, self.namer)
-        self._insns: dict[str, tuple[sites.Insn, ...]] = {}
+        elf = ElfFile(path)
+        dwarf = Dwarf(elf, debuginfo.locate(elf, scope, given))
+        self._use(path, given, elf, dwarf, TypeNamer(dwarf))
 
     @classmethod
     def opened(cls, elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> Binary:
         """The binary whose ELF and DWARF a caller has open already."""
         b = cls.__new__(cls)
-        b.path, b.given, b.elf, b.dwarf, b.namer = str(elf.path), debuginfo.NOTHING, elf, \
-            dwarf, namer
-        b.functions = Functions(dwarf, namer)
-        b.walker = Walker(dwarf, namer)
-        b._insns = {}
+        b._use(str(elf.path), debuginfo.NOTHING, elf, dwarf, namer)
         return b
+
+    def _use(self, path: str, given: debuginfo.Given, elf: ElfFile, dwarf: Dwarf,
+             namer: TypeNamer) -> None:
+        self.path, self.given, self.elf, self.dwarf, self.namer = path, given, elf, dwarf, \
+            namer
+        self.functions = Functions(dwarf, namer)
+        self.walker = Walker(dwarf, namer)
+        self._insns: dict[str, tuple[sites.Insn, ...]] = {}
 
     @cached_property
     def goid_offset(self) -> int | None:

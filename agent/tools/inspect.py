@@ -315,12 +315,12 @@ def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, An
 
     def compute(_elf: ElfFile, dwarf: Dwarf, namer: TypeNamer) -> dict[str, Any]:
         from agent.binary.dwarf import sitevars
-        from agent.binary.dwarf.functions import Functions
         from agent.binary.dwarf.source import Site, Source
         from agent.plan.binary import Binary
         from agent.plan.lines import counted_sites
 
-        source = Source(Functions(dwarf, namer))
+        b = Binary.opened(dwarf.elf, dwarf, namer)
+        source = Source(b.functions)
 
         def entry(address: int, s: Site, **more: Any) -> dict[str, Any]:
             return {"address": address, "file_offset": dwarf.elf.file_offset(address),
@@ -332,8 +332,7 @@ def line_vars(binary: str, where: str, debug: str | None = None) -> dict[str, An
                              for v in (sitevars.vars_at(source, s) if s.chain else ())]}
 
         statements = source.sites(where)
-        counted, refused = counted_sites(Binary.opened(dwarf.elf, dwarf, namer), where,
-                                         source)
+        counted, refused = counted_sites(b, where, source)
         at = {a: (site, why) for a, site, why in counted if site.address == a}
         sites = [entry(s.address, s, **({"counts": at[s.address][1]}
                                          if s.address in at else {}))
