@@ -13,7 +13,16 @@ from elftools.dwarf.die import DIE
 from agent.binary.dwarf.dies import DW_AT_GO_KIND, attr, die_name
 from agent.binary.dwarf.reader import Dwarf
 from agent.binary.dwarf.types import GoKind, TypeNamer, member_offset
-from agent.plan.selectors.places import Mem, Pieces, Place, Regs, SelectError, Seq, follow
+from agent.plan.selectors.places import (
+    Mem,
+    Pieces,
+    Place,
+    Regs,
+    SelectError,
+    Seq,
+    follow,
+    part,
+)
 
 _ENCODING = {2: "bool", 4: "float", 5: "int", 6: "int", 7: "uint", 8: "uint", 0x10: "uint"}
 
@@ -245,12 +254,9 @@ class Types:
 
     def _member(self, place: Place, member: tuple[int, DIE | None]
                 ) -> tuple[Place, DIE | None]:
-        off, mtype = member
-        if isinstance(place, Mem):
-            return Mem(place.ops, place.offset + off), mtype
-        if isinstance(place, Regs | Pieces):
-            return place.covering(off, self._size(mtype)), mtype
-        return None, mtype
+        off, mtype = member  # in registers or pieces: as many bytes as its type has
+        return part(place, off, self._size(mtype) if isinstance(place, Regs | Pieces) else 0), \
+            mtype
 
 
 def _variant_name(member: DIE, vtype: DIE | None) -> str:

@@ -22,6 +22,7 @@ from agent.plan.selectors.places import (
     Regs,
     Selected,
     SelectError,
+    part,
     scalar_fetch,
 )
 
@@ -184,10 +185,8 @@ class RustSteps(Types):
             if isinstance(place, Regs):  # in the low bytes of one register
                 reg = next((r for o, s, r in place.pieces if o == doff and s >= size), None)
                 place = Regs(((0, size, reg),), place.guards) if reg else None
-            elif isinstance(place, Pieces):
-                place = place.covering(doff, size)
             else:
-                place = self._member(place, (doff, None))[0]
+                place = part(place, doff, size)
             names = tuple((v.value, v.name) for v in e.variants if v.value is not None)
             other = next((v.name for v in e.variants if v.value is None), None)
         else:

@@ -133,11 +133,7 @@ class Walker(GoSteps, RustSteps):
                 raise SelectError(f"{path}[{i}] is out of range: "
                                   f"{self.namer.name(tdie)} has {count} elements")
             size = self._size(elem)
-            if isinstance(place, Mem):
-                return Mem(place.ops, place.offset + i * size), elem
-            if isinstance(place, Regs | Pieces):
-                return place.covering(i * size, size), elem
-            return None, elem
+            return part(place, i * size, size), elem
         seq = self._seq(tdie) if kind == "slice" else None
         if seq is not None:
             size = self._size(seq.elem)
@@ -170,8 +166,7 @@ class Walker(GoSteps, RustSteps):
             kind = self.kind(tdie)
             seq = self._seq(tdie) if kind in ("string", "slice") else None
             if seq is not None:
-                place = place.covering(seq.length, 8) if isinstance(place, Regs | Pieces) \
-                    else self._member(place, (seq.length, None))[0]
+                place = part(place, seq.length, 8)
                 return self._length(place, decode, "usize" if rust else "int", path,
                                     unavailable)
             if kind == "map":
