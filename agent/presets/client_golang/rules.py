@@ -158,8 +158,9 @@ def _gathered(b: Binary) -> ProbePlan | None:
     by_id = field_offset(b, "Registry", "collectorsByID")
     if by_id is None:
         return None
-    # The registry and its map of collectors: the pair tells one registry from another
-    # the garbage collector later puts at the same address.
+    # The registry and its map of collectors: with the map's seed (read by the mirror as
+    # the event comes) they tell one registry from another the garbage collector later
+    # puts at the same address.
     pairs = [register("registry", "rax", "uint", "*Registry"),
              word("rax", by_id, "collectors", "r.collectorsByID (its map's header)")]
     site = entry_site(b, GATHER, tuple(f for _, f in pairs))
