@@ -103,6 +103,9 @@ def _check(binary: Path, rust: bool, agent_cleanup: list[Agent]) -> None:
     assert all(r["pid"] == str(truth["pid"]) for r in rows)
     assert not any(v for (n, _l), v in got.items()
                    if n == "noop_metric_unnamed_updates_total")
+    # no update past the kernel's rows: the map is swept as fast as objects are made
+    overflow = [v for (n, _l), v in got.items() if n == "noop_metric_overflow_updates_total"]
+    assert overflow and not any(overflow)
     assert _rows(got) <= LIVE_ROWS, "rows of replaced objects stayed in the kernel's map"
     assert not [k for k in got if k[0] == "noop_events_undecodable_total"]
     assert not any(v for (n, _l), v in got.items() if n == "noop_events_lost_total")

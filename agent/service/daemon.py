@@ -358,6 +358,8 @@ class Daemon(Following):
                 self.notify.stopping()
                 return signum.name
         self.drain()
+        if self.sweeper.pressed(self.exporter.session):
+            self.prune()  # metric objects made fast: their map is swept before it fills
         return None
 
     def _wait(self, seconds: float) -> None:

@@ -20,6 +20,11 @@ PRUNE_EVERY = 2.0  # seconds between sweeps for rows of processes that exited (a
 # Every row of every map is read when a process that hit has exited, and at least every
 # this many sweeps (a process beyond the hit-count table's room exits unseen).
 FULL_SWEEP = 15
+# A probe whose rows are metric objects (the preset's) is swept at once, between timed
+# sweeps, when this share of its rows was made since its last sweep: a program that makes
+# metrics again for every request fills a map in seconds, and what comes past its rows
+# folds into the overflow row, in no series, however slow noop's machine is.
+PRESSURE = 4  # a quarter of its rows
 
 
 class Sweeper:
@@ -27,6 +32,23 @@ class Sweeper:
 
     def __init__(self) -> None:
         self._sweeps = 0
+        self._made: dict[int, int] = {}  # per renewing probe: its events at the last sweep
+
+    def pressed(self, s: Session | None) -> bool:
+        """Whether a probe whose rows are metric objects made a ``1/PRESSURE`` of its
+        map's rows since its last sweep (each new row says so in one event)."""
+        if s is None or s.meta is None or not s.meta.renews:
+            return False
+        for pi, probe in enumerate(s.plan.probes):
+            agg = probe.aggregate
+            if agg is None or not agg.describe or probe.events:
+                continue
+            if s.seen.get(pi, 0) - self._made.get(pi, 0) >= max(1, agg.max_series // PRESSURE):
+                return True
+        return False
+
+    def _swept(self, s: Session) -> None:
+        self._made = dict(s.seen)  # rows made until now: each probe's pressure from here
 
     def prune(self, s: Session | None, loaded: Loaded | None,
               drain: Callable[[], int]) -> None:
@@ -36,6 +58,7 @@ class Sweeper:
 
         if s is None or loaded is None:
             return
+        self._swept(s)
         # the processes the last look at the budgets counted hits of
         seen = s.overhead.seen if s.overhead is not None else loaded.traps()
         exited = {pid for _site, pid in seen if pid and not alive(pid)}
