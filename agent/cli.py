@@ -112,13 +112,15 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
 
 
 def _mirror_flag(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--mirror", choices=("both", "memory", "off"), default="both",
+    sp.add_argument("--mirror", choices=("counts", "both", "memory", "off"), default="counts",
                     help="noop run --binary on a Go program: export the program's own "
                     "client_golang metrics under their own names, read from its memory at "
-                    "each scrape (needs CAP_SYS_PTRACE), beside every update's probe "
-                    "(both, the default); with no probe at all, at no cost to the program "
-                    "and with no BPF (memory: for a program whose registry a global "
-                    "holds); or only the probes (off)")
+                    "each scrape (needs CAP_SYS_PTRACE), with probes only where memory "
+                    "holds no count (gauges' updates) and where metrics and registries are "
+                    "made and gathered (counts, the default); beside every update's probe, "
+                    "for the updates by operation (both); with no probe at all, at no cost "
+                    "to the program and with no BPF (memory: for a program whose registry "
+                    "a global holds); or only the probes (off)")
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:

@@ -101,10 +101,13 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
+        mode = getattr(args, "mirror", "off") if aggregate else "off"
+        if mode == "memory":
+            plan = presets.memory_only(plan)  # the mirror reads every value
+        elif mode == "counts":  # the mirror reads every value; probes count the rest
+            plan = presets.counts_only(plan)
         for warning in plan.warnings:  # updates the preset cannot see, said once
             logs.say(f"warning: {warning}", logs.WARNING)
-        if aggregate and getattr(args, "mirror", "off") == "memory":
-            plan = presets.memory_only(plan)  # the mirror reads every value
         return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
@@ -194,15 +197,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         exc.exit_code = 2
         raise
     web = webconfig.load(args.web_config) if args.web_config else None
-    if args.binary and not args.config and args.mirror == "memory":
+    if args.binary and not args.config and args.mirror in ("memory", "counts"):
         from pathlib import Path
 
         from agent.kernel.privileges import can_read_memory
         if not can_read_memory(Path("/proc/self/status").read_text()):
+            instead = "off" if args.mirror == "memory" else "both"
             logs.say("without CAP_SYS_PTRACE noop may not read the program's memory: its "
                      "metrics are mirrored through probes on their updates (as --mirror "
-                     "off)", logs.WARNING)
-            args.mirror = "off"
+                     f"{instead})", logs.WARNING)
+            args.mirror = instead
     started = time.monotonic()
     plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
     resolved = time.monotonic() - started

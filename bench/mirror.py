@@ -1,4 +1,5 @@
-"""The mirror (``noop run --binary --mirror memory``) beside its baselines, in one run.
+"""The mirror (``noop run --binary``'s default ``--mirror counts``, and ``--mirror
+memory``) beside its baselines, in one run.
 
 Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
                               [--rate 100000] [--seconds 10]
@@ -6,14 +7,15 @@ Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 
 1. What an update costs the service, per op (counter.Inc, a *CounterVec child's Inc after
    its WithLabelValues, gauge.Set, histogram.Observe)
    on noop bench's Go workload: arms none, empty, preset (every update probed, as
-   ``--mirror both`` and ``off`` load it), mirror (gauges probed, the rest read from
-   memory) and bpftrace, the arms' order rotated every repetition.
+   ``--mirror both`` and ``off`` load it), counts (the default: gauges probed, every
+   value read from memory), mirror (``--mirror memory``: no probe) and bpftrace, the
+   arms' order rotated every repetition.
 2. Reading and writing the mirrored series of many processes at once: ``--processes``
    copies of tests/programs/go/mirror, each with ``--vec`` children per *Vec (5 *Vecs),
    walked once, then ``Mirror.render()`` timed (median of 7), with noop's RSS.
 3. The service's CPU under a steady load: the workload calling counter.Inc at ``--rate``
-   a second for ``--seconds``, unprobed, then under the preset, then under the mirror
-   (scraped every second); its user + system time per second of each.
+   a second for ``--seconds``, unprobed, then under the preset, the default and the
+   mirror alone (scraped every half second); its user + system time per second of each.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ OPS = ("counter.Inc", "countervec.Inc", "gauge.Set", "histogram.Observe")
 
 
 def per_op(binary: Path, calls: int, repeats: int) -> None:
-    arms = [arms.arm(n) for n in ("none", "empty", "preset", "mirror", "bpftrace")]
-    print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in arms) + "   (ns per call added)")
+    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "counts", "mirror", "bpftrace")]
+    print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in chosen) + "   (ns per call added)")
     for op in OPS:
-        result = bench.run(binary, op, workloads.workload_function("go", op), arms, 3, calls,
+        result = bench.run(binary, op, workloads.workload_function("go", op), chosen, 3, calls,
                            repeats=repeats)
         print(f"{op:<18} " + " ".join(f"{a.added_ns:>10.1f}" for a in result.arms
                                        if a.added_ns is not None))
@@ -107,7 +109,8 @@ def _loaded(binary: Path, rate: int, seconds: float) -> float:
 
 def service_cpu(binary: Path, rate: int, seconds: float) -> None:
     site = workloads.make_site(binary, workloads.workload_function("go", "counter.Inc"))
-    rows = [("none", arms.NONE), ("preset", arms.PRESET), ("mirror", arms.MIRROR)]
+    rows = [("none", arms.NONE), ("preset", arms.PRESET), ("counts", arms.COUNTS),
+            ("mirror", arms.MIRROR)]
     for name, arm in rows:
         with arm.attach(site):
             share = _loaded(binary, rate, seconds)

@@ -222,6 +222,66 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
          ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
 
 
+GAUGES = {"mirror_level", "mirror_temperature", "mirror_info"}  # the program's gauges
+COUNTING = {"gauge_add", "gauge_set", "metric_made", "registry_gathered"}
+
+
+@pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
+def test_by_default_probes_count_only_what_memory_does_not_hold(
+        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
+    """``noop run --binary`` by default (``--mirror counts``): every value from memory,
+    equal to the program's own, and probes only on what memory holds no count of (each
+    gauge's updates, as many as the program made), on the makers and on ``Gather``:
+    the counters', histograms' and summaries' updates cost the program no trap."""
+    import signal
+
+    from harness.metrics import Samples
+    from harness.noop import drained
+
+    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
+    rounds, children = 7, 5
+    proc = subprocess.Popen([str(binary), "-rounds", "0", "-vec", str(children)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening "), line
+    url = line.split()[1]
+    try:
+        agent = start("--binary", binary, cache=tmp_path / "cache")
+        try:
+            for _ in range(rounds):  # each round once noop is on: every update seen
+                proc.send_signal(signal.SIGUSR1)
+                assert proc.stdout.readline().strip() == "round"
+            got: Samples = {}
+            for _ in range(100):
+                text = get(agent.url + "/metrics")
+                got = samples(text)
+                if "mirror_calls_total{" in text and drained(got):
+                    break
+            theirs = _theirs(url)
+        finally:
+            stopped(agent)
+    finally:
+        proc.terminate()
+        proc.wait()
+    ours = {("target", binary.name), ("pid", str(proc.pid))}
+    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in got.items()
+              if ours <= set(k[1])}
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    assert theirs[("mirror_calls_total", ())] == rounds
+    assert {k: by_own.get(k) for k in theirs} == theirs
+    hit = {dict(k[1])["probe"] for k, v in got.items() if k[0] == "noop_probe_hits_total" and v}
+    assert "gauge_set" in hit and hit <= COUNTING, hit
+    updates: dict[tuple[str, str], float] = {}
+    for (name, labels), v in got.items():
+        if name == "noop_metric_updates_total":
+            d = dict(labels)
+            updates[(d["metric"], d["labels"])] = updates.get((d["metric"], d["labels"]), 0) + v
+    assert updates == {("mirror_level", ""): rounds, ("mirror_info", "version=1.2.3"): rounds,
+                       **{("mirror_temperature", f"room=room{c}"): rounds
+                          for c in range(children)}}
+
+
 @pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
 def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves_it(
         variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:

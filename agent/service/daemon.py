@@ -335,7 +335,8 @@ class Daemon(Following):
             self.mirror = Mirror(Path(t.binary).name, t.binary,
                                  find=running(t, self.watch.ids))
         except NoopError as exc:
-            log(f"the program's own metrics are not mirrored: {exc.message}", logs.WARNING)
+            log(f"the program's own metrics are not mirrored: {exc.message} (--mirror both "
+                "probes every update instead)", logs.WARNING)
             return
         self.registry.register(self.mirror)
         self.taps[GATHERED] = self.mirror.gathered

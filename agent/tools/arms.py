@@ -299,26 +299,37 @@ class _Reader:
 
 
 @contextmanager
-def _preset(site: Site) -> Iterator[Attached]:
-    """The whole client_golang preset as noop run loads it, on the workload: what a
-    client_golang update costs under ``noop run --binary``."""
+def _preset(site: Site, counts: bool = False) -> Iterator[Attached]:
+    """The whole client_golang preset as ``noop run --binary --mirror both`` loads it,
+    on the workload: what a client_golang update costs under it. With ``counts``, the
+    default ``--mirror counts``: only the probes on what memory holds no count of (the
+    gauges'), beside the mirror scraped as ``_mirror`` scrapes it."""
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.presets import plans as presets
 
     plan = presets.plan(site.binary, aggregate=True)
+    if counts:
+        plan = presets.counts_only(plan)
     program = codegen.generate(plan, xmm_helper_available(), mode="run",
                                cookies=attach_cookies())
     op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add
     mine = [s for p in plan.probes for s in p.sites if s.tag == op]
     where = ", ".join(f"{s.address:#x} ({s.handling or 'single-stepped'})" for s in mine[:2])
     more = f" and {len(mine) - 2} more" if len(mine) > 2 else ""
-    attached = Attached(where=f"{where or 'none of its sites for this op'}{more} (preset)")
-    with load.Loaded(plan, program) as loaded:
+    how = "--mirror counts" if counts else "preset"
+    attached = Attached(where=f"{where or 'none of its sites for this op'}{more} ({how})")
+    with load.Loaded(plan, program) as loaded, \
+            (_scraped(site, attached) if counts else _unscraped()):
         yield attached
         attached.hits = sum(agg.merge(program.aggregates[pi], k, vs).hits
                             for pi in program.aggregates for k, vs in loaded.rows(pi))
+
+
+@contextmanager
+def _unscraped() -> Iterator[None]:
+    yield
 
 
 @contextmanager
@@ -327,10 +338,22 @@ def _mirror(site: Site) -> Iterator[Attached]:
     metrics read from its memory as a scrape every half second reads them (note
     ``render_ms``: the median scrape's time)."""
     from agent.presets import plans as presets
-    from agent.presets.client_golang.mirror import Mirror, running
 
     plan = presets.memory_only(presets.plan(site.binary, aggregate=True))
     assert not plan.probes
+    attached = Attached(where="no probe (mirror)")
+    with _scraped(site, attached):
+        yield attached  # hits: None, its counts are the program's own, from memory
+
+
+@contextmanager
+def _scraped(site: Site, attached: Attached) -> Iterator[None]:
+    """The program's metrics mirrored from its memory, scraped every half second while
+    the workload runs; the median scrape's time in ``attached.notes["render_ms"]``."""
+    from agent.presets import plans as presets
+    from agent.presets.client_golang.mirror import Mirror, running
+
+    plan = presets.plan(site.binary, aggregate=True)
     mirror = Mirror(Path(site.binary).name, site.binary, find=running(plan.targets[0]))
     stop = threading.Event()
     times: list[float] = []
@@ -341,11 +364,10 @@ def _mirror(site: Site) -> Iterator[Attached]:
             mirror.render()
             times.append(time.perf_counter() - t0)
 
-    attached = Attached(where="no probe (mirror)")
     scraper = threading.Thread(target=scrape, name="noop-bench-scrape", daemon=True)
     try:
         scraper.start()
-        yield attached  # hits: None, its counts are the program's own, from memory
+        yield
     finally:
         stop.set()
         if scraper.ident is not None:
@@ -370,12 +392,15 @@ NOOP_MULTI = Arm("noop-multi", partial(_noop, aggregate="kernel", way="multi"),
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
-PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary loads it")
+PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary --mirror "
+             "both loads it: every update probed")
+COUNTS = Arm("counts", partial(_preset, counts=True), "noop run --binary (--mirror counts, "
+             "the default): gauges' updates probed, every value read from memory")
 MIRROR = Arm("mirror", _mirror, "noop run --binary --mirror memory: no probe, the "
              "program's metrics read from its memory")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
                                             NOOP_MULTI, NOOP_PERF, NOOP_RINGBUF, NOOP_VALUE,
-                                            PRESET, MIRROR, BPFTRACE)}
+                                            PRESET, COUNTS, MIRROR, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:
