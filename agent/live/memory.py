@@ -11,6 +11,7 @@ moment, and what it means (a torn or freed object) is the reader's to validate.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import errno
@@ -81,11 +82,10 @@ class Memory:
             starts = list(itertools.accumulate((n for _a, n in wanted), initial=0))
             buf = ctypes.create_string_buffer(starts[-1])
             base = ctypes.addressof(buf)
-            local = (_Iovec * k).from_buffer_copy(struct.pack(
-                f"<{2 * k}Q", *[v for o, (_a, n) in zip(starts, wanted, strict=False)
-                                for v in (base + o, n)]))
-            remote = (_Iovec * k).from_buffer_copy(struct.pack(
-                f"<{2 * k}Q", *[v for pair in wanted for v in pair]))
+            words = list(itertools.chain.from_iterable(wanted))  # address, length, ...
+            remote = (_Iovec * k).from_buffer_copy(struct.pack(f"<{2 * k}Q", *words))
+            words[0::2] = [base + o for o in starts[:-1]]  # the same lengths, in buf
+            local = (_Iovec * k).from_buffer_copy(struct.pack(f"<{2 * k}Q", *words))
             self.reads += 1
             done = _readv(self.pid, local, k, remote, k, 0)
             if done < 0:
@@ -95,10 +95,8 @@ class Memory:
                 i += 1  # the first range is not mapped
                 continue
             raw = buf.raw[:done]
-            m = 0
-            while m < k and starts[m + 1] <= done:
-                out[i + m] = raw[starts[m]:starts[m + 1]]
-                m += 1
+            m = bisect.bisect_right(starts, done) - 1  # the ranges read whole
+            out[i:i + m] = [raw[a:b] for a, b in itertools.pairwise(starts[:m + 1])]
             i += m if m == k else m + 1  # range m was read short: not whole
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from agent.binary.gometa.gotype import GoType
 from agent.live.gomemory import Damaged, GoMemory
@@ -76,6 +77,20 @@ class _Layout:
     int_at: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Halves:
+    """Where a histogram's (or a summary's without objectives) type keeps its
+    ``counts`` pointers and ``countAndHotIdx``, the halves' size, and where a half keeps
+    its count, sum and buckets (-1: a summary's halves have none)."""
+
+    counts_at: int
+    hot_at: int
+    half_size: int
+    count_at: int
+    sum_at: int
+    buckets_at: int
+
+
 class Reader:
     """Reads the values of ``found``'s series."""
 
@@ -89,6 +104,7 @@ class Reader:
         self._itab_types: dict[int, str] = {}
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
         self._layouts: dict[int, _Layout] = {}
+        self._halves_layouts: dict[int, _Halves] = {}
 
     def _off(self, t: GoType, name: str) -> int:
         by = self._offsets.setdefault(id(t), {})
@@ -167,12 +183,20 @@ class Reader:
             named = self._itab_types[itab] = self.gm.types.name(t)
         return named == name
 
-    def _counts(self, s: Series) -> GoType:
-        """The struct of a histogram's or summary's halves (``counts [2]*T``)."""
-        arr = self.gm.field_type(s.type, "counts")
-        if arr.elem is None or arr.elem.elem is None:
-            raise Damaged(f"{s.type.short}.counts is not an array of pointers", "")
-        return arr.elem.elem
+    def _halves_of(self, t: GoType) -> _Halves:
+        """Where a histogram's or summary's type keeps its halves, found once per type."""
+        got = self._halves_layouts.get(id(t))
+        if got is None:
+            arr = self.gm.field_type(t, "counts")  # counts [2]*T
+            if arr.elem is None or arr.elem.elem is None:
+                raise Damaged(f"{t.short}.counts is not an array of pointers", "")
+            ct = arr.elem.elem
+            buckets = any(f.name == "buckets" for f in ct.fields)
+            got = self._halves_layouts[id(t)] = _Halves(
+                self._off(t, "counts"), self._off(t, "countAndHotIdx"), ct.size,
+                self._off(ct, "count"), self._off(ct, "sumBits"),
+                self._off(ct, "buckets") if buckets else -1)
+        return got
 
     def _halves(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
         """Histograms and summaries without objectives: their ``counts[2]`` halves read
@@ -183,42 +207,41 @@ class Reader:
         plan = []
         wanted: list[tuple[int, int]] = []
         for s, raw in objects:
-            ct = self._counts(s)
-            at = self._off(s.type, "counts")
-            wanted += [(_u64(raw, at), ct.size), (_u64(raw, at + 8), ct.size)]
+            h = self._halves_of(s.type)
+            first, second = _ITAB_DATA.unpack_from(raw, h.counts_at)
+            wanted += [(first, h.half_size), (second, h.half_size)]
         halves = gm.memory.read_many(wanted)
         wanted = []
         for i, (s, raw) in enumerate(objects):
-            ct = self._counts(s)
-            n = _u64(raw, self._off(s.type, "countAndHotIdx"))
+            h = self._halves_of(s.type)
+            n = _WORD.unpack_from(raw, h.hot_at)[0]
             hot, cold = halves[2 * i + (n >> 63)], halves[2 * i + 1 - (n >> 63)]
-            buckets = any(f.name == "buckets" for f in ct.fields)
-            plan.append((s, raw, n, hot, cold, ct, buckets))
-            if buckets:
-                at = self._off(ct, "buckets")
-                wanted.append((_u64(hot, at), 8 * _u64(hot, at + 8)) if hot else (0, 0))
-            wanted.append((s.address + self._off(s.type, "countAndHotIdx"), 8))
+            plan.append((s, raw, n, hot, cold, h))
+            if h.buckets_at >= 0:
+                wanted.append(((data := _ITAB_DATA.unpack_from(hot, h.buckets_at))[0],
+                               8 * data[1]) if hot else (0, 0))
+            wanted.append((s.address + h.hot_at, 8))
         got = iter(gm.memory.read_many(wanted))
         again = []
-        for s, raw, n, hot, cold, ct, buckets in plan:
-            each = next(got) if buckets else b""
+        for s, raw, n, hot, cold, h in plan:
+            each = next(got) if h.buckets_at >= 0 else b""
             after = next(got)
             if hot is None or cold is None:
                 out.gone.append(s)
                 continue
-            count_at, sum_at = self._off(ct, "count"), self._off(ct, "sumBits")
-            if after is None or _u64(after, 0) != n or _u64(cold, count_at) != 0 or \
-                    _u64(hot, count_at) != n & _COUNT or each is None:
+            if after is None or _WORD.unpack_from(after)[0] != n or \
+                    _WORD.unpack_from(cold, h.count_at)[0] != 0 or \
+                    _WORD.unpack_from(hot, h.count_at)[0] != n & _COUNT or each is None:
                 again.append(s)  # an observation or a scrape of the program's midway
                 continue
-            count, total = n & _COUNT, _f(_u64(hot, sum_at))
-            if not buckets:
+            count, total = n & _COUNT, _f(_WORD.unpack_from(hot, h.sum_at)[0])
+            if h.buckets_at < 0:
                 out.values[s.address] = Summary(count, total)
                 continue
-            cumulative, running = [], 0
-            for i, le in enumerate(self._bounds(s, raw)[:len(each) // 8]):
-                running += _u64(each, 8 * i)
-                cumulative.append((le, running))
+            bounds = self._bounds(s, raw)
+            k = min(len(bounds), len(each) // 8)
+            cumulative = list(zip(bounds[:k], accumulate(struct.unpack_from(f"<{k}Q", each)),
+                                  strict=True))
             cumulative.append((math.inf, count))
             out.values[s.address] = Histogram(tuple(cumulative), count, total)
         return again
