@@ -58,9 +58,10 @@ def program(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
                     None, SOURCE, flags)
 
 
-def _started(binary: Path, children: int = CHILDREN) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([str(binary), "-rounds", str(ROUNDS), "-vec", str(children)],
-                            stdout=subprocess.PIPE, text=True)
+def _started(binary: Path, children: int = CHILDREN, rounds: int = ROUNDS,
+             *more: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([str(binary), "-rounds", str(rounds), "-vec", str(children),
+                             *more], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("listening "), line
@@ -240,12 +241,8 @@ def test_by_default_probes_count_only_what_memory_does_not_hold(
 
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
     rounds, children = 7, 5
-    proc = subprocess.Popen([str(binary), "-rounds", "0", "-vec", str(children)],
-                            stdout=subprocess.PIPE, text=True)
+    proc, url = _started(binary, children, 0)
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("listening "), line
-    url = line.split()[1]
     try:
         agent = start("--binary", binary, cache=tmp_path / "cache")
         try:
@@ -292,12 +289,7 @@ def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves
     gathered once and dropped (the program's /probe, as the blackbox exporter makes one
     per probe), is never mirrored."""
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
-    proc = subprocess.Popen([str(binary), "-rounds", str(ROUNDS), "-vec", "5", "-local"],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("listening "), line
-    url = line.split()[1]
+    proc, url = _started(binary, 5, ROUNDS, "-local")
     try:
         agent = start("--binary", binary, cache=tmp_path / "cache")
         try:
@@ -403,3 +395,31 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
     assert ("mirror_requests_total", (("code", "201"), ("method", "NEW"),
                                       ("service", "mirror"))) in after
     assert not any(k[0].startswith("mirror_wait_seconds") for k in after)
+
+
+def test_counts_keeps_the_probes_of_what_memory_holds_no_count_of() -> None:
+    """``--mirror counts``' plan: of the client_golang preset's probes, the gauges', the
+    makers' and ``Gather``'s, with what the gauges' rules could not see still said; a
+    plan of the prometheus crate as it is."""
+    from dataclasses import replace
+
+    from agent.plan.model import Plan, ProbePlan
+    from agent.presets.plans import counts_only
+    from agent.presets.rust_prometheus.facts import SOURCE as CRATE
+
+    def probe(name: str, *unseen: str) -> ProbePlan:
+        return ProbePlan(name, "main", (), (), unseen=unseen)
+
+    gauge_unseen = "the cmpxchg on gauge.valBits at 0x20: another path joins it: not counted"
+    probes = (probe("counter_int", "the xadd on counter.valInt at 0x10: not counted",
+                    gauge_unseen), probe("counter_add"), probe("counter_float"),
+              probe("gauge_add", "an inlined copy in main.f"), probe("gauge_set"),
+              probe("histogram"), probe("summary_atomic"), probe("summary_buffered"),
+              probe("metric_made"), probe("registry_gathered"))
+    plan = Plan("client_golang preset", (), probes)
+    kept = counts_only(plan)
+    assert [p.name for p in kept.probes] == ["gauge_add", "gauge_set", "metric_made",
+                                            "registry_gathered"]
+    assert kept.probes[0].unseen == ("an inlined copy in main.f", gauge_unseen)
+    crate = replace(plan, source=CRATE)
+    assert counts_only(crate) == crate

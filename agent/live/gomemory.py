@@ -121,7 +121,10 @@ class GoMemory:
         made, so it tells a map from another made later at the same address (a bucketed
         map's hash0, the upper half of its header's second word; a Swiss table's seed,
         that whole word)."""
-        second = self.words(pointer, 2)[1]
+        return self.seed_of(self.words(pointer, 2)[1])
+
+    def seed_of(self, second: int) -> int:
+        """A map's hash seed from its header's second word (``map_seed``)."""
         return second if self.types.swiss else second >> 32
 
     def _indirect(self, slot: GoType | None, wanted: GoType | None) -> bool:

@@ -127,16 +127,13 @@ class Mirror:
         each scrape of the program): once gathered again, walked beside those the
         globals hold, while it is itself (its map of collectors the same)."""
         reg, header = event.values.get("registry"), event.values.get("collectors")
+        second = event.values.get("seed")  # the header's second word, as Gather started
         with self._lock:
             p = self._processes.get(event.pid)
         if not isinstance(reg, int) or not isinstance(header, int) or not reg or \
-                not header or p is None:
+                not header or not isinstance(second, int) or p is None:
             return  # a process not followed yet: its next scrape gathers it again
-        try:  # read at once: a registry made for one request is still there
-            seed = p.gm.map_seed(header)
-        except Unreadable:
-            return
-        key = (reg, header, seed)
+        key = (reg, header, p.gm.seed_of(second))
         with self._lock:
             seen = self._gathered.setdefault(event.pid, {})
             n = seen.get(key, (0, 0.0))[0] + 1

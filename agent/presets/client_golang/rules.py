@@ -27,7 +27,7 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.fetches import Fetch
+from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement.entry import entry_site
 from agent.plan.updates import field_offset
@@ -158,11 +158,16 @@ def _gathered(b: Binary) -> ProbePlan | None:
     by_id = field_offset(b, "Registry", "collectorsByID")
     if by_id is None:
         return None
-    # The registry and its map of collectors: with the map's seed (read by the mirror as
-    # the event comes) they tell one registry from another the garbage collector later
-    # puts at the same address.
+    # The registry, its map of collectors and the map's random seed, read as Gather
+    # starts: together they tell one registry from another the garbage collector later
+    # puts at the same address (read later, by the mirror as the event comes, the
+    # memory may already be the next registry's).
     pairs = [register("registry", "rax", "uint", "*Registry"),
-             word("rax", by_id, "collectors", "r.collectorsByID (its map's header)")]
+             word("rax", by_id, "collectors", "r.collectorsByID (its map's header)"),
+             (ValueSpec("seed", "uint", 8, 0, "int", "the second word of "
+                        "r.collectorsByID's header (its hash seed)"),
+              Fetch("mem", ops=(Op("reg", reg="rax"), Op("deref", offset=by_id)), offset=8,
+                    size=8))]
     site = entry_site(b, GATHER, tuple(f for _, f in pairs))
     return ProbePlan(GATHERED, TARGET, tuple(v for v, _ in pairs),
                      (replace(site, tag="gathered"),), tells=True)
