@@ -423,3 +423,54 @@ def test_counts_keeps_the_probes_of_what_memory_holds_no_count_of() -> None:
     assert kept.probes[0].unseen == ("an inlined copy in main.f", gauge_unseen)
     crate = replace(plan, source=CRATE)
     assert counts_only(crate) == crate
+
+
+@pytest.mark.serial  # prices hits and holds a budget: alone on the machine
+def test_a_gauge_probe_over_its_budget_comes_off_and_its_value_still_comes_from_memory(
+        tmp_path: Path, privileged: None) -> None:
+    """Under the default ``--mirror counts``, the gauges' probe keeps to its budget like
+    any probe: hundreds of Gauge.Set a round over a tiny budget take it off, and from
+    then on every value noop serves, the gauges' too, still equals the program's own."""
+    import signal
+    import threading
+
+    from harness.noop import wait_for
+
+    binary = go_build(go_toolchain("1.19"), tmp_path / "mirror", None, SOURCE,
+                      VARIANTS[1][1])
+    proc, url = _started(binary, CHILDREN, 0)
+    assert proc.stdout is not None
+    stop = threading.Event()
+
+    def rounds() -> None:  # each round sets CHILDREN + 2 gauges
+        assert proc.stdout is not None
+        while not stop.is_set():
+            proc.send_signal(signal.SIGUSR1)
+            if proc.stdout.readline().strip() != "round":
+                return
+
+    try:
+        agent = start("--binary", binary, "--max-overhead", "0.01%", "--budget-window", "2",
+                      cache=tmp_path / "cache")
+        driver = threading.Thread(target=rounds, daemon=True)
+        try:
+            driver.start()
+            assert agent.proc.stderr is not None
+            wait_for(agent.proc.stderr, r"probe gauge_set: .* over its budget", 60)
+            stop.set()
+            driver.join(timeout=30)
+            got = samples(_once_mirrored(agent.url))
+            theirs = _theirs(url)
+        finally:
+            stop.set()
+            stopped(agent)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert got[("noop_probe_enabled", (("probe", "gauge_set"),))] == 0
+    ours = {("target", binary.name), ("pid", str(proc.pid))}
+    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in got.items()
+              if ours <= set(k[1])}
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
+    assert theirs[("mirror_level", ())] > 0
+    assert {k: by_own.get(k) for k in theirs} == theirs
