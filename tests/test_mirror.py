@@ -151,6 +151,50 @@ def test_memory_is_read_in_whole_ranges_or_not_at_all() -> None:
 
 
 @pytest.fixture(scope="module")
+def guarded_page() -> Iterator[tuple[int, bytes]]:
+    """A page of known bytes followed by a page that cannot be read: its address and
+    bytes."""
+    import mmap
+
+    pages = mmap.mmap(-1, 2 * mmap.PAGESIZE)
+    content = bytes(range(256)) * (mmap.PAGESIZE // 256)
+    pages[:mmap.PAGESIZE] = content
+    holder = ctypes.c_char.from_buffer(pages)
+    at = ctypes.addressof(holder)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mprotect(ctypes.c_void_p(at + mmap.PAGESIZE), mmap.PAGESIZE, 0) == 0  # none
+    yield at, content
+    del holder
+    pages.close()
+
+
+KINDS = ("in", "straddle", "unmapped", "zero", "huge", "empty")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 4095), st.integers(1, 300)),
+                max_size=80))
+def test_each_range_is_its_bytes_or_none(guarded_page: tuple[int, bytes],
+                                         asked: list[tuple[str, int, int]]) -> None:
+    """Any mix of ranges, read in batches: each one readable whole is exactly its bytes,
+    each other one (crossing into a page that cannot be read, unmapped, at address 0,
+    of a damaged or empty length) None, whatever comes before or after it."""
+    at, content = guarded_page
+    page = len(content)
+    ranges, want = [], []
+    for kind, off, size in asked:
+        size = min(size, page - off) if kind == "in" else size
+        # straddle: its last bytes past the readable page (or all of it, one byte long)
+        start = {"in": at + off, "straddle": at + page - (1 + off % (size - 1)) if size > 1
+                 else at + page, "unmapped": 4096, "zero": 0, "huge": at,
+                 "empty": at + off}[kind]
+        length = {"huge": 1 << 40, "empty": 0}.get(kind, size)
+        ranges.append((start, length))
+        want.append(content[off:off + size] if kind == "in" else None)
+    assert Memory(os.getpid()).read_many(ranges) == want
+
+
+@pytest.fixture(scope="module")
 def go_formatter(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return go_build(go_toolchain("1.19"), tmp_path_factory.mktemp("fmt") / "mirror", None,
                     SOURCE)

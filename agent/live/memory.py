@@ -69,12 +69,14 @@ class Memory:
                out: list[bytes | None]) -> None:
         # The kernel reads the ranges in order into one buffer and stops at the first it
         # cannot read whole: the next call starts after that one.
+        # the ranges noop will not ask for (a damaged address or length): left None
+        bad = [lo + k for k, (a, n) in enumerate(ranges[lo:hi])
+               if not (a > 0 and 0 < n <= _MAX_READ)]
+        bad.append(hi)
         i = lo
         while i < hi:
-            j = i
-            while j < hi and ranges[j][0] > 0 and 0 < ranges[j][1] <= _MAX_READ:
-                j += 1
-            if j == i:  # a range noop will not ask for (a damaged length): left None
+            j = bad[bisect.bisect_left(bad, i)]  # the first one from i on
+            if j == i:
                 i += 1
                 continue
             wanted = ranges[i:j]
