@@ -280,6 +280,16 @@ def rust_churn(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "librust-prometheus-dev")
 
 
+@pytest.fixture(scope="session", params=("1.19", "newest"))
+def go_locals(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Path:
+    """tests/programs/go/locals (strings, a slice and a struct kept in stack slots and
+    registers), by Debian's Go and by the newest."""
+    out = tmp_path_factory.mktemp(f"locals-go{request.param}")
+    return go_build(go_toolchain(request.param), out / "locals", out / "gocache",
+                    PROGRAMS / "go" / "locals")
+
+
 @pytest.fixture(scope="session")
 def rust_deferred(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/rust/deferred (the prometheus crate's timers and local metrics'

@@ -17,90 +17,13 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
+from harness.linevalues import every_line, line_values
 from harness.noop import no_probe_left, tracing
-from harness.programs import LINES_PROCESS, PROGRAMS, go_build, go_toolchain
-
-from agent.tools import inspect
+from harness.programs import LINES_PROCESS, PROGRAMS
 
 LOCALS = PROGRAMS / "go" / "locals" / "main.go"
-SCALAR = re.compile(r"^(u?int\d*|uintptr|bool|[iu](8|16|32|64|128|size)|char|short|long|"
-                    r"unsigned( \w+)?|signed( \w+)?|long long|_Bool)$")
-
-
-@pytest.fixture(scope="session", params=("1.19", "newest"))
-def go_locals(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-              ) -> Path:
-    out = tmp_path_factory.mktemp(f"locals-go{request.param}")
-    return go_build(go_toolchain(request.param), out / "locals", out / "gocache",
-                    LOCALS.parent)
-
-
-def _available(location: list[dict[str, Any]] | None) -> list[tuple[int, int]]:
-    """The (offset, size) of each piece of a value that is somewhere."""
-    out, at = [], 0
-    for piece in location or ():
-        if not piece.get("optimized_out"):
-            out.append((at, piece["size"]))
-        at += piece["size"]
-    return out
-
-
-def _selectors(binary: Path, var: dict[str, Any]) -> Iterator[tuple[str, list[tuple[int, int]]]]:
-    """Each selector that reads (a part of) ``var``, with the byte ranges it needs: none
-    for a result (read at an exit) or a name no selector can spell (newer Go names the
-    words of a decomposed string ``label.ptr``, ``~r0.len``)."""
-    name, tname = var["name"], var["type"]
-    if var["kind"] == "result" or not re.fullmatch(r"[A-Za-z_]\w*", name):
-        return
-    if SCALAR.match(tname) or tname.startswith("*") or tname.endswith("*"):
-        yield name, [(0, var["size"])]
-    elif tname == "string":
-        yield name, [(0, 8), (8, 8)]
-        yield f"len({name})", [(8, 8)]
-    elif tname.startswith("[]"):
-        yield f"len({name})", [(8, 8)]
-    else:
-        try:
-            layout = inspect.struct_layout(str(binary), tname)
-        except Exception:
-            return
-        if layout.get("kind") != "structure":
-            return
-        for m in layout["members"]:
-            at = m["offset"]
-            if SCALAR.match(m["type"]):
-                yield f"{name}.{m['name']}", [(at, m["size"])]
-            elif m["type"] == "string":
-                yield f"{name}.{m['name']}", [(at, 8), (at + 8, 8)]
-
-
-def _readable(needs: list[tuple[int, int]], pieces: list[tuple[int, int]]) -> bool:
-    """Whether each range needed is one piece that is somewhere."""
-    return all(need in pieces for need in needs)
-
-
-def _line_values(binary: Path, where: str) -> dict[str, str]:
-    """The selectors of every value placed at every site where a line probe counts the
-    line's passes (noop vars marks them), by a value name."""
-    sites = [s for s in inspect.line_vars(str(binary), where)["sites"] if "counts" in s]
-    common: dict[str, str] | None = None
-    for site in sites:
-        here = {}
-        for var in site["vars"]:
-            pieces = _available(var["location"])
-            for selector, needs in _selectors(binary, var):
-                if _readable(needs, pieces):
-                    here[re.sub(r"\W+", "_", selector).strip("_")] = selector
-        common = here if common is None else \
-            {k: v for k, v in common.items() if here.get(k) == v}
-    return common or {}
-
-
 def _resolves(binary: Path, probes: dict[str, dict[str, str]]) -> list[str]:
     """The problems resolving one probe per line with those values gives."""
     from agent.config import probes as spec
@@ -117,18 +40,8 @@ def _resolves(binary: Path, probes: dict[str, dict[str, str]]) -> list[str]:
     return []
 
 
-def _every_line(binary: Path, function: str) -> dict[str, dict[str, str]]:
-    listing = inspect.function_lines(str(binary), function)
-    out = {}
-    for entry in listing["lines"]:
-        where = f"{Path(entry['file']).name}:{entry['line']}"
-        if entry["sites"] and where not in out:
-            out[where] = _line_values(binary, where)
-    return out
-
-
 def _all_read(program: Path, function: str) -> None:
-    lines = _every_line(program, function)
+    lines = every_line(program, function)
     assert sum(len(v) for v in lines.values()) >= 3, lines
     problems = _resolves(program, lines)
     assert not problems, "\n".join(problems)
@@ -163,7 +76,7 @@ def test_what_a_line_probe_reads_is_what_the_program_had(
     (strings in stack slots, a string split between a slot and a register, a struct's
     fields, a slice's length) is read, per call, as the program printed it."""
     marks = _marked(LOCALS)
-    probes = {f"main.go:{line}": _line_values(go_locals, f"main.go:{line}")
+    probes = {f"main.go:{line}": line_values(go_locals, f"main.go:{line}")
               for line in marks.values()}
     read = {k for v in probes.values() for k in v}
     # the shapes the test is for are read in both toolchains' builds

@@ -23,6 +23,7 @@ def vars_at(source: Source, site: Site) -> list[Var]:
     when the instruction at the site is about to run (or why it is not there)."""
     base = frame_base(site.subprogram)
     rule = source.dwarf.frames.cfa_rule_at(site.address)
+    entry = _at_entry(source, site)
     out = []
     for scope in site.chain:
         declared = [c for c in scope.die.iter_children() if c.tag in VAR_TAGS]
@@ -42,13 +43,35 @@ def vars_at(source: Source, site: Site) -> list[Var]:
                 "result" if attr(decl, "DW_AT_variable_parameter") else "param")
             size = source.functions.namer.size(tdie) or 0
             constant = None
-            if child is decl and scope.body and origin is not scope.die:
+            if entry is not None and scope.die.offset == site.subprogram.offset:
+                # its first instruction: nothing of the body has run
+                loc, note = entry.get(name, (None, "not set yet: the function's first "
+                                             "instruction runs before any of its code"))
+            elif child is decl and scope.body and origin is not scope.die:
                 loc, note = None, "optimized away: this copy keeps no location"
             else:
                 loc, note, constant = _located(source, child, site, base, rule, size)
             out.append(Var(name, kind, source.functions.namer.name(tdie), size, loc, note,
                            tdie, constant))
     return out
+
+def _at_entry(source: Source, site: Site) -> dict[str, tuple[Location | None, str]] | None:
+    """At a function's first instruction, where its parameters are as ``noop vars
+    FUNCTION`` places them (the calling convention's registers and stack, where DWARF
+    may name frame slots the prologue has not written yet), by name; None elsewhere."""
+    from agent.errors import NoopError
+
+    low = site.subprogram.attributes.get("DW_AT_low_pc")
+    if low is None or low.value != site.address:
+        return None
+    try:
+        fv = source.functions.vars(site.into or site.function)
+    except NoopError:
+        return None
+    if fv.address != site.address:
+        return None
+    return {v.name: (v.location, v.note) for v in fv.params}
+
 
 def _located(source: Source, var: DIE, site: Site, frame_base: list[int] | None,
              rule: tuple[str, int] | None, size: int
