@@ -84,12 +84,20 @@ def lines_program(request: pytest.FixtureRequest, go_lines: Path,
         return "go", go_lines
     if build == "go-newest":
         return "go", _go_lines(tmp_path_factory, "newest")
+    return _native(tmp_path_factory, build, "lines")
+
+
+def _native(tmp_path_factory: pytest.TempPathFactory, build: str, program: str
+            ) -> tuple[str, Path]:
+    """(language, binary): tests/programs/rust/PROGRAM as a release build with debug
+    info (``rust-release``), or tests/programs/c/PROGRAM.c by a compiler at a level
+    (``gcc-O2``)."""
     if build == "rust-release":
-        out = tmp_path_factory.mktemp("rust-lines") / "lines"
-        return "rust", rustc(out, PROGRAMS / "rust" / "lines" / "main.rs", "-C",
-                             "opt-level=3", "-C", "debuginfo=2", "--crate-name", "lines")
+        out = tmp_path_factory.mktemp(f"rust-{program}") / program
+        return "rust", rustc(out, PROGRAMS / "rust" / program / "main.rs", "-C",
+                             "opt-level=3", "-C", "debuginfo=2", "--crate-name", program)
     compiler, level = build.split("-")
-    return "c", _c_build(tmp_path_factory, f"-{level}", "lines", compiler)
+    return "c", _c_build(tmp_path_factory, f"-{level}", program, compiler)
 
 
 @pytest.fixture(scope="session", params=["go1.19", "go-newest"])
@@ -280,14 +288,30 @@ def rust_churn(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "librust-prometheus-dev")
 
 
+@pytest.fixture(scope="session", params=LINES_BUILDS)
+def locals_program(request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """(language, binary): the locals program of tests/programs in each language and
+    compiler (strings, slices, structs, pointers into the stack and the heap, integers
+    of several sizes), Rust as a release build with debug info."""
+    build = request.param
+    if build.startswith("go"):
+        return "go", _go_locals(tmp_path_factory, build.removeprefix("go").removeprefix("-"))
+    return _native(tmp_path_factory, build, "locals")
+
+
+def _go_locals(tmp_path_factory: pytest.TempPathFactory, version: str) -> Path:
+    out = tmp_path_factory.mktemp(f"locals-go{version}")
+    return go_build(go_toolchain(version), out / "locals", out / "gocache",
+                    PROGRAMS / "go" / "locals")
+
+
 @pytest.fixture(scope="session", params=("1.19", "newest"))
 def go_locals(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Path:
     """tests/programs/go/locals (strings, a slice and a struct kept in stack slots and
     registers), by Debian's Go and by the newest."""
-    out = tmp_path_factory.mktemp(f"locals-go{request.param}")
-    return go_build(go_toolchain(request.param), out / "locals", out / "gocache",
-                    PROGRAMS / "go" / "locals")
+    return _go_locals(tmp_path_factory, request.param)
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,9 @@ from typing import Any
 
 from agent.tools import inspect
 
-SCALAR = re.compile(r"^(u?int\d*|uintptr|bool|[iu](8|16|32|64|128|size)|char|short|long|"
-                    r"unsigned( \w+)?|signed( \w+)?|long long|_Bool)$")
+STRINGS = ("string", "&str", "&mut str")  # a pointer, then a length
+SCALAR = re.compile(r"^(u?int\d*|uintptr|bool|[iu](8|16|32|64|128|size)|_Bool|size_t|"
+                    r"ssize_t|((unsigned|signed|long|short|int|char)( |$))+)$")
 
 
 def _available(location: list[dict[str, Any]] | None) -> list[tuple[int, int]]:
@@ -35,10 +36,10 @@ def _selectors(binary: Path, var: dict[str, Any]) -> Iterator[tuple[str, list[tu
         return
     if SCALAR.match(tname) or tname.startswith("*") or tname.endswith("*"):
         yield name, [(0, var["size"])]
-    elif tname == "string":
+    elif tname in STRINGS:
         yield name, [(0, 8), (8, 8)]
         yield f"len({name})", [(8, 8)]
-    elif tname.startswith("[]"):
+    elif tname.startswith(("[]", "&[", "&mut [")):  # a Go slice, a Rust slice
         yield f"len({name})", [(8, 8)]
     else:
         try:
@@ -51,7 +52,7 @@ def _selectors(binary: Path, var: dict[str, Any]) -> Iterator[tuple[str, list[tu
             at = m["offset"]
             if SCALAR.match(m["type"]):
                 yield f"{name}.{m['name']}", [(at, m["size"])]
-            elif m["type"] == "string":
+            elif m["type"] in STRINGS:
                 yield f"{name}.{m['name']}", [(at, 8), (at + 8, 8)]
 
 

@@ -109,3 +109,5 @@ LINES_SOURCES = {"go": PROGRAMS / "go" / "lines" / "main.go", "c": PROGRAMS / "c
                  "rust": PROGRAMS / "rust" / "lines" / "main.rs"}
 LINES_PROCESS = {"go": "main.process", "c": "process", "rust": "lines::process"}
 LINES_CLAMP = {"go": "main.clamp", "c": "clamp", "rust": "lines::clamp"}
+# tests/programs/*/locals: the function whose values the tests read
+LOCALS_FUNCTION = {"go": "main.handle", "c": "handle", "rust": "locals::handle"}

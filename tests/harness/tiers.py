@@ -31,7 +31,7 @@ BUILDING = frozenset({
     "rust_example_unoptimized",
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
     "hotloop", "program", "example_image", "noop_image", "small", "same_names",
-    "go_formatter", "go_many", "go_locals",
+    "go_formatter", "go_many", "go_locals", "locals_program",
 })
 TIERS = ("privileged", "builds", "slow", "fast")
 
