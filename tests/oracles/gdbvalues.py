@@ -40,6 +40,8 @@ for setting in ("pagination off", "confirm off", "print elements 0",
     gdb.execute("set " + setting)
 for name in ("LINES", "COLUMNS", "NOOP_GDB_REQUEST"):  # gdb sets the first two its way
     gdb.execute("unset environment " + name)
+for name, value in req["extra"].items():
+    gdb.execute("set environment %s=%s" % (name, value))
 for sig in ("SIGURG", "SIGPIPE", "SIGUSR1", "SIGUSR2", "SIGCHLD"):
     gdb.execute("handle %s nostop noprint pass" % sig, to_string=True)
 gdb.execute("starti " + " ".join(req["args"]), to_string=True)
@@ -54,6 +56,7 @@ if req["pie"]:
         raise SystemExit("no mapping of the binary at offset 0")
 wanted = {int(a) + bias: sels for a, sels in req["sites"].items()}
 jumps = {a + bias for a in req["jumps"]}
+skips = {int(a) + bias: mask for a, mask in req["skips"].items()}
 for a in wanted:
     gdb.Breakpoint("*%#x" % a, internal=True)
 SELECTOR = re.compile(r"^(?:len\((?P<len>[\w.]+)\)|(?P<path>[\w.]+))$")
@@ -202,6 +205,8 @@ while True:
     if not gdb.selected_inferior().pid or not gdb.selected_thread():
         break
     pc = gdb.selected_frame().pc()
+    if pc in skips and int(gdb.parse_and_eval("$eflags")) & skips[pc]:
+        continue  # a Go stack check's jbe to morestack: the call starts again
     while pc in wanted:
         at = pc
         if at in jumps:  # a jump into a line: its values as at the statement it leads to
@@ -223,11 +228,17 @@ json.dump({"hits": hits, "errors": errors}, open(req["out"], "w"))
 '''
 
 
-def without_aslr(binary: Path, args: list[str]) -> list[str]:
-    """The command that runs the program as gdb does: its addresses not randomized, and
-    without the two variables gdb sets in its environment (a terminal's size)."""
-    return ["env", "-u", "LINES", "-u", "COLUMNS", "setarch", "-R", str(binary.resolve()),
-            *args]
+# A Go program's goroutines are not preempted by a signal: one that lands as gdb stops
+# at a breakpoint makes it stop there twice (the handler returns to the same address).
+QUIET = {"go": {"GODEBUG": "asyncpreemptoff=1"}}
+
+
+def without_aslr(binary: Path, args: list[str], extra: dict[str, str]) -> list[str]:
+    """The command that runs the program as gdb does: its addresses not randomized,
+    without the two variables gdb sets in its environment (a terminal's size), with
+    ``extra`` in it."""
+    return ["env", "-u", "LINES", "-u", "COLUMNS", *(f"{k}={v}" for k, v in extra.items()),
+            "setarch", "-R", str(binary.resolve()), *args]
 
 
 @dataclass
@@ -237,17 +248,21 @@ class Hits:
 
 
 def values_at(binary: Path, args: list[str], sites: dict[int, dict[str, str]],
-              pie: bool, language: str, jumps: set[int], timeout: float = 180) -> Hits:
+              pie: bool, language: str, jumps: set[int], extra: dict[str, str],
+              skips: dict[int, int], timeout: float = 180) -> Hits:
     """Every stop of the program (run with ``args``) at an address of ``sites``, in the
     order they came, with what each of that address's selectors (by key) read; at an
     address of ``jumps`` (an instruction that leads into a line, whose values DWARF may
-    not cover), once it ran: at the line's statement it leads to."""
+    not cover), once it ran: at the line's statement it leads to. A stop at an address
+    of ``skips`` with one of its flags set is none (a Go stack check's ``jbe`` that
+    branches to morestack: the call restarts at its entry)."""
     with tempfile.TemporaryDirectory() as tmp:
         request, out, script = Path(tmp, "request.json"), Path(tmp, "out.json"), \
             Path(tmp, "values.py")
         request.write_text(json.dumps({
             "binary": str(binary.resolve()), "args": args, "pie": pie, "out": str(out),
-            "language": language, "jumps": sorted(jumps),
+            "language": language, "jumps": sorted(jumps), "extra": extra,
+            "skips": {str(a): m for a, m in skips.items()},
             "sites": {str(a): s for a, s in sites.items()}}))
         script.write_text(SCRIPT)
         done = subprocess.run(["gdb", "-nx", "-batch", "-x", str(script),
