@@ -184,7 +184,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from agent.kernel.kfeatures import xmm_helper_available
-    from agent.output import webconfig
     from agent.service import daemon
     if not (args.binary or args.config):
         raise NoopError("noop run: nothing to probe", "give --config probes.yaml, or "
@@ -196,7 +195,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except NoopError as exc:
         exc.exit_code = 2
         raise
-    web = webconfig.load(args.web_config) if args.web_config else None
+    web = None
+    if args.web_config:  # its reader (YAML, TLS) only when there is one
+        from agent.output import webconfig
+        web = webconfig.load(args.web_config)
     if args.binary and not args.config and args.mirror in ("memory", "counts"):
         from pathlib import Path
 

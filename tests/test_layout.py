@@ -146,20 +146,21 @@ def test_no_message_says_noop_twice() -> None:
 
 def test_a_start_from_a_cached_plan_imports_no_binary_reader() -> None:
     """What a start from a cached plan runs (the command line, the presets' plans,
-    decoders, meta-metrics and printer, loading, the terminal and the daemon) imports
-    no DWARF reader, no preset's rules, no pyelftools and no capstone: those are
-    imported when a plan is made. A fresh interpreter, so that nothing this test run
-    imported before counts."""
+    decoders, meta-metrics and printer, loading, the terminal and the daemon, its
+    server) imports no DWARF reader, no preset's rules, no pyelftools and no capstone:
+    those are imported when a plan is made; nor a YAML reader, which a spec or a web
+    config needs and ``--binary`` does not. A fresh interpreter, so that nothing this
+    test run imported before counts."""
     import subprocess
     import sys
 
     warm = ("agent.cli", "agent.presets.plans", "agent.presets.updates", "agent.presets.meta",
             "agent.presets.printer", "agent.output.trace", "agent.output.exporter",
             "agent.service.daemon", "agent.kernel.load", "agent.kernel.codegen",
-            "agent.binary.debuginfo")
+            "agent.binary.debuginfo", "agent.output.serve", "agent.commands")
     code = (f"import sys\nfor m in {warm!r}: __import__(m)\n"
             "print('\\n'.join(m for m in sys.modules if '.dwarf' in m or m.endswith('.rules')"
-            " or m.split('.')[0] in ('elftools', 'capstone')))")
+            " or m.split('.')[0] in ('elftools', 'capstone', 'yaml')))")
     heavy = subprocess.run([sys.executable, "-c", code], cwd=AGENT.parent, check=True,
                            capture_output=True, text=True).stdout.split()
     assert not heavy, f"imported by a warm start: {heavy}"

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from agent import files
-from agent.config import metrics as spec_metrics
-from agent.config.reader import Mark
 from agent.errors import NoopError
+
+if TYPE_CHECKING:  # a spec's parts, named in annotations only: no YAML reader to start
+    from agent.config import metrics as spec_metrics
+    from agent.config.reader import Mark
 
 SPEC_VERSION = 1
 MAX_INDEX = 2**31 - 1  # the largest [index] or .N a selector may name

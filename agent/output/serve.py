@@ -12,14 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
-from agent.output.webconfig import BasicAuth, WebConfig
+
+if TYPE_CHECKING:  # read only when noop is given a web config (commands)
+    from agent.output.webconfig import WebConfig
 
 Check = Callable[[], tuple[bool, str]]  # (ok, one line saying why)
 
@@ -168,7 +170,10 @@ class Server:
         host, port = parse_listen(listen)
         metrics = make_wsgi_app(registry) if more is None else _text(registry, more)
         headers = list(web.headers) if web else []
-        auth = BasicAuth(web.basic_auth_users) if web and web.basic_auth_users else None
+        auth = None
+        if web and web.basic_auth_users:
+            from agent.output.webconfig import BasicAuth
+            auth = BasicAuth(web.basic_auth_users)
 
         def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
             path = environ.get("PATH_INFO", "")

@@ -28,7 +28,6 @@ from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
-from agent.output.webconfig import WebConfig
 from agent.plan.model import Plan
 from agent.presets.client_golang.facts import GATHERED
 from agent.presets.meta import PresetMeta
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     from agent.kernel.cost import Costs, RunTimes
     from agent.kernel.events import Event
     from agent.kernel.load import Loaded
+    from agent.output.webconfig import WebConfig
     from agent.presets.client_golang.mirror import Mirror
 
 
@@ -196,7 +196,7 @@ class Daemon(Following):
             log(f"uprobes go on through {kind.name}: {kind.why}")
             self._measure()
         for p in plan.probes:
-            if not p.metrics and p.aggregate is None and not p.renews:
+            if not p.metrics and p.aggregate is None and not p.renews and not p.tells:
                 log(f"probe {p.name} has no metrics: noop run leaves it out", logs.WARNING)
         self.plan, session, self.loaded = self._load(plan)
         self._refused_at_load()
