@@ -115,14 +115,15 @@ def test_a_compile_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not list((tmp_path / "bpf").glob("*.json")) if (tmp_path / "bpf").exists() else True
 
 
-def _programs(n: int, broken: int | None = None) -> str:
-    """A text of ``n`` programs of different lengths sharing a map and a helper; program
-    ``broken`` names what does not exist."""
+def _programs(n: int, broken: int | None = None, lines: int = 0) -> str:
+    """A text of ``n`` programs of different lengths sharing a map and a helper (each
+    of at least ``lines`` lines); program ``broken`` names what does not exist."""
     out = ["#include <uapi/linux/ptrace.h>\nBPF_ARRAY(hits, u64, 16);\n"
            "static __always_inline void bump(int i)\n{\n\tu64 *n = hits.lookup(&i);\n"
            "\tif (n)\n\t\t__sync_fetch_and_add(n, 1);\n}\n"]
     for i in range(n):
-        body = "".join(f"\tif (ctx->ax == {k})\n\t\tbump({k % 16});\n" for k in range(i + 1))
+        body = "".join(f"\tif (ctx->ax == {k})\n\t\tbump({k % 16});\n"
+                       for k in range(max(i + 1, lines // 2)))
         out.append(f"/* program {i} */\nint p{i}(struct pt_regs *ctx)\n{{\n{body}"
                    f"\treturn {'nope' if i == broken else 0};\n}}\n")
     return "".join(out) + "/* the end */\n"
@@ -143,6 +144,11 @@ def test_a_text_is_split_between_compilers_program_by_program() -> None:
         assert program.sub("", part) == outside
     assert sorted(every) == sorted(program.findall(text))
     assert abs(sum(map(len, mine[0])) - sum(map(len, mine[1]))) < len(max(every, key=len))
+    # few programs, but long ones: a compiler's start is worth their share too
+    long = _programs(2, lines=compile.SHARE_LINES)
+    assert len(compile.split(long, 2)) == 2
+    assert compile.split(_programs(2, lines=compile.SHARE_LINES // 2 - 10), 2) == \
+        [_programs(2, lines=compile.SHARE_LINES // 2 - 10)]
 
 
 @pytest.mark.builds  # BCC compiles, in its child processes: seconds

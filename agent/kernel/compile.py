@@ -204,15 +204,22 @@ def in_child(text: str, ways: int | None = None) -> Compiled:
 
 
 _PROGRAM = re.compile(r"(?ms)^int \w+\(struct pt_regs \*ctx\)\n\{\n.*?^\}\n")
-SHARE = 4  # programs a child must have for its own start (~0.3 s) to be worth it
+# A child's start (~0.35 s: Python, BCC, clang and its headers) is worth it for a share
+# of at least this many programs, or of this many lines of them (clang's work grows
+# with them: the client_golang preset's four programs of 250 lines took 1.30 s in one
+# compiler and 1.08 s in two).
+SHARE = 4
+SHARE_LINES = 400
 
 
 def split(text: str, ways: int) -> list[str]:
     """``text`` as up to ``ways`` texts, each with every line outside the programs (the
     headers, maps, types and inline helpers) and a share of the programs, balanced by
-    length; ``[text]`` when it has fewer than two programs a part."""
+    length; ``[text]`` when it has too few programs, and too few lines of them, for two
+    parts (``SHARE``, ``SHARE_LINES``)."""
     programs = list(_PROGRAM.finditer(text))
-    ways = min(ways, len(programs) // SHARE)
+    lines = sum(m.group().count("\n") for m in programs)
+    ways = min(ways, max(len(programs) // SHARE, lines // SHARE_LINES))
     if ways < 2:
         return [text]
     load = [0] * ways
