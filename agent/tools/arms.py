@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -321,15 +321,10 @@ def _preset(site: Site, counts: bool = False) -> Iterator[Attached]:
     how = "--mirror counts" if counts else "preset"
     attached = Attached(where=f"{where or 'none of its sites for this op'}{more} ({how})")
     with load.Loaded(plan, program) as loaded, \
-            (_scraped(site, attached) if counts else _unscraped()):
+            (_scraped(site, attached) if counts else nullcontext()):
         yield attached
         attached.hits = sum(agg.merge(program.aggregates[pi], k, vs).hits
                             for pi in program.aggregates for k, vs in loaded.rows(pi))
-
-
-@contextmanager
-def _unscraped() -> Iterator[None]:
-    yield
 
 
 @contextmanager
