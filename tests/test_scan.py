@@ -5,6 +5,7 @@ compilers, Rust, C by GCC and by clang, whose DWARF 5 uses the indexed forms).""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from elftools.dwarf.die import DIE
@@ -62,6 +63,59 @@ def test_the_frame_of_a_pc_as_the_full_list_has_it(example: Path) -> None:
         assert d._fde_at(pc).offset == fde.offset, hex(pc)
     assert d._fde_at(fdes[-1][1] + 100) is None
     assert scan.fde_offset(b"\xff\xff\xff\xff" + bytes(20), 0) == -1  # 64-bit DWARF: not read
+
+
+@pytest.mark.builds  # compiles the lines program
+@pytest.mark.parametrize("build", ["rust-release", "gcc-O2", "clang-O2"])
+def test_the_frame_of_a_pc_by_eh_frame_hdr_as_the_full_list_has_it(
+        build: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a binary whose call frames are in .eh_frame only (Rust, C), the FDE that
+    .eh_frame_hdr's search table finds is the full list's, at the start, inside and at
+    the end of many functions, with the same canonical frame address rules; none below
+    the first function or past the last; a header in another encoding is not read."""
+    from conftest import _native
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from agent.binary.dwarf.frames import eh_fde_offset
+
+    _lang, binary = _native(tmp_path_factory, build, "lines")
+    frames = open_dwarf(binary).frames
+    fdes = frames._fdes  # the full list
+    assert fdes and frames._eh_index is not None
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(st.integers(0, len(fdes) - 1), st.floats(0, 1, exclude_max=True))
+    def same(i: int, where: float) -> None:
+        lo, hi, fde = fdes[i]
+        pc = lo + int((hi - lo) * where)
+        said, got = frames._eh_fde_at(pc)
+        assert said and got is not None and got.offset == fde.offset, hex(pc)
+        assert frames._cfa_rule(pc) == _rule(fde, pc)
+
+    same()
+    assert frames._eh_fde_at(fdes[-1][1] + 100) == (True, None)
+    assert frames._eh_fde_at(0) == (True, None)
+    address, hdr = frames._eh_index
+    assert eh_fde_offset(hdr[:3] + b"\x1b" + hdr[4:], address, fdes[0][0]) == -1
+
+
+def _rule(fde: Any, pc: int) -> tuple[str, int] | None:
+    """The CFA rule at ``pc`` by the full list's own decoding (None where pyelftools
+    cannot decode the entry's instructions: noop says it is not described)."""
+    from agent.binary.amd64 import DWARF_REGS
+
+    rule = None
+    try:
+        table = fde.get_decoded().table
+    except ValueError:
+        return None
+    for row in table:
+        if row["pc"] > pc:
+            break
+        rule = row.get("cfa")
+    return None if rule is None or rule.expr is not None else (DWARF_REGS[rule.reg],
+                                                               int(rule.offset))
 
 
 def test_go_type_names_as_the_full_walk_has_them(example: Path) -> None:

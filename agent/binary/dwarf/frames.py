@@ -2,9 +2,9 @@
 pc, as an offset from rsp (or from rbp once a prologue has set up a frame pointer).
 
 The entry that covers a pc is found in ``.debug_frame`` by a scan of the entries'
-headers and parsed alone (pyelftools parses every entry to list them: seconds for a
-large Go binary), else in the full list (``.eh_frame`` too); each answer is kept in
-noop's cache by build-id.
+headers, or in ``.eh_frame`` by ``.eh_frame_hdr``'s search table, and parsed alone
+(pyelftools parses every entry to list them: seconds for a large Go or Rust binary);
+else in the full list; each answer is kept in noop's cache by build-id.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
+from elftools.common.exceptions import DWARFError
+from elftools.construct import ConstructError
 from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.dwarfinfo import DWARFInfo
 
@@ -27,9 +29,12 @@ from agent.binary.dwarf.sections import section_bytes
 class CallFrames:
     """The call-frame information of one binary, each entry parsed when a pc needs it."""
 
-    def __init__(self, info: DWARFInfo, key: Callable[[], str]) -> None:
+    def __init__(self, info: DWARFInfo, key: Callable[[], str],
+                 eh_index: Callable[[], tuple[int, bytes] | None] = lambda: None) -> None:
         self.info = info
         self.key = key  # the binary's key in noop's cache ('' keeps nothing): Dwarf.cache_id
+        # .eh_frame_hdr of the same file, (address, bytes): its table finds an FDE
+        self.eh_index = eh_index
 
     def _fde_at(self, pc: int) -> FDE | None:
         """The FDE covering ``pc``: from .debug_frame, found by a scan of the entries'
@@ -52,11 +57,52 @@ class CallFrames:
                 at = -1  # not what the header scan took it for: the full list decides
             if at is None:
                 return None
+        elif self.info.has_EH_CFI():
+            said, found = self._eh_fde_at(pc)
+            if said:
+                return found
         fdes = self._fdes
         i = bisect.bisect_right(self._fde_starts, pc) - 1
         if i < 0 or not fdes[i][0] <= pc < fdes[i][1]:
             return None
         return fdes[i][2]
+
+    def _eh_fde_at(self, pc: int) -> tuple[bool, FDE | None]:
+        """The FDE covering ``pc`` in .eh_frame (None: no FDE covers it), found by
+        .eh_frame_hdr's search table and parsed alone; (False, None) when the table
+        cannot say (absent, another encoding, or an entry that is not what the table
+        took it for): the full list decides."""
+        sec, index = self.info.eh_frame_sec, self._eh_index
+        if sec is None or index is None:
+            return False, None
+        try:
+            at = eh_fde_offset(index[1], index[0], pc)
+        except (ValueError, IndexError, struct.error):
+            return False, None
+        if at is None:
+            return True, None
+        if at < 0:
+            return False, None
+        try:
+            entry = self._eh_cfi._parse_entry_at(at - sec.address)
+        except (ConstructError, DWARFError, ValueError, IndexError, KeyError, struct.error):
+            return False, None  # not an entry where the table says: the full list
+        if not isinstance(entry, FDE):
+            return False, None
+        lo = entry.header["initial_location"]
+        return True, entry if lo <= pc < lo + entry.header["address_range"] else None
+
+    @cached_property
+    def _eh_index(self) -> tuple[int, bytes] | None:
+        return self.eh_index()
+
+    @cached_property
+    def _eh_cfi(self) -> CallFrameInfo:
+        """.eh_frame, whose entries pyelftools parses one at a time (a CIE once)."""
+        sec = self.info.eh_frame_sec
+        assert sec is not None  # asked only when the binary has one
+        return CallFrameInfo(stream=sec.stream, size=sec.size, address=sec.address,
+                             base_structs=self.info.structs, for_eh_frame=True)
 
     @cached_property
     def _fdes(self) -> list[tuple[int, int, FDE]]:
@@ -97,7 +143,11 @@ class CallFrames:
         if fde is None:
             return None
         rule = None
-        for row in fde.get_decoded().table:
+        try:
+            table = fde.get_decoded().table
+        except (ConstructError, DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None  # instructions pyelftools does not decode: not described, for noop
+        for row in table:
             if row["pc"] > pc:
                 break
             rule = row.get("cfa")
@@ -113,3 +163,28 @@ def _cfa_entry(value: Any) -> tuple[tuple[str, int] | None]:
     if rule is not None and rule[0] not in DWARF_REGS.values():
         raise ValueError(f"no register {rule[0]!r}")
     return ((rule[0], rule[1]) if rule is not None else None,)
+
+
+# The pointer encodings of .eh_frame_hdr (DW_EH_PE_*): a value's size by its format.
+_ENCODED_SIZE = {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}
+_UDATA4, _DATAREL_SDATA4 = 0x03, 0x3B
+
+
+def eh_fde_offset(hdr: bytes, hdr_address: int, pc: int) -> int | None:
+    """The address of the .eh_frame FDE whose range may hold ``pc``: the last entry of
+    .eh_frame_hdr's search table (sorted by initial location) starting at or below it;
+    None when none does; -1 when the header uses encodings this does not read (the
+    linkers write a udata4 count and a datarel sdata4 table)."""
+    if len(hdr) < 4 or hdr[0] != 1:
+        return -1
+    size = _ENCODED_SIZE.get(hdr[1] & 0x0F)
+    if size is None or hdr[2] != _UDATA4 or hdr[3] != _DATAREL_SDATA4:
+        return -1
+    pos = 4 + size  # after the version, the encodings and eh_frame_ptr
+    (count,) = struct.unpack_from("<I", hdr, pos)
+    pos += 4
+    if pos + 8 * count > len(hdr):
+        return -1
+    table = struct.unpack_from(f"<{2 * count}i", hdr, pos)
+    i = bisect.bisect_right(table[0::2], pc - hdr_address) - 1
+    return hdr_address + table[2 * i + 1] if i >= 0 else None

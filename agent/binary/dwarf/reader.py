@@ -286,7 +286,14 @@ class Dwarf:
     @cached_property
     def frames(self) -> CallFrames:
         """The call-frame information: the canonical frame address at a pc."""
-        return CallFrames(self.info, lambda: self.cache_id)
+        return CallFrames(self.info, lambda: self.cache_id, self._eh_index)
+
+    def _eh_index(self) -> tuple[int, bytes] | None:
+        """.eh_frame_hdr of the file .eh_frame is read from: its address and bytes."""
+        sec = self.elf.section(".eh_frame_hdr")
+        if sec is None or not sec.size or self.info.eh_frame_sec is None:
+            return None
+        return sec.addr, self.elf.section_data(sec)
 
     def unit_at(self, address: int) -> CompileUnit | None:
         """The unit whose code holds ``address``: the one .debug_aranges names, when its
