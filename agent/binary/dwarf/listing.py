@@ -140,13 +140,22 @@ class Listing:
         first = self.symbols.get(name)
         if first is None or not first.name.startswith(("_ZN", "_R")):
             return []
-        base = strip_suffix(first.name)
         seen = {first.address}
         out = []
-        for sym in self.dwarf.elf.function_symbols():
-            if sym.size and sym.address not in seen and strip_suffix(sym.name) == base:
+        for sym in self._by_base.get(strip_suffix(first.name), ()):
+            if sym.address not in seen:
                 seen.add(sym.address)
                 out.append(sym.name)
+        return out
+
+    @cached_property
+    def _by_base(self) -> dict[str, list[Symbol]]:
+        """Rust's function symbols with code, by their name without LLVM's or noop's
+        suffix, in the symbol table's order (``copies``: one pass for every question)."""
+        out: dict[str, list[Symbol]] = {}
+        for sym in self.dwarf.elf.function_symbols():
+            if sym.size and sym.name.startswith(("_ZN", "_R")):
+                out.setdefault(strip_suffix(sym.name), []).append(sym)
         return out
 
     def dwarf_name(self, name: str) -> str:
