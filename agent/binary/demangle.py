@@ -39,6 +39,8 @@ def demangle(symbol: str) -> str | None:
 def strip_suffix(symbol: str) -> str:
     """``symbol`` without the ``.llvm.<N>`` that LLVM gives a local symbol it promotes,
     or the ``@0x<address>`` noop gives a second function of one name."""
+    if "." not in symbol and "@" not in symbol:  # most symbols: no suffix to look for
+        return symbol
     return _SUFFIX_RE.sub("", symbol)
 
 
