@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness.metrics import get, samples
+from harness.metrics import Samples, get, samples
 from harness.noop import start, stopped
 from harness.programs import PROGRAMS, go_build, go_toolchain
 from hypothesis import given, settings
@@ -222,6 +222,14 @@ def _once_mirrored(agent: str, tries: int = 100) -> str:
     return text
 
 
+def _by_own(got: Samples, binary: Path, pid: int) -> Samples:
+    """The samples noop serves of process ``pid``'s own metrics, keyed as the program's
+    exposition parses (its labels alone, without noop's target and pid)."""
+    ours = {("target", binary.name), ("pid", str(pid))}
+    return {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in got.items()
+            if ours <= set(k[1])}
+
+
 def _mirrored(text: str) -> Iterator[str]:
     for line in text.splitlines():
         if line.startswith(("mirror_", "inner_", "promhttp_")):
@@ -253,9 +261,7 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     finally:
         proc.terminate()
         proc.wait()
-    ours = {("target", binary.name), ("pid", str(proc.pid))}
-    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in mine.items()
-              if ours <= set(k[1])}
+    by_own = _by_own(mine, binary, proc.pid)
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert {k: by_own.get(k) for k in theirs} == theirs
     # no probe at all: every value comes from memory
@@ -267,7 +273,6 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
          ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
 
 
-GAUGES = {"mirror_level", "mirror_temperature", "mirror_info"}  # the program's gauges
 COUNTING = {"gauge_add", "gauge_set", "metric_made", "registry_gathered"}
 
 
@@ -280,7 +285,6 @@ def test_by_default_probes_count_only_what_memory_does_not_hold(
     the counters', histograms' and summaries' updates cost the program no trap."""
     import signal
 
-    from harness.metrics import Samples
     from harness.noop import drained
 
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
@@ -305,9 +309,7 @@ def test_by_default_probes_count_only_what_memory_does_not_hold(
     finally:
         proc.terminate()
         proc.wait()
-    ours = {("target", binary.name), ("pid", str(proc.pid))}
-    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in got.items()
-              if ours <= set(k[1])}
+    by_own = _by_own(got, binary, proc.pid)
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert theirs[("mirror_calls_total", ())] == rounds
     assert {k: by_own.get(k) for k in theirs} == theirs
@@ -353,9 +355,7 @@ def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves
     # its update was probed (noop_metric_updates{metric="probe_made_total"}): not mirrored
     assert not [line for line in text.splitlines() if line.startswith("probe_made_total")
                 or line.startswith("# TYPE probe_made_total")]
-    ours = {("target", binary.name), ("pid", str(proc.pid))}
-    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in mine.items()
-              if ours <= set(k[1])}
+    by_own = _by_own(mine, binary, proc.pid)
     assert theirs and {k: by_own.get(k) for k in theirs} == theirs
 
 
@@ -512,9 +512,7 @@ def test_a_gauge_probe_over_its_budget_comes_off_and_its_value_still_comes_from_
         proc.terminate()
         proc.wait()
     assert got[("noop_probe_enabled", (("probe", "gauge_set"),))] == 0
-    ours = {("target", binary.name), ("pid", str(proc.pid))}
-    by_own = {(k[0], tuple(sorted(set(k[1]) - ours))): v for k, v in got.items()
-              if ours <= set(k[1])}
+    by_own = _by_own(got, binary, proc.pid)
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert theirs[("mirror_level", ())] > 0
     assert {k: by_own.get(k) for k in theirs} == theirs
