@@ -13,6 +13,7 @@ from agent.binary.dwarf.dies import attr, die_name, origin_of
 from agent.binary.dwarf.functions import frame_base
 from agent.binary.dwarf.locations import Location, Unavailable
 from agent.binary.dwarf.source import VAR_TAGS, Site, Var
+from agent.errors import NoopError
 
 if TYPE_CHECKING:
     from agent.binary.dwarf.source import Source
@@ -55,12 +56,11 @@ def vars_at(source: Source, site: Site) -> list[Var]:
                            tdie, constant))
     return out
 
+
 def _at_entry(source: Source, site: Site) -> dict[str, tuple[Location | None, str]] | None:
     """At a function's first instruction, where its parameters are as ``noop vars
     FUNCTION`` places them (the calling convention's registers and stack, where DWARF
     may name frame slots the prologue has not written yet), by name; None elsewhere."""
-    from agent.errors import NoopError
-
     low = site.subprogram.attributes.get("DW_AT_low_pc")
     if low is None or low.value != site.address:
         return None
@@ -105,6 +105,7 @@ def _located(source: Source, var: DIE, site: Site, frame_base: list[int] | None,
             return loc, "in part optimized away here", None
         return None, "optimized away here", None
     return loc, "", None
+
 
 def _elsewhere(source: Source, var: DIE, site: Site) -> str:
     """"not available here", with the lines (of this body) where it is."""

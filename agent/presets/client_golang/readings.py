@@ -60,7 +60,9 @@ def _u64(raw: bytes, at: int) -> int:
 
 
 _WORD = struct.Struct("<Q")
-_ITAB_DATA = struct.Struct("<QQ")  # an interface value: its itab, its data word
+# two words: an interface value's itab and data word, the two halves' pointers, a
+# slice's pointer and length
+_TWO_WORDS = struct.Struct("<QQ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,7 @@ class Reader:
             if raw is None:
                 out.gone.append(s)
                 continue
-            itab, data, desc = _ITAB_DATA.unpack_from(raw, lay.self_at) + \
+            itab, data, desc = _TWO_WORDS.unpack_from(raw, lay.self_at) + \
                 _WORD.unpack_from(raw, lay.desc_at)
             if data != s.address or desc != s.desc or not self._is(itab, lay.name):
                 out.gone.append(s)  # not the object it was (freed, maybe reused)
@@ -205,20 +207,19 @@ class Reader:
         if not objects:
             return []
         plan = []
+        layouts = [self._halves_of(s.type) for s, _raw in objects]
         wanted: list[tuple[int, int]] = []
-        for s, raw in objects:
-            h = self._halves_of(s.type)
-            first, second = _ITAB_DATA.unpack_from(raw, h.counts_at)
+        for (_s, raw), h in zip(objects, layouts, strict=True):
+            first, second = _TWO_WORDS.unpack_from(raw, h.counts_at)
             wanted += [(first, h.half_size), (second, h.half_size)]
         halves = gm.memory.read_many(wanted)
         wanted = []
-        for i, (s, raw) in enumerate(objects):
-            h = self._halves_of(s.type)
+        for i, ((s, raw), h) in enumerate(zip(objects, layouts, strict=True)):
             n = _WORD.unpack_from(raw, h.hot_at)[0]
             hot, cold = halves[2 * i + (n >> 63)], halves[2 * i + 1 - (n >> 63)]
             plan.append((s, raw, n, hot, cold, h))
             if h.buckets_at >= 0:
-                wanted.append(((data := _ITAB_DATA.unpack_from(hot, h.buckets_at))[0],
+                wanted.append(((data := _TWO_WORDS.unpack_from(hot, h.buckets_at))[0],
                                8 * data[1]) if hot else (0, 0))
             wanted.append((s.address + h.hot_at, 8))
         got = iter(gm.memory.read_many(wanted))
