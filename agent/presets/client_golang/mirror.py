@@ -40,9 +40,12 @@ if TYPE_CHECKING:
     from agent.plan.model import TargetPlan
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
-# A registry the program gathers this often is one it serves (one gathered once was made
-# for one request and dropped: the blackbox exporter makes one per probe) ...
+# A registry the program gathers this often, at gathers this far apart, is one it serves
+# (one made for one request is dropped after it: the blackbox exporter makes one per
+# probe, and gathers it twice within milliseconds, for its answer and for its page of
+# recent probes) ...
 SERVED_AFTER = 2
+APART = 1.0  # seconds
 STALE = 3600.0  # ... until it has not been gathered for this long
 MAX_GATHERED = 1024  # registries remembered per process (the oldest gathered forgotten)
 MAX_SERIES = 1 << 18  # series whose label text is kept
@@ -84,8 +87,9 @@ class Mirror:
         self._lock = threading.Lock()  # the processes and what their walks found
         self._processes: dict[int, _Process] = {}
         self._refused: set[int] = set()  # processes whose memory cannot be read (said once)
-        # per process: (registry, its map's header and seed) -> (times gathered, when last)
-        self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float]]] = {}
+        # per process: (registry, its map's header and seed) -> (times gathered APART,
+        # when the last of those, when last gathered)
+        self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float, float]]] = {}
         self._labels_of: dict[tuple[int, int, int], str] = {}  # _label_text's
         self._wake = threading.Event()
         self._stop = False
@@ -124,8 +128,9 @@ class Mirror:
 
     def gathered(self, event: Event) -> None:
         """A registry the program gathered (the preset's ``registry_gathered`` probe, at
-        each scrape of the program): once gathered again, walked beside those the
-        globals hold, while it is itself (its map of collectors the same)."""
+        each scrape of the program): once gathered again, at least ``APART`` later,
+        walked beside those the globals hold, while it is itself (its map of collectors
+        the same)."""
         reg, header = event.values.get("registry"), event.values.get("collectors")
         second = event.values.get("seed")  # the header's second word, as Gather started
         with self._lock:
@@ -134,22 +139,27 @@ class Mirror:
                 not header or not isinstance(second, int) or p is None:
             return  # a process not followed yet: its next scrape gathers it again
         key = (reg, header, p.gm.seed_of(second))
+        now = event.ts / 1e9 if event.ts else time.monotonic()  # when Gather started
         with self._lock:
             seen = self._gathered.setdefault(event.pid, {})
-            n = seen.get(key, (0, 0.0))[0] + 1
-            seen[key] = (n, time.monotonic())
+            n, counted, _last = seen.get(key, (0, 0.0, 0.0))
+            served = not n or now - counted >= APART  # another scrape, not the same one
+            if served:
+                n, counted = n + 1, now
+            seen[key] = (n, counted, now)
             while len(seen) > MAX_GATHERED:
-                del seen[min(seen, key=lambda k: seen[k][1])]
-            if n == SERVED_AFTER:
+                del seen[min(seen, key=lambda k: seen[k][2])]
+            served = served and n == SERVED_AFTER
+            if served:
                 p.walked = 0.0  # walked again: at the next scrape, or by the thread
-        if n == SERVED_AFTER:
+        if served:
             self._wake.set()
 
     def _served(self, pid: int) -> dict[int, tuple[int, int]]:
         """The registries process ``pid`` serves that its globals may not hold: each one's
         address, and its map's header and seed (called with ``_lock`` held)."""
         now = time.monotonic()
-        return {reg: (header, seed) for (reg, header, seed), (n, last)
+        return {reg: (header, seed) for (reg, header, seed), (n, _counted, last)
                 in self._gathered.get(pid, {}).items()
                 if n >= SERVED_AFTER and now - last < STALE}
 

@@ -10,8 +10,8 @@
 // -format it only reads float64 bits (hex, one a line) on stdin and writes each as Go
 // writes a number in the text format (strconv.FormatFloat(v, 'g', -1, 64)). With -local
 // the metrics go to a registry only main holds, served by promhttp.HandlerFor, and each
-// GET of /probe makes a registry of its own, gathers it once and drops it, as the
-// blackbox exporter does for each probe.
+// GET of /probe makes a registry of its own, gathers it twice (for a page of recent
+// probes, and for its answer) and drops it, as the blackbox exporter does for each probe.
 package main
 
 import (
@@ -123,6 +123,9 @@ func main() {
 			made := prometheus.NewCounter(prometheus.CounterOpts{Name: "probe_made_total", Help: "Made."})
 			made.Inc()
 			once.MustRegister(made)
+			if _, err := once.Gather(); err != nil { // the probe's history, kept apart
+				log.Print(err)
+			}
 			promhttp.HandlerFor(once, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		})
 	}
