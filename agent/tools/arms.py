@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError, NotFound
-from agent.plan.model import Plan
+from agent.plan.model import Plan, TargetPlan
 from agent.tools.workloads import FLOAT_PARAMS, Site
 
 READY = "noop-bench-ready"
@@ -321,7 +321,7 @@ def _preset(site: Site, counts: bool = False) -> Iterator[Attached]:
     how = "--mirror counts" if counts else "preset"
     attached = Attached(where=f"{where or 'none of its sites for this op'}{more} ({how})")
     with load.Loaded(plan, program) as loaded, \
-            (_scraped(site, attached) if counts else nullcontext()):
+            (_scraped(site, attached, plan.targets[0]) if counts else nullcontext()):
         yield attached
         attached.hits = sum(agg.merge(program.aggregates[pi], k, vs).hits
                             for pi in program.aggregates for k, vs in loaded.rows(pi))
@@ -337,19 +337,18 @@ def _mirror(site: Site) -> Iterator[Attached]:
     plan = presets.memory_only(presets.plan(site.binary, aggregate=True))
     assert not plan.probes
     attached = Attached(where="no probe (mirror)")
-    with _scraped(site, attached):
+    with _scraped(site, attached, plan.targets[0]):
         yield attached  # hits: None, its counts are the program's own, from memory
 
 
 @contextmanager
-def _scraped(site: Site, attached: Attached) -> Iterator[None]:
-    """The program's metrics mirrored from its memory, scraped every half second while
-    the workload runs; the median scrape's time in ``attached.notes["render_ms"]``."""
-    from agent.presets import plans as presets
+def _scraped(site: Site, attached: Attached, target: TargetPlan) -> Iterator[None]:
+    """The program's metrics mirrored from its memory (the processes running the
+    preset plan's ``target``), scraped every half second while the workload runs; the
+    median scrape's time in ``attached.notes["render_ms"]``."""
     from agent.presets.client_golang.mirror import Mirror, running
 
-    plan = presets.plan(site.binary, aggregate=True)
-    mirror = Mirror(Path(site.binary).name, site.binary, find=running(plan.targets[0]))
+    mirror = Mirror(Path(site.binary).name, site.binary, find=running(target))
     stop = threading.Event()
     times: list[float] = []
 
