@@ -31,18 +31,26 @@ from agent.tools import inspect
 ROUNDS = 4
 
 
-def _probes(binary: Path, function: str) -> dict[str, tuple[str, dict[str, str]]]:
+def _probes(binary: Path, function: str
+            ) -> tuple[dict[str, tuple[str, dict[str, str]]], set[int]]:
     """Probe name -> (its line, its values by key): every line of ``function`` a line
     probe can count the passes of (noop refuses one no instruction sees each pass of,
-    and says so in ``noop vars``)."""
-    lines = [(where, values) for where, values in every_line(binary, function).items()
-             if "refused" not in inspect.line_vars(str(binary), where)]
-    return {f"l{n}": line for n, line in enumerate(lines)}
+    and says so in ``noop vars``); and the addresses where a probe counts a pass at a
+    jump into its line rather than at a statement of it."""
+    lines, jumps = [], set()
+    for where, values in every_line(binary, function).items():
+        answer = inspect.line_vars(str(binary), where)
+        if "refused" in answer:
+            continue
+        lines.append((where, values))
+        jumps |= {s["address"] for s in answer["sites"]
+                  if "counts" in s and s.get("statement") is False}
+    return {f"l{n}": line for n, line in enumerate(lines)}, jumps
 
 
 def _compare(binary: Path, language: str, function: str, args: list[str],
              tmp_path: Path) -> None:
-    probes = _probes(binary, function)
+    probes, jumps = _probes(binary, function)
     spec = tmp_path / "p.yaml"
     spec.write_text(json.dumps({"targets": {"t": {"binary": str(binary)}}, "probes": [
         {"name": name, "line": where, **({"values": values} if values else {})}
@@ -63,9 +71,6 @@ def _compare(binary: Path, language: str, function: str, args: list[str],
             sites.setdefault(address, {}).update(
                 {f"{p['name']}:{k}": v for k, v in probes[p["name"]][1].items()})
             probes_at.setdefault(address, []).append(p["name"])
-    jumps = {s["address"] for where, _v in probes.values()
-             for s in inspect.line_vars(str(binary), where)["sites"]
-             if "counts" in s and s.get("statement") is False}
     with ElfFile(binary) as elf:
         pie = elf.e_type == 3
     extra = QUIET.get(language, {})
