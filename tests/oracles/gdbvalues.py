@@ -33,7 +33,7 @@ import json, os, re
 import gdb
 
 req = json.load(open(os.environ["NOOP_GDB_REQUEST"]))
-# The program as it runs without gdb (with_aslr_off): no shell between, and none of
+# The program as it runs without gdb (without_aslr): no shell between, and none of
 # the variables gdb adds to its environment, so that its stack starts where it would.
 for setting in ("pagination off", "confirm off", "print elements 0",
                 "startup-with-shell off", "disable-randomization on"):
