@@ -555,6 +555,7 @@ class TestInspectAnswers:
             path = cache._path(bid, kind, key)
             stored = json.loads(path.read_bytes().splitlines()[-1])["value"]
             for n, damage in enumerate(_damages(kind, stored)):
+                cache.settle()  # the answer made again is written by now, not after this
                 path.write_bytes(_entry(key, damage))
                 before = len(opened)
                 inspect.close()
@@ -605,7 +606,7 @@ class TestFileDigests:
         monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "cache"))
         f = tmp_path / "bin"
         f.write_bytes(b"A" * 4096)
-        hashed = _counted(monkeypatch, hashlib, "file_digest")
+        hashed = _counted(monkeypatch, cache, "file_digest")
         first = cache.fingerprint(f)
         cache._digest.cache_clear()  # as a new process
         assert cache.fingerprint(f) == first and len(hashed) == 1
@@ -616,7 +617,34 @@ class TestFileDigests:
         cache._digest.cache_clear()
         assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
         assert cache.fingerprint(f) != first and len(hashed) == 2
-        assert cache.fingerprint(f) == hashlib.sha256(b"B" + b"A" * 4095).hexdigest()[:16]
+        assert cache.fingerprint(f) == _pieces_digest(b"B" + b"A" * 4095, cache.PIECE)
+
+    @pytest.mark.parametrize("threads", [1, 2, 3, 4])
+    @pytest.mark.parametrize("size", [0, 1, 1023, 1024, 1025, 5 * 1024 + 7])
+    def test_the_digest_of_pieces_whatever_the_threads(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int,
+            size: int) -> None:
+        """Hashed in pieces by several threads, the digest is that of the pieces in
+        order, however many threads hashed them (a file of many pieces, each a size
+        around the edges of a piece)."""
+        monkeypatch.setattr(cache, "PIECE", 1024)
+        monkeypatch.setattr(cache.cpus, "usable", lambda most: min(threads, most))
+        f = tmp_path / "bin"
+        data = os.urandom(size)
+        f.write_bytes(data)
+        assert cache.file_digest(str(f)) == _pieces_digest(data, 1024)
+
+    def test_a_file_that_cannot_be_read_is_an_os_error(self, tmp_path: Path) -> None:
+        with pytest.raises(IsADirectoryError):
+            cache.file_digest(str(tmp_path))
+
+
+def _pieces_digest(data: bytes, piece: int) -> str:
+    """The file digest computed here alone: SHA-512 of the pieces' SHA-512s and the
+    size."""
+    parts = b"".join(hashlib.sha512(data[i:i + piece]).digest()
+                     for i in range(0, len(data), piece))
+    return hashlib.sha512(parts + len(data).to_bytes(8, "little")).hexdigest()[:16]
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
