@@ -47,11 +47,10 @@ def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], b
                       if tag & 0xFFFF == SUBPROGRAM and name != NO_NAME
                       and tree.kept.ref(at) < 0]
     out: dict[str, list[int]] = {}
-    for at in candidates:
-        if tree.unit_of(at) in chosen:
-            q = tree.qualified(at, nested)
-            if keep(q):
-                out.setdefault(q, []).append(at)
+    named = tree.names_of([at for at in candidates if tree.unit_of(at) in chosen], nested)
+    for at, q in named.items():
+        if keep(q):
+            out.setdefault(q, []).append(at)
     return out
 
 
