@@ -35,6 +35,8 @@ from agent.binary.dwarf.steps import (
     SUBPROGRAM,
     UNIT_TAGS,
     Plan,
+    Reading,
+    indirect,
 )
 from agent.binary.dwarf.steps import plans as plans_of
 from agent.binary.elf import uleb128
@@ -108,25 +110,18 @@ class Tree:
         self.walked.add(at)
 
     def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
-        # One function on purpose: its loop runs once per DIE (over a million in a large
-        # Rust build), where a call per DIE or per attribute would cost the walk a tenth.
-        table = self.table(abbrev_at)  # alike tables are one object (scan._Alike)
-        key = (id(table), u.osize, u.asize, u.refaddr)
-        plans = self._plans.get(key)
-        if plans is None:
-            plans = self._plans[key] = plans_of(table, u)
-        info, inlined, starting = self.info, self.inlined, self.starting
-        named = self.named
+        # Its loop runs once per DIE (millions in a large Rust build): a DIE with nothing
+        # to read is skipped by an addition or a loop of skips here, and only a kept DIE
+        # with something to read costs a call (``_read``).
+        plans = self._plans_for(u, abbrev_at)
+        info, inlined, starting, named = self.info, self.inlined, self.starting, self.named
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
         k_at, k_tag, k_parent, k_name, k_ref = (a.append for a in block)
         pos, end = u.first, u.end
         stack: list[int] = []
         parent = -1  # the DIE the next one is in: the top of ``stack``
-        str_base = 8 if u.osize == 4 else 16
-        skip = scan._skip
-        word = _U32 if u.osize == 4 else _U64  # a section offset (strp, sec_offset)
-        refaddr = _U32 if u.refaddr == 4 else _U64 if u.refaddr == 8 else None
-        unit = u.at
+        skip, read = scan._skip, self._read
+        unit = Reading(u)
         while pos < end:
             at = pos
             code = info[pos]
@@ -143,73 +138,105 @@ class Tree:
                     parent = stack[-1] if stack else -1
                 continue
             tag, children, fixed, steps, tail, keep = plans[code]
-            name = NO_NAME
-            ref = low = -1
-            declared = 0
-            if fixed >= 0:  # no attribute noop reads: skipped at once
+            if fixed >= 0:  # no attribute noop reads, none of varying size: one addition
                 pos += fixed
-            else:
-                for before, role, form, size in steps:
+                if not keep:
+                    continue
+                name, ref, low, declared = NO_NAME, -1, -1, 0
+            elif not keep:  # every step a skip: noop reads attributes of kept DIEs only
+                for before, _role, form, _size in steps:
                     pos += before
-                    while form == 0x16:  # indirect: the form is in the DIE
-                        form, pos = uleb128(info, pos)
-                        known = scan.fixed_size(form, u)
-                        size = -1 if known is None else known
-                    if role == SKIP:
-                        if form == 0x18 or form == 0x09:  # exprloc, block: a length first
-                            n = info[pos]
-                            pos = pos + 1 + n if n < 0x80 else skip(info, pos, form, u)
-                        elif (form == 0x0D or form == 0x0F) and info[pos] < 0x80:
-                            pos += 1  # a one-byte LEB128
-                        else:
-                            pos = skip(info, pos, form, u)
-                        continue
-                    if role == NAME:
-                        if form == _STRP:
-                            name = word(info, pos)[0]
-                        else:
-                            got_name = self.name_code(pos, form, u, str_base)
-                            if isinstance(got_name, str):
-                                self.kept.texts[at] = got_name
-                                name = TEXT
-                            else:
-                                name = got_name if got_name >= 0 else got_name - 2
-                    elif role in (ORIGIN, SPEC):
-                        if form == 0x13:
-                            got = unit + _U32(info, pos)[0]
-                        elif form == _REF_ADDR and refaddr is not None:
-                            got = refaddr(info, pos)[0]
-                        else:
-                            got = scan._ref(info, pos, form, u)
-                        if got is not None and (role == ORIGIN or ref < 0):
-                            ref = got  # abstract_origin, else specification
-                    elif role == DECL:
-                        declared = DECLARED if form == 0x19 or info[pos] else 0
-                    elif role == LOW:
-                        if form == 0x01:
-                            low = int.from_bytes(info[pos:pos + u.asize], "little")
-                        else:
-                            self.odd.add(u.at)
+                    if form == 0x18 or form == 0x09:  # exprloc, block: a length first
+                        n = info[pos]
+                        pos = pos + 1 + n if n < 0x80 else skip(info, pos, form, u)
+                    elif (form == 0x0D or form == 0x0F) and info[pos] < 0x80:
+                        pos += 1  # a one-byte LEB128
                     else:
-                        str_base = int.from_bytes(info[pos:pos + u.osize], "little")
-                    pos = pos + size if size >= 0 else skip(info, pos, form, u)
+                        pos = skip(info, pos, form, u)
                 pos += tail
-            if keep:
-                k_at(at)
-                k_tag((tag | PARENT if children else tag) | declared)
-                k_parent(parent)
-                k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
-                k_ref(ref)
-                if low >= 0:
-                    starting.setdefault(low, []).append(at)
-                if tag == SUBPROGRAM and ref < 0 and name != NO_NAME:
-                    named.setdefault(name, []).append(at)
-                if tag == INLINED:
-                    inlined.append(at)
-                if children:
-                    stack.append(at)
-                    parent = at
+                continue
+            else:
+                pos, name, ref, low, declared = read(at, pos, steps, unit)
+                pos += tail
+            k_at(at)
+            k_tag((tag | PARENT if children else tag) | declared)
+            k_parent(parent)
+            k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
+            k_ref(ref)
+            if low >= 0:
+                starting.setdefault(low, []).append(at)
+            if tag == SUBPROGRAM and ref < 0 and name != NO_NAME:
+                named.setdefault(name, []).append(at)
+            if tag == INLINED:
+                inlined.append(at)
+            if children:
+                stack.append(at)
+                parent = at
         self.kept.add(u.at, block)
+
+    def _plans_for(self, u: scan._Unit, abbrev_at: int) -> dict[int, Plan]:
+        """The walk's plan of each abbreviation of unit ``u``, made once per table and
+        unit shape."""
+        table = self.table(abbrev_at)  # alike tables are one object (scan._Alike)
+        key = (id(table), u.osize, u.asize, u.refaddr)
+        plans = self._plans.get(key)
+        if plans is None:
+            plans = self._plans[key] = plans_of(table, u)
+        return plans
+
+    def _read(self, at: int, pos: int, steps: tuple[tuple[int, int, int, int], ...],
+              unit: Reading) -> tuple[int, int, int, int, int]:
+        """The attributes of the kept DIE at ``at`` whose first is at ``pos``, read by
+        its plan's ``steps``: where they end, its name code, what it refers to, its
+        low_pc and ``DECLARED`` (-1, -1, 0 for none)."""
+        info, u = self.info, unit.u
+        name = NO_NAME
+        ref = low = -1
+        declared = 0
+        for before, role, form, size in steps:
+            pos += before
+            if form == 0x16:  # indirect: the form is in the DIE
+                form, size, pos = indirect(info, pos, u)
+            if role == SKIP:
+                if form == 0x18 or form == 0x09:  # exprloc, block: a length first
+                    n = info[pos]
+                    pos = pos + 1 + n if n < 0x80 else scan._skip(info, pos, form, u)
+                else:
+                    pos = scan._skip(info, pos, form, u)
+                continue
+            if role == NAME:
+                if form == _STRP:
+                    name = unit.word(info, pos)[0]
+                else:
+                    name = self._name_of(at, pos, form, unit)
+            elif role in (ORIGIN, SPEC):
+                if form == 0x13:
+                    got = u.at + _U32(info, pos)[0]
+                elif form == _REF_ADDR and unit.refaddr is not None:
+                    got = unit.refaddr(info, pos)[0]
+                else:
+                    got = scan._ref(info, pos, form, u)
+                if got is not None and (role == ORIGIN or ref < 0):
+                    ref = got  # abstract_origin, else specification
+            elif role == DECL:
+                declared = DECLARED if form == 0x19 or info[pos] else 0
+            elif role == LOW:
+                if form == 0x01:
+                    low = int.from_bytes(info[pos:pos + u.asize], "little")
+                else:
+                    self.odd.add(u.at)
+            else:
+                unit.str_base = int.from_bytes(info[pos:pos + u.osize], "little")
+            pos = pos + size if size >= 0 else scan._skip(info, pos, form, u)
+        return pos, name, ref, low, declared
+
+    def _name_of(self, at: int, pos: int, form: int, unit: Reading) -> int:
+        """The name code (``Kept``'s) of a name in a form other than strp."""
+        got = self.name_code(pos, form, unit.u, unit.str_base)
+        if isinstance(got, str):
+            self.kept.texts[at] = got
+            return TEXT
+        return got if got >= 0 else got - 2
 
     def name_code(self, pos: int, form: int, u: scan._Unit, str_base: int) -> int | str:
         info = self.info
