@@ -133,7 +133,7 @@ def write_atomic(path: Path, data: bytes) -> bool:
 def fingerprint(path: str | os.PathLike[str]) -> str:
     """A digest of the file's bytes: answers cached for one file are never given for
     another with the same build-id (a damaged or altered copy). Hashed once per file
-    version (``file_digest``: 50 ms for 50 MB, 130 ms for 130 MB), then kept under
+    version (``files.digest``: 50 ms for 50 MB, 130 ms for 130 MB), then kept under
     what the file's inode says of it: device, inode, size, and the modification and
     change times in nanoseconds (any write to the file changes its change time, which
     no one can set back; a file put in its place is another inode)."""
@@ -148,54 +148,9 @@ def _digest(path: str, dev: int, ino: int, size: int, mtime: int, ctime: int) ->
     kept = get("files", "pieces", key, load=_hex16)
     if kept is not None:
         return kept
-    digest = file_digest(path)
+    digest = files.digest(path)
     put("files", "pieces", key, digest)
     return digest
-
-
-PIECE = 16 << 20  # bytes of a file hashed alone (``file_digest``)
-
-
-def file_digest(path: str) -> str:
-    """SHA-512 of the SHA-512s of the file's 16 MB pieces, in order, and its size; the
-    pieces hashed by as many threads as noop may use CPUs (hashlib lets go of the
-    interpreter while it hashes), since a cold start of a 130 MB binary waited 0.34 s
-    for one SHA-256. The answer does not depend on how many threads there were. The
-    threads are gone when it returns (a walk of DWARF forks only a one-thread process)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        size = os.fstat(fd).st_size
-        digests: list[bytes] = [b""] * -(-size // PIECE)
-        failed: list[OSError] = []
-
-        def hash_every(first: int, step: int) -> None:
-            buf = memoryview(bytearray(1 << 20))
-            try:
-                for i in range(first, len(digests), step):
-                    h, at, end = hashlib.sha512(), i * PIECE, min((i + 1) * PIECE, size)
-                    while at < end:
-                        got = os.preadv(fd, [buf[:min(len(buf), end - at)]], at)
-                        if got == 0:
-                            raise OSError(errno.EIO, "the file shrank while it was read")
-                        h.update(buf[:got])
-                        at += got
-                    digests[i] = h.digest()
-            except OSError as e:
-                failed.append(e)
-
-        ways = max(1, min(cpus.usable(4), len(digests)))
-        helpers = [threading.Thread(target=hash_every, args=(k, ways), daemon=True)
-                   for k in range(1, ways)]
-        for t in helpers:
-            t.start()
-        hash_every(0, ways)
-        for t in helpers:
-            t.join()
-        if failed:
-            raise failed[0]
-    finally:
-        os.close(fd)
-    return hashlib.sha512(b"".join(digests) + size.to_bytes(8, "little")).hexdigest()[:16]
 
 
 def _hex16(value: object) -> str:

@@ -2,16 +2,20 @@
 directory), checked in one place: every OS error on the way to one, and every file that
 is not a regular file (a directory, a FIFO, a socket, a device), is one line that names
 the file and what is wrong, never a traceback; and reads are bounded, so that a FIFO,
-``/dev/zero`` or a huge sparse file is refused, never waited for or read to the end."""
+``/dev/zero`` or a huge sparse file is refused, never waited for or read to the end.
+And a file's digest (``digest``), what the cache tells versions of a binary apart by."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from agent import cpus
 from agent.errors import NoopError
 
 MAX_TEXT = 16 << 20  # bytes of a spec or a web config read at most
@@ -125,3 +129,48 @@ def read_text(path: str | os.PathLike[str], what: str, limit: int = MAX_TEXT,
         err = error(f"{path}: not UTF-8 text (byte {exc.start})", f"a {what} is plain text")
         err.exit_code = 2
         raise err from None
+
+
+PIECE = 16 << 20  # bytes of a file hashed alone (``digest``)
+
+
+def digest(path: str | os.PathLike[str]) -> str:
+    """SHA-512 of the SHA-512s of the file's 16 MB pieces, in order, and its size; the
+    pieces hashed by as many threads as noop may use CPUs (hashlib lets go of the
+    interpreter while it hashes), since a cold start of a 130 MB binary waited 0.34 s
+    for one SHA-256. The answer does not depend on how many threads there were. The
+    threads are gone when it returns (a walk of DWARF forks only a one-thread process)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        digests: list[bytes] = [b""] * -(-size // PIECE)
+        failed: list[OSError] = []
+
+        def hash_every(first: int, step: int) -> None:
+            buf = memoryview(bytearray(1 << 20))
+            try:
+                for i in range(first, len(digests), step):
+                    h, at, end = hashlib.sha512(), i * PIECE, min((i + 1) * PIECE, size)
+                    while at < end:
+                        got = os.preadv(fd, [buf[:min(len(buf), end - at)]], at)
+                        if got == 0:
+                            raise OSError(errno.EIO, "the file shrank while it was read")
+                        h.update(buf[:got])
+                        at += got
+                    digests[i] = h.digest()
+            except OSError as e:
+                failed.append(e)
+
+        ways = max(1, min(cpus.usable(4), len(digests)))
+        helpers = [threading.Thread(target=hash_every, args=(k, ways), daemon=True)
+                   for k in range(1, ways)]
+        for t in helpers:
+            t.start()
+        hash_every(0, ways)
+        for t in helpers:
+            t.join()
+        if failed:
+            raise failed[0]
+    finally:
+        os.close(fd)
+    return hashlib.sha512(b"".join(digests) + size.to_bytes(8, "little")).hexdigest()[:16]

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agent import cache, cpus
+from agent import cache, cpus, files
 from agent.binary import debuginfo
 from agent.binary.amd64 import DWARF_REGS
 from agent.binary.dwarf import frames, functions, listing, lookup, reader
@@ -606,7 +606,7 @@ class TestFileDigests:
         monkeypatch.setenv("NOOP_CACHE_DIR", str(tmp_path / "cache"))
         f = tmp_path / "bin"
         f.write_bytes(b"A" * 4096)
-        hashed = _counted(monkeypatch, cache, "file_digest")
+        hashed = _counted(monkeypatch, files, "digest")
         first = cache.fingerprint(f)
         cache._digest.cache_clear()  # as a new process
         assert cache.fingerprint(f) == first and len(hashed) == 1
@@ -617,7 +617,7 @@ class TestFileDigests:
         cache._digest.cache_clear()
         assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
         assert cache.fingerprint(f) != first and len(hashed) == 2
-        assert cache.fingerprint(f) == _pieces_digest(b"B" + b"A" * 4095, cache.PIECE)
+        assert cache.fingerprint(f) == _pieces_digest(b"B" + b"A" * 4095, files.PIECE)
 
     @pytest.mark.parametrize("threads", [1, 2, 3, 4])
     @pytest.mark.parametrize("size", [0, 1, 1023, 1024, 1025, 5 * 1024 + 7])
@@ -627,16 +627,16 @@ class TestFileDigests:
         """Hashed in pieces by several threads, the digest is that of the pieces in
         order, however many threads hashed them (a file of many pieces, each a size
         around the edges of a piece)."""
-        monkeypatch.setattr(cache, "PIECE", 1024)
-        monkeypatch.setattr(cache.cpus, "usable", lambda most: min(threads, most))
+        monkeypatch.setattr(files, "PIECE", 1024)
+        monkeypatch.setattr(files.cpus, "usable", lambda most: min(threads, most))
         f = tmp_path / "bin"
         data = os.urandom(size)
         f.write_bytes(data)
-        assert cache.file_digest(str(f)) == _pieces_digest(data, 1024)
+        assert files.digest(f) == _pieces_digest(data, 1024)
 
     def test_a_file_that_cannot_be_read_is_an_os_error(self, tmp_path: Path) -> None:
         with pytest.raises(IsADirectoryError):
-            cache.file_digest(str(tmp_path))
+            files.digest(tmp_path)
 
 
 def _pieces_digest(data: bytes, piece: int) -> str:
