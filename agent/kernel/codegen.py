@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Literal
 
-from agent.kernel import aggregate, events
+from agent.kernel import aggregate, events, shapes
 from agent.kernel.bodies import Ctx, event_c, renew_c
 from agent.kernel.events import Layout
 from agent.kernel.exits import call_c, call_maps, drop_c, return_c
@@ -63,6 +63,7 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
             ctx = Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
                       target.stack_hi_offset, site_c="site" if share else str(si))
             _site(out, ctx, agg, mode, plan.targets.index(target), base[pi], share)
+    _registers_apart(out)
     all_sites = tuple((pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites)))
     calls = {XMM_CALL: xmm_helper} if xmm_helper is not None else {}
     return Program("\n".join(out.lines) + "\n", tuple(out.layouts), out.aggs,
@@ -79,7 +80,18 @@ class _Made:
     aggs: dict[int, aggregate.Layout] = field(default_factory=dict)
     unreadable: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict)
     derived: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict)
-    shared: dict[str, str] = field(default_factory=dict)  # a body -> the function that has it
+    shared: dict[str, _Shared] = field(default_factory=dict)  # by ``shapes.apart``'s text
+
+
+@dataclass(slots=True)
+class _Shared:
+    """A program the sites of one shape share: its name, where its lines start in
+    ``_Made.lines`` and how many, and each site's registers (``shapes.apart``)."""
+
+    name: str
+    at: int
+    size: int
+    cases: shapes.Cases
 
 
 def _site(out: _Made, ctx: Ctx, agg: aggregate.Layout | None, mode: Mode, target: int,
@@ -102,17 +114,35 @@ def _site(out: _Made, ctx: Ctx, agg: aggregate.Layout | None, mode: Mode, target
                              zip(probe.values, site.fetches, strict=True)
                              if f.kind == "derived"}
     if share:
-        text = "\n".join(body)
-        if text in out.shared:  # another site's program, told this site by cookie
-            out.functions.append((pi, si, out.shared[text]))
+        marked, regs = shapes.apart("\n".join(body))
+        same = out.shared.get(marked)
+        if same is not None:  # another site's program, told this site by cookie
+            same.cases.append((si, regs))
+            out.functions.append((pi, si, same.name))
             return
-        out.shared[text] = name
         body = ["u16 site = noop_attach_cookie(ctx);  /* this site's index */", *body]
     out.functions.append((pi, si, name))
-    out.lines += [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
-                  f"{site.why}{' (and every site of its shape)' if share else ''} */",
-                  f"int {name}(struct pt_regs *ctx)", "{",
-                  *("\t" + b if b else "" for b in body), "}", ""]
+    lines = [f"/* probe {probe.name}: {site.function} at {site.address:#x}: "
+             f"{site.why}{' (and every site of its shape)' if share else ''} */",
+             f"int {name}(struct pt_regs *ctx)", "{",
+             *("\t" + b if b else "" for b in body), "}", ""]
+    if share:
+        out.shared[marked] = _Shared(name, len(out.lines), len(lines), [(si, regs)])
+    out.lines += lines
+
+
+def _registers_apart(out: _Made) -> None:
+    """The programs shared by sites that read their values from other registers, made
+    to read each site's (``shapes``); the others as their first site wrote them. From
+    the last, so that the lines of those before stay where they are."""
+    for marked, shared in sorted(out.shared.items(), key=lambda kv: -kv[1].at):
+        if len({regs for _si, regs in shared.cases}) < 2:
+            continue
+        switch, text = shapes.program(marked, shared.cases)
+        head = out.lines[shared.at:shared.at + 4]  # comment, signature, "{", the cookie
+        out.lines[shared.at:shared.at + shared.size] = [
+            *head, *("\t" + b for b in switch),
+            *("\t" + b if b else "" for b in text.split("\n")), "}", ""]
 
 
 def _probe_maps(probe: ProbePlan, lay: events.Layout, agg: aggregate.Layout | None

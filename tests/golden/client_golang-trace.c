@@ -390,6 +390,14 @@ _Static_assert(offsetof(struct noop_ev_1, v12) == 648, "event layout");
 int noop_p1_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
+	u64 noop_r0 = 0, noop_r1 = 0;  /* the registers this site's values are in */
+	{
+		volatile u64 noop_ax = ctx->ax, noop_bx = ctx->bx, noop_cx = ctx->cx, noop_di = ctx->di;
+		switch (site) {
+		case 0: case 1: noop_r0 = noop_ax; noop_r1 = noop_cx; break;
+		case 2: noop_r0 = noop_bx; noop_r1 = noop_di; break;
+		}
+	}
 	noop_trap(1 + site);
 	if (noop_left_out(0))  /* --pid: another process */
 		return 0;
@@ -406,21 +414,21 @@ int noop_p1_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 1, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rax -> *(+32) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_r0 -> *(+32) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rax -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
@@ -433,11 +441,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rax -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
@@ -450,11 +458,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rax -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
@@ -467,11 +475,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rax -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
@@ -484,11 +492,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rax -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
@@ -501,11 +509,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rax -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
@@ -518,11 +526,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rax -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
@@ -535,11 +543,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rax -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
@@ -552,222 +560,24 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: rax */
+	/* object = m: noop_r0 */
 	e->v9 = 0;
-	e->v9 = ctx->ax;
-	/* before = register (before): rcx */
+	e->v9 = noop_r0;
+	/* before = register (before): noop_r1 */
 	e->v10 = 0;
-	e->v10 = ctx->cx;
-	/* valInt = m.valInt: rax +8: 8 bytes */
+	e->v10 = noop_r1;
+	/* valInt = m.valInt: noop_r0 +8: 8 bytes */
 	e->v11 = 0;
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		if (noop_read(&e->v11, 8, a + (8))) { faults |= 0x800; break; }
 	} while (0);
-	/* valBits = m.valBits: rax +0: 8 bytes */
+	/* valBits = m.valBits: noop_r0 +0: 8 bytes */
 	e->v12 = 0;
 	do {
 		u64 a = 0;
-		a = ctx->ax;
-		if (noop_read(&e->v12, 8, a)) { faults |= 0x1000; break; }
-	} while (0);
-	e->hdr.faults = faults;
-	e->hdr.absent = absent;
-	if (*(volatile u32 *)&e->hdr.faults) {
-		int probe = 1;
-		u64 *n = noop_faults.lookup(&probe);
-		if (n)
-			(*n)++;
-	}
-	noop_events.ringbuf_submit(e, 0);
-	return 0;
-}
-
-/* probe counter_int: github.com/prometheus/client_golang/prometheus.(*goCollector).Collect at 0x…: after the lock xadd on counter.valInt at 0x… (Add inlined into github.com/prometheus/client_golang/prometheus.(*goCollector).Collect) (and every site of its shape) */
-int noop_p1_s2(struct pt_regs *ctx)
-{
-	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	noop_trap(1 + site);
-	if (noop_left_out(0))  /* --pid: another process */
-		return 0;
-	int probe_1 = 1;
-	u64 *made = noop_produced.lookup(&probe_1);
-	if (made)
-		(*made)++;
-	struct noop_ev_1 *e = noop_events.ringbuf_reserve(sizeof(*e));
-	if (!e) {
-		u64 *lost = noop_lost.lookup(&probe_1);
-		if (lost)
-			(*lost)++;
-		return 0;
-	}
-	noop_header(&e->hdr, 1, site);
-	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rbx -> *(+32) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v0, 0, sizeof(e->v0));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
-		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
-	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rbx -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v1, 0, sizeof(e->v1));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
-			if (s[1] <= 0) { absent |= 0x2; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
-		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
-	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rbx -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v2, 0, sizeof(e->v2));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
-			if (s[1] <= 0) { absent |= 0x4; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x4; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x4; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
-		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
-	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rbx -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v3, 0, sizeof(e->v3));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
-			if (s[1] <= 1) { absent |= 0x8; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
-		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
-	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rbx -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v4, 0, sizeof(e->v4));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
-			if (s[1] <= 1) { absent |= 0x10; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x10; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x10; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
-		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
-	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rbx -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v5, 0, sizeof(e->v5));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
-			if (s[1] <= 2) { absent |= 0x20; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
-		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
-	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rbx -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v6, 0, sizeof(e->v6));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
-			if (s[1] <= 2) { absent |= 0x40; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x40; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x40; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
-		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
-	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rbx -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v7, 0, sizeof(e->v7));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
-			if (s[1] <= 3) { absent |= 0x80; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
-		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
-	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rbx -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v8, 0, sizeof(e->v8));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
-			if (s[1] <= 3) { absent |= 0x100; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x100; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x100; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
-		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
-	} while (0);
-	/* object = m: rbx */
-	e->v9 = 0;
-	e->v9 = ctx->bx;
-	/* before = register (before): rdi */
-	e->v10 = 0;
-	e->v10 = ctx->di;
-	/* valInt = m.valInt: rbx +8: 8 bytes */
-	e->v11 = 0;
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		if (noop_read(&e->v11, 8, a + (8))) { faults |= 0x800; break; }
-	} while (0);
-	/* valBits = m.valBits: rbx +0: 8 bytes */
-	e->v12 = 0;
-	do {
-		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		if (noop_read(&e->v12, 8, a)) { faults |= 0x1000; break; }
 	} while (0);
 	e->hdr.faults = faults;
@@ -817,6 +627,14 @@ _Static_assert(offsetof(struct noop_ev_2, v12) == 648, "event layout");
 int noop_p2_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
+	u64 noop_r0 = 0;  /* the registers this site's values are in */
+	{
+		volatile u64 noop_bx = ctx->bx, noop_si = ctx->si;
+		switch (site) {
+		case 0: noop_r0 = noop_bx; break;
+		case 1: noop_r0 = noop_si; break;
+		}
+	}
 	noop_trap(4 + site);
 	if (noop_left_out(0))  /* --pid: another process */
 		return 0;
@@ -835,21 +653,21 @@ int noop_p2_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 2, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rbx -> *(+32) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_r0 -> *(+32) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rbx -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
@@ -862,11 +680,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rbx -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
@@ -879,11 +697,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rbx -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
@@ -896,11 +714,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rbx -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
@@ -913,11 +731,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rbx -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
@@ -930,11 +748,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rbx -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
@@ -947,11 +765,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rbx -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
@@ -964,11 +782,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rbx -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
@@ -981,216 +799,20 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: rbx */
+	/* object = m: noop_r0 */
 	e->v9 = 0;
-	e->v9 = ctx->bx;
+	e->v9 = noop_r0;
 	/* old = register (old): rax */
 	e->v10 = 0;
 	e->v10 = ctx->ax;
 	/* new = register (new): rdx */
 	e->v11 = 0;
 	e->v11 = ctx->dx;
-	/* valInt = m.valInt: rbx +8: 8 bytes */
+	/* valInt = m.valInt: noop_r0 +8: 8 bytes */
 	e->v12 = 0;
 	do {
 		u64 a = 0;
-		a = ctx->bx;
-		if (noop_read(&e->v12, 8, a + (8))) { faults |= 0x1000; break; }
-	} while (0);
-	e->hdr.faults = faults;
-	e->hdr.absent = absent;
-	if (*(volatile u32 *)&e->hdr.faults) {
-		int probe = 2;
-		u64 *n = noop_faults.lookup(&probe);
-		if (n)
-			(*n)++;
-	}
-	noop_events.ringbuf_submit(e, 0);
-	return 0;
-}
-
-/* probe counter_float: github.com/prometheus/client_golang/prometheus.(*counter).AddWithExemplar at 0x…: after the lock cmpxchg on counter.valBits at 0x…, at the je after its sete and test (ZF clear) (Add inlined into github.com/prometheus/client_golang/prometheus.(*counter).AddWithExemplar) (and every site of its shape) */
-int noop_p2_s1(struct pt_regs *ctx)
-{
-	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	noop_trap(4 + site);
-	if (noop_left_out(0))  /* --pid: another process */
-		return 0;
-	if (ctx->flags & 0x40)  /* the jump here is taken: not a hit (the site's why above says which) */
-		return 0;
-	int probe_2 = 2;
-	u64 *made = noop_produced.lookup(&probe_2);
-	if (made)
-		(*made)++;
-	struct noop_ev_2 *e = noop_events.ringbuf_reserve(sizeof(*e));
-	if (!e) {
-		u64 *lost = noop_lost.lookup(&probe_2);
-		if (lost)
-			(*lost)++;
-		return 0;
-	}
-	noop_header(&e->hdr, 2, site);
-	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rsi -> *(+32) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v0, 0, sizeof(e->v0));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
-		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
-	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rsi -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v1, 0, sizeof(e->v1));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
-			if (s[1] <= 0) { absent |= 0x2; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
-		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
-	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rsi -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v2, 0, sizeof(e->v2));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
-			if (s[1] <= 0) { absent |= 0x4; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x4; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x4; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
-		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
-	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rsi -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v3, 0, sizeof(e->v3));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
-			if (s[1] <= 1) { absent |= 0x8; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
-		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
-	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rsi -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v4, 0, sizeof(e->v4));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
-			if (s[1] <= 1) { absent |= 0x10; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x10; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x10; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
-		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
-	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rsi -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v5, 0, sizeof(e->v5));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
-			if (s[1] <= 2) { absent |= 0x20; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
-		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
-	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rsi -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v6, 0, sizeof(e->v6));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
-			if (s[1] <= 2) { absent |= 0x40; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x40; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x40; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
-		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
-	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rsi -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v7, 0, sizeof(e->v7));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
-			if (s[1] <= 3) { absent |= 0x80; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
-		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
-	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rsi -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v8, 0, sizeof(e->v8));
-	do {
-		u64 a = 0;
-		a = ctx->si;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
-			if (s[1] <= 3) { absent |= 0x100; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x100; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x100; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
-		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
-	} while (0);
-	/* object = m: rsi */
-	e->v9 = 0;
-	e->v9 = ctx->si;
-	/* old = register (old): rax */
-	e->v10 = 0;
-	e->v10 = ctx->ax;
-	/* new = register (new): rdx */
-	e->v11 = 0;
-	e->v11 = ctx->dx;
-	/* valInt = m.valInt: rsi +8: 8 bytes */
-	e->v12 = 0;
-	do {
-		u64 a = 0;
-		a = ctx->si;
+		a = noop_r0;
 		if (noop_read(&e->v12, 8, a + (8))) { faults |= 0x1000; break; }
 	} while (0);
 	e->hdr.faults = faults;
@@ -1652,6 +1274,15 @@ _Static_assert(offsetof(struct noop_ev_4, v11) == 640, "event layout");
 int noop_p4_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
+	u64 noop_r0 = 0, noop_r1 = 0;  /* the registers this site's values are in */
+	{
+		volatile u64 noop_ax = ctx->ax, noop_bx = ctx->bx, noop_cx = ctx->cx;
+		switch (site) {
+		case 0: noop_r0 = noop_ax; noop_r1 = noop_cx; break;
+		case 1: noop_r0 = noop_cx; noop_r1 = noop_ax; break;
+		case 2: noop_r0 = noop_bx; noop_r1 = noop_cx; break;
+		}
+	}
 	noop_trap(11 + site);
 	if (noop_left_out(0))  /* --pid: another process */
 		return 0;
@@ -1668,21 +1299,21 @@ int noop_p4_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 4, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rax -> *(+24) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_r0 -> *(+24) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		if (noop_read(&a, 8, a + (24))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rax -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x2; break; }
@@ -1695,11 +1326,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rax -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x4; break; }
@@ -1712,11 +1343,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rax -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x8; break; }
@@ -1729,11 +1360,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rax -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x10; break; }
@@ -1746,11 +1377,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rax -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x20; break; }
@@ -1763,11 +1394,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rax -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x40; break; }
@@ -1780,11 +1411,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rax -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x80; break; }
@@ -1797,11 +1428,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rax -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = ctx->ax;
+		a = noop_r0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x100; break; }
@@ -1814,399 +1445,17 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: rax */
+	/* object = m: noop_r0 */
 	e->v9 = 0;
-	e->v9 = ctx->ax;
-	/* new = register (new): rcx */
+	e->v9 = noop_r0;
+	/* new = register (new): noop_r1 */
 	e->v10 = 0;
-	e->v10 = ctx->cx;
-	/* valBits = m.valBits: rax +0: 8 bytes */
+	e->v10 = noop_r1;
+	/* valBits = m.valBits: noop_r0 +0: 8 bytes */
 	e->v11 = 0;
 	do {
 		u64 a = 0;
-		a = ctx->ax;
-		if (noop_read(&e->v11, 8, a)) { faults |= 0x800; break; }
-	} while (0);
-	e->hdr.faults = faults;
-	e->hdr.absent = absent;
-	if (*(volatile u32 *)&e->hdr.faults) {
-		int probe = 4;
-		u64 *n = noop_faults.lookup(&probe);
-		if (n)
-			(*n)++;
-	}
-	noop_events.ringbuf_submit(e, 0);
-	return 0;
-}
-
-/* probe gauge_set: github.com/prometheus/client_golang/prometheus.(*gauge).SetToCurrentTime at 0x…: at the xchg on gauge.valBits at 0x… (and every site of its shape) */
-int noop_p4_s1(struct pt_regs *ctx)
-{
-	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	noop_trap(11 + site);
-	if (noop_left_out(0))  /* --pid: another process */
-		return 0;
-	int probe_4 = 4;
-	u64 *made = noop_produced.lookup(&probe_4);
-	if (made)
-		(*made)++;
-	struct noop_ev_4 *e = noop_events.ringbuf_reserve(sizeof(*e));
-	if (!e) {
-		u64 *lost = noop_lost.lookup(&probe_4);
-		if (lost)
-			(*lost)++;
-		return 0;
-	}
-	noop_header(&e->hdr, 4, site);
-	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rcx -> *(+24) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v0, 0, sizeof(e->v0));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		if (noop_read(&a, 8, a + (24))) { faults |= 0x1; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
-		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
-	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rcx -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v1, 0, sizeof(e->v1));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x2; break; }
-			if (s[1] <= 0) { absent |= 0x2; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
-		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
-	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rcx -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v2, 0, sizeof(e->v2));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x4; break; }
-			if (s[1] <= 0) { absent |= 0x4; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x4; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x4; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
-		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
-	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rcx -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v3, 0, sizeof(e->v3));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x8; break; }
-			if (s[1] <= 1) { absent |= 0x8; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
-		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
-	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rcx -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v4, 0, sizeof(e->v4));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x10; break; }
-			if (s[1] <= 1) { absent |= 0x10; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x10; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x10; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
-		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
-	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rcx -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v5, 0, sizeof(e->v5));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x20; break; }
-			if (s[1] <= 2) { absent |= 0x20; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
-		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
-	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rcx -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v6, 0, sizeof(e->v6));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x40; break; }
-			if (s[1] <= 2) { absent |= 0x40; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x40; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x40; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
-		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
-	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rcx -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v7, 0, sizeof(e->v7));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x80; break; }
-			if (s[1] <= 3) { absent |= 0x80; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
-		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
-	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rcx -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v8, 0, sizeof(e->v8));
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x100; break; }
-			if (s[1] <= 3) { absent |= 0x100; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x100; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x100; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
-		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
-	} while (0);
-	/* object = m: rcx */
-	e->v9 = 0;
-	e->v9 = ctx->cx;
-	/* new = register (new): rax */
-	e->v10 = 0;
-	e->v10 = ctx->ax;
-	/* valBits = m.valBits: rcx +0: 8 bytes */
-	e->v11 = 0;
-	do {
-		u64 a = 0;
-		a = ctx->cx;
-		if (noop_read(&e->v11, 8, a)) { faults |= 0x800; break; }
-	} while (0);
-	e->hdr.faults = faults;
-	e->hdr.absent = absent;
-	if (*(volatile u32 *)&e->hdr.faults) {
-		int probe = 4;
-		u64 *n = noop_faults.lookup(&probe);
-		if (n)
-			(*n)++;
-	}
-	noop_events.ringbuf_submit(e, 0);
-	return 0;
-}
-
-/* probe gauge_set: github.com/prometheus/client_golang/prometheus.(*goCollector).Collect at 0x…: at the xchg on gauge.valBits at 0x… (Set inlined into github.com/prometheus/client_golang/prometheus.(*goCollector).Collect) (and every site of its shape) */
-int noop_p4_s2(struct pt_regs *ctx)
-{
-	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	noop_trap(11 + site);
-	if (noop_left_out(0))  /* --pid: another process */
-		return 0;
-	int probe_4 = 4;
-	u64 *made = noop_produced.lookup(&probe_4);
-	if (made)
-		(*made)++;
-	struct noop_ev_4 *e = noop_events.ringbuf_reserve(sizeof(*e));
-	if (!e) {
-		u64 *lost = noop_lost.lookup(&probe_4);
-		if (lost)
-			(*lost)++;
-		return 0;
-	}
-	noop_header(&e->hdr, 4, site);
-	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: rbx -> *(+24) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v0, 0, sizeof(e->v0));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		if (noop_read(&a, 8, a + (24))) { faults |= 0x1; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
-		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
-	} while (0);
-	/* l0_name = m.labelPairs[0].Name: rbx -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v1, 0, sizeof(e->v1));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x2; break; }
-			if (s[1] <= 0) { absent |= 0x2; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x2; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
-		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
-	} while (0);
-	/* l0_value = m.labelPairs[0].Value: rbx -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v2, 0, sizeof(e->v2));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x4; break; }
-			if (s[1] <= 0) { absent |= 0x4; break; }
-			a = s[0] + 0;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x4; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x4; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
-		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
-	} while (0);
-	/* l1_name = m.labelPairs[1].Name: rbx -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v3, 0, sizeof(e->v3));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x8; break; }
-			if (s[1] <= 1) { absent |= 0x8; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x8; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
-		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
-	} while (0);
-	/* l1_value = m.labelPairs[1].Value: rbx -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v4, 0, sizeof(e->v4));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x10; break; }
-			if (s[1] <= 1) { absent |= 0x10; break; }
-			a = s[0] + 8;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x10; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x10; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
-		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
-	} while (0);
-	/* l2_name = m.labelPairs[2].Name: rbx -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v5, 0, sizeof(e->v5));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x20; break; }
-			if (s[1] <= 2) { absent |= 0x20; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x20; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
-		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
-	} while (0);
-	/* l2_value = m.labelPairs[2].Value: rbx -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v6, 0, sizeof(e->v6));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x40; break; }
-			if (s[1] <= 2) { absent |= 0x40; break; }
-			a = s[0] + 16;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x40; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x40; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
-		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
-	} while (0);
-	/* l3_name = m.labelPairs[3].Name: rbx -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v7, 0, sizeof(e->v7));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x80; break; }
-			if (s[1] <= 3) { absent |= 0x80; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x80; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
-		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
-	} while (0);
-	/* l3_value = m.labelPairs[3].Value: rbx -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
-	__builtin_memset(&e->v8, 0, sizeof(e->v8));
-	do {
-		u64 a = 0;
-		a = ctx->bx;
-		{
-			u64 s[2];  /* slice header: ptr, len */
-			if (noop_read(s, 16, a + (32))) { faults |= 0x100; break; }
-			if (s[1] <= 3) { absent |= 0x100; break; }
-			a = s[0] + 24;
-		}
-		if (noop_read(&a, 8, a + (0))) { faults |= 0x100; break; }
-		if (noop_read(&a, 8, a + (8))) { faults |= 0x100; break; }
-		u64 h[2];
-		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
-		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
-	} while (0);
-	/* object = m: rbx */
-	e->v9 = 0;
-	e->v9 = ctx->bx;
-	/* new = register (new): rcx */
-	e->v10 = 0;
-	e->v10 = ctx->cx;
-	/* valBits = m.valBits: rbx +0: 8 bytes */
-	e->v11 = 0;
-	do {
-		u64 a = 0;
-		a = ctx->bx;
+		a = noop_r0;
 		if (noop_read(&e->v11, 8, a)) { faults |= 0x800; break; }
 	} while (0);
 	e->hdr.faults = faults;
