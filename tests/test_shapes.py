@@ -25,10 +25,10 @@ def _write(template: list[tuple[str, int]], regs: tuple[str, ...]) -> str:
 
 @st.composite
 def _sites(draw: st.DrawFn) -> tuple[list[tuple[str, int]], list[tuple[str, ...]]]:
-    slots = draw(st.integers(1, 4))
+    slots = draw(st.integers(1, 10))  # past 8: a number's name is no register's (r8)
     template = draw(st.lists(st.tuples(st.sampled_from(
         ["noop_read(&a, 8, a + 8);", "a += ctx->sp;", "if (ctx->flags & 0x40) return 0;",
-         "e->v0 = a;"]), st.integers(0, slots - 1)), min_size=slots, max_size=8))
+         "e->v0 = a;"]), st.integers(0, slots - 1)), min_size=slots, max_size=12))
     used = sorted({k for _t, k in template})
     template = [(t, used.index(k)) for t, k in template]  # slots numbered as they are used
     sites = draw(st.lists(st.permutations(_REGS).map(lambda p: tuple(p[:len(used)])),
@@ -49,7 +49,11 @@ def test_a_shared_program_is_each_sites_own_with_its_registers(
     switch, text = shapes.program(marked, cases)
     if len(set(sites)) == 1:
         assert switch == [] and text == bodies[0]  # one site's registers: as it wrote it
-    reads = {int(si): dict(re.findall(r"(noop_r\d+) = noop_(\w+);", line))
+    declared = [re.findall(r"(noop_\w+) = ", line) for line in switch if "u64" in line]
+    if switch:  # the numbers' names, then the registers' copies: C has each once
+        names = [n for names in declared for n in names]
+        assert len(declared) == 2 and len(set(names)) == len(names), switch
+    reads = {int(si): dict(re.findall(r"(noop_reg\d+) = noop_(\w+);", line))
              for line in switch for si in re.findall(r"case (\d+):", line)}
     for si, body in enumerate(bodies):
         own = re.sub(r"/\*.*?\*/", "", text)

@@ -57,7 +57,7 @@ def program(marked: str, cases: Cases) -> tuple[list[str], str]:
         k = int(m.group(2))
         if k in agreed:
             return f"ctx->{agreed[k]}" if m.group(1) == "C" else _NAMES[agreed[k]]
-        return f"noop_r{k}"
+        return f"noop_reg{k}"
 
     text = _SLOT.sub(back, marked)
     varying = [k for k in range(len(fields)) if k not in agreed]
@@ -67,7 +67,7 @@ def program(marked: str, cases: Cases) -> tuple[list[str], str]:
     for si, regs in cases:
         by_regs.setdefault(tuple(regs[k] for k in varying), []).append(si)
     every = sorted({f for regs in by_regs for f in regs}, key=list(_NAMES).index)
-    lines = [f"u64 {', '.join(f'noop_r{k} = 0' for k in varying)};"
+    lines = [f"u64 {', '.join(f'noop_reg{k} = 0' for k in varying)};"
              "  /* the registers this site's values are in */", "{",
              # clang makes a switch of reads of ctx one read at an offset that varies,
              # which the verifier refuses: each is read once, where it is, and kept
@@ -75,7 +75,7 @@ def program(marked: str, cases: Cases) -> tuple[list[str], str]:
              "	switch (site) {"]
     for regs, sites in by_regs.items():
         lines.append("	" + " ".join(f"case {si}:" for si in sites) + " " +
-                     " ".join(f"noop_r{k} = noop_{f};" for k, f in zip(varying, regs,
+                     " ".join(f"noop_reg{k} = noop_{f};" for k, f in zip(varying, regs,
                                                                       strict=True))
                      + " break;")
     return [*lines, "	}", "}"], text

@@ -390,12 +390,12 @@ _Static_assert(offsetof(struct noop_ev_1, v12) == 648, "event layout");
 int noop_p1_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	u64 noop_r0 = 0, noop_r1 = 0;  /* the registers this site's values are in */
+	u64 noop_reg0 = 0, noop_reg1 = 0;  /* the registers this site's values are in */
 	{
 		volatile u64 noop_ax = ctx->ax, noop_bx = ctx->bx, noop_cx = ctx->cx, noop_di = ctx->di;
 		switch (site) {
-		case 0: case 1: noop_r0 = noop_ax; noop_r1 = noop_cx; break;
-		case 2: noop_r0 = noop_bx; noop_r1 = noop_di; break;
+		case 0: case 1: noop_reg0 = noop_ax; noop_reg1 = noop_cx; break;
+		case 2: noop_reg0 = noop_bx; noop_reg1 = noop_di; break;
 		}
 	}
 	noop_trap(1 + site);
@@ -414,21 +414,21 @@ int noop_p1_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 1, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: noop_r0 -> *(+32) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_reg0 -> *(+32) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_reg0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
@@ -441,11 +441,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_reg0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
@@ -458,11 +458,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_reg0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
@@ -475,11 +475,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_reg0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
@@ -492,11 +492,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_reg0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
@@ -509,11 +509,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_reg0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
@@ -526,11 +526,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_reg0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
@@ -543,11 +543,11 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_reg0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
@@ -560,24 +560,24 @@ int noop_p1_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: noop_r0 */
+	/* object = m: noop_reg0 */
 	e->v9 = 0;
-	e->v9 = noop_r0;
-	/* before = register (before): noop_r1 */
+	e->v9 = noop_reg0;
+	/* before = register (before): noop_reg1 */
 	e->v10 = 0;
-	e->v10 = noop_r1;
-	/* valInt = m.valInt: noop_r0 +8: 8 bytes */
+	e->v10 = noop_reg1;
+	/* valInt = m.valInt: noop_reg0 +8: 8 bytes */
 	e->v11 = 0;
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&e->v11, 8, a + (8))) { faults |= 0x800; break; }
 	} while (0);
-	/* valBits = m.valBits: noop_r0 +0: 8 bytes */
+	/* valBits = m.valBits: noop_reg0 +0: 8 bytes */
 	e->v12 = 0;
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&e->v12, 8, a)) { faults |= 0x1000; break; }
 	} while (0);
 	e->hdr.faults = faults;
@@ -627,12 +627,12 @@ _Static_assert(offsetof(struct noop_ev_2, v12) == 648, "event layout");
 int noop_p2_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	u64 noop_r0 = 0;  /* the registers this site's values are in */
+	u64 noop_reg0 = 0;  /* the registers this site's values are in */
 	{
 		volatile u64 noop_bx = ctx->bx, noop_si = ctx->si;
 		switch (site) {
-		case 0: noop_r0 = noop_bx; break;
-		case 1: noop_r0 = noop_si; break;
+		case 0: noop_reg0 = noop_bx; break;
+		case 1: noop_reg0 = noop_si; break;
 		}
 	}
 	noop_trap(4 + site);
@@ -653,21 +653,21 @@ int noop_p2_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 2, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: noop_r0 -> *(+32) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_reg0 -> *(+32) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&a, 8, a + (32))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_reg0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x2; break; }
@@ -680,11 +680,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_reg0 -> [0] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x4; break; }
@@ -697,11 +697,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_reg0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x8; break; }
@@ -714,11 +714,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_reg0 -> [1] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x10; break; }
@@ -731,11 +731,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_reg0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x20; break; }
@@ -748,11 +748,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_reg0 -> [2] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x40; break; }
@@ -765,11 +765,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_reg0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x80; break; }
@@ -782,11 +782,11 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_reg0 -> [3] of slice at +40 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (40))) { faults |= 0x100; break; }
@@ -799,20 +799,20 @@ int noop_p2_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: noop_r0 */
+	/* object = m: noop_reg0 */
 	e->v9 = 0;
-	e->v9 = noop_r0;
+	e->v9 = noop_reg0;
 	/* old = register (old): rax */
 	e->v10 = 0;
 	e->v10 = ctx->ax;
 	/* new = register (new): rdx */
 	e->v11 = 0;
 	e->v11 = ctx->dx;
-	/* valInt = m.valInt: noop_r0 +8: 8 bytes */
+	/* valInt = m.valInt: noop_reg0 +8: 8 bytes */
 	e->v12 = 0;
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&e->v12, 8, a + (8))) { faults |= 0x1000; break; }
 	} while (0);
 	e->hdr.faults = faults;
@@ -1274,13 +1274,13 @@ _Static_assert(offsetof(struct noop_ev_4, v11) == 640, "event layout");
 int noop_p4_s0(struct pt_regs *ctx)
 {
 	u16 site = noop_attach_cookie(ctx);  /* this site's index */
-	u64 noop_r0 = 0, noop_r1 = 0;  /* the registers this site's values are in */
+	u64 noop_reg0 = 0, noop_reg1 = 0;  /* the registers this site's values are in */
 	{
 		volatile u64 noop_ax = ctx->ax, noop_bx = ctx->bx, noop_cx = ctx->cx;
 		switch (site) {
-		case 0: noop_r0 = noop_ax; noop_r1 = noop_cx; break;
-		case 1: noop_r0 = noop_cx; noop_r1 = noop_ax; break;
-		case 2: noop_r0 = noop_bx; noop_r1 = noop_cx; break;
+		case 0: noop_reg0 = noop_ax; noop_reg1 = noop_cx; break;
+		case 1: noop_reg0 = noop_cx; noop_reg1 = noop_ax; break;
+		case 2: noop_reg0 = noop_bx; noop_reg1 = noop_cx; break;
 		}
 	}
 	noop_trap(11 + site);
@@ -1299,21 +1299,21 @@ int noop_p4_s0(struct pt_regs *ctx)
 	}
 	noop_header(&e->hdr, 4, site);
 	u32 faults = 0, absent = 0;
-	/* metric = m.desc.fqName: noop_r0 -> *(+24) +0: {ptr,len} header, then the bytes */
+	/* metric = m.desc.fqName: noop_reg0 -> *(+24) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v0, 0, sizeof(e->v0));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&a, 8, a + (24))) { faults |= 0x1; break; }
 		u64 h[2];
 		if (noop_read(h, 16, a)) { faults |= 0x1; break; }
 		if (noop_copy(&e->v0, h[0], h[1])) { faults |= 0x1; break; }
 	} while (0);
-	/* l0_name = m.labelPairs[0].Name: noop_r0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l0_name = m.labelPairs[0].Name: noop_reg0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v1, 0, sizeof(e->v1));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x2; break; }
@@ -1326,11 +1326,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x2; break; }
 		if (noop_copy(&e->v1, h[0], h[1])) { faults |= 0x2; break; }
 	} while (0);
-	/* l0_value = m.labelPairs[0].Value: noop_r0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l0_value = m.labelPairs[0].Value: noop_reg0 -> [0] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v2, 0, sizeof(e->v2));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x4; break; }
@@ -1343,11 +1343,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x4; break; }
 		if (noop_copy(&e->v2, h[0], h[1])) { faults |= 0x4; break; }
 	} while (0);
-	/* l1_name = m.labelPairs[1].Name: noop_r0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l1_name = m.labelPairs[1].Name: noop_reg0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v3, 0, sizeof(e->v3));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x8; break; }
@@ -1360,11 +1360,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x8; break; }
 		if (noop_copy(&e->v3, h[0], h[1])) { faults |= 0x8; break; }
 	} while (0);
-	/* l1_value = m.labelPairs[1].Value: noop_r0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l1_value = m.labelPairs[1].Value: noop_reg0 -> [1] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v4, 0, sizeof(e->v4));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x10; break; }
@@ -1377,11 +1377,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x10; break; }
 		if (noop_copy(&e->v4, h[0], h[1])) { faults |= 0x10; break; }
 	} while (0);
-	/* l2_name = m.labelPairs[2].Name: noop_r0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l2_name = m.labelPairs[2].Name: noop_reg0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v5, 0, sizeof(e->v5));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x20; break; }
@@ -1394,11 +1394,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x20; break; }
 		if (noop_copy(&e->v5, h[0], h[1])) { faults |= 0x20; break; }
 	} while (0);
-	/* l2_value = m.labelPairs[2].Value: noop_r0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l2_value = m.labelPairs[2].Value: noop_reg0 -> [2] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v6, 0, sizeof(e->v6));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x40; break; }
@@ -1411,11 +1411,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x40; break; }
 		if (noop_copy(&e->v6, h[0], h[1])) { faults |= 0x40; break; }
 	} while (0);
-	/* l3_name = m.labelPairs[3].Name: noop_r0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
+	/* l3_name = m.labelPairs[3].Name: noop_reg0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+0) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v7, 0, sizeof(e->v7));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x80; break; }
@@ -1428,11 +1428,11 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x80; break; }
 		if (noop_copy(&e->v7, h[0], h[1])) { faults |= 0x80; break; }
 	} while (0);
-	/* l3_value = m.labelPairs[3].Value: noop_r0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
+	/* l3_value = m.labelPairs[3].Value: noop_reg0 -> [3] of slice at +32 (elem 8) -> *(+0) -> *(+8) +0: {ptr,len} header, then the bytes */
 	__builtin_memset(&e->v8, 0, sizeof(e->v8));
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		{
 			u64 s[2];  /* slice header: ptr, len */
 			if (noop_read(s, 16, a + (32))) { faults |= 0x100; break; }
@@ -1445,17 +1445,17 @@ int noop_p4_s0(struct pt_regs *ctx)
 		if (noop_read(h, 16, a)) { faults |= 0x100; break; }
 		if (noop_copy(&e->v8, h[0], h[1])) { faults |= 0x100; break; }
 	} while (0);
-	/* object = m: noop_r0 */
+	/* object = m: noop_reg0 */
 	e->v9 = 0;
-	e->v9 = noop_r0;
-	/* new = register (new): noop_r1 */
+	e->v9 = noop_reg0;
+	/* new = register (new): noop_reg1 */
 	e->v10 = 0;
-	e->v10 = noop_r1;
-	/* valBits = m.valBits: noop_r0 +0: 8 bytes */
+	e->v10 = noop_reg1;
+	/* valBits = m.valBits: noop_reg0 +0: 8 bytes */
 	e->v11 = 0;
 	do {
 		u64 a = 0;
-		a = noop_r0;
+		a = noop_reg0;
 		if (noop_read(&e->v11, 8, a)) { faults |= 0x800; break; }
 	} while (0);
 	e->hdr.faults = faults;
