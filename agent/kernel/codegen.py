@@ -1,5 +1,6 @@
-"""Plan -> BPF C: one program per probe site, built by small emitters over the plan's
-fetch steps, with the hand-written helpers of ``bpf/noop.h`` included at the top.
+"""Plan -> BPF C: a program per probe site (sites of one shape share one, ``generate``),
+built by small emitters over the plan's fetch steps, with the hand-written helpers of
+``bpf/noop.h`` included at the top.
 The emitters are by part: ``prelude`` the first lines and shared maps, ``bodies`` what
 every site's body is made of, ``folds`` and ``exits`` the bodies of aggregates and
 exit probes; what the program is made into is ``program.Program``.
@@ -39,9 +40,10 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
     neither are left out.
 
     With ``cookies`` (the kernel has ``bpf_get_attach_cookie``), the sites of a probe
-    whose programs differ only in their index share one program, which reads the
-    index from the cookie its uprobe was attached with: a probe on many functions of
-    one shape compiles and verifies once."""
+    whose programs differ only in their index, or also in the registers their values
+    are in (``shapes``), share one program, which reads the index from the cookie its
+    uprobe was attached with: a probe on many functions of one shape compiles and
+    verifies once."""
     out = _Made(prelude(plan, xmm_helper, cookies))
     base = list(accumulate((len(p.sites) for p in plan.probes), initial=0))  # probe's first
     for pi, probe in enumerate(plan.probes):
