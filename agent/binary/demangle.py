@@ -12,6 +12,7 @@ the v0 scheme, so it is read here.
 
 from __future__ import annotations
 
+import functools
 import re
 
 _ESCAPES = {"$LT$": "<", "$GT$": ">", "$RF$": "&", "$BP$": "*", "$C$": ",", "$SP$": "@",
@@ -66,7 +67,11 @@ def demangle_rust_legacy(symbol: str) -> str | None:
     return "::".join(_unescape(p) for p in parts[:-1])
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _unescape(part: str) -> str:
+    """A path component with its escapes read; cached, since a binary's symbols repeat
+    a few thousand components (``core``, ``ptr``, ``drop_in_place$LT$...``) tens of
+    thousands of times."""
     if "$" not in part:
         return part.replace("..", "::")
     if part.startswith("_$"):
