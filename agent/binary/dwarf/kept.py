@@ -39,6 +39,30 @@ class Kept:
         k = bisect_left(block[0], offset)
         return (block, k) if k < len(block[0]) and block[0][k] == offset else None
 
+    def found(self, offsets: list[int]) -> list[tuple[Block, int] | None]:
+        """``_find`` of each of ``offsets`` (ascending), each unit's arrays looked up
+        once and searched from where the offset before was found."""
+        out: list[tuple[Block, int] | None] = []
+        starts, lo, hi, at = self.starts, 0, -1, 0
+        block: Block | None = None
+        for o in offsets:
+            if not lo <= o < hi:
+                i = bisect_right(starts, o) - 1
+                block = self.units[starts[i]] if i >= 0 else None
+                lo = starts[i] if i >= 0 else -1
+                hi = starts[i + 1] if i + 1 < len(starts) else 1 << 64
+                at = 0
+            if block is None:
+                out.append(None)
+                continue
+            k = bisect_left(block[0], o, at)
+            if k < len(block[0]) and block[0][k] == o:
+                out.append((block, k))
+                at = k
+            else:
+                out.append(None)
+        return out
+
     def __contains__(self, offset: int) -> bool:
         return self._find(offset) is not None
 

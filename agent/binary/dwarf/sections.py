@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any, cast
 
 from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DWARFInfo
@@ -82,6 +82,7 @@ class Text:
     _SHIFT = 12  # strings are read a page (4 KB) at a time: a name's neighbours come next
     _PAGE = 1 << _SHIFT
     _PAGES = 64  # pages held at most (256 KB)
+    _STRINGS = 1 << 18  # bytes read at a time by ``strings``
 
     def __init__(self, source: Window | bytes) -> None:
         self._source = source
@@ -113,6 +114,25 @@ class Text:
                 return b"".join(parts).decode("utf-8", "replace")
             parts.append(piece)
             at += len(piece)
+
+    def strings(self, offsets: Iterable[int]) -> dict[int, str]:
+        """``string`` of each of ``offsets``, read in ascending order a chunk at a time:
+        one read for the strings of a chunk, rather than a page each."""
+        source = self._source
+        if isinstance(source, bytes):
+            return {at: scan_string(source, at) for at in offsets}
+        out: dict[int, str] = {}
+        chunk, start = b"", 0
+        for at in sorted(set(offsets)):
+            end = chunk.find(b"\0", at - start) if 0 <= at - start < len(chunk) else -1
+            if end < 0:
+                chunk, start = self._read(at, self._STRINGS), at
+                end = chunk.find(b"\0")
+                if end < 0:  # longer than a chunk
+                    out[at] = self.string(at)
+                    continue
+            out[at] = chunk[at - start:end].decode("utf-8", "replace")
+        return out
 
     def places(self, raw: bytes) -> list[int]:
         """Every offset where ``raw`` starts, read a few MB at a time."""

@@ -286,21 +286,24 @@ class Tree:
     def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
         """``qualified`` of each DIE at ``offsets`` (kept, in units read), read from its
         unit's arrays; those a child named (``remember_names``) as it said."""
-        out: dict[int, str] = {}
+        offsets = list(offsets)
         known = self._named_as.get(nested, {})
-        for o in offsets:
-            if o in known:
-                out[o] = known[o]
+        todo = sorted({o for o in offsets if o not in known})
+        found = self.kept.found(todo)
+        # the names in .debug_str, read in one pass over it
+        codes = {b[3][i] for b, i in (f for f in found if f is not None)}
+        self._names.update(self.strings.str.strings(
+            c for c in codes if c >= 0 and c not in self._names))
+        made: dict[int, str] = {}
+        for o, got in zip(todo, found, strict=True):
+            if got is None:
+                made[o] = self.qualified(o, nested)
                 continue
-            found = self.kept._find(o)
-            if found is None:
-                out[o] = self.qualified(o, nested)
-                continue
-            block, i = found
+            block, i = got
             own = self._decoded(o, block[3][i]) or "?"
             prefix = self._scope(block[2][i]) if nested else ""
-            out[o] = f"{prefix}::{own}" if prefix else own
-        return out
+            made[o] = f"{prefix}::{own}" if prefix else own
+        return {o: known[o] if o in known else made[o] for o in offsets}
 
     def remember_names(self, names: dict[int, str], nested: bool) -> None:
         """``names_of``'s answers found elsewhere (by a child that walked their units)."""
