@@ -217,7 +217,8 @@ class Dwarf:
         nested = self.language != "go"
 
         def names(tree: Tree) -> dict[int, str]:
-            tree.walk({tree.unit_of(o) for o in offsets})  # the units that hold them
+            # the units that hold those not named yet (a whole walk named every copy's)
+            tree.walk({tree.unit_of(o) for o in tree.unnamed(offsets, nested)})
             return tree.names_of(offsets, nested)
         return self.ask(names)[1]
 

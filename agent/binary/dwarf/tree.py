@@ -305,6 +305,11 @@ class Tree:
             made[o] = f"{prefix}::{own}" if prefix else own
         return {o: known[o] if o in known else made[o] for o in offsets}
 
+    def unnamed(self, offsets: Iterable[int], nested: bool) -> list[int]:
+        """Those of ``offsets`` that ``names_of`` has not named yet."""
+        known = self._named_as.get(nested, {})
+        return [o for o in offsets if o not in known]
+
     def remember_names(self, names: dict[int, str], nested: bool) -> None:
         """``names_of``'s answers found elsewhere (by a child that walked their units)."""
         self._named_as.setdefault(nested, {}).update(names)
