@@ -138,39 +138,59 @@ def digest(path: str | os.PathLike[str]) -> str:
     """SHA-512 of the SHA-512s of the file's 16 MB pieces, in order, and its size; the
     pieces hashed by as many threads as noop may use CPUs (hashlib lets go of the
     interpreter while it hashes), since a cold start of a 130 MB binary waited 0.34 s
-    for one SHA-256. The answer does not depend on how many threads there were. The
-    threads are gone when it returns (a walk of DWARF forks only a one-thread process)."""
+    for one SHA-256. The answer does not depend on how many threads there were, or
+    whether any could start (this thread hashes what none did). Every thread is
+    joined before it returns or raises (a walk of DWARF forks only a one-thread
+    process); a file that is not a regular one, or that shrinks while read, is an
+    OSError naming it."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        size = os.fstat(fd).st_size
-        digests: list[bytes] = [b""] * -(-size // PIECE)
-        failed: list[OSError] = []
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+                          "not a regular file", str(path))
+        size = st.st_size
+        digests: list[bytes | None] = [None] * -(-size // PIECE)
+        failed: list[BaseException] = []
+
+        def piece(i: int, buf: memoryview) -> bytes:
+            h, at, end = hashlib.sha512(), i * PIECE, min((i + 1) * PIECE, size)
+            while at < end:
+                got = os.preadv(fd, [buf[:min(len(buf), end - at)]], at)
+                if got == 0:
+                    raise OSError(errno.EIO, "the file shrank while it was read", str(path))
+                h.update(buf[:got])
+                at += got
+            return h.digest()
 
         def hash_every(first: int, step: int) -> None:
             buf = memoryview(bytearray(1 << 20))
             try:
                 for i in range(first, len(digests), step):
-                    h, at, end = hashlib.sha512(), i * PIECE, min((i + 1) * PIECE, size)
-                    while at < end:
-                        got = os.preadv(fd, [buf[:min(len(buf), end - at)]], at)
-                        if got == 0:
-                            raise OSError(errno.EIO, "the file shrank while it was read")
-                        h.update(buf[:got])
-                        at += got
-                    digests[i] = h.digest()
-            except OSError as e:
+                    if failed:
+                        return
+                    digests[i] = piece(i, buf)
+            except BaseException as e:  # raised in the caller's thread, after the joins
                 failed.append(e)
 
         ways = max(1, min(cpus.usable(4), len(digests)))
-        helpers = [threading.Thread(target=hash_every, args=(k, ways), daemon=True)
-                   for k in range(1, ways)]
-        for t in helpers:
-            t.start()
-        hash_every(0, ways)
-        for t in helpers:
-            t.join()
+        helpers: list[threading.Thread] = []
+        try:
+            for k in range(1, ways):
+                t = threading.Thread(target=hash_every, args=(k, ways), daemon=True)
+                t.start()  # RuntimeError: none can start now; hashed below
+                helpers.append(t)
+        except RuntimeError:
+            pass
+        try:
+            hash_every(0, ways)
+        finally:
+            for t in helpers:
+                t.join()
         if failed:
             raise failed[0]
+        buf = memoryview(bytearray(1 << 20))
+        whole = b"".join(d if d is not None else piece(i, buf) for i, d in enumerate(digests))
     finally:
         os.close(fd)
-    return hashlib.sha512(b"".join(digests) + size.to_bytes(8, "little")).hexdigest()[:16]
+    return hashlib.sha512(whole + size.to_bytes(8, "little")).hexdigest()[:16]

@@ -635,8 +635,42 @@ class TestFileDigests:
         assert files.digest(f) == _pieces_digest(data, 1024)
 
     def test_a_file_that_cannot_be_read_is_an_os_error(self, tmp_path: Path) -> None:
-        with pytest.raises(IsADirectoryError):
+        """Nothing but a regular file is hashed (a directory or a pseudo-file says size
+        0 or anything), and the error names the file."""
+        with pytest.raises(IsADirectoryError, match=str(tmp_path)):
             files.digest(tmp_path)
+        with pytest.raises(OSError, match="not a regular file"):
+            files.digest("/dev/null")
+
+    def test_a_failing_thread_fails_the_digest_and_none_is_left(
+            self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A piece that cannot be read in any thread is the digest's error, never a
+        digest without it; every thread is gone when it raises; and when no thread can
+        start, this one hashes every piece."""
+        monkeypatch.setattr(files, "PIECE", 1024)
+        monkeypatch.setattr(files.cpus, "usable", lambda most: 3)
+        f = tmp_path / "bin"
+        data = os.urandom(10 * 1024 + 5)
+        f.write_bytes(data)
+        real = os.preadv
+
+        def failing(fd: int, bufs: list[memoryview], at: int) -> int:
+            if at == 4 * 1024:  # a helper's second piece
+                raise MemoryError("no memory for this piece")
+            return real(fd, bufs, at)
+
+        monkeypatch.setattr(files.os, "preadv", failing)
+        before = threading.active_count()
+        with pytest.raises(MemoryError):
+            files.digest(f)
+        assert threading.active_count() == before
+        monkeypatch.setattr(files.os, "preadv", real)
+
+        def cannot_start(self: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(files.threading.Thread, "start", cannot_start)
+        assert files.digest(f) == _pieces_digest(data, 1024)
 
 
 def _pieces_digest(data: bytes, piece: int) -> str:
