@@ -70,3 +70,9 @@ def test_sites_that_differ_otherwise_are_not_one_shape() -> None:
     e = shapes.apart("a = ctx->sp + 8;")[0]
     f = shapes.apart("a = ctx->sp + 16;")[0]
     assert a != b and c != d and e != f  # offsets, a register read twice, the stack
+
+
+def test_only_ctx_itself_is_a_register_read() -> None:
+    """``myctx->ax`` (any name ending in ctx) is no read of the site's registers."""
+    marked, fields = shapes.apart("b = myctx->ax; a = ctx->bx;")
+    assert fields == ("bx",) and "myctx->ax" in marked

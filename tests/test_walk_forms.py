@@ -174,3 +174,11 @@ def _expected(dies: list[tuple[Die, int]]) -> dict[int, tuple[object, ...]]:
 def test_what_the_walk_keeps_is_what_the_unit_holds(tops: list[Die], indirect: bool) -> None:
     root = Die(CU, name="unit.c", children=tops, indirect=frozenset({NAME}))
     assert _kept(root, indirect) == _expected(_flat(root))
+
+
+def test_a_long_chain_of_indirect_forms_is_skipped_not_recursed_into() -> None:
+    """A damaged unit may write DW_FORM_indirect again and again before a form: skipped
+    as the walk reads it, without a call per link."""
+    u = scan._Unit(0, 2000, 11, 4, 4, 8, 4)
+    info = bytes([INDIRECT] * 1200 + [DATA1, 7])
+    assert scan._skip(info, 0, INDIRECT, u) == 1202

@@ -22,7 +22,7 @@ from agent.binary.amd64 import PT_REGS
 # instruction pointers (a site's own, never one of its values' places).
 _FIELDS = {name: f for name, f in PT_REGS.items() if name not in ("rsp", "rip")}
 _NAMES = {f: name for name, f in _FIELDS.items()}
-_CODE = "ctx->(" + "|".join(_FIELDS.values()) + r")\b"
+_CODE = r"\bctx->(" + "|".join(_FIELDS.values()) + r")\b"
 _READ = re.compile(_CODE + r"|/\*.*?\*/", re.S)
 _NAMED = re.compile(r"\b(" + "|".join(_FIELDS) + r")\b")
 _SLOT = re.compile("\0([CN])(\\d+)\0")  # a numbered register in code (C) or a comment (N)

@@ -263,8 +263,9 @@ def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     if form in (0x09, 0x18):  # block, exprloc
         n, pos = uleb128(info, pos)
         return pos + n
-    if form == 0x16:  # indirect: the form is written before the value
-        form, pos = uleb128(info, pos)
+    if form == 0x16:  # indirect: the form is written before the value (and again)
+        while form == 0x16:
+            form, pos = uleb128(info, pos)
         return _skip(info, pos, form, u)
     if form == 0x0A:
         return pos + 1 + info[pos]
