@@ -263,9 +263,8 @@ def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     if form in (0x09, 0x18):  # block, exprloc
         n, pos = uleb128(info, pos)
         return pos + n
-    if form == 0x16:  # indirect: the form is written before the value (and again)
-        while form == 0x16:
-            form, pos = uleb128(info, pos)
+    if form == 0x16:  # indirect: the form is written before the value
+        form, _size, pos = indirect(info, pos, u)
         return _skip(info, pos, form, u)
     if form == 0x0A:
         return pos + 1 + info[pos]
@@ -274,6 +273,16 @@ def _skip(info: bytes, pos: int, form: int, u: _Unit) -> int:
     if form == 0x04:
         return pos + 4 + int(struct.unpack_from("<I", info, pos)[0])
     raise ValueError(f"DWARF form {form:#x} in the unit at {u.at:#x}")
+
+
+def indirect(info: bytes, pos: int, u: _Unit) -> tuple[int, int, int]:
+    """A DW_FORM_indirect value's form (written first, and again while it is indirect),
+    its size (-1: it varies) and where the value starts."""
+    form, pos = uleb128(info, pos)
+    while form == 0x16:
+        form, pos = uleb128(info, pos)
+    known = fixed_size(form, u)
+    return form, -1 if known is None else known, pos
 
 
 def _ref(info: bytes, pos: int, form: int, u: _Unit) -> int | None:

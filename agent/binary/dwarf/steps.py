@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 
 from agent.binary.dwarf import scan
-from agent.binary.elf import uleb128
 
 SUBPROGRAM, INLINED = 0x2E, 0x1D
 UNIT_TAGS = frozenset({0x11, 0x41, 0x3C})  # compile, skeleton-less type, partial unit
@@ -26,7 +25,7 @@ PARENT = 1 << 17  # ... with this one: it has children
 AT_LOW_PC = 0x11
 SCOPES = frozenset({0x39, 0x13, 0x02, 0x17, 0x04})  # namespace, struct, class, union, enum
 
-_U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
+U32, U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
 Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
 SKIP, NAME, ORIGIN, SPEC, BASE, LOW, DECL = range(7)  # what a step does with it
 
@@ -69,16 +68,7 @@ class Reading:
 
     def __init__(self, u: scan._Unit) -> None:
         self.u = u
-        self.word = _U32 if u.osize == 4 else _U64  # a section offset (strp, sec_offset)
-        self.refaddr = _U32 if u.refaddr == 4 else _U64 if u.refaddr == 8 else None
+        self.word = U32 if u.osize == 4 else U64  # a section offset (strp, sec_offset)
+        self.refaddr = U32 if u.refaddr == 4 else U64 if u.refaddr == 8 else None
         self.str_base = 8 if u.osize == 4 else 16
 
-
-def indirect(info: bytes, pos: int, u: scan._Unit) -> tuple[int, int, int]:
-    """A DW_FORM_indirect value's form (written first), its size (-1: it varies) and
-    where the value starts."""
-    form, pos = uleb128(info, pos)
-    while form == 0x16:
-        form, pos = uleb128(info, pos)
-    known = scan.fixed_size(form, u)
-    return form, -1 if known is None else known, pos

@@ -13,7 +13,6 @@ answers the questions.
 from __future__ import annotations
 
 import bisect
-import struct
 from array import array
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -33,10 +32,10 @@ from agent.binary.dwarf.steps import (
     SKIP,
     SPEC,
     SUBPROGRAM,
+    U32,
     UNIT_TAGS,
     Plan,
     Reading,
-    indirect,
 )
 from agent.binary.dwarf.steps import plans as plans_of
 from agent.binary.elf import uleb128
@@ -45,7 +44,6 @@ _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _REF_ADDR = 0x10
 AT_LANGUAGE = 0x13
 _T = TypeVar("_T")
-_U32, _U64 = struct.Struct("<I").unpack_from, struct.Struct("<Q").unpack_from
 
 
 class Tree:
@@ -196,7 +194,7 @@ class Tree:
         for before, role, form, size in steps:
             pos += before
             if form == 0x16:  # indirect: the form is in the DIE
-                form, size, pos = indirect(info, pos, u)
+                form, size, pos = scan.indirect(info, pos, u)
             if role == SKIP:
                 if form == 0x18 or form == 0x09:  # exprloc, block: a length first
                     n = info[pos]
@@ -211,7 +209,7 @@ class Tree:
                     name = self._name_of(at, pos, form, unit)
             elif role in (ORIGIN, SPEC):
                 if form == 0x13:
-                    got = u.at + _U32(info, pos)[0]
+                    got = u.at + U32(info, pos)[0]
                 elif form == _REF_ADDR and unit.refaddr is not None:
                     got = unit.refaddr(info, pos)[0]
                 else:
@@ -288,7 +286,7 @@ class Tree:
         unit's arrays; those a child named (``remember_names``) as it said."""
         offsets = list(offsets)
         known = self._named_as.get(nested, {})
-        todo = sorted({o for o in offsets if o not in known})
+        todo = sorted(set(self.unnamed(offsets, nested)))
         found = self.kept.found(todo)
         # the names in .debug_str, read in one pass over it
         codes = {b[3][i] for b, i in (f for f in found if f is not None)}
