@@ -44,15 +44,9 @@ def _spread(monkeypatch: pytest.MonkeyPatch, ways: int) -> None:
     monkeypatch.setattr(cpus, "alone", lambda: True)
 
 
-@pytest.mark.parametrize("which", _KINDS)
-@pytest.mark.parametrize("ways", [2, 3])
-def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
-                                                 request: pytest.FixtureRequest,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    binary = Path(request.getfixturevalue(which))
-    alone = _tree(binary)
-    alone.walk()
-    forks = []
+def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The children forked from now on, listed as they start."""
+    forks: list[int] = []
     real_fork = os.fork
 
     def fork() -> int:
@@ -61,9 +55,21 @@ def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
             forks.append(pid)
         return pid
 
+    monkeypatch.setattr(os, "fork", fork)
+    return forks
+
+
+@pytest.mark.parametrize("which", _KINDS)
+@pytest.mark.parametrize("ways", [2, 3])
+def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
+                                                 request: pytest.FixtureRequest,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = Path(request.getfixturevalue(which))
+    alone = _tree(binary)
+    alone.walk()
     with monkeypatch.context() as m:
         _spread(m, ways)
-        m.setattr(os, "fork", fork)
+        forks = _forks(m)
         spread_ = _tree(binary)
         spread_.walk()
     assert len(forks) == min(ways, len(alone.starts)) - 1
@@ -133,3 +139,50 @@ def test_a_process_is_alone_until_a_thread_starts() -> None:
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=Path(__file__).resolve().parent.parent).stdout
     assert said.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize("ways", [1, 2, 3])
+@pytest.mark.parametrize("count", [0, 1, 2, 5, 11])
+def test_each_answers_in_order_as_one_process(ways: int, count: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _spread(monkeypatch, ways)
+    forks = _forks(monkeypatch)
+    items = [bytes([k]) * k for k in range(count)]
+    assert spread.each(items, lambda b: (len(b), b), least=1) == \
+        [(k, bytes([k]) * k) for k in range(count)]
+    assert len(forks) == (min(ways, count) - 1 if count >= 2 else 0)
+
+
+@pytest.mark.parametrize("how", ["raises", "exits", "says nonsense", "says too little"])
+def test_each_does_here_what_a_child_did_not(how: str, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    _spread(monkeypatch, 3)
+    parent = os.getpid()
+
+    def do(k: int) -> int:
+        if os.getpid() != parent:
+            if how == "raises":
+                raise MemoryError
+            if how == "exits":
+                os._exit(0)
+        return k * k
+
+    real_each = spread._each
+
+    def each(do_: Any, part: Any) -> Any:
+        if os.getpid() != parent and how == "says nonsense":
+            return {"not": "a list"}
+        if os.getpid() != parent and how == "says too little":
+            return real_each(do_, part)[:-1]
+        return real_each(do_, part)
+
+    monkeypatch.setattr(spread, "_each", each)
+    assert spread.each(list(range(9)), do, least=1) == [k * k for k in range(9)]
+
+
+def test_each_is_not_spread_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    _spread(monkeypatch, 4)
+    monkeypatch.setattr(cpus, "alone", lambda: False)
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+    assert spread.each(list(range(8)), str, least=1) == [str(k) for k in range(8)]

@@ -15,8 +15,9 @@ import pytest
 from capstone import x86
 from elftools.elf.elffile import ELFFile
 
+from agent import cpus
 from agent.binary import sites
-from agent.binary.dwarf import lookup
+from agent.binary.dwarf import lookup, spread
 from agent.binary.dwarf.dies import attr
 from agent.binary.dwarf.functions import Functions
 from agent.binary.dwarf.listing import name_parts, own_name
@@ -83,6 +84,39 @@ def test_name_parts() -> None:
     assert own_name("f<fn() -> u32>::{closure#0}") == "{closure#0}"
     assert own_name("main.(*T).M") == "main.(*T).M"
     assert own_name("tally") == "tally"
+
+
+@pytest.mark.parametrize("which", _INLINING)
+def test_functions_read_together_as_each_alone(which: str, request: pytest.FixtureRequest,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec's functions prefetched at once (their searches and units spread over
+    forked children, however few) and then asked one at a time: the copies a fresh
+    reader finds for each alone, and the same units found for every part of a name."""
+    binary = _binary(which, request)
+    whole = _functions(binary)
+    names = sorted(whole._named())
+    names = [*names[::max(1, len(names) // 12)], "no_such_function_anywhere",
+             "no_such::scope::anywhere"]
+    monkeypatch.setattr(spread, "WORTH", 1)
+    monkeypatch.setattr(cpus, "usable", lambda most: min(3, most))
+    monkeypatch.setattr(cpus, "alone", lambda: True)
+    together = _functions(binary)
+    together.prefetch(names)
+    tree = together.dwarf.tree
+    assert tree is not None and tree.walked
+    mentioned = dict(tree.mentions._mentioned)
+    assert mentioned
+    for name in names:
+        alone = _functions(binary)
+        assert together._keys_of(name) == alone._keys_of(name), name
+        assert together.only_inlined(name) == alone.only_inlined(name), name
+        if not name.startswith("no_such"):
+            assert _copies(together, name) == _copies(alone, name), name
+        mentions = alone.dwarf.tree.mentions  # type: ignore[union-attr]
+        for part in name_parts(name):
+            if part in mentioned:
+                assert mentions._mentions(part) == mentioned[part], (name, part)
+                assert mentions.places(part) == tree.mentions.places(part), (name, part)
 
 
 @pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])

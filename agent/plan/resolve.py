@@ -120,6 +120,7 @@ def _target(spec: Spec, t: Target, path: str, given: debuginfo.Given, build_id: 
     try:
         with damage_said(path):
             b = Binary(path, _scope([p for _n, p in mine]), given)
+            b.functions.prefetch(sorted({p.function for _n, p in mine if p.function}))
             target = b.plan(t.name, None, (), None, pinned)
             got = [(n, plan) for n, probe in mine
                    if (plan := probe_plan(b, probe, out, xmm_readable)) is not None]

@@ -54,6 +54,13 @@ def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], b
     return out
 
 
+def prefetch(tree: Tree, names: Collection[tuple[str, ...]]) -> None:
+    """Reads at once what ``keys`` reads for each of ``names`` alone (their searches and
+    their units spread over the CPUs), so that the questions that follow, one name at a
+    time, are answered from what was read."""
+    tree.walk(tree.mentions.mentioning(names))
+
+
 def types(tree: Tree, names: Collection[tuple[str, ...]] | None,
           language: Callable[[int], str]) -> list[tuple[str, int, int, bool]]:
     """``types_in`` of each unit that mentions one of ``names`` (``mentioning``;

@@ -230,6 +230,11 @@ class Dwarf:
         nested = self.language != "go"
         return self.ask(lambda t: asks.keys(t, names, keep, nested, own))[1]
 
+    def prefetch_functions(self, names: Collection[tuple[str, ...]]) -> None:
+        """Reads at once what ``function_keys`` will read for each of ``names``
+        (``asks.prefetch``); nothing when the scan cannot."""
+        self.ask(lambda t: asks.prefetch(t, names))
+
     def copies(self, keys: Collection[int]) -> dict[int, list[int]] | None:
         """Every inlined copy of the functions whose name-holding DIEs are ``keys``, by
         key, reading only the units that can hold one; None when the scan cannot."""

@@ -7,17 +7,19 @@ Walking is pure Python over bytes every process already has (a fork shares them)
 two CPUs walk a 30 MB .debug_info in a little over half the time. Nothing is spread
 when threads run (a fork copies one thread, with whatever locks the others held), when
 there is too little to walk for a fork to pay, or when noop may use one CPU; a child
-that fails has its units walked here, so the answer never depends on it.
+that fails has its units walked here, so the answer never depends on it. ``each`` spreads
+other work of many equal parts (searches of the raw bytes) the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import signal
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from agent import cpus
@@ -42,7 +44,8 @@ class Walker(Protocol):
 
 Tree = TypeVar("Tree", bound=Walker)
 _T = TypeVar("_T")
-WORTH = 8 << 20  # bytes of units a child must have for its start and reply to pay
+_I = TypeVar("_I")
+WORTH = 2 << 20  # bytes of units a child must have for its start and reply to pay (~0.1 s)
 MOST = 4
 
 
@@ -54,7 +57,7 @@ def walk(tree: Tree, todo: list[int],
     its part's, so ``then`` must answer from those (what it cannot, it leaves for the
     caller to finish here)."""
     parts = _cut(tree, todo)
-    children = [_fork(tree, part, then) for part in parts[1:]]
+    children = [_fork(functools.partial(_walked, tree, part, then)) for part in parts[1:]]
     answers = []
     try:
         for at in parts[0]:
@@ -62,8 +65,8 @@ def walk(tree: Tree, todo: list[int],
         if then is not None:
             answers.append(then(tree, parts[0]))
         for part, child in zip(parts[1:], children, strict=True):
-            got = _reply(*child, part) if child is not None else None
-            if got is None:
+            got = _reply(*child) if child is not None else None
+            if not (isinstance(got, dict) and set(got.get("units", ())) >= set(part)):
                 for at in part:
                     tree.walk_one(at)
                 if then is not None:
@@ -79,6 +82,39 @@ def walk(tree: Tree, todo: list[int],
     return answers
 
 
+def each(items: Sequence[_I], do: Callable[[_I], _T], least: int = 2) -> list[_T]:
+    """``[do(item) for item in items]``, in order, its later parts done by forked
+    children when there are at least ``least`` items for each CPU worth using (a fork
+    of a large process costs as much as a few of them); a part whose child fails is
+    done here."""
+    if not items:
+        return []
+    ways = _ways(len(items) // max(least, 1))
+    size = -(-len(items) // ways)
+    parts = [items[k:k + size] for k in range(0, len(items), size)]
+    children = [_fork(functools.partial(_each, do, part)) for part in parts[1:]]
+    try:
+        out = _each(do, parts[0])
+        for part, child in zip(parts[1:], children, strict=True):
+            got = _reply(*child) if child is not None else None
+            out += got if isinstance(got, list) and len(got) == len(part) else _each(do, part)
+    finally:
+        for child in children:
+            if child is not None:
+                _reap(*child)
+    return out
+
+
+def _each(do: Callable[[_I], _T], part: Sequence[_I]) -> list[_T]:
+    return [do(item) for item in part]
+
+
+def _ways(worth: int) -> int:
+    """How many processes to share work ``worth`` that many forks: at most one per CPU
+    noop may use, and one while other threads run."""
+    return max(1, min(worth, cpus.usable(MOST))) if worth >= 2 and cpus.alone() else 1
+
+
 def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
     """``todo`` as contiguous runs of about equal bytes, one per CPU worth using."""
     if len(todo) < 2:
@@ -86,7 +122,7 @@ def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
     total = sum(tree.sizes[at] for at in todo)
     if total < 2 * WORTH:  # a question's few units: asked often, answered at once
         return [todo]
-    ways = min(total // WORTH, cpus.usable(MOST)) if cpus.alone() else 1
+    ways = _ways(total // WORTH)
     if ways < 2:
         return [todo]
     parts: list[list[int]] = [[]]
@@ -99,9 +135,8 @@ def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
     return parts
 
 
-def _fork(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] | None
-          ) -> tuple[int, int] | None:
-    """A child walking ``part``, and the end of the pipe its reply comes on."""
+def _fork(make: Callable[[], Any]) -> tuple[int, int] | None:
+    """A child sending what ``make`` returns, and the end of the pipe it comes on."""
     try:
         read, write = os.pipe()
     except OSError:
@@ -117,7 +152,7 @@ def _fork(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] | 
         try:
             os.close(read)
             with os.fdopen(write, "wb") as out:
-                pickle.dump(_walked(tree, part, then), out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(make(), out, protocol=pickle.HIGHEST_PROTOCOL)
             code = 0
         finally:
             os._exit(code)
@@ -138,15 +173,13 @@ def _walked(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] 
             "then": then(tree, part) if then is not None else None}
 
 
-def _reply(pid: int, read: int, part: list[int]) -> dict[str, Any] | None:
+def _reply(pid: int, read: int) -> Any:
     """The child's reply; None when it sent none whole."""
     try:
         with os.fdopen(read, "rb", closefd=False) as got:
-            reply = pickle.load(got)
+            return pickle.load(got)
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, MemoryError):
         return None
-    return reply if isinstance(reply, dict) and set(reply.get("units", ())) >= set(part) \
-        else None
 
 
 def _reap(pid: int, read: int) -> None:
