@@ -20,6 +20,7 @@ import os
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -79,10 +80,11 @@ _DECODED_BYTES = 16 << 20  # what the kept tables may take in all
 _lock = threading.Lock()
 
 
-def decoded(code: bytes) -> Decoded:
-    """``code`` decoded from its first byte. Kept, up to 16 MB of tables in all, by
-    digest: many files of one build, and many sites in one function, decode once."""
-    key = (digest(code), len(code))
+def decoded(code: bytes, digested: str = "") -> Decoded:
+    """``code`` decoded from its first byte (``digested``: its ``digest``, when known).
+    Kept, up to 16 MB of tables in all, by digest: many files of one build, and many
+    sites in one function, decode once."""
+    key = (digested or digest(code), len(code))
     with _lock:
         got = _DECODED.get(key)
         if got is not None:
@@ -129,17 +131,23 @@ def _kept(value: object, size: int) -> Decoded:
     return Decoded(lengths, end)
 
 
-def _insn(code: bytes, start: int, offset: int) -> bytes | None:
+def _insn(code: bytes, start: int, offset: int, digested: str = "") -> bytes | None:
     """The bytes of the instruction at file ``offset`` of ``code`` (at file offset
     ``start``), decoded from its first byte; None when none starts there."""
-    n = decoded(code).length(offset - start)
+    n = decoded(code, digested).length(offset - start)
     return code[offset - start:offset - start + n] if n else None
 
 
-def make(elf: ElfFile, code: tuple[int, int], address: int) -> Proof:
+# What a pass over many sites read of a file: code (its bytes and digest) by file
+# offset and size. A function holding a hundred sites is read and hashed once.
+Codes = dict[tuple[int, int], tuple[bytes, str]]
+
+
+def make(elf: ElfFile, code: tuple[int, int], address: int, codes: Codes | None = None
+         ) -> Proof:
     """The proof for a site at virtual ``address`` inside the code ``(first address,
     size)`` of ``elf``; Unprovable when the code does not decode to an instruction
-    starting there."""
+    starting there. ``codes``: what this pass has read of ``elf`` before."""
     first, size = code
     if not first <= address < first + size:
         raise Unprovable(f"{address:#x} is outside the code it was found in "
@@ -151,19 +159,36 @@ def make(elf: ElfFile, code: tuple[int, int], address: int) -> Proof:
     if size > MAX_CODE:
         raise Unprovable(f"the function holding {address:#x} is {size} bytes long, "
                          f"more than noop decodes ({MAX_CODE})")
-    return of_code(elf.read(start, size), start, offset, elf.build_id)
+    got, digested = _read(elf.read, start, size, codes)
+    return of_code(got, start, offset, elf.build_id, digested)
 
 
-def of_code(code: bytes, start: int, offset: int, build: str = "") -> Proof:
+def _read(read: Callable[[int, int], bytes], start: int, size: int, codes: Codes | None
+          ) -> tuple[bytes, str]:
+    """``size`` bytes at file offset ``start`` read by ``read`` and their digest, or as
+    ``codes`` has them (then kept there)."""
+    got = codes.get((start, size)) if codes is not None else None
+    if got is None:
+        code = read(start, size)
+        got = (code, digest(code))
+        if codes is not None:
+            codes[(start, size)] = got
+    return got
+
+
+def of_code(code: bytes, start: int, offset: int, build: str = "", digested: str = ""
+            ) -> Proof:
     """The proof for file ``offset`` in ``code`` (at file offset ``start``) of the build
-    ``build`` ('' for a file that is not ELF: its code alone is checked)."""
-    insn = _insn(code, start, offset)
+    ``build`` ('' for a file that is not ELF: its code alone is checked); ``digested``:
+    the code's digest, when known."""
+    digested = digested or digest(code)
+    insn = _insn(code, start, offset, digested)
     if insn is None:
-        end = decoded(code).end
+        end = decoded(code, digested).end
         stop = f" (capstone stopped {end:#x} bytes in)" if start + end < offset else ""
         raise Unprovable(f"file offset {offset:#x} does not start an instruction of the "
                          f"code from {start:#x}{stop}")
-    return Proof(build, start, len(code), digest(code), insn.hex())
+    return Proof(build, start, len(code), digested, insn.hex())
 
 
 class Opened:
@@ -213,8 +238,9 @@ class Opened:
         except OSError:
             return b""
 
-    def check(self, proof: Proof | None, offset: int) -> str:
-        """Why a uprobe may not go at file ``offset`` ('' when it may)."""
+    def check(self, proof: Proof | None, offset: int, codes: Codes | None = None) -> str:
+        """Why a uprobe may not go at file ``offset`` ('' when it may); ``codes``: what
+        this pass of checks, before any uprobe goes on, has read of the file."""
         if proof is None:
             return "the plan proves nothing about it"
         build = self.build()
@@ -225,13 +251,13 @@ class Opened:
             return "the plan proves a file that is not ELF, and this one is"
         if not 0 < proof.size <= MAX_CODE:
             return f"the plan names {proof.size} bytes of code around it"
-        code = self.read(proof.start, proof.size)
-        if len(code) != proof.size or digest(code) != proof.digest:
+        code, digested = _read(self.read, proof.start, proof.size, codes)
+        if len(code) != proof.size or digested != proof.digest:
             return f"its code at file offset {proof.start:#x} is not the plan's"
         if not proof.start <= offset < proof.start + proof.size:
             return f"file offset {offset:#x} is outside the code the plan names " \
                 f"({proof.start:#x}..{proof.start + proof.size:#x})"
-        at = _insn(code, proof.start, offset)
+        at = _insn(code, proof.start, offset, digested)
         if at is None:
             return f"file offset {offset:#x} does not start an instruction"
         if at.hex() != proof.insn:
@@ -242,7 +268,7 @@ class Opened:
     def unchanged(self, proofs: list[Proof]) -> str:
         """Why the code ``proofs`` name is no longer what they say ('' when it is):
         read again after attaching, to catch a write in between."""
-        for p in dict.fromkeys(proofs):
+        for p in {(p.start, p.size, p.digest): p for p in proofs}.values():
             code = self.read(p.start, p.size)
             if len(code) != p.size or digest(code) != p.digest:
                 return f"its code at file offset {p.start:#x} changed while noop attached"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from agent.binary import debuginfo
-from agent.binary.proof import Opened, Proof
+from agent.binary.proof import Codes, Opened, Proof
 from agent.errors import NoopError
 from agent.kernel import uprobes
 
@@ -133,8 +133,9 @@ def attach_proven(path: str, opened: Opened, wanted: list[Uprobe]) -> list[Handl
     program, or a perf-event uprobe each); then the code read again, in case the file
     was written meanwhile. All of them, or none (BuildChanged, or the kernel's
     refusal). One handle per uprobe, in order (a link's for each of its sites)."""
+    codes: Codes = {}  # a function's code read and hashed once for all its sites
     for u in wanted:
-        why = opened.check(u.proof, u.offset)
+        why = opened.check(u.proof, u.offset, codes)
         if why:
             changed = u.proof is not None and bool(u.proof.build) and \
                 opened.build() != u.proof.build

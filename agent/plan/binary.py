@@ -51,6 +51,7 @@ class Binary:
         self.functions = Functions(dwarf, namer)
         self.walker = Walker(dwarf, namer)
         self._insns: dict[str, tuple[sites.Insn, ...]] = {}
+        self._codes: proof.Codes = {}  # the code of the functions sites were proven in
 
     @cached_property
     def goid_offset(self) -> int | None:
@@ -141,7 +142,7 @@ class Binary:
 
     def prove_at(self, address: int) -> proof.Proof:
         """That ``address`` starts an instruction of this build (Unprovable if not)."""
-        return proof.make(self.elf, self.code_holding(address), address)
+        return proof.make(self.elf, self.code_holding(address), address, self._codes)
 
     def prove(self, site: Site) -> Site:
         """``site`` with the proof that its offset starts an instruction of this build."""
