@@ -80,12 +80,9 @@ def _offsets_ok(v: Any) -> bool:
     return type(v) is dict and all(type(k) is str and _ints(x) for k, x in v.items())
 
 
-def _decimal(k: str) -> bool:
-    return bool(k) and set(k) <= set("0123456789") and (k == "0" or not k.startswith("0"))
-
-
 def _by_offset_ok(v: Any) -> bool:
-    return _offsets_ok(v) and all(_decimal(k) for k in v)
+    return type(v) is dict and all(type(k) is int and k >= 0 and _ints(x)
+                                   for k, x in v.items())
 
 
 def _one(v: Any) -> bool:

@@ -44,13 +44,13 @@ class FunctionSummary:
 _offsets = cache.shaped(dict[str, list[int]])  # DIE offsets by name, as cached
 
 
-def _by_offset(value: object) -> dict[str, list[int]]:
-    """The cached inlined index: DIE offsets by a DIE offset written in decimal."""
+def _by_offset(value: object) -> dict[int, list[int]]:
+    """The cached inlined index: DIE offsets by a DIE offset (JSON writes it in
+    decimal)."""
     index: dict[str, list[int]] = _offsets(value)
-    # _named reads each key as a number, and inlined() looks one up as str(offset)
     if not all(k.isascii() and k.isdigit() and str(int(k)) == k for k in index):
         raise ValueError("an inlined index keyed by other than offsets")
-    return index
+    return {int(k): v for k, v in index.items()}
 
 
 class Listing:
@@ -59,7 +59,7 @@ class Listing:
     def __init__(self, dwarf: Dwarf, namer: TypeNamer) -> None:
         self.dwarf = dwarf
         self.namer = namer
-        self._index: dict[str, list[int]] | None = None
+        self._index: dict[int, list[int]] | None = None
         self._names: dict[str, list[int]] | None = None
         # What questions about a few functions found, reading only the units they need:
         # a function's name-holding DIEs with copies, and each such DIE's copies.
@@ -95,7 +95,7 @@ class Listing:
                             "it may come from assembly or a library built without -g")
         return sym, die
 
-    def _inlined_index(self) -> dict[str, list[int]]:
+    def _inlined_index(self) -> dict[int, list[int]]:
         """Offsets of every inlined copy, by the offset of the function's abstract DIE:
         one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
         if self._index is not None:
@@ -119,7 +119,7 @@ class Listing:
         got = cache.get(build_id, "inlined-names", "v1", load=_offsets) if build_id else None
         if got is None:
             got = {}
-            keys = {int(k) for k in self._inlined_index()}
+            keys = set(self._inlined_index())
             fast = self.dwarf.names_at(keys)
             for key in sorted(keys):
                 name = fast.get(key) if fast is not None else \
@@ -232,11 +232,11 @@ class Listing:
     def _copies_of(self, key: int) -> list[int]:
         """The inlined copies of the function whose name-holding DIE is at ``key``."""
         if self._index is not None:
-            return self._index.get(str(key), [])
+            return self._index.get(key, [])
         if key not in self._copies:
             got = self.dwarf.copies([key])
             if got is None:
-                return self._inlined_index().get(str(key), [])
+                return self._inlined_index().get(key, [])
             self._copies[key] = got.get(key, [])
         return self._copies[key]
 
@@ -269,14 +269,15 @@ class Listing:
         """Every function symbol with its inlined-instance count, then the functions
         that exist only inlined (address and size 0), from the inlined index."""
         index = self._inlined_index()
-        inlined = {name: sum(len(index.get(str(k), ())) for k in keys)
+        inlined = {name: sum(len(index.get(k, ())) for k in keys)
                    for name, keys in self._named().items()}
+        symbols = self.symbols  # each symbol's display name demangled once, here
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
         out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
                for s in syms for shown in [self.display_name(s.name)]]
         named = {f.name for f in out}
         out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
-                if n and n not in named and n not in self.symbols]
+                if n and n not in named and n not in symbols]
         return tuple(out)
 
     def function_name(self, decl: DIE) -> str:

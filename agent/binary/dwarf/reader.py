@@ -378,18 +378,16 @@ class Dwarf:
         name = files[index].name.decode(errors="replace") if 0 <= index < len(files) else "?"
         return f"{Path(name).name}:{best[2]}"
 
-    def inlined_index(self) -> dict[str, list[int]]:
+    def inlined_index(self) -> dict[int, list[int]]:
         """Offsets of every DW_TAG_inlined_subroutine, by the offset of the DIE holding
         its function's name (from the tree: the raw bytes, not a DIE object each)."""
-        def index(tree: Tree) -> dict[str, list[int]]:
-            return {str(k): v for k, v in asks.whole_index(tree, self.language != "go").items()}
-        ok, got = self.ask(index)
+        ok, got = self.ask(lambda tree: asks.whole_index(tree, self.language != "go"))
         if ok and got is not None:
             return got
-        out: dict[str, list[int]] = {}  # a form the scan does not know: the slow walk
+        out: dict[int, list[int]] = {}  # a form the scan does not know: the slow walk
         for _cu, die in self.iter_all_dies():
             if die.tag == "DW_TAG_inlined_subroutine":
-                out.setdefault(str(origin_of(die).offset), []).append(die.offset)
+                out.setdefault(origin_of(die).offset, []).append(die.offset)
         return out
 
     def iter_all_dies(self) -> Iterator[tuple[CompileUnit, DIE]]:
