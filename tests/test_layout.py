@@ -14,7 +14,8 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 
 # Lowest first. The shared modules at the top of agent/ are below every stage; the
 # command line is above them all.
-SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache", "agent.cpus")
+SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache", "agent.cpus",
+          "agent.heap")
 STAGES = ("config", "binary", "plan", "live", "kernel", "output", "presets", "service",
           "tools")
 TOP = ("agent.cli", "agent.commands", "agent.__main__")

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from agent import cache, files
+from agent import cache, files, heap
 from agent.binary import debuginfo
 from agent.binary.dwarf.damage import damage_said
 from agent.binary.elf import ElfFile
@@ -71,7 +71,8 @@ def resolve(spec: Spec, xmm_readable: bool = False, wait: bool = False,
             out.add(t.mark, f"target {t.name}: {exc.message}", exc.hint)
             continue
         pinned = t.binary is not None and not through_proc(path)
-        planned = _target(spec, t, path, given, build_id, pinned, xmm_readable, out)
+        with heap.paused():
+            planned = _target(spec, t, path, given, build_id, pinned, xmm_readable, out)
         if planned is None:
             continue
         target, got = planned

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent import cache, files
+from agent import cache, files, heap
 from agent.binary import debuginfo, proof
 from agent.binary.elf import ElfFile
 from agent.config.selector import Selector, through_proc
@@ -38,7 +38,8 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
                                   load=lambda data: plain.load(Plan, data)) \
         if build_id else None
     if made is None:
-        made = _make(path, aggregate, given)
+        with heap.paused():
+            made = _make(path, aggregate, given)
         if build_id:
             cache.put(build_id, "preset", key, plain.dump(made))
     (target,) = made.targets

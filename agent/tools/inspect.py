@@ -10,7 +10,7 @@ import fnmatch
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent import cache
+from agent import cache, heap
 from agent.binary import debuginfo
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.scope import Scope
@@ -117,7 +117,8 @@ def _cached(opened: _Opened, kind: str, key: str, make: Callable[[], Any]) -> An
     hit = cache.get(opened.cache_id, kind, key, load=cache.shaped(SHAPES[kind]))
     if hit is not None:
         return hit
-    value = make()
+    with heap.paused():
+        value = make()
     cache.put_aside(opened.cache_id, kind, key, value)
     return value
 
