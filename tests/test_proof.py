@@ -256,6 +256,33 @@ def test_a_corrupted_site_is_refused_unless_it_is_an_instruction(example: Path) 
     assert checked > 300 and codes
 
 
+@ONE_COMPILER
+def test_code_written_after_the_checks_is_seen_after_attaching(example: Path,
+                                                                tmp_path: Path) -> None:
+    """A pass of checks reads each function once; what attaching reads after is the file
+    again: a byte of a site's function written in place (the same inode) between the
+    two is caught, whatever the checks kept."""
+    plan = _preset(example)
+    copy = tmp_path / "copy"
+    shutil.copyfile(example, copy)
+    sites = [s for p in plan.probes for s in p.sites]
+    proofs = [s.proof for s in sites if s.proof is not None]
+    assert proofs and len(proofs) == len(sites)
+    codes: proof.Codes = {}
+    with proof.Opened(str(copy)) as opened:
+        assert all(opened.check(s.proof, s.file_offset, codes) == "" for s in sites)
+        assert codes and opened.unchanged(proofs) == ""
+        last = proofs[-1]
+        with open(copy, "r+b") as f:  # in place: the very inode attached through
+            f.seek(last.start + last.size - 1)
+            byte = f.read(1)
+            f.seek(last.start + last.size - 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        assert f"{last.start:#x} changed" in opened.unchanged(proofs)
+        assert opened.check(last, sites[-1].file_offset, codes) == ""  # what it kept
+        assert opened.check(last, sites[-1].file_offset)  # the file now
+
+
 def test_an_offset_inside_an_instruction_cannot_be_proven(example: Path) -> None:
     """A plan is never made with a site that does not start an instruction."""
     plan = _preset(example)

@@ -145,12 +145,22 @@ def test_a_process_is_alone_until_a_thread_starts() -> None:
 @pytest.mark.parametrize("count", [0, 1, 2, 5, 11])
 def test_each_answers_in_order_as_one_process(ways: int, count: int,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """In order, each part's answers from the child that made them, every child gone
+    after; spread as far as the work pays for (``worth`` forks), no further."""
     _spread(monkeypatch, ways)
     forks = _forks(monkeypatch)
     items = [bytes([k]) * k for k in range(count)]
-    assert spread.each(items, lambda b: (len(b), b), least=1) == \
-        [(k, bytes([k]) * k) for k in range(count)]
-    assert len(forks) == (min(ways, count) - 1 if count >= 2 else 0)
+    got = spread.each(items, lambda b: (len(b), b, os.getpid()), worth=count)
+    assert [g[:2] for g in got] == [(k, bytes([k]) * k) for k in range(count)]
+    spread_ = min(ways, count) if count >= 2 else 1
+    assert len(forks) == spread_ - 1
+    assert {g[2] for g in got} == ({os.getpid(), *forks} if count else set())
+    for pid in forks:  # reaped: not a child of this process any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    forks.clear()
+    assert spread.each(items, lambda b: len(b), worth=1) == list(range(count))
+    assert not forks  # work that pays for one fork is not spread
 
 
 @pytest.mark.parametrize("how", ["raises", "exits", "says nonsense", "says too little"])
@@ -177,7 +187,7 @@ def test_each_does_here_what_a_child_did_not(how: str, monkeypatch: pytest.Monke
         return real_each(do_, part)
 
     monkeypatch.setattr(spread, "_each", each)
-    assert spread.each(list(range(9)), do, least=1) == [k * k for k in range(9)]
+    assert spread.each(list(range(9)), do, worth=9) == [k * k for k in range(9)]
 
 
 def test_each_is_not_spread_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch
@@ -185,4 +195,4 @@ def test_each_is_not_spread_while_another_thread_runs(monkeypatch: pytest.Monkey
     _spread(monkeypatch, 4)
     monkeypatch.setattr(cpus, "alone", lambda: False)
     monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
-    assert spread.each(list(range(8)), str, least=1) == [str(k) for k in range(8)]
+    assert spread.each(list(range(8)), str, worth=8) == [str(k) for k in range(8)]

@@ -138,8 +138,9 @@ def _insn(code: bytes, start: int, offset: int, digested: str = "") -> bytes | N
     return code[offset - start:offset - start + n] if n else None
 
 
-# What a pass over many sites read of a file: code (its bytes and digest) by file
-# offset and size. A function holding a hundred sites is read and hashed once.
+# What was read of a file for many sites at once (a plan made, a pass of checks before
+# attaching): code, its bytes and digest, by file offset and size. A function holding
+# a hundred sites is read and hashed once.
 Codes = dict[tuple[int, int], tuple[bytes, str]]
 
 
@@ -147,7 +148,8 @@ def make(elf: ElfFile, code: tuple[int, int], address: int, codes: Codes | None 
          ) -> Proof:
     """The proof for a site at virtual ``address`` inside the code ``(first address,
     size)`` of ``elf``; Unprovable when the code does not decode to an instruction
-    starting there. ``codes``: what this pass has read of ``elf`` before."""
+    starting there. ``codes``: what the caller read of ``elf`` before, and keeps (a
+    plan's Binary: the file as it was read to make the plan)."""
     first, size = code
     if not first <= address < first + size:
         raise Unprovable(f"{address:#x} is outside the code it was found in "

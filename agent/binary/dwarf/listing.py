@@ -191,11 +191,19 @@ class Listing:
         yield from self._named()
 
     def prefetch(self, names: Collection[str]) -> None:
-        """Reads at once, spread over the CPUs, what ``_keys_of`` reads for each of
-        ``names`` alone: a spec's functions, asked about one probe at a time."""
-        if self._names is None and len(names) > 1:
-            go = self.dwarf.language == "go"
-            self.dwarf.prefetch_functions([(n,) if go else name_parts(n) for n in names])
+        """Reads at once, spread over the CPUs, what ``_keys_of`` will read for
+        functions ``names`` (a spec's, asked about one probe at a time): for each that
+        is not a symbol (``only_inlined``) and, but in Go (which names a function
+        once), under its display name (``inlined``)."""
+        if self._names is not None:
+            return
+        go = self.dwarf.language == "go"
+        asked = {n for n in names if n not in self.symbols}
+        if not go:
+            asked |= {self.display_name(n) for n in names}
+        if len(asked) > 1:
+            self.dwarf.prefetch_functions(
+                [(n,) if go else name_parts(n) for n in sorted(asked)])
 
     def _keys_of(self, name: str) -> list[int]:
         """The DIEs holding function ``name`` that inlined copies lead to."""

@@ -103,14 +103,17 @@ class Mentions:
         spec of 20 functions in a large Rust build)."""
         if self.elsewhere:
             return
+        text, info = self.tree.strings.str, self.tree.info
         parts = sorted({p for ps in names for p in ps} - self._strings_at.keys())
-        found = spread.each(parts, lambda p: self.tree.strings.str.places(p.encode() + b"\0"))
+        found = spread.each(parts, lambda p: text.places(p.encode() + b"\0"),
+                            len(parts) * text.size // spread.SEARCHED)
         self._strings_at.update(zip(parts, found, strict=True))
         wanted = sorted({p for ps in names for p in self._narrowing(ps)} -
                         self._mentioned.keys())
         patterns = sorted({pattern for p in wanted for pattern in self._patterns(p)})
         hits = dict(zip(patterns, spread.each(
-            patterns, lambda pattern: list(finds(self.tree.info, pattern))), strict=True))
+            patterns, lambda pattern: list(finds(info, pattern)),
+            len(patterns) * len(info) // spread.SEARCHED), strict=True))
         for part in wanted:
             self._mentions(part, hits)
 

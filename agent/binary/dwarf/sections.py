@@ -88,6 +88,12 @@ class Text:
         self._source = source
         self._pages: dict[int, bytes] = {}
 
+    @property
+    def size(self) -> int:
+        """The section's bytes."""
+        source = self._source
+        return len(source) if isinstance(source, bytes) else source.size
+
     def _read(self, at: int, n: int) -> bytes:
         source = self._source
         return source[at:at + n] if isinstance(source, bytes) else source.pread(at, n)

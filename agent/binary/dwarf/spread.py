@@ -46,6 +46,7 @@ Tree = TypeVar("Tree", bound=Walker)
 _T = TypeVar("_T")
 _I = TypeVar("_I")
 WORTH = 2 << 20  # bytes of units a child must have for its start and reply to pay (~0.1 s)
+SEARCHED = 64 << 20  # bytes a child must search (bytes.find) for the same (~50 ms)
 MOST = 4
 
 
@@ -82,14 +83,14 @@ def walk(tree: Tree, todo: list[int],
     return answers
 
 
-def each(items: Sequence[_I], do: Callable[[_I], _T], least: int = 2) -> list[_T]:
+def each(items: Sequence[_I], do: Callable[[_I], _T], worth: int) -> list[_T]:
     """``[do(item) for item in items]``, in order, its later parts done by forked
-    children when there are at least ``least`` items for each CPU worth using (a fork
-    of a large process costs as much as a few of them); a part whose child fails is
-    done here."""
+    children when the work pays for ``worth`` forks (a fork of a large process costs
+    as much as searching tens of MB: ``SEARCHED``); a part whose child fails is done
+    here."""
     if not items:
         return []
-    ways = _ways(len(items) // max(least, 1))
+    ways = min(_ways(worth), len(items))
     size = -(-len(items) // ways)
     parts = [items[k:k + size] for k in range(0, len(items), size)]
     children = [_fork(functools.partial(_each, do, part)) for part in parts[1:]]
@@ -110,8 +111,8 @@ def _each(do: Callable[[_I], _T], part: Sequence[_I]) -> list[_T]:
 
 
 def _ways(worth: int) -> int:
-    """How many processes to share work ``worth`` that many forks: at most one per CPU
-    noop may use, and one while other threads run."""
+    """How many processes to share work that pays for ``worth`` forks: at most one per
+    CPU noop may use, and one while other threads run."""
     return max(1, min(worth, cpus.usable(MOST))) if worth >= 2 and cpus.alone() else 1
 
 
