@@ -19,6 +19,7 @@ from harness import builds
 from harness.noop import run as noop
 from harness.programs import GO_TOOLCHAINS, PROGRAMS, go_build, go_toolchain
 
+from agent.binary.dwarf.reader import open_dwarf
 from agent.binary.elf import ElfFile, Symbol
 
 REPO = Path(__file__).resolve().parent.parent
@@ -594,6 +595,24 @@ def test_the_preset_from_its_scope_equals_it_from_all_metadata(
     scoped, whole = (sum(f.stat().st_size for f in (tmp_path / str(w) / "gometa").iterdir())
                      for w in (False, True))
     assert scoped * 4 < whole
+    # Every function has a symbol; those whose code the scope's DWARF writes (their
+    # subprograms) have their own sizes, the others reach to the next function.
+    symbols = []
+    for w in (False, True):
+        (made,) = (tmp_path / str(w) / "gometa").iterdir()
+        with ElfFile(made) as elf:
+            symbols.append({s.address: s.size for s in elf.function_symbols()})
+    written = {d.attributes["DW_AT_low_pc"].value
+               for cu in open_dwarf(next((tmp_path / "False" / "gometa").iterdir())).units
+               for d in cu.iter_DIEs()
+               if d.tag == "DW_TAG_subprogram" and "DW_AT_low_pc" in d.attributes}
+    entries = sorted(symbols[1])
+    assert set(symbols[0]) == set(symbols[1]) and written
+    for here, after in zip(entries, [*entries[1:], None], strict=True):
+        if here in written:
+            assert symbols[0][here] == symbols[1][here], hex(here)
+        elif after is not None:
+            assert symbols[0][here] == after - here >= symbols[1][here], hex(here)
 
 
 def test_a_pattern_s_scope() -> None:
