@@ -8,6 +8,7 @@ clang, whose DWARF 5 names strings by index)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
@@ -135,6 +136,88 @@ def test_functions_read_together_as_each_alone(which: str, request: pytest.Fixtu
             if part in mentioned:
                 assert mentions._mentions(part) == mentioned[part], (name, part)
                 assert mentions.places(part) == tree.mentions.places(part), (name, part)
+
+
+@pytest.mark.parametrize("which", _INLINING)
+@pytest.mark.parametrize("many", [64, 2], ids=["searched", "read"])
+def test_a_pattern_s_functions_as_the_whole_listing_has_them(
+        which: str, many: int, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``noop funcs BIN PATTERN``'s rows read from the units its literal parts lead to
+    equal the whole listing's rows the pattern matches, in order: patterns made of
+    each name's parts, whole or cut inside a part, and none naming a part whole; with
+    the units referring to many functions searched for each, or read whole (``many``:
+    mentions._MANY)."""
+    from agent.binary.dwarf import listing as names
+    from agent.binary.dwarf import mentions
+    from agent.tools import inspect
+
+    binary = _binary(which, request)
+    dwarf = open_dwarf(binary)
+    whole = inspect.listing(dwarf, TypeNamer(dwarf))
+    monkeypatch.setattr(names, "_NARROW", 1.0)
+    monkeypatch.setattr(mentions, "_MANY", many)
+    shown = sorted({r["name"] for r in whole})
+    patterns = {"*", "no_such::*", "*::new"}
+    for name in shown[::max(1, len(shown) // 15)]:
+        parts = name_parts(name)
+        patterns |= {name, "::".join(parts[:-1]) + "::*", name[:len(name) * 2 // 3] + "*",
+                     "::".join(parts[:1]) + "::*"}
+    narrowed = 0
+    for pattern in sorted(patterns):
+        fresh = open_dwarf(binary)
+        got = inspect.listing(fresh, TypeNamer(fresh), pattern)
+        assert got == [r for r in whole if fnmatch.fnmatchcase(r["name"], pattern)], pattern
+        narrowed += bool(names.literal_parts(pattern)) and fresh.tree is not None and \
+            len(fresh.tree.walked) < len(fresh.units)
+    assert narrowed or which.startswith(("go", "c_"))  # C: one unit; Go: not nested
+
+
+@pytest.mark.parametrize("which", ["rust_layouts", "rust_dropped", "c_dropped_gcc"])
+def test_many_references_looked_for_by_reading_their_units(
+        which: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The units that may refer to the DIEs of one unit: searched for each DIE, or, for
+    many DIEs, every other unit they could be in (their object's, for LLVM) read: a
+    superset of what the searches find."""
+    from agent.binary.dwarf import mentions as m
+
+    binary = _binary(which, request)
+    checked = 0
+    runs = open_dwarf(binary).tree.mentions._runs  # type: ignore[union-attr]
+    shared = [i for i, run in enumerate(runs) if runs.count(run) > 1]  # LLVM's objects
+    for first in [0, *shared[:5]]:
+        answers = []
+        for many in (1 << 30, 1):
+            tree = open_dwarf(binary).tree
+            assert tree is not None
+            unit = tree.starts[first]
+            tree.walk([unit])
+            targets = [at for at, _tag, _name in tree.kept.items([unit])][:40]
+            monkeypatch.setattr(m, "_MANY", many)
+            answers.append(tree.mentions.referring(targets))
+        searched, read = answers
+        assert searched <= read
+        if tree.mentions.cross and targets:
+            lo, hi = tree.mentions._runs[first] if tree.mentions._llvm(first) else \
+                (0, len(tree.info))
+            assert read == {u for u in tree.starts if lo <= u < hi} - {unit}
+            checked += 1
+    assert checked or not open_dwarf(binary).tree.mentions.cross  # type: ignore[union-attr]
+    assert shared or not which.startswith("rust")  # an object of several units
+
+
+def test_the_whole_parts_a_pattern_names() -> None:
+    from agent.binary.dwarf.listing import literal_parts
+
+    assert literal_parts("a::b::*") == ("a", "b")
+    assert literal_parts("a::b::c*") == ("a", "b")
+    assert literal_parts("a::b::c") == ("a", "b", "c")
+    assert literal_parts("a::B<c::D>::*") == ("a", "B<c::D>")
+    assert literal_parts("a::B<c::*") == ("a",)
+    assert literal_parts("a::[bc]::*") == ("a",)
+    assert literal_parts("*::new") == literal_parts("f*") == literal_parts("?") == ()
+    assert literal_parts("a::?::b") == ("a",)
+    assert literal_parts("a<b") == () and literal_parts("a::b<c>") == ("a", "b<c>")
 
 
 @pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])

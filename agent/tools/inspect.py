@@ -251,14 +251,28 @@ def _from_metadata(out: dict[str, Any], functions: Any, function: str) -> None:
                        "the rest")
 
 
-def listing(dwarf: Dwarf, namer: TypeNamer) -> list[dict[str, Any]]:
+def listing(dwarf: Dwarf, namer: TypeNamer, pattern: str | None = None
+            ) -> list[dict[str, Any]]:
     """``noop funcs``' rows from DWARF: every function with its inlined copies, then
-    those that exist only inlined."""
+    those that exist only inlined; with ``pattern``, those it matches (read from the
+    units its literal beginning leads to, where it names a part whole)."""
     from agent.binary.dwarf.functions import Functions
 
+    functions = Functions(dwarf, namer)
+    found = functions.summaries_of(pattern) if pattern else None
+    if found is None:
+        found = tuple(f for f in functions.summaries()
+                      if not pattern or fnmatch.fnmatchcase(f.name, pattern))
     return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
-             **({"only_inlined": True} if not f.address else {})}
-            for f in Functions(dwarf, namer).summaries()]
+             **({"only_inlined": True} if not f.address else {})} for f in found]
+
+
+def _narrows(pattern: str) -> bool:
+    """Whether ``pattern`` names a part of the names it matches whole (a crate, a module,
+    a type), which leads to the units that can hold them."""
+    from agent.binary.dwarf.listing import literal_parts
+
+    return bool(literal_parts(pattern))
 
 
 def function_list(binary: str, pattern: str | None = None, debug: str | None = None
@@ -271,8 +285,15 @@ def function_list(binary: str, pattern: str | None = None, debug: str | None = N
         # A stripped Go binary's: from its metadata, without making DWARF of it.
         rows = _cached(opened, "funcs", "all", lambda: metadata.rows(GoProgram(opened.elf)))
     else:
-        rows = _answer(binary, debug, "funcs", "all",
-                       lambda _elf, dwarf, namer: listing(dwarf, namer))
+        rows = None
+        if pattern:  # every function's rows, when kept: filtered
+            rows = cache.get(opened.cache_id, "funcs", "all", load=cache.shaped(SHAPES["funcs"]))
+        if rows is None and pattern and _narrows(pattern):
+            rows = _answer(binary, debug, "funcs", f"match {pattern}",
+                           lambda _elf, dwarf, namer: listing(dwarf, namer, pattern))
+        if rows is None:
+            rows = _answer(binary, debug, "funcs", "all",
+                           lambda _elf, dwarf, namer: listing(dwarf, namer))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r["name"], pattern)]
     return list(rows)

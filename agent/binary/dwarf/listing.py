@@ -10,6 +10,7 @@ cached by build-id). ``functions.Functions`` adds where each one's values live.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -288,6 +289,34 @@ class Listing:
                 if n and n not in named and n not in symbols]
         return tuple(out)
 
+    def summaries_of(self, pattern: str) -> tuple[FunctionSummary, ...] | None:
+        """``summaries``' rows whose name ``pattern`` (fnmatch's) matches, read only from
+        the units that mention the whole parts its literal beginning names (a crate, a
+        module, a type: ``literal_parts``) and those their copies are in; None when it
+        names no part whole, in Go (whose names are not nested), or when the raw
+        reader cannot read them (then every unit is read)."""
+        parts = literal_parts(pattern)
+        if not parts or self._index is not None or self.dwarf.language == "go":
+            return None
+        share = self.dwarf.mentioned_share([parts])
+        if share is None or share > _NARROW:
+            return None  # most units mention it (core::ptr): one walk of all is cheaper
+
+        def keep(name: str) -> bool:
+            return fnmatch.fnmatchcase(name, pattern)
+        keys = self._targeted([parts], keep)
+        if keys is None:
+            return None
+        inlined = {name: sum(len(self._copies_of(k)) for k in ks) for name, ks in keys.items()}
+        symbols = self.symbols
+        syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
+        out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
+               for s in syms for shown in [self.display_name(s.name)] if keep(shown)]
+        named = {f.name for f in out}
+        out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
+                if n and n not in named and n not in symbols]
+        return tuple(out)
+
     def function_name(self, decl: DIE) -> str:
         """The name a user writes: Go's DW_AT_name is already qualified, Rust's is not."""
         if self.dwarf.unit_language(decl.cu) == "go":
@@ -315,6 +344,25 @@ def name_parts(name: str) -> tuple[str, ...]:
             continue
         i += 1
     return (*parts, name[last:])
+
+
+# A pattern is answered from the units that mention its parts when they hold at most
+# this share of .debug_info; beyond, following every function's copies one by one
+# costs more than reading every unit once.
+_NARROW = 0.9
+
+
+def literal_parts(pattern: str) -> tuple[str, ...]:
+    """The parts of a qualified name that a shell pattern writes whole before its first
+    wildcard (``rust_large::c07::gr*`` -> ``rust_large``, ``c07``): every name it
+    matches has these parts, in this order, first."""
+    cut = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
+    if cut == len(pattern):
+        return name_parts(pattern) if _balanced(pattern) else ()
+    literal = pattern[:cut]
+    parts = name_parts(literal)
+    whole = parts[:-1]  # the last runs on into the wildcard: not a name of its own
+    return whole if _balanced("::".join(whole)) and all(whole) else ()
 
 
 def _balanced(name: str) -> bool:

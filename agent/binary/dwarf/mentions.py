@@ -33,6 +33,10 @@ class Tree(Protocol):
     def top_string(self, i: int, wanted: int) -> str | None: ...
 
 _FEW = 4  # a part of a name found in this many places or fewer narrows the units read
+# A name whose rarest part ends this many strings or more is not looked for: each place
+# is a search of all .debug_info (25 ms for a 32 MB one), and a walk of every unit costs
+# less than a hundred of them.
+_MANY = 64
 _STRING, _INDIRECT, _REF_ADDR = 0x08, 0x16, 0x10
 _ALT_FORMS = frozenset({0x1F20, 0x1F21})  # dwz's references into a supplementary file
 AT_PRODUCER = 0x25
@@ -83,6 +87,8 @@ class Mentions:
         out: set[int] = set()
         for parts in names:
             narrowing = self._narrowing(parts)
+            if narrowing and len(self.places(narrowing[0])) >= _MANY:
+                return None  # every unit: fewer bytes read than searching for it
             units = self._mentions(narrowing[0]) if narrowing else set()
             for part in narrowing[1:]:
                 units = units & self._mentions(part)
@@ -108,7 +114,8 @@ class Mentions:
         found = spread.each(parts, lambda p: text.places(p.encode() + b"\0"),
                             len(parts) * text.size // spread.SEARCHED)
         self._strings_at.update(zip(parts, found, strict=True))
-        wanted = sorted({p for ps in names for p in self._narrowing(ps)} -
+        wanted = sorted({p for ps in names for p in self._narrowing(ps)
+                         if len(self.places(self._narrowing(ps)[0])) < _MANY} -
                         self._mentioned.keys())
         patterns = sorted({pattern for p in wanted for pattern in self._patterns(p)})
         hits = dict(zip(patterns, spread.each(
@@ -185,13 +192,22 @@ class Mentions:
         if not self.cross:
             return set()
         sizes = {u.refaddr for u, _ in self.tree.units}
-        out: set[int] = set()
+        starts = self.tree.starts
+        where: dict[tuple[int, int], list[int]] = {}  # the bytes to search, for each target
         for t in targets:
-            i = max(bisect.bisect_right(self.tree.starts, t) - 1, 0)
-            lo, hi = self._runs[i] if self._llvm(i) else (0, len(self.tree.info))
-            for size in sizes:
-                pattern = t.to_bytes(size, "little")
-                out.update(self.tree.unit_of(h) for h in finds(self.tree.info, pattern, lo, hi))
+            i = max(bisect.bisect_right(starts, t) - 1, 0)
+            where.setdefault(self._runs[i] if self._llvm(i) else (0, len(self.tree.info)),
+                             []).append(t)
+        out: set[int] = set()
+        for (lo, hi), found in where.items():
+            if len(found) * len(sizes) >= _MANY:  # reading them is cheaper: every unit there
+                out.update(starts[bisect.bisect_left(starts, lo):bisect.bisect_left(starts, hi)])
+                continue
+            for t in found:
+                for size in sizes:
+                    pattern = t.to_bytes(size, "little")
+                    out.update(self.tree.unit_of(h)
+                               for h in finds(self.tree.info, pattern, lo, hi))
         return out - self.tree.walked
 
     def _llvm(self, i: int) -> bool:

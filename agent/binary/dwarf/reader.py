@@ -230,6 +230,17 @@ class Dwarf:
         nested = self.language != "go"
         return self.ask(lambda t: asks.keys(t, names, keep, nested, own))[1]
 
+    def mentioned_share(self, names: Collection[tuple[str, ...]]) -> float | None:
+        """The share of .debug_info's bytes in the units that mention one of ``names``
+        (``Mentions.mentioning``: 1 where names may be in another file); None when the
+        scan cannot say."""
+        def share(tree: Tree) -> float:
+            units = tree.mentions.mentioning(names)
+            if units is None:
+                return 1.0
+            return sum(tree.sizes[u] for u in units) / max(len(tree.info), 1)
+        return self.ask(share)[1]
+
     def prefetch_functions(self, names: Collection[tuple[str, ...]]) -> None:
         """Reads at once what ``function_keys`` will read for each of ``names``
         (``asks.prefetch``); nothing when the scan cannot."""
