@@ -359,11 +359,8 @@ def literal_parts(pattern: str) -> tuple[str, ...]:
     wildcard (``rust_large::c07::gr*`` -> ``rust_large``, ``c07``): every name it
     matches has these parts, in this order, first."""
     cut = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
-    if cut == len(pattern):
-        return name_parts(pattern) if _balanced(pattern) else ()
-    literal = pattern[:cut]
-    parts = name_parts(literal)
-    whole = parts[:-1]  # the last runs on into the wildcard: not a name of its own
+    # without a wildcard every part is whole; else the last runs on into it
+    whole = name_parts(pattern) if cut == len(pattern) else name_parts(pattern[:cut])[:-1]
     return whole if _balanced("::".join(whole)) and all(whole) else ()
 
 
