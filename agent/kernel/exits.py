@@ -41,7 +41,7 @@ def _key(ctx: Ctx) -> list[str]:
     if ctx.stack_hi_off is not None:
         g = f"ctx->{PT_REGS['r14']}"
         return ["struct noop_callkey key = {};", "u64 hi = 0;",
-                f"bpf_probe_read_user(&hi, 8, (const void *)({g} + {ctx.stack_hi_off}));"
+                f"noop_probe_read_user(&hi, 8, (const void *)({g} + {ctx.stack_hi_off}));"
                 "  /* g.stack.hi */", f"key.a = {g};", f"key.b = hi - {sp};"]
     return ["struct noop_callkey key = {};", "key.a = bpf_get_current_pid_tgid();",
             f"key.b = {sp};"]
