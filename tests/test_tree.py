@@ -220,6 +220,8 @@ def test_the_whole_parts_a_pattern_names() -> None:
     assert literal_parts("a<b") == () and literal_parts("a::b<c>") == ("a", "b<c>")
     assert literal_parts("") == literal_parts("::") == literal_parts("a::") == ()
     assert literal_parts("::a") == literal_parts("[") == ()
+    assert literal_parts("ns::C::operator std::*") == ("ns", "C")
+    assert literal_parts("a::\udcff::*") == ()  # not text: no part searched for
 
 
 @pytest.mark.parametrize("which", [*_KINDS, "go_layouts_119", "go_layouts_new"])

@@ -260,11 +260,16 @@ def listing(dwarf: Dwarf, namer: TypeNamer, pattern: str | None = None
 
     functions = Functions(dwarf, namer)
     found = functions.summaries_of(pattern) if pattern else None
-    if found is None:
-        found = tuple(f for f in functions.summaries()
-                      if not pattern or fnmatch.fnmatchcase(f.name, pattern))
-    return [{"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
-             **({"only_inlined": True} if not f.address else {})} for f in found]
+    listed = found if found is not None else functions.summaries()
+    rows: list[dict[str, Any]] = [
+        {"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
+         **({"only_inlined": True} if not f.address else {})} for f in listed]
+    if pattern and found is None:
+        if dwarf.cache_id:  # every function was listed: kept for the next pattern too
+            cache.put_aside(dwarf.cache_id, "funcs", "all", rows)
+        rows = [r for f, r in zip(listed, rows, strict=True)
+                if fnmatch.fnmatchcase(f.name, pattern)]
+    return rows
 
 
 def _narrows(pattern: str) -> bool:

@@ -358,9 +358,15 @@ def literal_parts(pattern: str) -> tuple[str, ...]:
     """The parts of a qualified name that a shell pattern writes whole before its first
     wildcard (``rust_large::c07::gr*`` -> ``rust_large``, ``c07``): every name it
     matches has these parts, in this order, first."""
+    try:
+        pattern.encode()
+    except UnicodeEncodeError:  # bytes from the command line that are no text
+        return ()
     cut = min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))
     # without a wildcard every part is whole; else the last runs on into it
     whole = name_parts(pattern) if cut == len(pattern) else name_parts(pattern[:cut])[:-1]
+    # C++'s conversion operators name a type, whose "::" no scope splits: none from there
+    whole = whole[:next((i for i, p in enumerate(whole) if "operator" in p), len(whole))]
     return whole if _balanced("::".join(whole)) and all(whole) else ()
 
 
