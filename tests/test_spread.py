@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.forks import counted, spread_over
 
 from agent import cpus
 from agent.binary.dwarf import asks, spread
@@ -36,29 +37,6 @@ def _facts(tree: Tree) -> dict[str, Any]:
             "odd": tree.odd, "walked": tree.walked}
 
 
-def _spread(monkeypatch: pytest.MonkeyPatch, ways: int) -> None:
-    """Any walk spread ``ways`` ways, however small, also in a test runner's worker
-    (whose own threads only wait on their sockets while a test runs)."""
-    monkeypatch.setattr(spread, "WORTH", 1)
-    monkeypatch.setattr(cpus, "usable", lambda most: min(ways, most))
-    monkeypatch.setattr(cpus, "alone", lambda: True)
-
-
-def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The children forked from now on, listed as they start."""
-    forks: list[int] = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        pid = real_fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", fork)
-    return forks
-
-
 @pytest.mark.parametrize("which", _KINDS)
 @pytest.mark.parametrize("ways", [2, 3])
 def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
@@ -68,8 +46,8 @@ def test_a_spread_walk_keeps_what_one_walk_keeps(which: str, ways: int,
     alone = _tree(binary)
     alone.walk()
     with monkeypatch.context() as m:
-        _spread(m, ways)
-        forks = _forks(m)
+        spread_over(m, ways)
+        forks = counted(m)
         spread_ = _tree(binary)
         spread_.walk()
     assert len(forks) == min(ways, len(alone.starts)) - 1
@@ -88,7 +66,7 @@ def test_the_index_and_its_names_as_one_process_finds_them(
     names = alone.names_of(index, not go)
     assert index or which.startswith("c_")
     with monkeypatch.context() as m:
-        _spread(m, 3)
+        spread_over(m, 3)
         for before in ([], alone.starts[1::3]):
             tree = _tree(binary)
             tree.walk(before)
@@ -113,7 +91,7 @@ def test_a_child_that_fails_has_its_units_walked_here(
         return {"units": {}}
 
     with monkeypatch.context() as m:
-        _spread(m, 2)
+        spread_over(m, 2)
         m.setattr(spread, "_walked", walked)
         tree = _tree(rust_layouts)
         assert asks.whole_index(tree, True) == index
@@ -122,7 +100,7 @@ def test_a_child_that_fails_has_its_units_walked_here(
 
 def test_nothing_is_spread_while_another_thread_runs(rust_layouts: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    _spread(monkeypatch, 4)
+    spread_over(monkeypatch, 4)
     tree = _tree(rust_layouts)
     assert len(spread._cut(tree, tree.starts)) > 1
     monkeypatch.setattr(cpus, "alone", lambda: False)
@@ -147,8 +125,8 @@ def test_each_answers_in_order_as_one_process(ways: int, count: int,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """In order, each part's answers from the child that made them, every child gone
     after; spread as far as the work pays for (``worth`` forks), no further."""
-    _spread(monkeypatch, ways)
-    forks = _forks(monkeypatch)
+    spread_over(monkeypatch, ways)
+    forks = counted(monkeypatch)
     items = [bytes([k]) * k for k in range(count)]
     got = spread.each(items, lambda b: (len(b), b, os.getpid()), worth=count)
     assert [g[:2] for g in got] == [(k, bytes([k]) * k) for k in range(count)]
@@ -166,7 +144,7 @@ def test_each_answers_in_order_as_one_process(ways: int, count: int,
 @pytest.mark.parametrize("how", ["raises", "exits", "says nonsense", "says too little"])
 def test_each_does_here_what_a_child_did_not(how: str, monkeypatch: pytest.MonkeyPatch
                                              ) -> None:
-    _spread(monkeypatch, 3)
+    spread_over(monkeypatch, 3)
     parent = os.getpid()
 
     def do(k: int) -> int:
@@ -192,7 +170,7 @@ def test_each_does_here_what_a_child_did_not(how: str, monkeypatch: pytest.Monke
 
 def test_each_is_not_spread_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch
                                                       ) -> None:
-    _spread(monkeypatch, 4)
+    spread_over(monkeypatch, 4)
     monkeypatch.setattr(cpus, "alone", lambda: False)
     monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
     assert spread.each(list(range(8)), str, worth=8) == [str(k) for k in range(8)]

@@ -9,17 +9,16 @@ clang, whose DWARF 5 names strings by index)."""
 from __future__ import annotations
 
 import fnmatch
-import os
 from pathlib import Path
 
 import capstone
 import pytest
 from capstone import x86
 from elftools.elf.elffile import ELFFile
+from harness.forks import counted, spread_over
 
-from agent import cpus
 from agent.binary import sites
-from agent.binary.dwarf import lookup, spread
+from agent.binary.dwarf import lookup
 from agent.binary.dwarf.dies import attr
 from agent.binary.dwarf.functions import Functions
 from agent.binary.dwarf.listing import name_parts, own_name
@@ -100,22 +99,10 @@ def test_functions_read_together_as_each_alone(which: str, request: pytest.Fixtu
     names = sorted(whole._named())
     names = [*names[::max(1, len(names) // 12)], "no_such_function_anywhere",
              "no_such::scope::anywhere"]
-    monkeypatch.setattr(spread, "WORTH", 1)
-    monkeypatch.setattr(spread, "SEARCHED", 1)
-    monkeypatch.setattr(cpus, "usable", lambda most: min(3, most))
-    monkeypatch.setattr(cpus, "alone", lambda: True)
-    forks: list[int] = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        pid = real_fork()
-        if pid:
-            forks.append(pid)
-        return pid
-
+    spread_over(monkeypatch, 3)
     together = _functions(binary)
     with monkeypatch.context() as m:
-        m.setattr(os, "fork", fork)
+        forks = counted(m)
         together.prefetch(names)
     tree = together.dwarf.tree
     assert tree is not None and tree.walked and forks

@@ -280,16 +280,8 @@ class Listing:
         """Every function symbol with its inlined-instance count, then the functions
         that exist only inlined (address and size 0), from the inlined index."""
         index = self._inlined_index()
-        inlined = {name: sum(len(index.get(k, ())) for k in keys)
-                   for name, keys in self._named(keep=False).items()}
-        symbols = self.symbols  # each symbol's display name demangled once, here
-        syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
-        out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
-               for s in syms for shown in [self.display_name(s.name)]]
-        named = {f.name for f in out}
-        out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
-                if n and n not in named and n not in symbols]
-        return tuple(out)
+        return self._rows({name: sum(len(index.get(k, ())) for k in keys)
+                           for name, keys in self._named(keep=False).items()})
 
     def summaries_of(self, pattern: str) -> tuple[FunctionSummary, ...] | None:
         """``summaries``' rows whose name ``pattern`` (fnmatch's) matches, read only from
@@ -309,11 +301,19 @@ class Listing:
         keys = self._targeted([parts], keep)
         if keys is None:
             return None
-        inlined = {name: sum(len(self._copies_of(k)) for k in ks) for name, ks in keys.items()}
-        symbols = self.symbols
+        return self._rows({name: sum(len(self._copies_of(k)) for k in ks)
+                           for name, ks in keys.items()}, keep)
+
+    def _rows(self, inlined: dict[str, int], keep: Callable[[str], bool] | None = None
+              ) -> tuple[FunctionSummary, ...]:
+        """The rows of the function symbols whose display name ``keep`` accepts (all:
+        None), by address, each with its count of ``inlined`` copies, then those of
+        ``inlined`` that have no symbol (address and size 0)."""
+        symbols = self.symbols  # each symbol's display name demangled once, here
         syms = sorted(self.dwarf.elf.function_symbols(), key=lambda s: (s.address, s.name))
         out = [FunctionSummary(shown, s.address, s.size, inlined.get(shown, 0))
-               for s in syms for shown in [self.display_name(s.name)] if keep(shown)]
+               for s in syms for shown in [self.display_name(s.name)]
+               if keep is None or keep(shown)]
         named = {f.name for f in out}
         out += [FunctionSummary(n, 0, 0, count) for n, count in sorted(inlined.items())
                 if n and n not in named and n not in symbols]

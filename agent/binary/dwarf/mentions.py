@@ -87,7 +87,7 @@ class Mentions:
         out: set[int] = set()
         for parts in names:
             narrowing = self._narrowing(parts)
-            if narrowing and len(self.places(narrowing[0])) >= _MANY:
+            if narrowing is None:
                 return None  # every unit: fewer bytes read than searching for it
             units = self._mentions(narrowing[0]) if narrowing else set()
             for part in narrowing[1:]:
@@ -95,11 +95,13 @@ class Mentions:
             out |= units
         return out
 
-    def _narrowing(self, parts: tuple[str, ...]) -> list[str]:
+    def _narrowing(self, parts: tuple[str, ...]) -> list[str] | None:
         """The parts of a name whose units ``mentioning`` intersects: the rarest string
         first, then others found in few places (each place is a search of all
-        .debug_info)."""
+        .debug_info); None when even the rarest ends too many strings (``_MANY``)."""
         ranked = sorted(dict.fromkeys(parts), key=lambda p: len(self.places(p)))
+        if ranked and len(self.places(ranked[0])) >= _MANY:
+            return None
         return ranked[:1] + [p for p in ranked[1:] if len(self.places(p)) <= _FEW]
 
     def prefetch(self, names: Collection[tuple[str, ...]]) -> None:
@@ -109,13 +111,12 @@ class Mentions:
         spec of 20 functions in a large Rust build)."""
         if self.elsewhere:
             return
-        text, info = self.tree.strings.str, self.tree.info
+        info = self.tree.info
         parts = sorted({p for ps in names for p in ps} - self._strings_at.keys())
-        found = spread.each(parts, lambda p: text.places(p.encode() + b"\0"),
-                            len(parts) * text.size // spread.SEARCHED)
+        found = spread.each(parts, self._search,
+                            len(parts) * self.tree.strings.str.size // spread.SEARCHED)
         self._strings_at.update(zip(parts, found, strict=True))
-        wanted = sorted({p for ps in names for p in self._narrowing(ps)
-                         if len(self.places(self._narrowing(ps)[0])) < _MANY} -
+        wanted = sorted({p for ps in names for p in self._narrowing(ps) or ()} -
                         self._mentioned.keys())
         patterns = sorted({pattern for p in wanted for pattern in self._patterns(p)})
         hits = dict(zip(patterns, spread.each(
@@ -128,9 +129,12 @@ class Mentions:
         """Where a string ``name`` ends .debug_str's strings (its possible offsets)."""
         got = self._strings_at.get(name)
         if got is None:
-            raw = name.encode() + b"\0"
-            got = self._strings_at[name] = self.tree.strings.str.places(raw)
+            got = self._strings_at[name] = self._search(name)
         return got
+
+    def _search(self, name: str) -> list[int]:
+        """``places``, searched for in .debug_str."""
+        return self.tree.strings.str.places(name.encode() + b"\0")
 
     def _mentions(self, name: str, found: dict[bytes, list[int]] | None = None) -> set[int]:
         """The units that mention ``name`` (``mentioning``), kept; the places of each

@@ -121,9 +121,7 @@ def _cut(tree: Tree, todo: list[int]) -> list[list[int]]:
     if len(todo) < 2:
         return [todo]
     total = sum(tree.sizes[at] for at in todo)
-    if total < 2 * WORTH:  # a question's few units: asked often, answered at once
-        return [todo]
-    ways = _ways(total // WORTH)
+    ways = _ways(total // WORTH)  # a question's few units: asked often, answered at once
     if ways < 2:
         return [todo]
     parts: list[list[int]] = [[]]
