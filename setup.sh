@@ -19,8 +19,9 @@ log() { printf '==> %s\n' "$*"; }
 # 1. Debian packages. BCC comes from the distribution (python3-bpfcc); PyPI's "bcc" is an
 #    unrelated project and is never installed. iptables: podman's network helper
 #    (netavark) runs it, and --no-install-recommends leaves it out. procps: /bin/kill,
-#    which the systemd unit's ExecReload runs (a minimal Debian lacks it).
-packages=(python3-venv python3-bpfcc linux-headers-amd64 golang-go
+#    which the systemd unit's ExecReload runs (a minimal Debian lacks it). gcc and
+#    python3-dev build noop's DWARF walk in C (agent/binary/dwarf/_walk.c).
+packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
 	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
@@ -65,7 +66,8 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; 
 	/usr/bin/python3 -m venv --system-site-packages .venv
 fi
 stamp=.venv/.noop-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] ||
+	[ agent/binary/dwarf/_walk.c -nt "$stamp" ]; then
 	log "installing noop and its pinned dependencies into .venv"
 	.venv/bin/python -m pip install -q --upgrade pip
 	.venv/bin/python -m pip install -q -e '.[test]'

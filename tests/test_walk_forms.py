@@ -137,10 +137,12 @@ def _unit(root: Die, indirect: bool) -> tuple[bytes, bytes, bytes, list[int]]:
     return bytes(head + body), bytes(abbrev), bytes(strs), offsets
 
 
-def _kept(root: Die, indirect: bool) -> dict[int, tuple[object, ...]]:
-    """What the walker keeps of each DIE, by its index in file order."""
+def _kept(root: Die, indirect: bool, in_c: bool = True) -> dict[int, tuple[object, ...]]:
+    """What the walker keeps of each DIE, by its index in file order (walked in C, or
+    in Python)."""
     info, abbrev, strs, offsets = _unit(root, indirect)
     tree = Tree(info, abbrev, scan.Strings(Text(strs)))
+    tree.native = in_c
     tree.walk()
     index = {o: i for i, o in enumerate(offsets)}
     (block,) = tree.kept.units.values()
@@ -173,7 +175,7 @@ def _expected(dies: list[tuple[Die, int]]) -> dict[int, tuple[object, ...]]:
 @given(st.lists(_dies(), min_size=1, max_size=5), st.booleans())
 def test_what_the_walk_keeps_is_what_the_unit_holds(tops: list[Die], indirect: bool) -> None:
     root = Die(CU, name="unit.c", children=tops, indirect=frozenset({NAME}))
-    assert _kept(root, indirect) == _expected(_flat(root))
+    assert _kept(root, indirect) == _kept(root, indirect, in_c=False) == _expected(_flat(root))
 
 
 def test_a_long_chain_of_indirect_forms_is_skipped_not_recursed_into() -> None:

@@ -11,6 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Collection, Iterable
 from itertools import pairwise
 
+from agent.binary.dwarf import native
 from agent.binary.dwarf.kept import NO_NAME
 from agent.binary.dwarf.steps import (
     DECLARED,
@@ -177,6 +178,33 @@ def _copies(tree: Tree, part: list[int], nested: bool | None
     """The inlined copies of the units ``part`` and the DIE each one's origin leads to
     (-1: through a unit not in ``part``, followed when all are read), and with
     ``nested`` those DIEs' names."""
+    if tree.native:
+        copies, keys = _origins(tree, part)
+    else:
+        copies, keys = _origins_python(tree, part)
+    names = tree.names_of({k for k in keys if k >= 0}, nested) if nested is not None else {}
+    return copies, keys, names
+
+
+def _origins(tree: Tree, part: list[int]) -> tuple[array[int], array[int]]:
+    """``_origins_python`` in C (``_walk.c``)."""
+    starts, ranges, ats, refs = tree.starts, array("Q"), array("Q"), array("q")
+    for unit in sorted(part):
+        i = bisect_left(starts, unit)
+        ranges.extend((unit, starts[i + 1] if i + 1 < len(starts) else len(tree.info)))
+        block = tree.kept.units[unit]
+        ats.extend(block[0])
+        refs.extend(block[4])
+    got_copies, got_keys = native.origins(tree.inlined, ats, refs, ranges)
+    copies, keys = array("Q"), array("q")
+    copies.frombytes(got_copies)
+    keys.frombytes(got_keys)
+    return copies, keys
+
+
+def _origins_python(tree: Tree, part: list[int]) -> tuple[array[int], array[int]]:
+    """The inlined copies of the units ``part`` and the DIE each one's origin leads to
+    (-1: through a unit not in ``part``)."""
     starts = tree.starts
     i = bisect_left(starts, part[0]) if part else 0
     if starts[i:i + len(part)] == part:  # a run of units: one comparison says if in it
@@ -203,8 +231,7 @@ def _copies(tree: Tree, part: list[int], nested: bool | None
                 break
             key = nxt
         append(key if mine(key) else -1)
-    names = tree.names_of({k for k in keys if k >= 0}, nested) if nested is not None else {}
-    return copies, keys, names
+    return copies, keys
 
 
 def subprogram_at(tree: Tree, unit: int, address: int) -> int | None:

@@ -30,33 +30,45 @@ Plan = tuple[int, bool, int, tuple[tuple[int, int, int, int], ...], int, bool]
 SKIP, NAME, ORIGIN, SPEC, BASE, LOW, DECL = range(7)  # what a step does with it
 
 
-def plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit
-          ) -> dict[int, Plan]:
+def plans(table: dict[int, tuple[int, bool, tuple[tuple[int, int], ...]]], u: scan._Unit,
+          memo: dict[tuple[object, ...], Plan] | None = None) -> dict[int, Plan]:
     """code -> (tag, children, size or -1, steps, bytes after the last step, kept): a
     DIE of a fixed size with nothing to read in it is skipped by one addition; else each
     step (bytes before it, what to do, form, its size or -1) is an attribute of a size
     that varies, or one to read (a kept DIE's name, a function's reference, a unit's
-    string base)."""
+    string base). ``memo`` keeps each abbreviation's plan for the next table that has
+    it (GCC writes a table a unit, most of their abbreviations alike)."""
+    memo = {} if memo is None else memo
+    shape = (u.osize, u.asize, u.refaddr)
     out: dict[int, Plan] = {}
-    for code, (tag, children, specs) in table.items():
-        kept = children or tag in KEPT
-        steps: list[tuple[int, int, int, int]] = []
-        run = 0
-        for attr_, form in specs:
-            role = NAME if kept and attr_ == scan.AT_NAME else \
-                ORIGIN if tag in REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
-                SPEC if tag in REFERRING and attr_ == scan.AT_SPECIFICATION else \
-                BASE if tag in UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
-                LOW if tag == SUBPROGRAM and attr_ == AT_LOW_PC else \
-                DECL if kept and attr_ == AT_DECLARATION else SKIP
-            size = scan.fixed_size(form, u)
-            if size is None or role != SKIP:
-                steps.append((run, role, form, -1 if size is None else size))
-                run = 0
-            else:
-                run += size
-        out[code] = (tag, children, -1 if steps else run, tuple(steps), run, kept)
+    for code, entry in table.items():
+        key = (entry, shape)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _plan(*entry, u)
+        out[code] = got
     return out
+
+
+def _plan(tag: int, children: bool, specs: tuple[tuple[int, int], ...], u: scan._Unit
+          ) -> Plan:
+    kept = children or tag in KEPT
+    steps: list[tuple[int, int, int, int]] = []
+    run = 0
+    for attr_, form in specs:
+        role = NAME if kept and attr_ == scan.AT_NAME else \
+            ORIGIN if tag in REFERRING and attr_ == scan.AT_ABSTRACT_ORIGIN else \
+            SPEC if tag in REFERRING and attr_ == scan.AT_SPECIFICATION else \
+            BASE if tag in UNIT_TAGS and attr_ == scan.AT_STR_OFFSETS_BASE else \
+            LOW if tag == SUBPROGRAM and attr_ == AT_LOW_PC else \
+            DECL if kept and attr_ == AT_DECLARATION else SKIP
+        size = scan.fixed_size(form, u)
+        if size is None or role != SKIP:
+            steps.append((run, role, form, -1 if size is None else size))
+            run = 0
+        else:
+            run += size
+    return (tag, children, -1 if steps else run, tuple(steps), run, kept)
 
 
 class Reading:

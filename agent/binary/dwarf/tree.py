@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from agent.binary.dwarf import scan, spread
+from agent.binary.dwarf import native, scan, spread
 from agent.binary.dwarf.kept import NO_NAME, TEXT, Kept
 from agent.binary.dwarf.mentions import Mentions
 from agent.binary.dwarf.sections import scan_string
@@ -44,6 +44,7 @@ _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _REF_ADDR = 0x10
 AT_LANGUAGE = 0x13
 _T = TypeVar("_T")
+_MANY = 1000  # DIEs to name for the arrays of every unit walked to be worth joining
 
 
 class Tree:
@@ -67,6 +68,13 @@ class Tree:
         self.named: dict[int, list[int]] = {}
         self._folded: set[int] = set()  # the units whose references are in ``_back``
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
+        self._plan_memo: dict[tuple[object, ...], Plan] = {}  # ``steps.plans``'
+        # ``_plans``' values as ``native`` reads them: per table an index into ``_entries``,
+        # which holds each plan once (``_coded``)
+        self._coded: dict[int, array[int]] = {}
+        self._entries = array("q")
+        self._entry_at: dict[int, int] = {}  # a plan's id -> where it is in ``_entries``
+        self.native = native.BUILT  # whether units are walked in C where it can
         self._prefix: dict[int, str] = {}
         self._named_as: dict[bool, dict[int, str]] = {}  # names_of's, by ``nested``
         self.mentions = Mentions(self)  # which units to read for a name
@@ -108,10 +116,44 @@ class Tree:
         self.walked.add(at)
 
     def _walk_unit(self, u: scan._Unit, abbrev_at: int) -> None:
+        plans = self._plans_for(u, abbrev_at)
+        if not (self.native and self._walk_native(u, plans)):
+            self._walk_python(u, plans)
+
+    def _walk_native(self, u: scan._Unit, plans: dict[int, Plan]) -> bool:
+        """``_walk_python`` in C (``_walk.c``): False, with nothing changed, for a unit
+        it leaves to Python (a form it does not read, a value past its section)."""
+        coded = self._coded.get(id(plans))
+        if coded is None:
+            coded = self._coded[id(plans)] = _coded(plans, self._entries, self._entry_at)
+        got = native.walk(self.info, u.first, u.end, u.at, u.osize, u.asize, u.refaddr,
+                          8 if u.osize == 4 else 16, coded, self._entries,
+                          self.strings.offsets, self.strings.line_str)
+        if got is None:
+            return False
+        ats, tags, parents, names, refs, lows, named, inlined, texts, odd = got
+        block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
+        for a, raw in zip(block, (ats, tags, parents, names, refs), strict=True):
+            a.frombytes(raw)
+        pairs = array("Q", lows)
+        for i in range(0, len(pairs), 2):
+            self.starting.setdefault(pairs[i], []).append(pairs[i + 1])
+        signed = array("q", named)
+        for i in range(0, len(signed), 2):
+            self.named.setdefault(signed[i], []).append(signed[i + 1])
+        self.inlined.frombytes(inlined)
+        pairs = array("Q", texts)
+        for i in range(0, len(pairs), 2):
+            self.kept.texts[pairs[i]] = scan_string(self.strings.line_str, pairs[i + 1])
+        if odd:
+            self.odd.add(u.at)
+        self.kept.add(u.at, block)
+        return True
+
+    def _walk_python(self, u: scan._Unit, plans: dict[int, Plan]) -> None:
         # Its loop runs once per DIE (millions in a large Rust build): a DIE with nothing
         # to read is skipped by an addition or a loop of skips here, and only a kept DIE
         # with something to read costs a call (``_read``).
-        plans = self._plans_for(u, abbrev_at)
         info, inlined, starting, named = self.info, self.inlined, self.starting, self.named
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
         k_at, k_tag, k_parent, k_name, k_ref = (a.append for a in block)
@@ -179,7 +221,7 @@ class Tree:
         key = (id(table), u.osize, u.asize, u.refaddr)
         plans = self._plans.get(key)
         if plans is None:
-            plans = self._plans[key] = plans_of(table, u)
+            plans = self._plans[key] = plans_of(table, u, self._plan_memo)
         return plans
 
     def _read(self, at: int, pos: int, steps: tuple[tuple[int, int, int, int], ...],
@@ -287,11 +329,42 @@ class Tree:
         offsets = list(offsets)
         known = self._named_as.get(nested, {})
         todo = sorted(set(self.unnamed(offsets, nested)))
-        found = self.kept.found(todo)
-        # the names in .debug_str, read in one pass over it
-        codes = {b[3][i] for b, i in (f for f in found if f is not None)}
+        made = self._names_native(todo, nested) if self.native and len(todo) >= _MANY else None
+        if made is None:
+            made = self._names_python(todo, nested)
+        return {o: known[o] if o in known else made[o] for o in offsets}
+
+    def _names_native(self, todo: list[int], nested: bool) -> dict[int, str] | None:
+        """``_names_python`` in C (``_walk.c``), over every kept DIE at once; None when
+        scopes nest deeper than it follows."""
+        kept = [self.kept.units[u] for u in self.kept.starts]
+        ats, tags, parents, names = array("Q"), array("I"), array("q"), array("q")
+        for block in kept:
+            ats.extend(block[0])
+            tags.extend(block[1])
+            parents.extend(block[2])
+            names.extend(block[3])
+        wanted = array("Q", todo)
+        codes = array("q")
+        codes.frombytes(native.codes(wanted, ats, names))
+        self._read_names(codes)
+        got = native.qualify(wanted, ats, tags, parents, names, nested, self._names,
+                             self._decoded)
+        if got is None:
+            return None
+        return {o: name if name is not None else self.qualified(o, nested)
+                for o, name in zip(todo, got, strict=True)}
+
+    def _read_names(self, codes: Iterable[int]) -> None:
+        """The names in .debug_str of name codes ``codes``, read in one pass over it."""
         self._names.update(self.strings.str.strings(
-            c for c in codes if c >= 0 and c not in self._names))
+            c for c in set(codes) if c >= 0 and c not in self._names))
+
+    def _names_python(self, todo: list[int], nested: bool) -> dict[int, str]:
+        """``qualified`` of each DIE at ``todo`` (ascending), read from its unit's
+        arrays."""
+        found = self.kept.found(todo)
+        self._read_names(b[3][i] for b, i in (f for f in found if f is not None))
         made: dict[int, str] = {}
         for o, got in zip(todo, found, strict=True):
             if got is None:
@@ -301,7 +374,7 @@ class Tree:
             own = self._decoded(o, block[3][i]) or "?"
             prefix = self._scope(block[2][i]) if nested else ""
             made[o] = f"{prefix}::{own}" if prefix else own
-        return {o: known[o] if o in known else made[o] for o in offsets}
+        return made
 
     def unnamed(self, offsets: Iterable[int], nested: bool) -> list[int]:
         """Those of ``offsets`` that ``names_of`` has not named yet."""
@@ -398,3 +471,25 @@ class Tree:
             out.append(int.from_bytes(self.info[pos:pos + size], "little") if size else
                        uleb128(self.info, pos)[0] if form == 0x0F else 0)
         return out
+
+
+def _coded(plans: dict[int, Plan], entries: array[int], entry_at: dict[int, int]
+           ) -> array[int]:
+    """``plans`` as ``_walk.c`` reads them: the number of codes, then each code's offset
+    in ``entries`` (-1: none), where its plan's tag, children, size, tail, kept, number
+    of steps and each step's four numbers are; a plan not there yet is added (plans are
+    shared: ``entry_at`` says where each is, by its id)."""
+    codes = max(plans, default=0) + 1
+    if codes > 1 << 16:  # codes GCC and rustc never reach: an index too large to make
+        return array("q", [0])
+    out = array("q", [codes] + [-1] * codes)
+    for code, plan in plans.items():
+        at = entry_at.get(id(plan))
+        if at is None:
+            at = entry_at[id(plan)] = len(entries)
+            tag, children, fixed, steps, tail, keep = plan
+            entries.extend((tag, children, fixed, tail, keep, len(steps)))
+            for step in steps:
+                entries.extend(step)
+        out[1 + code] = at
+    return out
