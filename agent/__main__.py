@@ -1,5 +1,5 @@
 """Entry point for ``python -m agent``."""
 
-from agent.cli import main
+from agent.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

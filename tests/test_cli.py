@@ -142,3 +142,18 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         out = capsys.readouterr().out
         assert done.value.code == 0, argv
         assert out.startswith("usage: noop"), (argv, out)
+
+
+def test_an_answer_leaves_at_once_with_all_written(rust_layouts: Path, tmp_path: Path
+                                                   ) -> None:
+    """``noop funcs`` ends without the interpreter's teardown (``cli.main``'s ``leave``):
+    its output whole, its answer cached, no cache writer still writing."""
+    from agent.tools import inspect, render
+
+    done = run_noop("funcs", rust_layouts, cache=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == render.funcs_table(inspect.function_list(str(rust_layouts))) + "\n"
+    assert any(tmp_path.rglob("funcs-*.json")), "the answer was not cached"
+    assert not any(tmp_path.rglob(".tmp-*")), "a cache writer was still writing"
+    warm = run_noop("funcs", rust_layouts, "--json", cache=tmp_path)
+    assert json.loads(warm.stdout)["functions"] == inspect.function_list(str(rust_layouts))

@@ -509,8 +509,15 @@ static PyObject *joined(PyObject *outer, PyObject *own)
 {
     int has_outer = outer != Py_None && PyUnicode_GET_LENGTH(outer) > 0;
     int has_own = own != Py_None && PyUnicode_GET_LENGTH(own) > 0;
-    if (has_outer && has_own)
-        return PyUnicode_FromFormat("%U::%U", outer, own);
+    if (has_outer && has_own) {
+        static PyObject *sep = NULL;
+        if (sep == NULL && (sep = PyUnicode_InternFromString("::")) == NULL)
+            return NULL;
+        PyObject *head = PyUnicode_Concat(outer, sep);
+        PyObject *got = head != NULL ? PyUnicode_Concat(head, own) : NULL;
+        Py_XDECREF(head);
+        return got;
+    }
     PyObject *got = has_outer ? outer : has_own ? own : NULL;
     if (got == NULL)
         return PyUnicode_FromStringAndSize("", 0);
@@ -610,35 +617,143 @@ done:
     return out;
 }
 
-/* codes(todo, ats, names) -> bytes: the name code of each kept DIE of ``todo`` (in
- * ``ats``, ascending, with ``names``), NO_NAME for one not kept. */
+/* codes(todo, ats, tags, parents, names) -> bytes: the name codes of the kept DIEs
+ * of ``todo`` (in ``ats``, ascending, with their ``tags``, ``parents`` and ``names``)
+ * and of the scopes they are in up to their unit's (those qualify reads), each once. */
 static PyObject *codes(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    Py_buffer todo_b, ats_b, names_b;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &todo_b, &ats_b, &names_b))
+    Py_buffer todo_b, ats_b, tags_b, parents_b, names_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*", &todo_b, &ats_b, &tags_b, &parents_b,
+                          &names_b))
         return NULL;
     PyObject *out = NULL;
     Py_ssize_t n = todo_b.len / 8, kept = ats_b.len / 8;
-    if (names_b.len / 8 != kept) {
-        PyErr_SetString(PyExc_ValueError, "as many names as DIEs");
-    } else if ((out = PyBytes_FromStringAndSize(NULL, n * 8)) != NULL) {
-        const uint64_t *todo = todo_b.buf, *ats = ats_b.buf;
-        const int64_t *names = names_b.buf;
-        int64_t *got = (int64_t *)PyBytes_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t k = find(ats, kept, todo[i]);
-            got[i] = k >= 0 ? names[k] : NO_NAME;
+    Buf got = {0};
+    uint8_t *seen = NULL;
+    if (names_b.len / 8 != kept || parents_b.len / 8 != kept || tags_b.len / 4 != kept) {
+        PyErr_SetString(PyExc_ValueError, "kept arrays of one length");
+        goto done;
+    }
+    seen = calloc((size_t)kept + 1, 1);
+    if (seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t *todo = todo_b.buf, *ats = ats_b.buf;
+    const uint32_t *tags = tags_b.buf;
+    const int64_t *parents = parents_b.buf, *names = names_b.buf;
+    int ok = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t k = find(ats, kept, todo[i]);
+        for (int depth = 0; k >= 0 && !seen[k] && depth < 256; depth++) {
+            uint32_t tag = tags[k] & 0xFFFF;
+            if (depth && (tag == 0x11 || tag == 0x41 || tag == 0x3C))
+                break;  /* a unit's own name is no scope's */
+            seen[k] = 1;
+            PUT(&got, names[k]);
+            k = parents[k] >= 0 ? find(ats, kept, (uint64_t)parents[k]) : -1;
         }
     }
+    ok = 1;
+fail:
+    if (ok)
+        out = bytes_of(&got);
+    else
+        PyErr_NoMemory();
+done:
+    free(got.p);
+    free(seen);
     PyBuffer_Release(&todo_b);
     PyBuffer_Release(&ats_b);
+    PyBuffer_Release(&tags_b);
+    PyBuffer_Release(&parents_b);
     PyBuffer_Release(&names_b);
     return out;
+}
+
+/* group(copies, keys, resolve) -> dict: asks.whole_index's last loop. Each copy of
+ * ``copies`` under its key of ``keys`` (as ``resolve(copy)`` says where it is -1), in
+ * order: {key: [copy, ...]}. */
+static PyObject *group(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer copies_b, keys_b;
+    PyObject *resolve;
+    if (!PyArg_ParseTuple(args, "y*y*O", &copies_b, &keys_b, &resolve))
+        return NULL;
+    Py_ssize_t n = copies_b.len / 8;
+    const uint64_t *copies = copies_b.buf;
+    const int64_t *keys = keys_b.buf;
+    PyObject *out = NULL;
+    if (keys_b.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "as many keys as copies");
+        goto done;
+    }
+    out = PyDict_New();
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *at = PyLong_FromUnsignedLongLong(copies[i]), *key = NULL, *list = NULL;
+        if (at != NULL)
+            key = keys[i] >= 0 ? PyLong_FromLongLong(keys[i])
+                               : PyObject_CallOneArg(resolve, at);
+        if (key != NULL) {
+            list = PyDict_GetItemWithError(out, key);
+            if (list == NULL && !PyErr_Occurred()) {
+                PyObject *made = PyList_New(0);
+                if (made != NULL && PyDict_SetItem(out, key, made) == 0)
+                    list = made;  /* the dict holds it */
+                Py_XDECREF(made);
+            }
+        }
+        if (list == NULL || PyList_Append(list, at) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(at);
+        Py_XDECREF(key);
+    }
+done:
+    PyBuffer_Release(&copies_b);
+    PyBuffer_Release(&keys_b);
+    return out;
+}
+
+/* fold(pairs, table, signed): for each (key, value) of ``pairs`` (8-byte numbers,
+ * signed or not), table.setdefault(key, []).append(value), in order. */
+static PyObject *fold(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer pairs_b;
+    PyObject *table;
+    int is_signed;
+    if (!PyArg_ParseTuple(args, "y*O!p", &pairs_b, &PyDict_Type, &table, &is_signed))
+        return NULL;
+    Py_ssize_t n = pairs_b.len / 16;
+    const uint64_t *v = pairs_b.buf;
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        PyObject *key = is_signed ? PyLong_FromLongLong((int64_t)v[2 * i])
+                                  : PyLong_FromUnsignedLongLong(v[2 * i]);
+        PyObject *value = is_signed ? PyLong_FromLongLong((int64_t)v[2 * i + 1])
+                                    : PyLong_FromUnsignedLongLong(v[2 * i + 1]);
+        PyObject *list = key != NULL && value != NULL ? PyDict_GetItemWithError(table, key)
+                                                      : NULL;
+        if (list == NULL && key != NULL && value != NULL && !PyErr_Occurred()) {
+            PyObject *made = PyList_New(0);
+            if (made != NULL && PyDict_SetItem(table, key, made) == 0)
+                list = made;  /* the dict holds it */
+            Py_XDECREF(made);
+        }
+        ok = list != NULL && PyList_Append(list, value) == 0;
+        Py_XDECREF(key);
+        Py_XDECREF(value);
+    }
+    PyBuffer_Release(&pairs_b);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "One unit's kept DIEs (tree.Tree._walk_unit), or None."},
     {"origins", origins, METH_VARARGS, "The DIE each inlined copy's origin leads to."},
+    {"group", group, METH_VARARGS, "Copies by the DIE each one's origin leads to."},
+    {"fold", fold, METH_VARARGS, "Pairs appended to a dict of lists."},
     {"codes", codes, METH_VARARGS, "The name code of each kept DIE."},
     {"qualify", qualify, METH_VARARGS, "The qualified name of each DIE (Tree.names_of)."},
     {NULL, NULL, 0, NULL},

@@ -48,10 +48,11 @@ def keys(tree: Tree, names: Collection[tuple[str, ...]], keep: Callable[[str], b
                       if tag & 0xFFFF == SUBPROGRAM and name != NO_NAME
                       and tree.kept.ref(at) < 0]
     out: dict[str, list[int]] = {}
-    named = tree.names_of([at for at in candidates if tree.unit_of(at) in chosen], nested)
-    for at, q in named.items():
-        if keep(q):
-            out.setdefault(q, []).append(at)
+    mine = [at for at in candidates if tree.unit_of(at) in chosen]
+    named = tree.names_of(mine, nested)
+    for at in mine:
+        if keep(named[at]):
+            out.setdefault(named[at], []).append(at)
     return out
 
 
@@ -165,6 +166,9 @@ def whole_index(tree: Tree, nested: bool | None = None) -> dict[int, list[int]]:
     ends = [(got[0], got[-1]) for got, _k, _n in parts if got]
     if any(last > first for (_f, last), (first, _l) in pairwise(ends)):
         pairs = sorted(pairs)  # units read before, then the rest: in file order again
+        copies, keys = array("Q", (a for a, _k in pairs)), array("q", (k for _a, k in pairs))
+    if tree.native:
+        return native.group(copies, keys, tree.origin)
     out: dict[int, list[int]] = {}
     for at, key in pairs:
         if key < 0:  # its chain left the units the child had: followed here

@@ -96,43 +96,48 @@ class Listing:
                             "it may come from assembly or a library built without -g")
         return sym, die
 
-    def _inlined_index(self) -> dict[int, list[int]]:
+    def _inlined_index(self, keep: bool = True) -> dict[int, list[int]]:
         """Offsets of every inlined copy, by the offset of the function's abstract DIE:
-        one walk over all of DWARF (seconds on a large Go binary), cached by build-id."""
+        one walk over all of DWARF (a second on a large Rust binary), cached by build-id
+        (``keep``: the listing, itself cached whole, does not keep it)."""
         if self._index is not None:
             return self._index
         build_id = self.dwarf.cache_id
         index = cache.get(build_id, "inlined", "v1", load=_by_offset) if build_id else None
         if index is None:
             index = self.dwarf.inlined_index()
-            if build_id:
+            if build_id and keep:
                 cache.put_aside(build_id, "inlined", "v1", index)
         self._index = index
         return index
 
-    def _named(self, keep: bool = True) -> dict[str, list[int]]:
+    def _named(self) -> dict[str, list[int]]:
         """The DIEs naming inlined functions (keys of the inlined index), by the name a
         user writes; rustc writes a function's DIE again in each unit it is inlined
-        in. One pass over the index, cached by build-id (``keep``: the listing, itself
-        cached whole, does not keep it: 27 MB of names on a 130 MB Rust binary, whose
-        writing the command's exit waited for)."""
+        in. One pass over the index, cached by build-id."""
         if self._names is not None:
             return self._names
         build_id = self.dwarf.cache_id
         got = cache.get(build_id, "inlined-names", "v1", load=_offsets) if build_id else None
         if got is None:
             got = {}
-            keys = set(self._inlined_index())
-            fast = self.dwarf.names_at(keys)
-            for key in sorted(keys):
-                name = fast.get(key) if fast is not None else \
-                    self.function_name(self.dwarf.die_at(key))
-                if name:
-                    got.setdefault(name, []).append(key)
-            if build_id and keep:
+            for key, name in self._key_names(self._inlined_index()):
+                got.setdefault(name, []).append(key)
+            if build_id:
                 cache.put_aside(build_id, "inlined-names", "v1", got)
         self._names = got
         return got
+
+    def _key_names(self, index: dict[int, list[int]]) -> Iterator[tuple[int, str]]:
+        """Each key of ``index`` (a DIE holding a function's name), ascending, with the
+        name a user writes; those without one left out."""
+        keys = sorted(index)
+        fast = self.dwarf.names_at(set(keys))
+        for key in keys:
+            name = fast.get(key) if fast is not None else \
+                self.function_name(self.dwarf.die_at(key))
+            if name:
+                yield key, name
 
     def copies(self, name: str) -> list[str]:
         """The symbols of other copies of function ``name``: the same mangled symbol but
@@ -279,9 +284,17 @@ class Listing:
     def summaries(self) -> tuple[FunctionSummary, ...]:
         """Every function symbol with its inlined-instance count, then the functions
         that exist only inlined (address and size 0), from the inlined index."""
-        index = self._inlined_index()
-        return self._rows({name: sum(len(index.get(k, ())) for k in keys)
-                           for name, keys in self._named(keep=False).items()})
+        if self._names is not None:
+            index = self._inlined_index()
+            return self._rows({name: sum(len(index.get(k, ())) for k in keys)
+                               for name, keys in self._names.items()})
+        # counted in one pass, kept by no one: the listing is cached whole (the index,
+        # 6 MB, and the names, 27 MB on a 130 MB Rust binary, would hold up its exit)
+        index = self._inlined_index(keep=False)
+        counts: dict[str, int] = {}
+        for key, name in self._key_names(index):
+            counts[name] = counts.get(name, 0) + len(index[key])
+        return self._rows(counts)
 
     def summaries_of(self, pattern: str) -> tuple[FunctionSummary, ...] | None:
         """``summaries``' rows whose name ``pattern`` (fnmatch's) matches, read only from

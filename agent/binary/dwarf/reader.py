@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -211,15 +211,18 @@ class Dwarf:
             self.__dict__["tree"] = None
             return False, None
 
-    def names_at(self, offsets: set[int]) -> dict[int, str] | None:
+    def names_at(self, offsets: set[int]) -> Mapping[int, str] | None:
         """The qualified name (``Tree.qualified``) of the DIE at each offset, read from
-        the units that hold them; None when the scan cannot read them."""
+        the units that hold them: a mapping of those and perhaps others named before;
+        None when the scan cannot read them."""
         nested = self.language != "go"
 
-        def names(tree: Tree) -> dict[int, str]:
+        def names(tree: Tree) -> Mapping[int, str]:
             # the units that hold those not named yet (a whole walk named every copy's)
-            tree.walk({tree.unit_of(o) for o in tree.unnamed(offsets, nested)})
-            return tree.names_of(offsets, nested)
+            unnamed = tree.unnamed(offsets, nested)
+            tree.walk({tree.unit_of(o) for o in unnamed})
+            tree.remember_names(tree.names_of(unnamed, nested), nested)
+            return tree.named_as(nested)
         return self.ask(names)[1]
 
     def function_keys(self, names: Collection[tuple[str, ...]], keep: Callable[[str], bool],

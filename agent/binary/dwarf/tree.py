@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from agent.binary.dwarf import native, scan, spread
@@ -135,12 +135,8 @@ class Tree:
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
         for a, raw in zip(block, (ats, tags, parents, names, refs), strict=True):
             a.frombytes(raw)
-        pairs = array("Q", lows)
-        for i in range(0, len(pairs), 2):
-            self.starting.setdefault(pairs[i], []).append(pairs[i + 1])
-        signed = array("q", named)
-        for i in range(0, len(signed), 2):
-            self.named.setdefault(signed[i], []).append(signed[i + 1])
+        native.fold(lows, self.starting, False)
+        native.fold(named, self.named, True)
         self.inlined.frombytes(inlined)
         pairs = array("Q", texts)
         for i in range(0, len(pairs), 2):
@@ -325,28 +321,36 @@ class Tree:
 
     def names_of(self, offsets: Iterable[int], nested: bool = True) -> dict[int, str]:
         """``qualified`` of each DIE at ``offsets`` (kept, in units read), read from its
-        unit's arrays; those a child named (``remember_names``) as it said."""
+        unit's arrays; those a child named (``remember_names``) as it said. In no
+        promised order."""
         offsets = list(offsets)
         known = self._named_as.get(nested, {})
-        todo = sorted(set(self.unnamed(offsets, nested)))
+        todo = sorted(set(self.unnamed(offsets, nested) if known else offsets))
         made = self._names_native(todo, nested) if self.native and len(todo) >= _MANY else None
         if made is None:
             made = self._names_python(todo, nested)
+        if not known:
+            return made  # each of ``offsets`` named
         return {o: known[o] if o in known else made[o] for o in offsets}
 
     def _names_native(self, todo: list[int], nested: bool) -> dict[int, str] | None:
-        """``_names_python`` in C (``_walk.c``), over every kept DIE at once; None when
-        scopes nest deeper than it follows."""
-        kept = [self.kept.units[u] for u in self.kept.starts]
+        """``_names_python`` in C (``_walk.c``), over the kept DIEs of their units at
+        once; None when scopes nest deeper than it follows."""
+        # the units holding them (a DIE's scopes are in its unit)
+        starts, ends = self.kept.starts, [*self.kept.starts[1:], 1 << 64]
         ats, tags, parents, names = array("Q"), array("I"), array("q"), array("q")
-        for block in kept:
+        for start, end in zip(starts, ends, strict=True):
+            i = bisect.bisect_left(todo, start)
+            if i == len(todo) or todo[i] >= end:
+                continue
+            block = self.kept.units[start]
             ats.extend(block[0])
             tags.extend(block[1])
             parents.extend(block[2])
             names.extend(block[3])
         wanted = array("Q", todo)
         codes = array("q")
-        codes.frombytes(native.codes(wanted, ats, names))
+        codes.frombytes(native.codes(wanted, ats, tags, parents, names))
         self._read_names(codes)
         got = native.qualify(wanted, ats, tags, parents, names, nested, self._names,
                              self._decoded)
@@ -380,6 +384,10 @@ class Tree:
         """Those of ``offsets`` that ``names_of`` has not named yet."""
         known = self._named_as.get(nested, {})
         return [o for o in offsets if o not in known]
+
+    def named_as(self, nested: bool) -> Mapping[int, str]:
+        """Every DIE named so far (``names_of``, ``remember_names``), by offset."""
+        return self._named_as.setdefault(nested, {})
 
     def remember_names(self, names: dict[int, str], nested: bool) -> None:
         """``names_of``'s answers found elsewhere (by a child that walked their units)."""
