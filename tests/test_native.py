@@ -41,7 +41,7 @@ def _facts(tree: Tree) -> tuple[Any, ...]:
     """Everything a walk leaves in the tree, in the order it left it."""
     return ({u: tuple(bytes(a) for a in b) for u, b in tree.kept.units.items()},
             list(tree.kept.texts.items()), bytes(tree.inlined),
-            [(k, list(v)) for k, v in tree.starting.items()],
+            [(u, list(pairs)) for u, pairs in tree.lows.items()],
             [(k, list(v)) for k, v in tree.named.items()], sorted(tree.odd))
 
 
@@ -136,3 +136,24 @@ def test_what_c_does_not_read_is_left_to_python(small: tuple[bytes, bytes, scan.
                        tree._coded[id(plans)], indirect, strings.offsets,
                        strings.line_str) is None
     assert _facts(tree) == before
+
+
+@pytest.mark.parametrize("which", _KINDS)
+def test_a_few_functions_copies_in_c_as_in_python(which: str,
+                                                  request: pytest.FixtureRequest) -> None:
+    """The units read for some functions' copies (every unit referring to them, step by
+    step) and the copies found there: the same whether the references are searched in
+    C or through Python's table of referrers."""
+    binary = Path(request.getfixturevalue(which))
+    whole = _tree(binary, False)
+    index = asks.whole_index(whole, None)
+    keys = sorted(index)[::max(1, len(index) // 25)]
+    got = {}
+    for in_c in (True, False):
+        dwarf = open_dwarf(binary)
+        tree = dwarf.tree
+        assert tree is not None
+        tree.native = in_c
+        got[in_c] = (dwarf.copies(keys), sorted(tree.walked))
+    assert got[True] == got[False]
+    assert got[True][0] == {k: index[k] for k in keys if index.get(k)}

@@ -33,7 +33,8 @@ def _tree(binary: Path) -> Tree:
 def _facts(tree: Tree) -> dict[str, Any]:
     return {"units": {u: tuple(map(list, b)) for u, b in tree.kept.units.items()},
             "starts": tree.kept.starts, "texts": tree.kept.texts,
-            "inlined": list(tree.inlined), "starting": tree.starting, "named": tree.named,
+            "inlined": list(tree.inlined),
+            "lows": {u: list(a) for u, a in tree.lows.items()}, "named": tree.named,
             "odd": tree.odd, "walked": tree.walked}
 
 

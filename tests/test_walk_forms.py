@@ -150,7 +150,8 @@ def _kept(root: Die, indirect: bool, in_c: bool = True) -> dict[int, tuple[objec
     for at, tag, parent, _name, ref in zip(*block, strict=True):
         out[index[at]] = (tag, index.get(parent, -1), tree.name(at),
                           index.get(ref, -1), at in tree.inlined)
-    starts = {index[at]: low for low, ats in tree.starting.items() for at in ats}
+    (pairs,) = tree.lows.values()
+    starts = {index[pairs[i + 1]]: pairs[i] for i in range(0, len(pairs), 2)}
     return {i: (*facts, starts.get(i)) for i, facts in out.items()}
 
 

@@ -749,11 +749,83 @@ static PyObject *fold(PyObject *Py_UNUSED(self), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* refers(ats, refs) -> (ats, refs): of kept DIEs, those that refer to another (a
+ * reference not -1), and what each refers to. */
+static PyObject *refers(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer ats_b, refs_b;
+    if (!PyArg_ParseTuple(args, "y*y*", &ats_b, &refs_b))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = ats_b.len / 8;
+    Buf ats = {0}, refs = {0};
+    int ok = 0;
+    if (refs_b.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "as many references as DIEs");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = ((const int64_t *)refs_b.buf)[i];
+        if (r >= 0) {
+            PUT(&ats, ((const uint64_t *)ats_b.buf)[i]);
+            PUT(&refs, r);
+        }
+    }
+    ok = 1;
+fail:
+    if (ok)
+        out = Py_BuildValue("(NN)", bytes_of(&ats), bytes_of(&refs));
+    else
+        PyErr_NoMemory();
+done:
+    free(ats.p);
+    free(refs.p);
+    PyBuffer_Release(&ats_b);
+    PyBuffer_Release(&refs_b);
+    return out;
+}
+
+/* referring(targets, ats, refs) -> bytes: the DIEs of ``ats`` whose reference (in
+ * ``refs``) is one of ``targets`` (ascending), in the order of ``ats``. */
+static PyObject *referring(PyObject *Py_UNUSED(self), PyObject *args)
+{
+    Py_buffer targets_b, ats_b, refs_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &targets_b, &ats_b, &refs_b))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = ats_b.len / 8, targets = targets_b.len / 8;
+    Buf got = {0};
+    int ok = 0;
+    if (refs_b.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "as many references as DIEs");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = ((const int64_t *)refs_b.buf)[i];
+        if (r >= 0 && find(targets_b.buf, targets, (uint64_t)r) >= 0)
+            PUT(&got, ((const uint64_t *)ats_b.buf)[i]);
+    }
+    ok = 1;
+fail:
+    if (ok)
+        out = bytes_of(&got);
+    else
+        PyErr_NoMemory();
+done:
+    free(got.p);
+    PyBuffer_Release(&targets_b);
+    PyBuffer_Release(&ats_b);
+    PyBuffer_Release(&refs_b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, "One unit's kept DIEs (tree.Tree._walk_unit), or None."},
     {"origins", origins, METH_VARARGS, "The DIE each inlined copy's origin leads to."},
     {"group", group, METH_VARARGS, "Copies by the DIE each one's origin leads to."},
     {"fold", fold, METH_VARARGS, "Pairs appended to a dict of lists."},
+    {"refers", refers, METH_VARARGS, "The kept DIEs that refer to another."},
+    {"referring", referring, METH_VARARGS, "The DIEs that refer to one of some."},
     {"codes", codes, METH_VARARGS, "The name code of each kept DIE."},
     {"qualify", qualify, METH_VARARGS, "The qualified name of each DIE (Tree.names_of)."},
     {NULL, NULL, 0, NULL},

@@ -124,14 +124,32 @@ def reach(tree: Tree, keys: Collection[int]) -> None:
     while frontier:
         # an inlined copy is no step to another: nothing refers to it
         tree.walk(tree.mentions.referring(d for d in frontier if tree.kept[d][0] != INLINED))
-        referrers = tree.referrers()
-        frontier = {d for t in frontier for d in referrers.get(t, ()) if d not in seen}
+        frontier = set(_referring(tree, frontier)) - seen
         seen |= frontier
+
+
+def _referring(tree: Tree, targets: Collection[int]) -> Iterable[int]:
+    """The kept DIEs of the units walked that refer to one of ``targets``."""
+    if tree.native:
+        found = array("Q")
+        found.frombytes(native.referring(array("Q", sorted(targets)), *tree.referring()))
+        return found
+    referrers = tree.referrers()
+    return (d for t in targets for d in referrers.get(t, ()))
 
 
 def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
     """The inlined copies read so far, in offset order, by the name-holding DIE (of
     ``keys``) their origins lead to."""
+    if tree.native:  # each copy read followed to its function: one pass, in C
+        wanted = set(keys)
+        raw_copies, raw_keys = native.origins(tree.inlined, *tree.referring(),
+                                              array("Q", (0, 1 << 63)))
+        by_key: dict[int, list[int]] = {}
+        for copy, key in zip(array("Q", raw_copies), array("q", raw_keys), strict=True):
+            if key in wanted:
+                by_key.setdefault(key, []).append(copy)
+        return {key: sorted(by_key[key]) for key in sorted(by_key)}
     referrers = tree.referrers()
     out: dict[int, list[int]] = {}
     for key in set(keys):
@@ -192,14 +210,11 @@ def _copies(tree: Tree, part: list[int], nested: bool | None
 
 def _origins(tree: Tree, part: list[int]) -> tuple[array[int], array[int]]:
     """``_origins_python`` in C (``_walk.c``)."""
-    starts, ranges, ats, refs = tree.starts, array("Q"), array("Q"), array("q")
+    starts, ranges = tree.starts, array("Q")
     for unit in sorted(part):
         i = bisect_left(starts, unit)
         ranges.extend((unit, starts[i + 1] if i + 1 < len(starts) else len(tree.info)))
-        block = tree.kept.units[unit]
-        ats.extend(block[0])
-        refs.extend(block[4])
-    got_copies, got_keys = native.origins(tree.inlined, ats, refs, ranges)
+    got_copies, got_keys = native.origins(tree.inlined, *tree.referring(part), ranges)
     copies, keys = array("Q"), array("q")
     copies.frombytes(got_copies)
     keys.frombytes(got_keys)
@@ -245,9 +260,7 @@ def subprogram_at(tree: Tree, unit: int, address: int) -> int | None:
     tree.walk([unit])
     if unit in tree.odd:
         return -1
-    for at in sorted(tree.starting.get(address, ())):
-        if tree.unit_of(at) != unit:
-            continue
+    for at in tree.starting(unit, address):
         parent = tree.kept[at][1]
         while parent >= 0 and tree.kept[parent][0] in SCOPES:
             parent = tree.kept[parent][1]

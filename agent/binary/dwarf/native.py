@@ -5,10 +5,20 @@ noop where a C compiler was (pyproject.toml), else the same code runs in Python.
 from __future__ import annotations
 
 try:
-    from agent.binary.dwarf._walk import codes, fold, group, origins, qualify, walk
+    from agent.binary.dwarf._walk import (
+        codes,
+        fold,
+        group,
+        origins,
+        qualify,
+        referring,
+        refers,
+        walk,
+    )
 except ImportError:  # pragma: no cover - built without a compiler
     BUILT = False
 else:
     BUILT = True
 
-__all__ = ["BUILT", "codes", "fold", "group", "origins", "qualify", "walk"]
+__all__ = ["BUILT", "codes", "fold", "group", "origins", "qualify", "referring", "refers",
+           "walk"]

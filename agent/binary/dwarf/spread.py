@@ -34,7 +34,7 @@ class Walker(Protocol):
     sizes: dict[int, int]  # bytes of each unit, by its offset
     kept: Kept
     inlined: array[int]
-    starting: dict[int, list[int]]
+    lows: dict[int, array[int]]
     named: dict[int, list[int]]
     odd: set[int]
     walked: set[int]
@@ -163,12 +163,12 @@ def _walked(tree: Tree, part: list[int], then: Callable[[Tree, list[int]], Any] 
             ) -> dict[str, Any]:
     """What walking ``part`` adds to ``tree``, walked from empty tables (the child's
     copy of them), and ``then``'s answer for it."""
-    tree.kept, tree.inlined, tree.starting = Kept(), array("Q"), {}
+    tree.kept, tree.inlined, tree.lows = Kept(), array("Q"), {}
     tree.named, tree.odd = {}, set()
     for at in part:
         tree.walk_one(at)
     return {"units": tree.kept.units, "texts": tree.kept.texts, "inlined": tree.inlined,
-            "starting": tree.starting, "named": tree.named, "odd": tree.odd,
+            "lows": tree.lows, "named": tree.named, "odd": tree.odd,
             "then": then(tree, part) if then is not None else None}
 
 
@@ -197,8 +197,8 @@ def _merge(tree: Tree, part: list[int], got: dict[str, Any]) -> None:
         tree.kept.add(unit, got["units"][unit])
     tree.kept.texts.update(got["texts"])
     tree.inlined.extend(got["inlined"])
-    for key, table in (("starting", tree.starting), ("named", tree.named)):
-        for k, offsets in got[key].items():
-            table.setdefault(k, []).extend(offsets)
+    tree.lows.update(got["lows"])
+    for k, offsets in got["named"].items():
+        tree.named.setdefault(k, []).extend(offsets)
     tree.odd |= got["odd"]
     tree.walked.update(part)

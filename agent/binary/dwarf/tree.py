@@ -59,7 +59,9 @@ class Tree:
         self.walked: set[int] = set()
         self.kept = Kept()
         self.inlined = array("Q")
-        self.starting: dict[int, list[int]] = {}  # address -> subprograms starting there
+        # unit -> (low_pc, DIE) of its subprograms with one, in file order
+        self.lows: dict[int, array[int]] = {}
+        self._starting: dict[int, dict[int, list[int]]] = {}  # ``starting``'s, by unit
         self.odd: set[int] = set()  # units with a subprogram's low_pc in a form not read
         self._tables = tables if tables is not None else {}  # abbreviation tables read
         self._names: dict[int, str] = {}  # .debug_str offset -> the string there
@@ -67,6 +69,10 @@ class Tree:
         # name code -> the name-holding subprograms (no reference of their own) so named
         self.named: dict[int, list[int]] = {}
         self._folded: set[int] = set()  # the units whose references are in ``_back``
+        # ``referring``'s: each unit's, and every walked unit's (for how many units)
+        self._refers: dict[int, tuple[array[int], array[int]]] = {}
+        self._referring: tuple[int, tuple[array[int], array[int]]] = (-1, (array("Q"),
+                                                                           array("q")))
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
         self._plan_memo: dict[tuple[object, ...], Plan] = {}  # ``steps.plans``'
         # ``_plans``' values as ``native`` reads them: per table an index into ``_entries``,
@@ -87,6 +93,17 @@ class Tree:
         return got
 
     # --- walking -------------------------------------------------------------------
+
+    def starting(self, unit: int, address: int) -> list[int]:
+        """The subprogram DIEs of walked unit ``unit`` whose code starts at ``address``
+        (their low_pc), in file order."""
+        by_low = self._starting.get(unit)
+        if by_low is None:
+            by_low = self._starting[unit] = {}
+            pairs = self.lows.get(unit, array("Q"))
+            for i in range(0, len(pairs), 2):
+                by_low.setdefault(pairs[i], []).append(pairs[i + 1])
+        return by_low.get(address, [])
 
     def unit_of(self, offset: int) -> int:
         """The offset of the unit holding the DIE at ``offset``."""
@@ -135,7 +152,7 @@ class Tree:
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
         for a, raw in zip(block, (ats, tags, parents, names, refs), strict=True):
             a.frombytes(raw)
-        native.fold(lows, self.starting, False)
+        self.lows[u.at] = array("Q", lows)
         native.fold(named, self.named, True)
         self.inlined.frombytes(inlined)
         pairs = array("Q", texts)
@@ -150,9 +167,10 @@ class Tree:
         # Its loop runs once per DIE (millions in a large Rust build): a DIE with nothing
         # to read is skipped by an addition or a loop of skips here, and only a kept DIE
         # with something to read costs a call (``_read``).
-        info, inlined, starting, named = self.info, self.inlined, self.starting, self.named
+        info, inlined, named = self.info, self.inlined, self.named
         block = (array("Q"), array("I"), array("q"), array("q"), array("q"))
         k_at, k_tag, k_parent, k_name, k_ref = (a.append for a in block)
+        lows = self.lows[u.at] = array("Q")
         pos, end = u.first, u.end
         stack: list[int] = []
         parent = -1  # the DIE the next one is in: the top of ``stack``
@@ -200,7 +218,7 @@ class Tree:
             k_name(name)  # -(pos + 1) of a name in .debug_info was made -(pos + 3)
             k_ref(ref)
             if low >= 0:
-                starting.setdefault(low, []).append(at)
+                lows.extend((low, at))
             if tag == SUBPROGRAM and ref < 0 and name != NO_NAME:
                 named.setdefault(name, []).append(at)
             if tag == INLINED:
@@ -420,6 +438,26 @@ class Tree:
                 break
             offset = nxt
         return offset
+
+    def referring(self, units: Iterable[int] | None = None) -> tuple[array[int], array[int]]:
+        """The kept DIEs of walked units ``units`` (every one: None) that refer to
+        another (abstract_origin, specification), ascending, and what each refers to:
+        the arrays ``native``'s loops search (a quarter of the kept DIEs)."""
+        chosen = self.kept.starts if units is None else sorted(units)
+        if units is None and self._referring[0] == len(chosen):
+            return self._referring[1]
+        ats, refs = array("Q"), array("q")
+        for unit in chosen:
+            got = self._refers.get(unit)
+            if got is None:
+                block = self.kept.units[unit]
+                a, r = native.refers(block[0], block[4])
+                got = self._refers[unit] = (array("Q", a), array("q", r))
+            ats.extend(got[0])
+            refs.extend(got[1])
+        if units is None:
+            self._referring = (len(chosen), (ats, refs))
+        return ats, refs
 
     def referrers(self) -> dict[int, list[int]]:
         """DIE -> the function DIEs whose reference names it, of the units read."""
