@@ -177,6 +177,12 @@ static PyObject *bytes_of(Buf *b)
     return PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)b->n);
 }
 
+/* The bytes of ``b``; NULL with a MemoryError when a PUT into it failed (not ``ok``). */
+static PyObject *answer(int ok, Buf *b)
+{
+    return ok ? bytes_of(b) : PyErr_NoMemory();
+}
+
 /* walk(info, first, end, unit, osize, asize, refaddr, str_base, index, entries,
  *      offsets, line_str) -> (ats, tags, parents, names, refs, lows, named, inlined, texts, odd)
  * or None: the unit's kept DIEs as the bytes of tree.py's arrays, (low_pc, DIE) and
@@ -656,10 +662,7 @@ static PyObject *codes(PyObject *Py_UNUSED(self), PyObject *args)
     }
     ok = 1;
 fail:
-    if (ok)
-        out = bytes_of(&got);
-    else
-        PyErr_NoMemory();
+    out = answer(ok, &got);
 done:
     free(got.p);
     free(seen);
@@ -807,10 +810,7 @@ static PyObject *referring(PyObject *Py_UNUSED(self), PyObject *args)
     }
     ok = 1;
 fail:
-    if (ok)
-        out = bytes_of(&got);
-    else
-        PyErr_NoMemory();
+    out = answer(ok, &got);
 done:
     free(got.p);
     PyBuffer_Release(&targets_b);
