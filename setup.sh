@@ -67,7 +67,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; 
 fi
 stamp=.venv/.noop-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] ||
-	[ agent/binary/dwarf/_walk.c -nt "$stamp" ]; then
+	[ setup.py -nt "$stamp" ] || [ agent/binary/dwarf/_walk.c -nt "$stamp" ]; then
 	log "installing noop and its pinned dependencies into .venv"
 	.venv/bin/python -m pip install -q --upgrade pip
 	.venv/bin/python -m pip install -q -e '.[test]'

@@ -425,18 +425,21 @@ def breakpoints(pid: int, addr: int, code: bytes) -> list[int]:
 
 def test_image_is_built_offline_without_a_compiler(podman: Podman, noop_image: str) -> None:
     """The image deploy/build-image made is the one the manifest names; it holds this
-    tree's noop, imports Debian's BCC, has kernel headers, and no compiler, linker or
-    package installer."""
+    tree's noop with its walk in C, imports Debian's BCC, has kernel headers, and no
+    compiler, linker or package installer."""
     (c,) = _kind("DaemonSet")["spec"]["template"]["spec"]["containers"]
     assert noop_image == f"localhost/{c['image']}" == f"localhost/noop:{__version__}"
     script = ("/opt/noop/bin/noop --version; python3 -c 'import bcc; print(\"bcc ok\")'; "
               'ls "$BCC_KERNEL_SOURCE/include/linux/kernel.h"; '
+              "/opt/noop/bin/python -c 'from agent.binary.dwarf import native; "
+              "print(\"walk in C\" if native.BUILT else \"walk in Python\")'; "
               "for t in gcc cc c++ clang clang-14 ld as make pip pip3 pytest; do "
               'command -v $t && echo "found $t"; done; true')
     done = podman("run", "--rm", "--entrypoint", "sh", noop_image, "-c", script)
-    assert done.stdout.splitlines()[:3] == [
+    assert done.stdout.splitlines()[:4] == [
         f"noop {__version__}", "bcc ok",
-        "/usr/share/noop/kernel-headers/debian/include/linux/kernel.h"], done.stdout
+        "/usr/share/noop/kernel-headers/debian/include/linux/kernel.h",
+        "walk in C"], done.stdout  # built here, into noop's wheel
     assert "found" not in done.stdout, done.stdout
 
 

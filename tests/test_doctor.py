@@ -289,6 +289,12 @@ def test_render_one_line_per_check_and_a_fix_line() -> None:
     assert doctor.can_run(_fake_checks()[::2])
 
 
+def test_a_noop_without_its_walk_in_c_is_warned_of() -> None:
+    assert doctor.check_native(True).status == OK
+    got = doctor.check_native(False)
+    assert got.status == WARN and not got.blocks and "python3-dev" in got.fix
+
+
 def test_a_raising_check_becomes_missing() -> None:
     def check_boom() -> Check:
         raise RuntimeError("probe broke")
@@ -339,9 +345,11 @@ def test_real_doctor_passes_once_headers_are_prepared(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     names = [c["name"] for c in doc["checks"]]
     assert names == [
-        "bpf", "uprobes", "privileges", "tracefs", "bcc", "headers", "ringbuf", "xmm",
-        "uprobe-multi", "costs",
+        "bpf", "uprobes", "privileges", "tracefs", "bcc", "native", "headers", "ringbuf",
+        "xmm", "uprobe-multi", "costs",
     ]  # fmt: skip
+    (walk,) = (c for c in doc["checks"] if c["name"] == "native")
+    assert walk["status"] == OK, walk  # set-up installs the compiler it needs
     blocking = [c for c in doc["checks"] if c["required"] and c["status"] != OK]
     assert blocking == [], blocking
     (headers,) = (c for c in doc["checks"] if c["name"] == "headers")

@@ -236,6 +236,20 @@ def check_bcc() -> Check:
     return judge_bcc(probe_bcc(), _venv_without_system_packages())
 
 
+def check_native(built: bool | None = None) -> Check:
+    """Whether noop was installed with its walk of DWARF units in C (a compiler built
+    it): without it the same walk runs in Python, several times slower on a large
+    binary's debug info."""
+    from agent.binary.dwarf import native
+
+    name, title = "native", "DWARF walk in C"
+    if native.BUILT if built is None else built:
+        return _ok(name, title, "built")
+    return _bad(name, title, "not built: debug info is walked in Python, several times "
+                "slower on a large binary",
+                "install gcc and python3-dev, then install noop again", required=False)
+
+
 def check_headers(source: kheaders.HeaderSource | None = None) -> Check:
     name, title = "headers", "kernel headers"
     source = source or kheaders.find_headers()
@@ -325,6 +339,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_privileges,
     check_tracefs,
     check_bcc,
+    check_native,
     check_headers,
     check_ringbuf,
     check_xmm_helper,
