@@ -141,15 +141,8 @@ def _referring(tree: Tree, targets: Collection[int]) -> Iterable[int]:
 def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
     """The inlined copies read so far, in offset order, by the name-holding DIE (of
     ``keys``) their origins lead to."""
-    if tree.native:  # each copy read followed to its function: one pass, in C
-        wanted = set(keys)
-        raw_copies, raw_keys = native.origins(tree.inlined, *tree.referring(),
-                                              array("Q", (0, 1 << 63)))
-        by_key: dict[int, list[int]] = {}
-        for copy, key in zip(array("Q", raw_copies), array("q", raw_keys), strict=True):
-            if key in wanted:
-                by_key.setdefault(key, []).append(copy)
-        return {key: sorted(by_key[key]) for key in sorted(by_key)}
+    if tree.native:
+        return _index_native(tree, set(keys))
     referrers = tree.referrers()
     out: dict[int, list[int]] = {}
     for key in set(keys):
@@ -162,6 +155,27 @@ def index(tree: Tree, keys: Collection[int]) -> dict[int, list[int]]:
                         and tree.origin(d) == key)
         if copies:
             out[key] = copies
+    return out
+
+
+def _index_native(tree: Tree, keys: set[int]) -> dict[int, list[int]]:
+    """``index``, its searches in C: the DIEs referring to any of ``keys`` in four
+    steps, then each inlined copy among them followed to its function (a copy whose
+    origin is one of ``keys`` is within four steps of it: ``origin`` follows four)."""
+    ats, refs = tree.referring()
+    found: set[int] = set()
+    frontier = set(keys)
+    for _ in range(4):
+        got = array("Q")
+        got.frombytes(native.referring(array("Q", sorted(frontier)), ats, refs))
+        frontier = set(got) - found
+        found |= frontier
+    copies = array("Q", sorted(d for d in found if tree.kept[d][0] == INLINED))
+    raw_copies, raw_keys = native.origins(copies, ats, refs, array("Q", (0, 1 << 63)))
+    out: dict[int, list[int]] = {}
+    for copy, key in zip(array("Q", raw_copies), array("q", raw_keys), strict=True):
+        if key in keys:
+            out.setdefault(key, []).append(copy)
     return out
 
 
