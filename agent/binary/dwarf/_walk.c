@@ -1,5 +1,10 @@
 /* The walk of one DWARF unit (tree.Tree._walk_unit) in C: the same loop over its DIEs
- * by the same plans, giving the same arrays, about twenty times faster than Python.
+ * by the same plans, giving the same arrays (0.25 s for the 3.7 million DIEs of a
+ * 32 MB .debug_info, its Python side included, against 2 s); and the loops over what
+ * it kept that a large binary's listing or plan runs millions of times: each inlined
+ * copy followed to its function (origins, group), the DIEs referring to some
+ * (refers, referring), the qualified names of many DIEs (codes, qualify), pairs into
+ * tables (fold).
  *
  * It reads only what it is sure of. Anything else -- a DW_FORM_indirect, a name or a
  * reference in a form it does not read, a value past the end of its section or too
