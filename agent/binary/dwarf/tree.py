@@ -71,8 +71,8 @@ class Tree:
         self._folded: set[int] = set()  # the units whose references are in ``_back``
         # ``referring``'s: each unit's, and every walked unit's (for how many units)
         self._refers: dict[int, tuple[array[int], array[int]]] = {}
-        self._referring: tuple[int, tuple[array[int], array[int]]] = (-1, (array("Q"),
-                                                                           array("q")))
+        self._referring: tuple[tuple[int, int], tuple[array[int], array[int]]] = (
+            (0, -1), (array("Q"), array("q")))
         self._plans: dict[tuple[int, int, int, int], dict[int, Plan]] = {}
         self._plan_memo: dict[tuple[object, ...], Plan] = {}  # ``steps.plans``'
         # ``_plans``' values as ``native`` reads them: per table an index into ``_entries``,
@@ -444,7 +444,8 @@ class Tree:
         another (abstract_origin, specification), ascending, and what each refers to:
         the arrays ``native``'s loops search (a quarter of the kept DIEs)."""
         chosen = self.kept.starts if units is None else sorted(units)
-        if units is None and self._referring[0] == len(chosen):
+        version = (id(self.kept), len(chosen))  # units are added, never taken away
+        if units is None and self._referring[0] == version:
             return self._referring[1]
         ats, refs = array("Q"), array("q")
         for unit in chosen:
@@ -456,7 +457,7 @@ class Tree:
             ats.extend(got[0])
             refs.extend(got[1])
         if units is None:
-            self._referring = (len(chosen), (ats, refs))
+            self._referring = (version, (ats, refs))
         return ats, refs
 
     def referrers(self) -> dict[int, list[int]]:
