@@ -19,7 +19,7 @@ _ESCAPES = {"$LT$": "<", "$GT$": ">", "$RF$": "&", "$BP$": "*", "$C$": ",", "$SP
             "$LP$": "(", "$RP$": ")", "$u20$": " ", "$u27$": "'", "$u5b$": "[",
             "$u5d$": "]", "$u7b$": "{", "$u7d$": "}", "$u7e$": "~", "$u3b$": ";",
             "$u2b$": "+", "$u22$": '"'}
-_ESCAPE_RE = re.compile(r"\$(?:LT|GT|RF|BP|C|SP|LP|RP|u[0-9a-f]{2})\$")
+_ESCAPE_RE = re.compile(r"(\$(?:LT|GT|RF|BP|C|SP|LP|RP|u[0-9a-f]{2})\$)")
 _DIGITS = re.compile(r"\d+")
 _HASH_RE = re.compile(r"h[0-9a-f]{16}")
 # LLVM's suffixes on a local symbol it promotes, and noop's own on a second function of
@@ -76,8 +76,9 @@ def _unescape(part: str) -> str:
         return part.replace("..", "::")
     if part.startswith("_$"):
         part = part[1:]
-    part = part.replace("..", "::")
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(), m.group()), part)
+    pieces = _ESCAPE_RE.split(part.replace("..", "::"))  # text, escape, text, ...
+    pieces[1::2] = [_ESCAPES.get(e, e) for e in pieces[1::2]]
+    return "".join(pieces)
 
 
 def demangle_rust_v0(symbol: str) -> str | None:

@@ -262,8 +262,9 @@ def listing(dwarf: Dwarf, namer: TypeNamer, pattern: str | None = None
     found = functions.summaries_of(pattern) if pattern else None
     listed = found if found is not None else functions.summaries()
     rows: list[dict[str, Any]] = [
-        {"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined,
-         **({"only_inlined": True} if not f.address else {})} for f in listed]
+        {"name": f.name, "address": f.address, "size": f.size, "inlined": f.inlined}
+        if f.address else {"name": f.name, "address": 0, "size": f.size,
+                           "inlined": f.inlined, "only_inlined": True} for f in listed]
     if pattern and found is None:
         if dwarf.cache_id:  # every function was listed: kept for the next pattern too
             cache.put_aside(dwarf.cache_id, "funcs", "all", rows)

@@ -292,8 +292,9 @@ class Listing:
         # 6 MB, and the names, 27 MB on a 130 MB Rust binary, would hold up its exit)
         index = self._inlined_index(keep=False)
         counts: dict[str, int] = {}
+        get = counts.get
         for key, name in self._key_names(index):
-            counts[name] = counts.get(name, 0) + len(index[key])
+            counts[name] = get(name, 0) + len(index[key])
         return self._rows(counts)
 
     def summaries_of(self, pattern: str) -> tuple[FunctionSummary, ...] | None:

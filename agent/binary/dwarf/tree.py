@@ -44,7 +44,7 @@ _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _REF_ADDR = 0x10
 AT_LANGUAGE = 0x13
 _T = TypeVar("_T")
-_MANY = 1000  # DIEs to name for the arrays of every unit walked to be worth joining
+_SHARE = 16  # names_of in C when naming a sixteenth or more of its units' kept DIEs
 
 
 class Tree:
@@ -344,7 +344,7 @@ class Tree:
         offsets = list(offsets)
         known = self._named_as.get(nested, {})
         todo = sorted(set(self.unnamed(offsets, nested) if known else offsets))
-        made = self._names_native(todo, nested) if self.native and len(todo) >= _MANY else None
+        made = self._names_native(todo, nested) if self.native else None
         if made is None:
             made = self._names_python(todo, nested)
         if not known:
@@ -353,15 +353,19 @@ class Tree:
 
     def _names_native(self, todo: list[int], nested: bool) -> dict[int, str] | None:
         """``_names_python`` in C (``_walk.c``), over the kept DIEs of their units at
-        once; None when scopes nest deeper than it follows."""
+        once; None when scopes nest deeper than it follows, or when they are too few
+        of those DIEs for joining their units' arrays to pay."""
         # the units holding them (a DIE's scopes are in its unit)
         starts, ends = self.kept.starts, [*self.kept.starts[1:], 1 << 64]
-        ats, tags, parents, names = array("Q"), array("I"), array("q"), array("q")
+        blocks = []
         for start, end in zip(starts, ends, strict=True):
             i = bisect.bisect_left(todo, start)
-            if i == len(todo) or todo[i] >= end:
-                continue
-            block = self.kept.units[start]
+            if i < len(todo) and todo[i] < end:
+                blocks.append(self.kept.units[start])
+        if len(todo) * _SHARE < sum(len(b[0]) for b in blocks):
+            return None
+        ats, tags, parents, names = array("Q"), array("I"), array("q"), array("q")
+        for block in blocks:
             ats.extend(block[0])
             tags.extend(block[1])
             parents.extend(block[2])
