@@ -157,3 +157,40 @@ def test_a_few_functions_copies_in_c_as_in_python(which: str,
         got[in_c] = (dwarf.copies(keys), sorted(tree.walked))
     assert got[True] == got[False]
     assert got[True][0] == {k: index[k] for k in keys if index.get(k)}
+
+
+def test_plans_past_64_bits_leave_the_unit_to_python() -> None:
+    """An abbreviation whose tag (or form) does not fit 64 bits, in a damaged table:
+    the unit's plans are not made for C (no code has one there), nothing is recorded
+    for them, and the Python walk reads what it can."""
+    from agent.binary.dwarf.tree import _coded
+
+    entries, entry_at = array("q"), {}
+    good = (0x2E, True, -1, ((0, 1, 0x0E, 4),), 0, True)
+    assert list(_coded({1: good}, entries, entry_at)) == [2, -1, 0]
+    before = (bytes(entries), dict(entry_at))
+    damaged = {1: good, 2: (1 << 63, False, 0, (), 0, False)}
+    assert list(_coded(damaged, entries, entry_at)) == [0]
+    assert (bytes(entries), dict(entry_at)) == before
+
+
+def test_names_read_for_names_not_nested_are_their_own(
+        small: tuple[bytes, bytes, scan.Strings]) -> None:
+    """Go's names are not nested: the codes read for them are the DIEs' own, not their
+    scopes' (a damaged scope's name must not stop the answer Python would give)."""
+    info, abbrev, strings = small
+    tree = Tree(info, abbrev, strings)
+    tree.walk_one(tree.starts[0])
+    block = tree.kept.units[tree.starts[0]]
+    tag = {at: t & 0xFFFF for at, t in zip(block[0], block[1], strict=True)}
+    # functions in namespaces: each scope's name is another's than its own
+    inner = [i for i, p in enumerate(block[2]) if tag[block[0][i]] == 0x2E
+             and tag.get(p) == 0x39][:50]
+    assert inner
+    wanted = array("Q", [block[0][i] for i in inner])
+    own = array("q")
+    own.frombytes(native.codes(wanted, block[0], block[1], block[2], block[3], False))
+    assert set(own) == {block[3][i] for i in inner}
+    nested = array("q")
+    nested.frombytes(native.codes(wanted, block[0], block[1], block[2], block[3], True))
+    assert set(own) < set(nested)  # the scopes' names too

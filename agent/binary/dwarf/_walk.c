@@ -628,14 +628,16 @@ done:
     return out;
 }
 
-/* codes(todo, ats, tags, parents, names) -> bytes: the name codes of the kept DIEs
- * of ``todo`` (in ``ats``, ascending, with their ``tags``, ``parents`` and ``names``)
- * and of the scopes they are in up to their unit's (those qualify reads), each once. */
+/* codes(todo, ats, tags, parents, names, nested) -> bytes: the name codes of the kept
+ * DIEs of ``todo`` (in ``ats``, ascending, with their ``tags``, ``parents`` and
+ * ``names``) and, when ``nested``, of the scopes they are in up to their unit's
+ * (those qualify reads), each once. */
 static PyObject *codes(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_buffer todo_b, ats_b, tags_b, parents_b, names_b;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*", &todo_b, &ats_b, &tags_b, &parents_b,
-                          &names_b))
+    int nested;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*p", &todo_b, &ats_b, &tags_b, &parents_b,
+                          &names_b, &nested))
         return NULL;
     PyObject *out = NULL;
     Py_ssize_t n = todo_b.len / 8, kept = ats_b.len / 8;
@@ -656,7 +658,7 @@ static PyObject *codes(PyObject *Py_UNUSED(self), PyObject *args)
     int ok = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t k = find(ats, kept, todo[i]);
-        for (int depth = 0; k >= 0 && !seen[k] && depth < 256; depth++) {
+        for (int depth = 0; k >= 0 && !seen[k] && depth < (nested ? 256 : 1); depth++) {
             uint32_t tag = tags[k] & 0xFFFF;
             if (depth && (tag == 0x11 || tag == 0x41 || tag == 0x3C))
                 break;  /* a unit's own name is no scope's */

@@ -44,6 +44,7 @@ _STRP, _LINE_STRP, _STRING = 0x0E, 0x1F, 0x08
 _REF_ADDR = 0x10
 AT_LANGUAGE = 0x13
 _T = TypeVar("_T")
+_INT64 = 1 << 63
 _SHARE = 16  # names_of in C when naming a sixteenth or more of its units' kept DIEs
 
 
@@ -356,9 +357,9 @@ class Tree:
         once; None when scopes nest deeper than it follows, or when they are too few
         of those DIEs for joining their units' arrays to pay."""
         # the units holding them (a DIE's scopes are in its unit)
-        starts, ends = self.kept.starts, [*self.kept.starts[1:], 1 << 64]
+        starts = self.kept.starts
         blocks = []
-        for start, end in zip(starts, ends, strict=True):
+        for start, end in zip(starts, [*starts[1:], 1 << 64], strict=False):
             i = bisect.bisect_left(todo, start)
             if i < len(todo) and todo[i] < end:
                 blocks.append(self.kept.units[start])
@@ -372,7 +373,7 @@ class Tree:
             names.extend(block[3])
         wanted = array("Q", todo)
         codes = array("q")
-        codes.frombytes(native.codes(wanted, ats, tags, parents, names))
+        codes.frombytes(native.codes(wanted, ats, tags, parents, names, nested))
         self._read_names(codes)
         got = native.qualify(wanted, ats, tags, parents, names, nested, self._names,
                              self._decoded)
@@ -532,15 +533,17 @@ def _coded(plans: dict[int, Plan], entries: array[int], entry_at: dict[int, int]
     shared: ``entry_at`` says where each is, by its id)."""
     codes = max(plans, default=0) + 1
     if codes > 1 << 16:  # codes GCC and rustc never reach: an index too large to make
-        return array("q", [0])
+        return array("q", [0])  # no code has a plan: every DIE is left to Python
     out = array("q", [codes] + [-1] * codes)
     for code, plan in plans.items():
         at = entry_at.get(id(plan))
         if at is None:
-            at = entry_at[id(plan)] = len(entries)
             tag, children, fixed, steps, tail, keep = plan
-            entries.extend((tag, children, fixed, tail, keep, len(steps)))
-            for step in steps:
-                entries.extend(step)
+            numbers = (tag, children, fixed, tail, keep, len(steps),
+                       *(n for step in steps for n in step))
+            if not all(-_INT64 <= n < _INT64 for n in numbers):
+                return array("q", [0])  # a tag or form past 64 bits: damage, for Python
+            at = entry_at[id(plan)] = len(entries)
+            entries.extend(numbers)
         out[1 + code] = at
     return out
