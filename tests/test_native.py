@@ -8,6 +8,7 @@ binary's listing takes seconds more, and nothing here would test it."""
 
 from __future__ import annotations
 
+import os
 from array import array
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,29 @@ def test_names_read_for_names_not_nested_are_their_own(
     nested = array("q")
     nested.frombytes(native.codes(wanted, block[0], block[1], block[2], block[3], True))
     assert set(own) < set(nested)  # the scopes' names too
+
+
+@pytest.mark.parametrize("which", ["rust_layouts", "c_dropped_gcc", "go_layouts_new"])
+def test_noop_built_without_c_answers_the_same(which: str, request: pytest.FixtureRequest,
+                                               tmp_path: Path) -> None:
+    """noop installed where no compiler built the walk in C (its module missing): the
+    listing of every function, each with its inlined copies, as with it."""
+    import json
+    import subprocess
+    import sys
+
+    binary = str(request.getfixturevalue(which))
+    script = ("import sys; sys.modules['agent.binary.dwarf._walk'] = None\n"
+              "from agent.binary.dwarf import native; assert not native.BUILT\n"
+              "from agent.cli import main; sys.exit(main(sys.argv[1:]))")
+    answers = []
+    for without in (True, False):
+        cache = tmp_path / f"cache-{without}"
+        run = [sys.executable, "-c", script] if without else [sys.executable, "-m", "agent"]
+        done = subprocess.run([*run, "funcs", "--json", binary], capture_output=True,
+                              text=True, timeout=300, check=False,
+                              cwd=Path(__file__).resolve().parents[1],
+                              env={**os.environ, "NOOP_CACHE_DIR": str(cache)})
+        assert done.returncode == 0, done.stderr
+        answers.append(json.loads(done.stdout))
+    assert answers[0] == answers[1] and answers[0]["functions"]
