@@ -483,6 +483,38 @@ typedef struct {
     PyObject *known, *decode, **prefix;
 } Names;
 
+/* Whether ``tag`` is a unit's own DIE's (steps.UNIT_TAGS): no scope. */
+static int unit_tag(uint32_t tag)
+{
+    return tag == 0x11 || tag == 0x41 || tag == 0x3C;
+}
+
+/* The kept DIEs of the units walked, as qualify and codes take them after the DIEs
+ * asked about: tree.Kept's offsets (ascending), tags, parents and name codes. */
+typedef struct {
+    Py_buffer todo, ats, tags, parents, names;
+} KeptArgs;
+
+/* ``a``'s arrays of one length (``*n`` DIEs): 0; -1 with a ValueError otherwise. */
+static int kept_checked(KeptArgs *a, Py_ssize_t *n)
+{
+    *n = a->ats.len / 8;
+    if (a->tags.len / 4 != *n || a->parents.len / 8 != *n || a->names.len / 8 != *n) {
+        PyErr_SetString(PyExc_ValueError, "kept arrays of one length");
+        return -1;
+    }
+    return 0;
+}
+
+static void kept_released(KeptArgs *a)
+{
+    PyBuffer_Release(&a->todo);
+    PyBuffer_Release(&a->ats);
+    PyBuffer_Release(&a->tags);
+    PyBuffer_Release(&a->parents);
+    PyBuffer_Release(&a->names);
+}
+
 /* Tree._decoded: a new reference to the name of kept DIE ``k`` (Py_None: it has
  * none), from ``known`` or else ``decode``; NULL with an exception set. */
 static PyObject *decoded(Names *t, Py_ssize_t k)
@@ -542,7 +574,7 @@ static PyObject *scope(Names *t, int64_t offset, int depth)
 {
     Py_ssize_t k = offset >= 0 ? find(t->ats, t->n, (uint64_t)offset) : -1;
     uint32_t tag = k >= 0 ? t->tags[k] & 0xFFFF : 0;
-    if (k < 0 || tag == 0x11 || tag == 0x41 || tag == 0x3C)
+    if (k < 0 || unit_tag(tag))
         return PyUnicode_FromStringAndSize("", 0);
     if (t->prefix[k] != NULL) {
         Py_INCREF(t->prefix[k]);
@@ -570,21 +602,18 @@ static PyObject *scope(Names *t, int64_t offset, int depth)
  * the whole when scopes nest too deep to follow here. */
 static PyObject *qualify(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    Py_buffer todo_b, ats_b, tags_b, parents_b, names_b;
+    KeptArgs a;
     int nested;
     PyObject *known, *decode;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*pO!O", &todo_b, &ats_b, &tags_b, &parents_b,
-                          &names_b, &nested, &PyDict_Type, &known, &decode))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*pO!O", &a.todo, &a.ats, &a.tags, &a.parents,
+                          &a.names, &nested, &PyDict_Type, &known, &decode))
         return NULL;
-    Names t = {ats_b.buf, tags_b.buf, parents_b.buf, names_b.buf, ats_b.len / 8, known,
-               decode, NULL};
-    Py_ssize_t n = todo_b.len / 8;
-    const uint64_t *todo = todo_b.buf;
+    Names t = {a.ats.buf, a.tags.buf, a.parents.buf, a.names.buf, 0, known, decode, NULL};
+    Py_ssize_t n = a.todo.len / 8;
+    const uint64_t *todo = a.todo.buf;
     PyObject *out = NULL;
-    if (tags_b.len / 4 != t.n || parents_b.len / 8 != t.n || names_b.len / 8 != t.n) {
-        PyErr_SetString(PyExc_ValueError, "kept arrays of one length");
+    if (kept_checked(&a, &t.n) < 0)
         goto done;
-    }
     t.prefix = PyMem_Calloc((size_t)t.n + 1, sizeof(PyObject *));
     out = t.prefix ? PyList_New(n) : PyErr_NoMemory();
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
@@ -620,11 +649,7 @@ static PyObject *qualify(PyObject *Py_UNUSED(self), PyObject *args)
             Py_XDECREF(t.prefix[k]);
     PyMem_Free(t.prefix);
 done:
-    PyBuffer_Release(&todo_b);
-    PyBuffer_Release(&ats_b);
-    PyBuffer_Release(&tags_b);
-    PyBuffer_Release(&parents_b);
-    PyBuffer_Release(&names_b);
+    kept_released(&a);
     return out;
 }
 
@@ -634,33 +659,31 @@ done:
  * (those qualify reads), each once. */
 static PyObject *codes(PyObject *Py_UNUSED(self), PyObject *args)
 {
-    Py_buffer todo_b, ats_b, tags_b, parents_b, names_b;
+    KeptArgs a;
     int nested;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*p", &todo_b, &ats_b, &tags_b, &parents_b,
-                          &names_b, &nested))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*p", &a.todo, &a.ats, &a.tags, &a.parents,
+                          &a.names, &nested))
         return NULL;
     PyObject *out = NULL;
-    Py_ssize_t n = todo_b.len / 8, kept = ats_b.len / 8;
+    Py_ssize_t n = a.todo.len / 8, kept;
     Buf got = {0};
     uint8_t *seen = NULL;
-    if (names_b.len / 8 != kept || parents_b.len / 8 != kept || tags_b.len / 4 != kept) {
-        PyErr_SetString(PyExc_ValueError, "kept arrays of one length");
+    if (kept_checked(&a, &kept) < 0)
         goto done;
-    }
     seen = calloc((size_t)kept + 1, 1);
     if (seen == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    const uint64_t *todo = todo_b.buf, *ats = ats_b.buf;
-    const uint32_t *tags = tags_b.buf;
-    const int64_t *parents = parents_b.buf, *names = names_b.buf;
+    const uint64_t *todo = a.todo.buf, *ats = a.ats.buf;
+    const uint32_t *tags = a.tags.buf;
+    const int64_t *parents = a.parents.buf, *names = a.names.buf;
     int ok = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t k = find(ats, kept, todo[i]);
         for (int depth = 0; k >= 0 && !seen[k] && depth < (nested ? 256 : 1); depth++) {
             uint32_t tag = tags[k] & 0xFFFF;
-            if (depth && (tag == 0x11 || tag == 0x41 || tag == 0x3C))
+            if (depth && unit_tag(tag))
                 break;  /* a unit's own name is no scope's */
             seen[k] = 1;
             PUT(&got, names[k]);
@@ -673,12 +696,21 @@ fail:
 done:
     free(got.p);
     free(seen);
-    PyBuffer_Release(&todo_b);
-    PyBuffer_Release(&ats_b);
-    PyBuffer_Release(&tags_b);
-    PyBuffer_Release(&parents_b);
-    PyBuffer_Release(&names_b);
+    kept_released(&a);
     return out;
+}
+
+/* table.setdefault(key, []).append(value): 0; -1 with an exception set. */
+static int appended(PyObject *table, PyObject *key, PyObject *value)
+{
+    PyObject *list = PyDict_GetItemWithError(table, key);  /* borrowed */
+    if (list == NULL && !PyErr_Occurred()) {
+        PyObject *made = PyList_New(0);
+        if (made != NULL && PyDict_SetItem(table, key, made) == 0)
+            list = made;  /* the dict holds it */
+        Py_XDECREF(made);
+    }
+    return list != NULL ? PyList_Append(list, value) : -1;
 }
 
 /* group(copies, keys, resolve) -> dict: asks.whole_index's last loop. Each copy of
@@ -700,20 +732,11 @@ static PyObject *group(PyObject *Py_UNUSED(self), PyObject *args)
     }
     out = PyDict_New();
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        PyObject *at = PyLong_FromUnsignedLongLong(copies[i]), *key = NULL, *list = NULL;
+        PyObject *at = PyLong_FromUnsignedLongLong(copies[i]), *key = NULL;
         if (at != NULL)
             key = keys[i] >= 0 ? PyLong_FromLongLong(keys[i])
                                : PyObject_CallOneArg(resolve, at);
-        if (key != NULL) {
-            list = PyDict_GetItemWithError(out, key);
-            if (list == NULL && !PyErr_Occurred()) {
-                PyObject *made = PyList_New(0);
-                if (made != NULL && PyDict_SetItem(out, key, made) == 0)
-                    list = made;  /* the dict holds it */
-                Py_XDECREF(made);
-            }
-        }
-        if (list == NULL || PyList_Append(list, at) < 0)
+        if (key == NULL || appended(out, key, at) < 0)
             Py_CLEAR(out);
         Py_XDECREF(at);
         Py_XDECREF(key);
@@ -741,15 +764,7 @@ static PyObject *fold(PyObject *Py_UNUSED(self), PyObject *args)
                                   : PyLong_FromUnsignedLongLong(v[2 * i]);
         PyObject *value = is_signed ? PyLong_FromLongLong((int64_t)v[2 * i + 1])
                                     : PyLong_FromUnsignedLongLong(v[2 * i + 1]);
-        PyObject *list = key != NULL && value != NULL ? PyDict_GetItemWithError(table, key)
-                                                      : NULL;
-        if (list == NULL && key != NULL && value != NULL && !PyErr_Occurred()) {
-            PyObject *made = PyList_New(0);
-            if (made != NULL && PyDict_SetItem(table, key, made) == 0)
-                list = made;  /* the dict holds it */
-            Py_XDECREF(made);
-        }
-        ok = list != NULL && PyList_Append(list, value) == 0;
+        ok = key != NULL && value != NULL && appended(table, key, value) == 0;
         Py_XDECREF(key);
         Py_XDECREF(value);
     }

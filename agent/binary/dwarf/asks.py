@@ -162,16 +162,14 @@ def _index_native(tree: Tree, keys: set[int]) -> dict[int, list[int]]:
     """``index``, its searches in C: the DIEs referring to any of ``keys`` in four
     steps, then each inlined copy among them followed to its function (a copy whose
     origin is one of ``keys`` is within four steps of it: ``origin`` follows four)."""
-    ats, refs = tree.referring()
     found: set[int] = set()
     frontier = set(keys)
     for _ in range(4):
-        got = array("Q")
-        got.frombytes(native.referring(array("Q", sorted(frontier)), ats, refs))
-        frontier = set(got) - found
+        frontier = set(_referring(tree, frontier)) - found
         found |= frontier
     copies = array("Q", sorted(d for d in found if tree.kept[d][0] == INLINED))
-    raw_copies, raw_keys = native.origins(copies, ats, refs, array("Q", (0, 1 << 63)))
+    raw_copies, raw_keys = native.origins(copies, *tree.referring(),
+                                          array("Q", (0, 1 << 63)))
     out: dict[int, list[int]] = {}
     for copy, key in zip(array("Q", raw_copies), array("q", raw_keys), strict=True):
         if key in keys:
