@@ -747,23 +747,20 @@ done:
     return out;
 }
 
-/* fold(pairs, table, signed): for each (key, value) of ``pairs`` (8-byte numbers,
- * signed or not), table.setdefault(key, []).append(value), in order. */
+/* fold(pairs, table): for each (key, value) of ``pairs`` (8-byte signed numbers),
+ * table.setdefault(key, []).append(value), in order. */
 static PyObject *fold(PyObject *Py_UNUSED(self), PyObject *args)
 {
     Py_buffer pairs_b;
     PyObject *table;
-    int is_signed;
-    if (!PyArg_ParseTuple(args, "y*O!p", &pairs_b, &PyDict_Type, &table, &is_signed))
+    if (!PyArg_ParseTuple(args, "y*O!", &pairs_b, &PyDict_Type, &table))
         return NULL;
     Py_ssize_t n = pairs_b.len / 16;
-    const uint64_t *v = pairs_b.buf;
+    const int64_t *v = pairs_b.buf;
     int ok = 1;
     for (Py_ssize_t i = 0; ok && i < n; i++) {
-        PyObject *key = is_signed ? PyLong_FromLongLong((int64_t)v[2 * i])
-                                  : PyLong_FromUnsignedLongLong(v[2 * i]);
-        PyObject *value = is_signed ? PyLong_FromLongLong((int64_t)v[2 * i + 1])
-                                    : PyLong_FromUnsignedLongLong(v[2 * i + 1]);
+        PyObject *key = PyLong_FromLongLong(v[2 * i]);
+        PyObject *value = PyLong_FromLongLong(v[2 * i + 1]);
         ok = key != NULL && value != NULL && appended(table, key, value) == 0;
         Py_XDECREF(key);
         Py_XDECREF(value);

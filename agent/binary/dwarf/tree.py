@@ -154,7 +154,7 @@ class Tree:
         for a, raw in zip(block, (ats, tags, parents, names, refs), strict=True):
             a.frombytes(raw)
         self.lows[u.at] = array("Q", lows)
-        native.fold(named, self.named, True)
+        native.fold(named, self.named)
         self.inlined.frombytes(inlined)
         pairs = array("Q", texts)
         for i in range(0, len(pairs), 2):
