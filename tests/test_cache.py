@@ -340,6 +340,36 @@ class TestWrites:
         assert cache.get(BID, "types", "n") is None
 
 
+    @SETTINGS
+    @given(value=st.recursive(
+        _LEAF | st.text() | st.sampled_from(["null", "a,null]", "x:null}", "[null,"]),
+        lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4) | st.integers(-3, 2**65) | st.booleans(),
+                          inner, max_size=4) | st.sets(st.integers(), max_size=2),
+        max_leaves=24))
+    def test_an_entry_means_what_jsons_text_would(self, value: Any) -> None:
+        """Whoever writes an entry's text (orjson, or json where orjson would write
+        another meaning: NaN or an infinity as null, keys that are not strings, integers
+        past 64 bits, lone surrogates), it reads back as json's text would, and what
+        json refuses to write is refused."""
+        try:
+            want = json.loads(json.dumps({"key": "k", "value": value}, allow_nan=False))
+        except (TypeError, ValueError, RecursionError):
+            with pytest.raises((TypeError, ValueError, RecursionError)):
+                cache.encode("k", value)
+            return
+        assert cache.decode(cache.encode("k", value), "k") == want["value"]
+
+    def test_a_listing_is_written_by_orjson(self) -> None:
+        """The large entries (a listing's rows: no null in them, names that hold
+        ``null`` as text) are written at orjson's speed, not json's."""
+        import orjson
+        rows = [{"name": f"core::ptr::null_mut<{k},null>", "address": k, "size": 8,
+                 "inlined": k % 3} for k in range(100)]
+        raw = cache.encode("all", rows)
+        assert raw.partition(b"\n")[2] == orjson.dumps({"key": "all", "value": rows})
+        assert cache.decode(raw, "all") == rows
+
     def test_an_entry_put_aside_is_what_put_writes(self, where: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(cpus, "alone", lambda: True)  # also in a test runner's worker
