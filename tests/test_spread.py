@@ -7,6 +7,7 @@ here; nothing is spread while another thread runs. No root needed."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +176,76 @@ def test_each_is_not_spread_while_another_thread_runs(monkeypatch: pytest.Monkey
     monkeypatch.setattr(cpus, "alone", lambda: False)
     monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
     assert spread.each(list(range(8)), str, worth=8) == [str(k) for k in range(8)]
+
+
+@pytest.mark.parametrize("ways,worth,forked", [(2, 2, True), (4, 9, True), (2, 1, False),
+                                               (1, 9, False)])
+def test_beside_answers_what_make_answers_made_by_a_child_when_it_pays(
+        ways: int, worth: int, forked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    spread_over(monkeypatch, ways)
+    forks = counted(monkeypatch)
+    with spread.beside(lambda: (os.getpid(), ["x" * 70_000] * 3), worth) as made:
+        assert len(forks) == int(forked)  # started before it is asked for
+        pid, got = made()
+        assert made() == (pid, got)  # asked twice: made once
+    assert got == ["x" * 70_000] * 3  # more than a pipe holds
+    assert (pid != os.getpid()) is forked
+    for child in forks:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child, os.WNOHANG)
+
+
+@pytest.mark.parametrize("how", ["raises", "exits", "never asked"])
+def test_beside_makes_here_what_its_child_did_not_and_leaves_no_child(
+        how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spread_over(monkeypatch, 2)
+    forks = counted(monkeypatch)
+    parent = os.getpid()
+
+    def make() -> int:
+        if os.getpid() != parent:
+            if how == "raises":
+                raise MemoryError
+            if how == "exits":
+                os._exit(0)
+            if how == "never asked":
+                os.kill(os.getpid(), signal.SIGSTOP)  # left stopped unless reaped
+        return 42
+    with spread.beside(make, 2) as made:
+        if how != "never asked":
+            assert made() == 42
+    assert len(forks) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)
+
+
+def test_beside_is_not_spread_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    spread_over(monkeypatch, 4)
+    monkeypatch.setattr(cpus, "alone", lambda: False)
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+    with spread.beside(lambda: os.getpid(), 8) as made:
+        assert made() == os.getpid()
+
+
+@pytest.mark.parametrize("which", ["rust_layouts", "rust_dropped"])
+def test_a_listing_with_its_symbols_demangled_beside_is_the_listing(
+        which: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``noop funcs``' rows with the Rust symbols demangled by a child while the index is
+    made, as one process makes them."""
+    from agent.binary.dwarf import listing
+    from agent.binary.dwarf.types import TypeNamer
+    from agent.tools import inspect
+
+    binary = Path(request.getfixturevalue(which))
+    monkeypatch.setenv("NOOP_NO_CACHE", "1")
+    alone = open_dwarf(binary)
+    rows = inspect.listing(alone, TypeNamer(alone))
+    spread_over(monkeypatch, 2)
+    monkeypatch.setattr(listing, "_DEMANGLED", 1)
+    monkeypatch.setattr(spread, "WORTH", 1 << 40)  # the walk in one process
+    forks = counted(monkeypatch)
+    beside = open_dwarf(binary)
+    assert inspect.listing(beside, TypeNamer(beside)) == rows
+    assert len(forks) == 1  # the demangling
+    assert any("::" in r["name"] for r in rows)

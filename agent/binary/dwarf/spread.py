@@ -8,7 +8,8 @@ two CPUs walk a 30 MB .debug_info in a little over half the time. Nothing is spr
 when threads run (a fork copies one thread, with whatever locks the others held), when
 there is too little to walk for a fork to pay, or when noop may use one CPU; a child
 that fails has its units walked here, so the answer never depends on it. ``each`` spreads
-other work of many equal parts (searches of the raw bytes) the same way.
+other work of many equal parts (searches of the raw bytes) the same way, and ``beside``
+one piece of work beside what the process does meanwhile.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import pickle
 import signal
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from agent import cpus
@@ -104,6 +105,32 @@ def each(items: Sequence[_I], do: Callable[[_I], _T], worth: int) -> list[_T]:
             if child is not None:
                 _reap(*child)
     return out
+
+
+@contextlib.contextmanager
+def beside(make: Callable[[], _T], worth: int) -> Iterator[Callable[[], _T]]:
+    """A function giving ``make()``, made meanwhile by a forked child when the work pays
+    for ``worth`` forks (``each``) and noop may use another CPU: work the process does
+    not need until later, done beside what it does first. It is made here when asked
+    for if no child could make it or the child sent no answer; a child whose answer
+    is not asked for is gone at the end of the block."""
+    child = _fork(lambda: [make()]) if _ways(worth) > 1 else None
+    got: list[_T] = []
+
+    def answer() -> _T:
+        nonlocal child
+        if not got:
+            sent = _reply(*child) if child is not None else None
+            if child is not None:
+                _reap(*child)
+                child = None
+            got.append(sent[0] if isinstance(sent, list) and len(sent) == 1 else make())
+        return got[0]
+    try:
+        yield answer
+    finally:
+        if child is not None:
+            _reap(*child)
 
 
 def _each(do: Callable[[_I], _T], part: Sequence[_I]) -> list[_T]:
