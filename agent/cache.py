@@ -178,7 +178,8 @@ def encode(key: str, value: Any) -> bytes:
     where it writes what ``json.dumps`` would mean: a value it refuses (a key that is not
     a string, an integer past 64 bits, a lone surrogate) or that holds a null (which
     may be a float that is not finite, which orjson writes as null) is written by json,
-    which refuses what it cannot keep: NaN, infinities, sets, objects."""
+    which refuses what it cannot keep: NaN, infinities, sets, objects. (An Enum or a
+    UUID, which no caller puts, orjson writes as its value, where json refused it.)"""
     entry = {"key": key, "value": value}
     try:
         body = orjson.dumps(entry, option=_NATIVE)

@@ -358,16 +358,33 @@ class TestWrites:
             with pytest.raises((TypeError, ValueError, RecursionError)):
                 cache.encode("k", value)
             return
-        assert cache.decode(cache.encode("k", value), "k") == want["value"]
+        # repr: the same types too (True is not 1, 1.0 is not 1)
+        assert repr(cache.decode(cache.encode("k", value), "k")) == repr(want["value"])
+
+    @pytest.mark.parametrize("depth", [200, 300, 5000])
+    def test_a_deep_value_is_written_or_refused_as_json_would(self, depth: int) -> None:
+        """Past orjson's 255 levels json writes it; past the interpreter's, refused."""
+        value: Any = "x"
+        for _ in range(depth):
+            value = [value]
+        try:
+            want = json.loads(json.dumps(value))
+        except RecursionError:
+            with pytest.raises(RecursionError):
+                cache.encode("k", value)
+            return
+        assert cache.decode(cache.encode("k", value), "k") == want
 
     def test_a_listing_is_written_by_orjson(self) -> None:
         """The large entries (a listing's rows: no null in them, names that hold
         ``null`` as text) are written at orjson's speed, not json's."""
         import orjson
-        rows = [{"name": f"core::ptr::null_mut<{k},null>", "address": k, "size": 8,
+        rows = [{"name": f"core::ptr::null_mut<{k},null>::é", "address": k, "size": 8,
                  "inlined": k % 3} for k in range(100)]
         raw = cache.encode("all", rows)
-        assert raw.partition(b"\n")[2] == orjson.dumps({"key": "all", "value": rows})
+        body = raw.partition(b"\n")[2]
+        assert body == orjson.dumps({"key": "all", "value": rows})
+        assert "é".encode() in body  # json would have written \u00e9
         assert cache.decode(raw, "all") == rows
 
     def test_an_entry_put_aside_is_what_put_writes(self, where: Path,

@@ -217,6 +217,12 @@ def test_beside_makes_here_what_its_child_did_not_and_leaves_no_child(
     assert len(forks) == 1
     with pytest.raises(ChildProcessError):
         os.waitpid(forks[0], os.WNOHANG)
+    kept = os.open(os.devnull, os.O_RDONLY)  # may take the pipe's number
+    try:
+        assert made() == 42  # asked for after the block: made here, nothing closed
+        os.fstat(kept)
+    finally:
+        os.close(kept)
 
 
 def test_beside_is_not_spread_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch

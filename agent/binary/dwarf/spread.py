@@ -131,6 +131,7 @@ def beside(make: Callable[[], _T], worth: int) -> Iterator[Callable[[], _T]]:
     finally:
         if child is not None:
             _reap(*child)
+            child = None  # asked for after the block: made here
 
 
 def _each(do: Callable[[_I], _T], part: Sequence[_I]) -> list[_T]:
