@@ -188,6 +188,12 @@ static PyObject *answer(int ok, Buf *b)
     return ok ? bytes_of(b) : PyErr_NoMemory();
 }
 
+/* ``answer`` of two buffers: a tuple of their bytes. */
+static PyObject *answer_pair(int ok, Buf *a, Buf *b)
+{
+    return ok ? Py_BuildValue("(NN)", bytes_of(a), bytes_of(b)) : PyErr_NoMemory();
+}
+
 /* walk(info, first, end, unit, osize, asize, refaddr, str_base, index, entries,
  *      offsets, line_str) -> (ats, tags, parents, names, refs, lows, named, inlined, texts, odd)
  * or None: the unit's kept DIEs as the bytes of tree.py's arrays, (low_pc, DIE) and
@@ -459,10 +465,7 @@ static PyObject *origins(PyObject *Py_UNUSED(self), PyObject *args)
     ok = 1;
 fail:
     Py_END_ALLOW_THREADS
-    if (ok)
-        out = Py_BuildValue("(NN)", bytes_of(&copies), bytes_of(&keys));
-    else
-        PyErr_NoMemory();
+    out = answer_pair(ok, &copies, &keys);
 done:
     free(copies.p);
     free(keys.p);
@@ -795,10 +798,7 @@ static PyObject *refers(PyObject *Py_UNUSED(self), PyObject *args)
     }
     ok = 1;
 fail:
-    if (ok)
-        out = Py_BuildValue("(NN)", bytes_of(&ats), bytes_of(&refs));
-    else
-        PyErr_NoMemory();
+    out = answer_pair(ok, &ats, &refs);
 done:
     free(ats.p);
     free(refs.p);
