@@ -32,6 +32,7 @@ from typing import Any, TypeVar, overload
 import orjson
 
 from agent import __version__, cpus, files, logs
+from agent.files import cache_dir as cache_dir  # where it was first: callers import it here
 
 T = TypeVar("T")
 
@@ -42,29 +43,24 @@ _MAGIC = b"noop-cache"
 _AGENT = Path(__file__).resolve().parent
 
 
+# What noop's code is made of: its modules, and the walk of DWARF units in C, as source
+# and as the extension built from it (the same walk answers where it was not built).
+_CODE = ("*.py", "*.c", "*.so")
+
+
 def _code_stamp(root: Path = _AGENT) -> str:
     """Changes whenever noop's code changes (even unreleased): every module under
-    ``root``, whatever its package is named or moved to. A list of the packages that
-    compute cached answers went stale once (a package renamed was no longer in it)."""
+    ``root``, whatever its package is named or moved to, and the C walk, built or not. A
+    list of the packages that compute cached answers went stale once (a package renamed
+    was no longer in it)."""
     h = hashlib.sha256(__version__.encode())
-    for f in sorted(root.rglob("*.py")):
+    for f in sorted(p for pattern in _CODE for p in root.rglob(pattern)):
         st = f.stat()
         h.update(f"{f.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
 
 
 _SCHEMA = _code_stamp()
-
-
-def cache_dir() -> Path:
-    """``$NOOP_CACHE_DIR``, else /var/cache/noop for root, else the XDG cache."""
-    env = os.environ.get("NOOP_CACHE_DIR")
-    if env:
-        return Path(env)
-    if os.geteuid() == 0:
-        return Path("/var/cache/noop")
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "noop"
 
 
 _state = threading.Lock()

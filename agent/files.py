@@ -3,7 +3,9 @@ directory), checked in one place: every OS error on the way to one, and every fi
 is not a regular file (a directory, a FIFO, a socket, a device), is one line that names
 the file and what is wrong, never a traceback; and reads are bounded, so that a FIFO,
 ``/dev/zero`` or a huge sparse file is refused, never waited for or read to the end.
-And a file's digest (``digest``), what the cache tells versions of a binary apart by."""
+And a file's digest (``digest``), what the cache tells versions of a binary apart by,
+and where the cache is (``cache_dir``). Imports nothing outside the standard library but
+noop's own leaves: the image's base merges kernel headers with its bare python3."""
 
 from __future__ import annotations
 
@@ -194,3 +196,14 @@ def digest(path: str | os.PathLike[str]) -> str:
     finally:
         os.close(fd)
     return hashlib.sha512(whole + size.to_bytes(8, "little")).hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    """``$NOOP_CACHE_DIR``, else /var/cache/noop for root, else the XDG cache."""
+    env = os.environ.get("NOOP_CACHE_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/cache/noop")
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "noop"

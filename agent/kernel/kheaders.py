@@ -1,4 +1,6 @@
-"""Find kernel headers BCC can compile against, or merge Debian's split trees."""
+"""Find kernel headers BCC can compile against, or merge Debian's split trees. Imports only
+the standard library and ``agent.files``: the image's base runs it with a bare python3
+(deploy/image/install.sh), and tests/test_steps.py holds it to that."""
 
 from __future__ import annotations
 
@@ -15,8 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import cache
-from agent.cache import cache_dir
+from agent.files import cache_dir
 
 ENV_VAR = "BCC_KERNEL_SOURCE"
 MARKER = ".noop-merged"
@@ -108,14 +109,11 @@ def debian_pairs(usr_src: Path | None = None, machine: str | None = None) -> tup
     return tuple(pair for _, pair in found)
 
 
-def _fingerprint(pair: DebianPair) -> str:
-    """Changes when either source tree is reinstalled or upgraded."""
+def _stamps(*paths: Path) -> str:
+    """A digest of what the files at ``paths`` say of themselves (size, modification
+    time): a package's files installed again, or a tree merged again, are new stamps."""
     digest = hashlib.sha256()
-    for path in (
-        pair.common_dir / "Makefile",
-        pair.flavour_dir / "include" / "generated" / "autoconf.h",
-        pair.flavour_dir / "include" / "generated" / "utsrelease.h",
-    ):
+    for path in paths:
         try:
             st = path.stat()
         except OSError:
@@ -124,10 +122,35 @@ def _fingerprint(pair: DebianPair) -> str:
     return digest.hexdigest()
 
 
+def _fingerprint(pair: DebianPair) -> str:
+    """Changes when either source tree is reinstalled or upgraded."""
+    return _stamps(pair.common_dir / "Makefile",
+                   pair.flavour_dir / "include" / "generated" / "autoconf.h",
+                   pair.flavour_dir / "include" / "generated" / "utsrelease.h")
+
+
+def _merger() -> str:
+    """This module's own text: a merge made by other code is made again."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
 def _marker_text(pair: DebianPair) -> str:
-    return (
-        f"common={pair.common_dir}\nflavour={pair.flavour_dir}\nfingerprint={_fingerprint(pair)}\n"
-    )
+    return (f"common={pair.common_dir}\nflavour={pair.flavour_dir}\n"
+            f"fingerprint={_fingerprint(pair)}\nmerger={_merger()}\n")
+
+
+def identity(tree: Path) -> str:
+    """Which headers a tree at ``tree`` is, for keys of what is compiled against it: its
+    path, noop's marker where noop merged it, and the stamps of its version files (a
+    tree installed or merged again at the same path is another identity)."""
+    try:
+        marker = (tree / MARKER).read_text()
+    except OSError:
+        marker = ""
+    generated = tree / "include" / "generated"
+    return "\n".join((str(tree), marker, _stamps(
+        tree / "Makefile", generated / "autoconf.h", generated / "utsrelease.h",
+        generated / "uapi" / "linux" / "version.h")))
 
 
 def _merged_is_current(merged: Path, pair: DebianPair | None) -> bool:
@@ -334,6 +357,7 @@ def ensure_bcc_env(cache_dir: Path | None = None) -> str | None:
         except LookupError:
             return None
         except OSError as exc:  # the cache cannot hold them: merged for this run only
+            from agent import cache  # not at the top: the image's base runs this module
             cache.unwritable(cache_dir or default_cache_dir(), exc)
             try:
                 path = prepare_headers(cache.private())
