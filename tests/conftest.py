@@ -169,7 +169,8 @@ def _c_build(tmp_path_factory: pytest.TempPathFactory, level: str, program: str 
     cc = installed(compiler)
     out = tmp_path_factory.mktemp(f"{program}-{compiler}{level}") / program
     src = PROGRAMS / "c" / f"{program}.c"
-    inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", level], "sources": builds.tree(src)}
+    inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", level], "sources": builds.tree(src),
+              "env": builds.environment(cc), "libc": builds.packages("libc6-dev")}
     return builds.kept(program, inputs, lambda d: run_build(
         [str(cc), "-g", level, "-o", str(d / program), str(src)], cwd=d), out)
 
@@ -240,14 +241,15 @@ def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate:
          f"Debian's {crate.split('-')[0]} crate ({package})")
     settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
     cargo, rustc = installed("cargo"), installed("rustc")
-    inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": settings,
+    environment = builds.environment(cargo, rustc, RUSTC=str(rustc), **settings)
+    inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": environment,
               "sources": builds.tree(project), "libraries": builds.packages("librust-*")}
 
     def make(d: Path) -> None:
         src = d / "src" / project.name
         shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
-        env = {**os.environ, "CARGO_TARGET_DIR": str(d / "target"),
-               "CARGO_HOME": str(d / "cargo-home"), **settings}
+        env = {**environment, "CARGO_TARGET_DIR": str(d / "target"),
+               "CARGO_HOME": str(d / "cargo-home")}
         run_build([str(cargo), "build", "--release", "--offline", "--quiet"], cwd=src, env=env)
         shutil.copy2(d / "target" / "release" / project.name, d / project.name)
         for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files

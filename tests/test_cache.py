@@ -741,8 +741,9 @@ def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[
 def test_a_change_to_any_module_keeps_no_answer_of_the_code_before(tmp_path: Path) -> None:
     """Cached answers are kept under a stamp of noop's code: a change to any of its
     modules (the readers of binaries, the presets' rules in their subpackages, the
-    spec's parser: wherever they are and whatever the package is called) makes it
-    another stamp, so no answer of the code before is given out."""
+    spec's parser: wherever they are and whatever the package is called), to the walk
+    in C or to the extension built from it makes it another stamp, so no answer of the
+    code before is given out."""
     import shutil
 
     agent = Path(cache.__file__).resolve().parent
@@ -751,6 +752,9 @@ def test_a_change_to_any_module_keeps_no_answer_of_the_code_before(tmp_path: Pat
     modules = sorted(copy.rglob("*.py"))
     assert {p.parent.relative_to(copy).parts[:1] for p in modules} >= {
         ("binary",), ("plan",), ("config",), ("live",), ("kernel",)}
+    walk = copy / "binary" / "dwarf"
+    (walk / "_walk.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")  # as built
+    modules += [walk / "_walk.c", walk / "_walk.cpython-311-x86_64-linux-gnu.so"]
     seen = {cache._code_stamp(copy)}
     for module in modules:
         module.write_text(module.read_text() + "\n")

@@ -130,6 +130,32 @@ def test_upgraded_sources_trigger_a_new_merge(tmp_path: Path) -> None:
     assert find_headers("6.18.0", cache_dir=cache, usr_src=usr_src, **kw).kind == "merged"
 
 
+@pytest.mark.parametrize("changed", ["common Makefile", "autoconf.h", "utsrelease.h",
+                                     "the merging code"])
+def test_a_merge_is_made_again_when_what_it_was_made_from_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: str) -> None:
+    """Each input of a merged tree changed alone (a source tree's file installed again,
+    with the same text and a new time; noop's merging code) merges it again."""
+    usr_src, common, flavour = make_debian(tmp_path / "root")
+    cache = tmp_path / "cache"
+    merged = prepare_headers(cache, usr_src=usr_src)
+    marker = (merged / MARKER).read_text()
+    generated = flavour / "include" / "generated"
+    path = {"common Makefile": common / "Makefile", "autoconf.h": generated / "autoconf.h",
+            "utsrelease.h": generated / "utsrelease.h"}.get(changed)
+    if path is None:
+        monkeypatch.setattr(kheaders, "_merger", lambda: "another")
+    else:
+        st = path.stat()
+        path.write_text(path.read_text())
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    kw = _no_kernel(tmp_path)
+    assert find_headers("6.18.0", cache_dir=cache, usr_src=usr_src, **kw).kind == "mergeable"
+    assert prepare_headers(cache, usr_src=usr_src) == merged
+    assert (merged / MARKER).read_text() != marker
+    assert find_headers("6.18.0", cache_dir=cache, usr_src=usr_src, **kw).kind == "merged"
+
+
 def test_half_done_merge_is_never_used(tmp_path: Path) -> None:
     usr_src, _, _ = make_debian(tmp_path / "root")
     cache = tmp_path / "cache"

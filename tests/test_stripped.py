@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -352,13 +351,16 @@ def test_the_preset_refuses_update_methods_it_does_not_know(tmp_path: Path) -> N
         shutil.copytree(src / "prometheus", pkg)
         main = gopath / "src" / "fake"
         shutil.copytree(src / "main", main)
-        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOFLAGS": "",
-               "GOCACHE": str(builds.go_cache(go)), "CGO_ENABLED": "0"}
         subprocess.run([str(go), "build", "-ldflags=-s -w", "-o", str(d / "fake"), "."],
-                       cwd=main, env=env, check=True, capture_output=True)
+                       cwd=main, env={**env, "GOPATH": str(gopath),
+                                      "GOCACHE": str(builds.go_cache(go))},
+                       check=True, capture_output=True)
 
+    env = builds.environment(go, GO111MODULE="off", GOFLAGS="", GOENV="off",
+                             GOTOOLCHAIN="local", CGO_ENABLED="0")
     out = builds.kept("fake", {"tool": builds.tool(str(go)), "sources": builds.tree(src),
-                               "flags": ["-ldflags=-s -w"]}, make, tmp_path / "fake")
+                               "flags": ["-ldflags=-s -w"], "env": env}, make,
+                      tmp_path / "fake")
     done = noop("check", "--binary", str(out), cache=tmp_path / "c")
     assert done.returncode != 0
     (line,) = done.stderr.strip().splitlines()

@@ -25,7 +25,8 @@ def same_names(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = PROGRAMS / "c" / "twins"
     out = tmp_path_factory.mktemp("twins-c") / "twins"
     flags = ["-g", "-O1"]
-    inputs = {"tool": builds.tool(str(cc)), "flags": flags, "sources": builds.tree(src)}
+    inputs = {"tool": builds.tool(str(cc)), "flags": flags, "sources": builds.tree(src),
+              "env": builds.environment(cc)}
     return builds.kept("twins", inputs, lambda d: run_build(
         [str(cc), *flags, "-o", str(d / "twins"), str(src / "a.c"), str(src / "b.c")],
         cwd=d), out)

@@ -35,6 +35,7 @@ from typing import Any
 from agent import cpus
 from agent.cache import cache_dir, write_atomic
 from agent.errors import NoopError
+from agent.kernel import kheaders
 from agent.kernel.bpfsys import MapDef
 
 FORMAT = 1  # of a cache entry: a change makes every older entry a miss
@@ -103,9 +104,25 @@ def bcc_version() -> str:
     return "unknown"
 
 
+def _bcc_build() -> str:
+    """Which build of BCC compiles: its version and its Python files' stamps (Debian
+    rebuilds BCC against a new LLVM without a new version; python3-bpfcc and libbpfcc
+    come from one source package, so a rebuild of one installs the other again)."""
+    spec = util.find_spec("bcc")
+    stamps = []
+    for where in (spec.submodule_search_locations or []) if spec else []:
+        for name in ("__init__.py", "version.py", "libbcc.py"):
+            with contextlib.suppress(OSError):
+                st = (Path(where) / name).stat()
+                stamps.append(f"{where}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    return " ".join([bcc_version(), *stamps])
+
+
 def _key(text: str, headers: str) -> str:
+    """What decides the compiled program: the C text and how it is compiled (flags),
+    by which BCC, against which kernel headers, for which kernel."""
     h = hashlib.sha256()
-    for part in (str(FORMAT), bcc_version(), platform.release(), headers, " ".join(CFLAGS),
+    for part in (str(FORMAT), _bcc_build(), platform.release(), headers, " ".join(CFLAGS),
                  text):
         h.update(part.encode())
         h.update(b"\0")
@@ -117,8 +134,11 @@ def _entry(key: str) -> Path:
 
 
 def _headers() -> str:
-    """Where BCC finds kernel headers (part of the key: they shape the compiled code)."""
-    return os.environ.get("BCC_KERNEL_SOURCE", "")
+    """Which kernel headers BCC compiles against (part of the key: they shape the
+    compiled code): BCC_KERNEL_SOURCE, else the running kernel's own tree, each by
+    ``kheaders.identity``, so that headers installed or merged again are another key."""
+    where = os.environ.get(kheaders.ENV_VAR) or f"/lib/modules/{platform.release()}/build"
+    return kheaders.identity(Path(where))
 
 
 def cached(text: str) -> Compiled | None:
@@ -167,8 +187,6 @@ def compile_c(text: str, what: str = "compiling",
               progress: Callable[[str], None] | None = None) -> Compiled:
     """The compiled program for ``text``: from the cache, else from BCC in a child
     process (then cached); ``progress`` hears ``what`` when the compiler runs."""
-    from agent.kernel import kheaders
-
     kheaders.ensure_bcc_env()
     got = cached(text)
     if got is not None:

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,10 @@ def expected_final(op: str, calls_total: int) -> float:
     return 2.5 * calls_total if op in ("counter.Add", "gauge.Add") else float(calls_total)
 
 
-def build_workload(kind: str, out_dir: Path) -> Path:
-    """Build the ``go`` or ``c`` workload into ``out_dir``; the path of the program."""
+def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None = None
+                   ) -> Path:
+    """Build the ``go`` or ``c`` workload into ``out_dir``; the path of the program.
+    ``base_env``: the environment it builds in (default: noop's own), plus Go's settings."""
     if kind not in KINDS:
         raise NotFound("workload", kind, KINDS)
     src = EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
@@ -75,15 +78,15 @@ def build_workload(kind: str, out_dir: Path) -> Path:
         if not DEBIAN_GO.exists() or not (GOPATH / "src" / PKG).is_dir():
             raise NoopError("the Go workload needs Debian's Go and client_golang sources",
                             "apt-get install golang-go golang-github-prometheus-client-golang-dev")
-        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "",
-               "GOPROXY": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
+        env = {**(base_env or os.environ), "GO111MODULE": "off", "GOPATH": str(GOPATH),
+               "GOFLAGS": "", "GOPROXY": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
                "GOCACHE": str(out_dir / ".gocache")}
         command = [str(DEBIAN_GO), "build", "-o", str(out), "."]
     else:
         gcc = shutil.which("gcc")
         if gcc is None:
             raise NoopError("the C workload needs gcc", "apt-get install gcc")
-        env = dict(os.environ)
+        env = dict(base_env or os.environ)
         command = [gcc, "-O2", "-g", "-o", str(out), "loop.c"]
     try:
         done = subprocess.run(command, cwd=src, env=env, capture_output=True, text=True,

@@ -4,7 +4,9 @@ A build's key is a digest of its inputs: the sources (every file, by content), t
 toolchain (its path and what it says of its version), the flags and environment it
 is given, the directory it is built in (debug info records it) and the versions of
 the distribution's libraries it may link (client_golang and the Rust crates come
-from Debian's packages). The binary is kept under ``.cache/testprogs/KEY/`` in the
+from Debian's packages). A build runs in ``environment``'s variables alone, never the
+caller's: a GOFLAGS, RUSTFLAGS, RUSTUP_TOOLCHAIN or CGO_CFLAGS there would change its
+bytes unseen by the key. The binary is kept under ``.cache/testprogs/KEY/`` in the
 tree (ignored by git), built there under a lock per key and marked done last, so
 that parallel workers never see half a binary; every later run, and every
 test asking for it, gets a copy of its own (tests rename, rewrite and strip their
@@ -27,7 +29,20 @@ from harness import tiers
 
 REPO = Path(__file__).resolve().parent.parent.parent
 KEPT = REPO / ".cache" / "testprogs"
-FORMAT = 1  # of the key: a change of what goes into it builds everything again
+FORMAT = 2  # of the key: a change of what goes into it builds everything again
+
+
+# Where a build finds the programs a toolchain runs (gcc for cgo, the linker for rustc),
+# after each toolchain's own directory (rustup's proxies find each other there).
+BASE_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def environment(*tools: Path | str, **settings: str) -> dict[str, str]:
+    """The whole environment of a build that runs ``tools``: a fixed PATH (their
+    directories first), HOME, a C locale and ``settings``; part of the build's key."""
+    dirs = [str(Path(t).parent) for t in tools]
+    return {"PATH": ":".join(dict.fromkeys([*dirs, *BASE_PATH])), "HOME": str(Path.home()),
+            "LC_ALL": "C.UTF-8", **settings}
 
 
 @cache
@@ -36,7 +51,7 @@ def tool(path: str) -> str:
     real = str(Path(path).resolve())
     for flag in ("version", "--version", "-vV"):
         done = subprocess.run([real, flag], capture_output=True, text=True, timeout=60,
-                              check=False)
+                              check=False, env=environment(real))
         if done.returncode == 0 and done.stdout.strip():
             return f"{real}: {done.stdout.strip()}"
     return real

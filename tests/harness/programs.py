@@ -5,7 +5,6 @@ would hide exactly the failures it exists to find."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -40,8 +39,10 @@ def installed(name: str) -> Path:
 
 
 def run_build(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
+    """Runs a build command in ``env`` (default: ``builds.environment`` of the command's
+    program, nothing of this process's own environment)."""
+    done = subprocess.run(command, cwd=cwd, env=env or builds.environment(command[0]),
+                          capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         pytest.fail(f"building a test program failed: {' '.join(command)}\n{done.stderr}",
                     pytrace=False)
@@ -54,20 +55,23 @@ def go_build(go: Path, out: Path, _cache: Path | None = None,
     kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
     toolchain shares its Go build cache (the third argument is not used)."""
     need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
-    settings = {"GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "", "GOPROXY": "off",
-                "GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0"}
-    env = {**os.environ, **settings, "GOCACHE": str(builds.go_cache(go))}
-    inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": settings,
+    env = builds.environment(go, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="",
+                             GOPROXY="off", GOTOOLCHAIN="local", GOENV="off",
+                             CGO_ENABLED="1" if cgo else "0")
+    inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": env,
               "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
-              **({"cc": builds.tool(str(installed("gcc")))} if cgo else {})}
+              **({"cc": builds.tool(str(installed("gcc"))),
+                  "libc": builds.packages("libc6-dev")} if cgo else {})}
     return builds.kept(out.name, inputs, lambda d: run_build(
-        [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src, env=env), out)
+        [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src,
+        env={**env, "GOCACHE": str(builds.go_cache(go))}), out)
 
 
 def rustc(out: Path, src: Path, *flags: str) -> Path:
     """``rustc FLAGS -o OUT SRC``, kept by its inputs, copied to ``out``."""
     rustc = installed("rustc")
-    inputs = {"tool": builds.tool(str(rustc)), "flags": flags, "sources": builds.tree(src)}
+    inputs = {"tool": builds.tool(str(rustc)), "flags": flags, "sources": builds.tree(src),
+              "env": builds.environment(rustc)}
     return builds.kept(out.name, inputs, lambda d: run_build(
         [str(rustc), *flags, "-o", str(d / out.name), str(src)], cwd=d), out)
 
@@ -78,12 +82,13 @@ def workload(kind: str, out_dir: Path) -> Path:
     from agent.tools import workloads
     src = workloads.EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
     compiler = str(DEBIAN_GO) if kind == "go" else str(installed("gcc"))
+    env = builds.environment(compiler)
     inputs = {"tool": builds.tool(compiler), "sources": builds.tree(src),
-              "libraries": builds.packages("golang-*") if kind == "go" else "",
-              "builder": builds.tree(Path(workloads.__file__))}
+              "libraries": builds.packages("golang-*" if kind == "go" else "libc6-dev"),
+              "builder": builds.tree(Path(workloads.__file__)), "env": env}
 
     def make(d: Path) -> None:
-        workloads.build_workload(kind, d)
+        workloads.build_workload(kind, d, env)
         shutil.rmtree(d / ".gocache", ignore_errors=True)  # its own Go build cache
 
     return builds.kept(src.name, inputs, make, out_dir / src.name)
