@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
             print(f"{'FAILED' if o.state == 'failed' else 'NOT RUN'} {o.name}: {o.why}")
     states = Counter(o.state for o in everything)
     line = summary(states)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary").write_text(line + "\n")
     print(line)
     if states["failed"] or not states["passed"]:
