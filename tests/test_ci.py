@@ -1,6 +1,8 @@
-"""How CI's result is read: every download retried when the registry failed it and
-reported apart (deploy/fetch-retry), and all of setup.sh test's passes and checks
-counted in one line (tests/harness/results.py)."""
+"""How CI makes its machine and reads its result: the apt sources a new root (and the
+image's base) is made from, whatever the machine calls them (deploy/image/apt-sources);
+every download retried when the registry failed it and reported apart
+(deploy/fetch-retry); and all of setup.sh test's passes and checks counted in one line
+(tests/harness/results.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,52 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FETCH = REPO / "deploy" / "fetch-retry"
+APT_SOURCES = REPO / "deploy" / "image" / "apt-sources"
 RESULTS = REPO / "tests" / "harness" / "results.py"
+
+DEBIAN = "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {}\nComponents: main\n"
+# (file under /etc/apt, its text, whether it names Debian's bookworm for apt)
+SOURCES = [
+    ("sources.list.d/debian.sources", DEBIAN.format("bookworm bookworm-updates"), True),
+    ("sources.list.d/0000sources.sources", DEBIAN.format("bookworm"), True),  # mmdebstrap's
+    ("sources.list", "deb http://deb.debian.org/debian bookworm main\n", True),
+    ("sources.list", "deb [arch=amd64 signed-by=/k.gpg] http://mirror/debian bookworm main\n",
+     True),
+    ("sources.list.d/security.list",
+     "deb http://security.debian.org/debian-security bookworm-security main\n", True),
+    ("sources.list.d/old.list", "deb http://archive.debian.org/debian bookworm/updates main\n",
+     True),
+    ("sources.list", "# deb http://deb.debian.org/debian bookworm main\n", False),
+    ("sources.list", "deb-src http://deb.debian.org/debian bookworm main\n", False),
+    ("sources.list.d/gcloud.list",
+     "deb https://packages.cloud.google.com/apt cloud-sdk-bookworm main\n", False),
+    ("sources.list.d/node.sources", "Types: deb\nURIs: https://deb.nodesource.com/node_20.x\n"
+     "Suites: nodistro\nComponents: main\n", False),
+    ("sources.list.d/debian.sources", DEBIAN.format("bookworm") + "Enabled: no\n", False),
+    ("sources.list.d/debian.sources", "# Types: deb\n# Suites: bookworm\n", False),
+    ("sources.list.d/debian.sources", DEBIAN.format("trixie"), False),
+    ("sources.list.d/debian.sources.disabled", DEBIAN.format("bookworm"), False),  # not apt's
+    ("sources.list.d/both.sources", "Types: deb\nURIs: https://deb.nodesource.com/node\n"
+     "Suites: nodistro\nComponents: main\n\n" + DEBIAN.format("bookworm"), True),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "names_it"), SOURCES)
+def test_the_apt_sources_a_root_is_made_from(tmp_path: Path, name: str, text: str,
+                                             names_it: bool) -> None:
+    """Every file apt reads that names the suite, by whatever name, and no other."""
+    etc = tmp_path / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    (etc / name).write_text(text)
+    done = subprocess.run([str(APT_SOURCES), "bookworm"], capture_output=True, text=True,
+                          timeout=60, check=False, env={**os.environ, "NOOP_APT_ETC": str(etc)})
+    if names_it:
+        assert (done.returncode, done.stdout.split()) == (0, [str(etc / name)]), done.stderr
+    else:
+        assert (done.returncode, done.stdout) == (1, "")
+        (line,) = done.stderr.strip().splitlines()
+        assert "name Debian's bookworm: set NOOP_APT_SOURCES=FILE" in line
+
 
 # What apt, pip and mmdebstrap print when the network or the registry failed them.
 TROUBLE = [

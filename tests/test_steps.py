@@ -143,10 +143,13 @@ def test_a_step_that_imports_what_the_base_lacks_stops_the_build_in_one_line(
     files = copy / "agent" / "files.py"
     files.write_text(files.read_text().replace("\nimport errno\n", "\nimport errno\n"
                                                "import orjson  # noqa\n", 1))
+    sources = tmp_path / "debian.sources"
+    sources.write_text("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n")
     done = subprocess.run([str(copy / "deploy" / "build-image")], capture_output=True,
                           text=True, timeout=60, check=False,
                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-                               "PYTHON": sys.executable, "NOOP_PRINT_BASE_KEY": "1"})
+                               "PYTHON": sys.executable, "NOOP_PRINT_BASE_KEY": "1",
+                               "NOOP_APT_SOURCES": str(sources)})
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert "install.sh imports agent.kernel.kheaders, which needs orjson" in line, line
