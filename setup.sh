@@ -52,7 +52,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing Debian packages: ${missing[*]}"
-	fetch apt-get update -qq --error-on=any >/dev/null
+	fetch apt-get update -qq >/dev/null
 	fetch env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >/dev/null
 fi

@@ -54,10 +54,11 @@ def build_rust() -> Path:
 
 def build_c() -> Path:
     """build/c-large/c-large (its debug file beside it) and its 20-probe spec: made again
-    when what makes it changes (the generator, the compiler, the C library's headers),
+    when what makes it changes (the generator, the compiler $(CC), the C library's headers),
     which a digest beside it records."""
     gen = ROOT / "bench" / "programs" / "c-large" / "gen.py"
-    tools = subprocess.run(["sh", "-c", "gcc --version; dpkg-query -W libc6-dev"],
+    tools = subprocess.run(["sh", "-c", 'echo "${CC:-cc}"; ${CC:-cc} --version; '
+                            "dpkg-query -W libc6-dev"],  # what its Makefile's $(CC) runs
                            capture_output=True, text=True, check=False).stdout
     made_from = hashlib.sha256(gen.read_bytes() + tools.encode()).hexdigest()
     stamp = C.parent / ".made-from"

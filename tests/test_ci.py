@@ -40,6 +40,12 @@ SOURCES = [
     ("sources.list.d/debian.sources", "# Types: deb\n# Suites: bookworm\n", False),
     ("sources.list.d/debian.sources", DEBIAN.format("trixie"), False),
     ("sources.list.d/debian.sources.disabled", DEBIAN.format("bookworm"), False),  # not apt's
+    ("sources.list.d/docker.list",
+     "deb [arch=amd64] https://download.docker.com/linux/debian bookworm stable\n", False),
+    ("sources.list.d/pgdg.list",
+     "deb http://apt.postgresql.org/pub/repos/apt bookworm-pgdg main\n", False),
+    ("sources.list.d/backports.list",
+     "deb http://deb.debian.org/debian bookworm-backports main contrib\n", True),
     ("sources.list.d/both.sources", "Types: deb\nURIs: https://deb.nodesource.com/node\n"
      "Suites: nodistro\nComponents: main\n\n" + DEBIAN.format("bookworm"), True),
 ]
@@ -52,8 +58,9 @@ def test_the_apt_sources_a_root_is_made_from(tmp_path: Path, name: str, text: st
     etc = tmp_path / "apt"
     (etc / "sources.list.d").mkdir(parents=True)
     (etc / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if k != "NOOP_APT_SOURCES"}
     done = subprocess.run([str(APT_SOURCES), "bookworm"], capture_output=True, text=True,
-                          timeout=60, check=False, env={**os.environ, "NOOP_APT_ETC": str(etc)})
+                          timeout=60, check=False, env={**env, "NOOP_APT_ETC": str(etc)})
     if names_it:
         assert (done.returncode, done.stdout.split()) == (0, [str(etc / name)]), done.stderr
     else:
@@ -69,8 +76,9 @@ TROUBLE = [
     "W: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  Temporary "
     "failure resolving 'deb.debian.org'",
     "E: Failed to fetch http://x/y.deb  Hash Sum mismatch",
-    "WARNING: Retrying (Retry(total=4)) after connection broken by "
-    "'NewConnectionError(...)': /simple/orjson/",
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) "
+    "after connection broken by 'NewConnectionError(...)': /simple/orjson/\n"
+    "ERROR: No matching distribution found for orjson==3.12.0",
     "ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host="
     "'files.pythonhosted.org', port=443): Max retries exceeded with url: /x.whl",
     "pip._vendor.urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='pypi.org', "
@@ -80,6 +88,9 @@ OTHER = [
     "E: Unable to locate package python3-nosuch",
     "ERROR: No matching distribution found for orjson==99.0",
     "error: command 'gcc' failed: No such file or directory",
+    # pip retried a connection once, then failed for a reason of its own
+    "WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError(...)'"
+    ": /simple/x/\nerror: subprocess-exited-with-error\n  gcc: error: _walk.c: No such file",
 ]
 
 
@@ -115,6 +126,16 @@ def test_another_failure_returns_at_once_as_it_is(tmp_path: Path, output: str) -
     done, runs = _fetch(tmp_path, output, 100)
     assert (done.returncode, runs) == (100, 1)
     assert "registry trouble" not in done.stderr and output in done.stderr
+
+
+def test_one_pause_given_is_used_for_both(tmp_path: Path) -> None:
+    count = tmp_path / "count"
+    script = tmp_path / "download"
+    script.write_text(f"#!/bin/sh\necho x >>{count}\necho 'E: Failed to fetch x' >&2\nexit 100\n")
+    script.chmod(0o755)
+    done = subprocess.run([str(FETCH), str(script)], capture_output=True, text=True,
+                          timeout=60, check=False, env={**os.environ, "NOOP_FETCH_PAUSES": "0"})
+    assert (done.returncode, len(count.read_text().splitlines())) == (75, 3), done.stderr
 
 
 def _report(path: Path, *cases: str) -> None:
@@ -157,6 +178,12 @@ def test_registry_trouble_is_counted_apart_from_failures(tmp_path: Path) -> None
     _report(tmp_path / "1-parallel.xml", _case("b", '<failure message="assert"/>'))
     status, lines = _summary(tmp_path, "ruff=0")
     assert (status, lines[-1]) == (1, "2 passed, 1 failed, 2 not run: registry trouble")
+    # a failure that only mentions it (a test of fetch-retry itself) is a failure
+    mention = ('<failure message="AssertionError: assert \'registry trouble\' not in '
+               '\'registry trouble: x could not download after 3 tries\'"/>')
+    _report(tmp_path / "1-parallel.xml", _case("b", mention))
+    status, lines = _summary(tmp_path, "ruff=0")
+    assert (status, lines[-1]) == (1, "2 passed, 1 failed, 2 not run: registry trouble")
 
 
 def test_a_pass_that_left_no_report_is_a_failure(tmp_path: Path) -> None:
@@ -166,6 +193,6 @@ def test_a_pass_that_left_no_report_is_a_failure(tmp_path: Path) -> None:
     (tmp_path / "2-perf.xml").write_text("<testsuites><testsu")
     status, lines = _summary(tmp_path, "pytest, serial: pytest's exit status 2=2")
     assert (status, lines[-1]) == (1, "1 passed, 2 failed")
-    status, lines = _summary(tmp_path / "none")
-    assert status == 1  # nothing ran: never a green line
+    status, lines = _summary(tmp_path / "none", "ruff=0")  # nothing ran: never green
+    assert (status, lines[-1]) == (1, "1 passed, 1 failed")
 

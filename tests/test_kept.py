@@ -60,7 +60,13 @@ def test_the_image_base_is_built_again_when_anything_it_is_made_from_changes(
     sources = tmp_path / "debian.sources"
     sources.write_text("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n"
                        "Components: main\n")
-    env = {"NOOP_APT_SOURCES": str(sources)}
+    fake = tmp_path / "bin"  # the week, as `date` tells it: the test's own, not the clock's
+    fake.mkdir()
+    week = tmp_path / "week"
+    week.write_text("2031-W06\n")
+    (fake / "date").write_text(f"#!/bin/sh\ncat {week}\n")
+    (fake / "date").chmod(0o755)
+    env = {"NOOP_APT_SOURCES": str(sources), "PATH": f"{fake}:{os.environ['PATH']}"}
     first = _base_key(tree, **env)
     assert first.startswith("localhost/noop-base:")
     step = _step_files(tree)
@@ -79,12 +85,9 @@ def test_the_image_base_is_built_again_when_anything_it_is_made_from_changes(
     sources.write_text(sources.read_text().replace("main", "main contrib"))
     assert _base_key(tree, **env) not in seen, "the apt sources are not in the base's key"
     sources.write_text(sources.read_text().replace("main contrib", "main"))
-    fake = tmp_path / "bin"  # another week: the archive moved (security updates)
-    fake.mkdir()
-    (fake / "date").write_text("#!/bin/sh\necho 2031-W07\n")
-    (fake / "date").chmod(0o755)
-    later = _base_key(tree, PATH=f"{fake}:{os.environ['PATH']}", **env)
-    assert later not in seen, "the week is not in the base's key"
+    week.write_text("2031-W07\n")  # another week: the archive moved (security updates)
+    assert _base_key(tree, **env) not in seen, "the week is not in the base's key"
+    week.write_text("2031-W06\n")
     cache = tree / "agent" / "cache.py"
     assert "agent/cache.py" not in step
     cache.write_text(cache.read_text() + "\n# changed\n")
@@ -142,16 +145,16 @@ def test_a_test_program_is_built_again_when_anything_it_is_made_from_changes(
     assert rebuilt(lambda: version.write_text("go version go1.19.9 linux/amd64"))
     monkeypatch.setattr(builds, "packages", lambda pattern: f"{pattern} 2:0.0-changed")  # new
     assert rebuilt(lambda: None)
-    # The caller's GOFLAGS would strip the binary: the build never sees it.
-    monkeypatch.setenv("GOFLAGS", "-ldflags=-s")
-    monkeypatch.setenv("GOENV", str(tmp_path / "no-such-env"))
+    # The caller's GOAMD64 would change the code Go makes (and the build settings it
+    # records): the build never sees it, so neither the key nor the bytes change.
+    monkeypatch.setenv("GOAMD64", "v3")
     assert not rebuilt(lambda: None), "the caller's environment built it again"
     (src / "main.go").write_text(HELLO.replace("kept", "once more"))
     out = build()
     assert len(made) == 6
-    sections = subprocess.run(["readelf", "-S", str(out)], capture_output=True, text=True,
-                              check=True, timeout=60).stdout
-    assert ".debug_info" in sections, "the caller's GOFLAGS reached the build"
+    settings = subprocess.run([str(programs.DEBIAN_GO), "version", "-m", str(out)],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "GOAMD64=v1" in settings, f"the caller's GOAMD64 reached the build:\n{settings}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,19 +184,20 @@ def test_a_compiled_program_is_compiled_again_when_anything_it_is_made_from_chan
     (bcc / "version.py").write_text("__version__ = '0.26.0'\n")
     spec = util.spec_from_file_location("bcc", bcc / "__init__.py",
                                         submodule_search_locations=[str(bcc)])
-    monkeypatch.setattr(compile.util, "find_spec",
-                        lambda name, *a: spec if name == "bcc" else util.find_spec(name, *a))
     real_find_spec = util.find_spec
     monkeypatch.setattr(compile.util, "find_spec",
                         lambda name, *a: spec if name == "bcc" else real_find_spec(name, *a))
     text = "int f(void *ctx) { return 0; }\n"
+    compile._bcc_build.cache_clear()
     compile.store(text, _compiled())
     assert compile.cached(text) is not None
 
     def missed_after(change: Callable[[], object]) -> bool:
-        """Whether nothing kept is found once ``change`` is made; then what the compiler
-        would keep under the new inputs is kept, for the next change."""
+        """Whether nothing kept is found once ``change`` is made (seen by a new start of
+        noop: BCC's build is read once a process); then what the compiler would keep
+        under the new inputs is kept, for the next change."""
         change()
+        compile._bcc_build.cache_clear()
         missed = compile.cached(text) is None
         compile.store(text, _compiled())
         assert compile.cached(text) is not None

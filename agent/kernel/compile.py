@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -104,17 +105,33 @@ def bcc_version() -> str:
     return "unknown"
 
 
+# Where the dynamic loader finds libbcc and the LLVM it links (Debian's multiarch folder
+# first): the compiler inside BCC is LLVM's, updated apart from BCC itself.
+_MULTIARCH = getattr(sys.implementation, "_multiarch", "")
+_LIBRARY_DIRS = ((f"/usr/lib/{_MULTIARCH}",) if _MULTIARCH else ()) + ("/usr/lib64", "/usr/lib")
+_COMPILER_LIBRARIES = re.compile(r"lib(bcc|LLVM.*|clang-cpp.*|clang)\.so.*")
+
+
+@functools.cache
 def _bcc_build() -> str:
-    """Which build of BCC compiles: its version and its Python files' stamps (Debian
+    """Which build of BCC compiles: its version, its Python files' stamps (Debian
     rebuilds BCC against a new LLVM without a new version; python3-bpfcc and libbpfcc
-    come from one source package, so a rebuild of one installs the other again)."""
+    come from one source package, so a rebuild of one installs the other again), and
+    the stamps of libbcc and the LLVM and clang libraries beside it. Read once a process:
+    an upgrade is seen by the next start."""
     spec = util.find_spec("bcc")
+    package = (spec.submodule_search_locations or []) if spec is not None else []
+    files = [Path(where) / name for where in package
+             for name in ("__init__.py", "version.py", "libbcc.py")]
+    for folder in _LIBRARY_DIRS:
+        with contextlib.suppress(OSError):
+            files += sorted(Path(e.path) for e in os.scandir(folder)
+                            if _COMPILER_LIBRARIES.fullmatch(e.name))
     stamps = []
-    for where in (spec.submodule_search_locations or []) if spec else []:
-        for name in ("__init__.py", "version.py", "libbcc.py"):
-            with contextlib.suppress(OSError):
-                st = (Path(where) / name).stat()
-                stamps.append(f"{where}/{name}:{st.st_size}:{st.st_mtime_ns}")
+    for path in files:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            stamps.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
     return " ".join([bcc_version(), *stamps])
 
 

@@ -79,8 +79,8 @@ def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None 
             raise NoopError("the Go workload needs Debian's Go and client_golang sources",
                             "apt-get install golang-go golang-github-prometheus-client-golang-dev")
         env = {**(base_env or os.environ), "GO111MODULE": "off", "GOPATH": str(GOPATH),
-               "GOFLAGS": "", "GOPROXY": "off", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0",
-               "GOCACHE": str(out_dir / ".gocache")}
+               "GOFLAGS": "", "GOENV": "off", "GOPROXY": "off", "GOTOOLCHAIN": "local",
+               "CGO_ENABLED": "0", "GOCACHE": str(out_dir / ".gocache")}
         command = [str(DEBIAN_GO), "build", "-o", str(out), "."]
     else:
         gcc = shutil.which("gcc")

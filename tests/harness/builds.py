@@ -37,12 +37,19 @@ FORMAT = 2  # of the key: a change of what goes into it builds everything again
 BASE_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
+# Where rustup keeps its toolchains and which it runs, when the machine says otherwise
+# than its defaults (an image with rustup in /usr/local): a rustc proxy needs them.
+RUSTUP = ("RUSTUP_HOME", "RUSTUP_TOOLCHAIN")
+
+
 def environment(*tools: Path | str, **settings: str) -> dict[str, str]:
     """The whole environment of a build that runs ``tools``: a fixed PATH (their
-    directories first), HOME, a C locale and ``settings``; part of the build's key."""
+    directories first), HOME, a C locale, rustup's settings where the machine has them,
+    and ``settings``; part of the build's key."""
     dirs = [str(Path(t).parent) for t in tools]
     return {"PATH": ":".join(dict.fromkeys([*dirs, *BASE_PATH])), "HOME": str(Path.home()),
-            "LC_ALL": "C.UTF-8", **settings}
+            "LC_ALL": "C.UTF-8", **{k: os.environ[k] for k in RUSTUP if k in os.environ},
+            **settings}
 
 
 @cache

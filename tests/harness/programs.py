@@ -55,13 +55,14 @@ def go_build(go: Path, out: Path, _cache: Path | None = None,
     kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
     toolchain shares its Go build cache (the third argument is not used)."""
     need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
+    cc = {"CC": str(installed("gcc"))} if cgo else {}  # the compiler the key names
     env = builds.environment(go, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="",
                              GOPROXY="off", GOTOOLCHAIN="local", GOENV="off",
-                             CGO_ENABLED="1" if cgo else "0")
+                             CGO_ENABLED="1" if cgo else "0", **cc)
     inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": env,
               "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
-              **({"cc": builds.tool(str(installed("gcc"))),
-                  "libc": builds.packages("libc6-dev")} if cgo else {})}
+              **({"cc": builds.tool(cc["CC"]), "libc": builds.packages("libc6-dev")}
+                 if cgo else {})}
     return builds.kept(out.name, inputs, lambda d: run_build(
         [str(go), "build", *flags, "-o", str(d / out.name), "."], cwd=src,
         env={**env, "GOCACHE": str(builds.go_cache(go))}), out)
