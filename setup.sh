@@ -147,11 +147,11 @@ if [ "$job" = test ]; then
 	check ruff ruff check agent tests
 	check mypy mypy
 	check "systemd-analyze security" unit_security
-	# Three passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
+	# Two passes: everything that is safe side by side on $NOOP_TEST_WORKERS workers
 	# (each test file on one worker: its module fixtures are made once, and its tests,
-	# which may follow the same programs, never run side by side); the attach tests
-	# again through perf-event uprobes; then the tests that time themselves or the
-	# machine, alone (docs/tests.md).
+	# which may follow the same programs, never run side by side), the attach tests a
+	# second time through perf-event uprobes among them (--attach both); then the tests
+	# that time themselves or the machine, alone (docs/tests.md).
 	pass_() { # NAME REPORT PYTEST-ARGS...: its tests are counted from its report; a pass
 		# that ends otherwise than "all passed" (0) or "some failed" (1), or writes no
 		# report, counts as a failed check (interrupted, an internal error, no tests)
@@ -164,12 +164,9 @@ if [ "$job" = test ]; then
 		fi
 	}
 	workers=${NOOP_TEST_WORKERS:-4}
-	pass_ "pytest, $workers workers: every test but the serial ones" 1-parallel.xml \
-		-n "$workers" --dist loadfile -m "not serial"
-	pass_ "pytest, $workers workers: the attach tests again, through perf-event uprobes" \
-		2-perf-uprobes.xml -n "$workers" --dist loadfile --attach perf \
-		-m "attach and privileged and not serial and not slow"
-	pass_ "pytest, one at a time: the serial tests" 3-serial.xml -m serial
+	pass_ "pytest, $workers workers: every test but the serial ones, the attach tests twice" \
+		1-parallel.xml -n "$workers" --dist loadfile --attach both -m "not serial"
+	pass_ "pytest, one at a time: the serial tests" 2-serial.xml -m serial
 	phase ""
 	log "phases"
 	total=0

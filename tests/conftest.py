@@ -385,9 +385,10 @@ def session_cache() -> Path:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--attach", choices=("auto", "multi", "perf"), default=None,
-                     help="how every noop of the session attaches (NOOP_ATTACH): the "
-                     "tests marked attach run once so with perf, to test the fallback")
+    parser.addoption("--attach", choices=("auto", "multi", "perf", "both"), default=None,
+                     help="how every noop of the session attaches (NOOP_ATTACH); both: "
+                     "auto, and the tests marked attach once more through perf-event "
+                     "uprobes, to test the fallback (tests/harness/tiers.py)")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -395,10 +396,31 @@ def attach_way(request: pytest.FixtureRequest) -> Iterator[str]:
     """How the session's noops attach: ``--attach`` (else NOOP_ATTACH, else auto), set
     in the environment every noop inherits and for this process's own loads."""
     way = request.config.getoption("--attach") or os.environ.get("NOOP_ATTACH") or "auto"
+    way = "auto" if way == "both" else way
     from agent.kernel import attach
 
     with attach.attaching(str(way)):
         yield str(way)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def attach_way_of_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test file's second run (``--attach both``) attaches through perf-event uprobes,
+    from its first module fixture on: every module fixture is made again for it."""
+    if not tiers.second_run(request.node.nodeid):
+        yield
+        return
+    from agent.kernel import attach
+
+    with attach.attaching("perf"):
+        yield
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """With ``--attach both``, each test file a second time, as a module of its own."""
+    if parent.config.getoption("--attach") != "both" or not tiers.is_test_file(file_path):
+        return None
+    return tiers.second_module(file_path, parent)
 
 
 @pytest.fixture(scope="session")
@@ -438,8 +460,11 @@ def agent_cleanup() -> Iterator[list[Any]]:
             a.proc.wait()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tiers.classify(items)
+    dropped = tiers.keep_second_runs_of_attach_tests(items)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
     tiers.order(items)
 
 

@@ -18,7 +18,7 @@ import pytest
 from harness.metrics import Samples
 from harness.noop import Agent, drained, start, stopped
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 ROUNDS = 3000  # 6 objects a round: more than the kernel's rows per update kind (4,096)
 

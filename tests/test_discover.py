@@ -34,7 +34,7 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.live import discover
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 
 def _until(check: Callable[[], bool], what: str, timeout: float = 10) -> None:

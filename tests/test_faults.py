@@ -17,7 +17,7 @@ from harness.noop import Agent, attached_to, no_probe_left, run, start, target_b
 
 from agent.kernel import attach
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 REPO = Path(__file__).resolve().parent.parent
 INT3 = 0xCC

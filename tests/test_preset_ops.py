@@ -22,7 +22,7 @@ from harness.noop import Agent, no_probe_left, settle, start
 
 from agent.presets.client_golang.facts import RULES, method_op
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 # Each series of the program: (kind, the op it gets, the increment of one call; None:
 # a set, or a histogram). Every call is made once per tick.

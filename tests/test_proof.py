@@ -42,7 +42,7 @@ from agent.plan import plain
 from agent.plan.model import Plan, Site
 from agent.presets import plans as presets
 
-# attach: run again with --attach perf (setup.sh test). Never side by side (setup.sh
+# attach: run again through perf-event uprobes (--attach both). Never side by side (setup.sh
 # runs a test file on one worker): they start copies of one build at replaced paths,
 # which another of these tests' noop run, following its build, could find.
 pytestmark = pytest.mark.attach

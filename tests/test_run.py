@@ -20,7 +20,7 @@ from harness.metrics import get, one, samples, scrape
 from harness.noop import Agent, no_probe_left, run, settle, start
 from harness.programs import workload
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 REPO = Path(__file__).resolve().parent.parent
 

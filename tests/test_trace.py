@@ -17,7 +17,7 @@ from harness.example import TICKS, Traced, trace
 from harness.metrics import series_name
 from harness.noop import no_probe_left
 
-pytestmark = pytest.mark.attach  # run again with --attach perf (setup.sh test)
+pytestmark = pytest.mark.attach  # run again through perf-event uprobes (--attach both)
 
 REPO = Path(__file__).resolve().parent.parent
 CUSTOMERS = ["acme", "globex", "initech"]

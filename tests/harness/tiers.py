@@ -127,9 +127,49 @@ class Durations:
 
 
 def scope(nodeid: str) -> str:
-    """The unit of work a test belongs to: its file, or itself in a PER_TEST file."""
-    file = nodeid.split("::", 1)[0]
+    """The unit of work a test belongs to: its file, or itself in a PER_TEST file. A
+    file's second run (``--attach both``) is in its file's unit: on the worker that runs
+    the first, after it, never beside it (the two follow the same programs)."""
+    file = nodeid.split("::", 1)[0].removesuffix(SECOND)
     return nodeid if file in PER_TEST else file
+
+
+# ``--attach both`` (setup.sh test's first pass): every test once as the kernel allows
+# (uprobe_multi links here), and the tests marked attach, whose subject is attaching,
+# once more through the perf-event uprobes noop falls back on, in one session: a test
+# file collected a second time as a module of its own, named FILE@perf, whose module
+# fixtures are all made again under NOOP_ATTACH=perf (conftest's attach_way_of_module).
+SECOND = "@perf"
+SECOND_RUN = ("attach", "privileged")  # markers a test needs to run twice
+NOT_TWICE = ("serial", "slow")  # markers that keep it to one run
+
+
+def is_test_file(path: Path) -> bool:
+    return path.name.startswith("test_") and path.suffix == ".py"
+
+
+def second_module(path: Path, parent: pytest.Collector) -> pytest.Module:
+    from _pytest.nodes import NodeId  # pytest 9 names nodes by this
+
+    where = path.relative_to(parent.config.rootpath).as_posix() + SECOND
+    return pytest.Module.from_parent(parent, path=path, name=path.name + SECOND,
+                                     nodeid=NodeId(path=where))
+
+
+def second_run(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0].endswith(SECOND)
+
+
+def keep_second_runs_of_attach_tests(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Of the second modules' tests, only those whose subject is attaching stay; the
+    others are given back, deselected."""
+    kept, dropped = [], []
+    for item in items:
+        twice = all(item.get_closest_marker(m) for m in SECOND_RUN) and not any(
+            item.get_closest_marker(m) for m in NOT_TWICE)
+        (kept if twice or not second_run(item.nodeid) else dropped).append(item)
+    items[:] = kept
+    return dropped
 
 
 def scheduler(config: pytest.Config, log: object) -> object:
