@@ -45,7 +45,7 @@ _AGENT = Path(__file__).resolve().parent
 
 # What noop's code is made of: its modules, and the walk of DWARF units in C, as source
 # and as the extension built from it (the same walk answers where it was not built).
-_CODE = ("*.py", "*.c", "*.so")
+_CODE = (".py", ".c", ".so")
 
 
 def _code_stamp(root: Path = _AGENT) -> str:
@@ -54,7 +54,7 @@ def _code_stamp(root: Path = _AGENT) -> str:
     list of the packages that compute cached answers went stale once (a package renamed
     was no longer in it)."""
     h = hashlib.sha256(__version__.encode())
-    for f in sorted(p for pattern in _CODE for p in root.rglob(pattern)):
+    for f in sorted(p for p in root.rglob("*") if p.suffix in _CODE):  # one walk
         st = f.stat()
         h.update(f"{f.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
     return h.hexdigest()[:16]
