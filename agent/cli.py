@@ -113,15 +113,16 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
 
 
 def _mirror_flag(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--mirror", choices=("counts", "both", "memory", "off"), default="counts",
+    sp.add_argument("--mirror", choices=("auto", "memory", "both", "off", "counts"),
+                    default="auto", metavar="{auto,memory,both,off}",
                     help="noop run --binary on a Go program: export the program's own "
                     "client_golang metrics under their own names, read from its memory at "
-                    "each scrape (needs CAP_SYS_PTRACE), with probes only where memory "
-                    "holds no count (gauges' updates) and where metrics and registries are "
-                    "made and gathered (counts, the default); beside every update's probe, "
-                    "for the updates by operation (both); with no probe at all, at no cost "
-                    "to the program and with no BPF (memory: for a program whose registry "
-                    "a global holds); or only the probes (off)")
+                    "each scrape (needs CAP_SYS_PTRACE), with no probe on any update path "
+                    "and one where the program gathers a registry, which finds those no "
+                    "global holds (auto, the default; without the privileges to load BPF, "
+                    "as memory); with no probe at all and no BPF (memory); beside every "
+                    "update's probe, for the updates by operation and gauges' update counts "
+                    "(both); or only the probes (off)")
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:

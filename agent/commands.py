@@ -101,16 +101,27 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
-        mode = getattr(args, "mirror", "off") if aggregate else "off"
+        mode = _mirror_mode(args) if aggregate else "off"
         if mode == "memory":
             plan = presets.memory_only(plan)  # the mirror reads every value
-        elif mode == "counts":  # the mirror reads every value; probes count the rest
-            plan = presets.counts_only(plan)
+        elif mode == "auto":  # the mirror reads every value; a probe finds registries
+            plan = presets.finders_only(plan)
         for warning in plan.warnings:  # updates the preset cannot see, said once
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
+
+
+def _mirror_mode(args: argparse.Namespace) -> str:
+    """``--mirror``'s mode; ``counts`` (once the default, which probed every gauge's
+    update) said once and taken as ``auto``."""
+    mode = str(getattr(args, "mirror", "off"))
+    if mode == "counts":
+        logs.say("warning: --mirror counts is gone: by default (auto) no probe is on any "
+                 "update path; gauges' update counts come with --mirror both", logs.WARNING)
+        mode = args.mirror = "auto"
+    return mode
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -199,7 +210,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.web_config:  # its reader (YAML, TLS) only when there is one
         from agent.output import webconfig
         web = webconfig.load(args.web_config)
-    if args.binary and not args.config and args.mirror in ("memory", "counts"):
+    _mirror_mode(args)
+    if args.binary and not args.config and args.mirror in ("memory", "auto"):
         from pathlib import Path
 
         from agent.kernel.privileges import can_read_memory
@@ -213,20 +225,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = _plan(args, True)  # a mistake in the spec fails here, before anything listens
     resolved = time.monotonic() - started
     mirror = bool(args.binary and not args.config and args.mirror != "off")
-    memory_only = mirror and not plan.probes  # no BPF at all: the memory gives it all
+    if mirror and args.mirror == "auto" and plan.probes:
+        plan = _without_bpf(plan)
+    alone = mirror and not plan.probes  # no BPF at all: the memory gives it all
+
+    def made() -> Any:  # the plan again, at each reload
+        from agent.presets import plans as presets
+        again = _plan(args, True)
+        return presets.memory_only(again) if alone else again
+
     if not any(p.metrics or p.aggregate for p in plan.probes) and not plan.waiting and \
-            not memory_only:
+            not mirror:
         err = NoopError("nothing to export: no probe of the spec has metrics",
                         "add metrics: to a probe (see probes.yaml)")
         err.exit_code = 2
         raise err
-    if not memory_only:
+    if not alone:
         from agent.kernel.preflight import check_privileges
         check_privileges()  # before anything listens: a supervisor sees the failure at once
-    opts = daemon.Options(lambda: _plan(args, True), plan, not args.config, args.listen,
+    opts = daemon.Options(made, plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
                           args.budget_window, mirror=mirror)
     return daemon.Daemon(opts).run()
+
+
+def _without_bpf(plan: Any) -> Any:
+    """``--mirror auto``'s plan, or none of its probes when noop may not load BPF: the
+    mirror alone, as ``--mirror memory``, said once."""
+    from agent.kernel.preflight import check_privileges
+    from agent.presets import plans as presets
+    try:
+        check_privileges()
+    except NoopError as exc:
+        logs.say(f"warning: {exc.message}: registries only a local variable holds are not "
+                 "found (the probe where the program gathers one needs BPF); mirroring "
+                 "those its globals hold, as --mirror memory", logs.WARNING)
+        return presets.memory_only(plan)
+    return plan
 
 
 def cmd_install_service(args: argparse.Namespace) -> int:

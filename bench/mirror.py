@@ -1,15 +1,16 @@
-"""The mirror (``noop run --binary``'s default ``--mirror counts``, and ``--mirror
+"""The mirror (``noop run --binary``'s default ``--mirror auto``, and ``--mirror
 memory``) beside its baselines, in one run.
 
 Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
                               [--rate 100000] [--seconds 10]
 
-1. What an update costs the service, per op (counter.Inc, a *CounterVec child's Inc after
-   its WithLabelValues, gauge.Set, histogram.Observe)
-   on noop bench's Go workload: arms none, empty, preset (every update probed, as
-   ``--mirror both`` and ``off`` load it), counts (the default: gauges probed, every
-   value read from memory), mirror (``--mirror memory``: no probe) and bpftrace, the
-   arms' order rotated every repetition.
+1. What an update costs the service, per update kind of client_golang (counter.Inc and
+   Add, gauge.Add, Sub and Set, histogram.Observe, summary.Observe with objectives, a
+   *CounterVec child's Inc after its WithLabelValues) on noop bench's Go workload: arms
+   none, empty, preset (every update probed, as ``--mirror both`` and ``off`` load it),
+   default (``--mirror auto``: every value read from memory, the one probe where the
+   program gathers a registry), mirror (``--mirror memory``: no probe) and bpftrace,
+   the arms' order rotated every repetition.
 2. Reading and writing the mirrored series of many processes at once: ``--processes``
    copies of tests/programs/go/mirror, each with ``--vec`` children per *Vec (5 *Vecs),
    walked once, then ``Mirror.render()`` timed (median of 7), with noop's RSS.
@@ -37,11 +38,12 @@ from agent.cache import cache_dir  # noqa: E402
 from agent.tools import arms, bench, workloads  # noqa: E402
 
 GO = Path("/usr/bin/go")
-OPS = ("counter.Inc", "countervec.Inc", "gauge.Set", "histogram.Observe")
+OPS = ("counter.Inc", "counter.Add", "gauge.Add", "gauge.Sub", "gauge.Set",
+       "histogram.Observe", "summary.Observe", "countervec.Inc")
 
 
 def per_op(binary: Path, calls: int, repeats: int) -> None:
-    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "counts", "mirror", "bpftrace")]
+    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "default", "mirror", "bpftrace")]
     print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in chosen) + "   (ns per call added)")
     for op in OPS:
         result = bench.run(binary, op, workloads.workload_function("go", op), chosen, 3, calls,
@@ -109,7 +111,7 @@ def _loaded(binary: Path, rate: int, seconds: float) -> float:
 
 def service_cpu(binary: Path, rate: int, seconds: float) -> None:
     site = workloads.make_site(binary, workloads.workload_function("go", "counter.Inc"))
-    rows = [("none", arms.NONE), ("preset", arms.PRESET), ("counts", arms.COUNTS),
+    rows = [("none", arms.NONE), ("preset", arms.PRESET), ("default", arms.DEFAULT),
             ("mirror", arms.MIRROR)]
     for name, arm in rows:
         with arm.attach(site):

@@ -385,7 +385,7 @@ def test_runs_with_only_the_listed_capabilities(privileged: None, example: Path,
     agent = None
     try:
         assert proc.stderr is not None
-        log = wait_for(proc.stderr, r"ready: \d+ uprobes attached", 180)
+        log = wait_for(proc.stderr, r"ready: \d+ uprobes? attached", 180)
         status = Path(f"/proc/{proc.pid}/status").read_text()
         eff = int(re.search(r"^CapEff:\s*(\w+)", status, re.M).group(1), 16)  # type: ignore[union-attr]
         assert eff == sum(1 << b for b in CAP_BITS.values())

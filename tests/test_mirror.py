@@ -18,7 +18,7 @@ import math
 import os
 import struct
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -273,56 +273,91 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
          ("type", "*github.com/prometheus/client_golang/prometheus.valueFunc")})))] == 1
 
 
-COUNTING = {"gauge_add", "gauge_set", "metric_made", "registry_gathered"}
 
 
-@pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
-def test_by_default_probes_count_only_what_memory_does_not_hold(
-        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
-    """``noop run --binary`` by default (``--mirror counts``): every value from memory,
-    equal to the program's own, and probes only on what memory holds no count of (each
-    gauge's updates, as many as the program made), on the makers and on ``Gather``:
-    the counters', histograms' and summaries' updates cost the program no trap."""
+def _rounds_under(binary: Path, tmp_path: Path, rounds: int, children: int, *flags: str,
+                  until: Callable[[Samples], bool] = lambda _got: True
+                  ) -> tuple[Samples, dict[tuple[str, tuple[tuple[str, str], ...]], float], int]:
+    """``rounds`` rounds of the program's updates made under ``noop run --binary
+    *flags``: noop's page once ``until`` holds of it (or after 30 s), the program's own
+    page after it, and the program's pid."""
     import signal
+    import time
 
     from harness.noop import drained
 
-    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
-    rounds, children = 7, 5
     proc, url = _started(binary, children, 0)
     assert proc.stdout is not None
     try:
-        agent = start("--binary", binary, cache=tmp_path / "cache")
+        agent = start("--binary", binary, *flags, cache=tmp_path / "cache")
         try:
             for _ in range(rounds):  # each round once noop is on: every update seen
                 proc.send_signal(signal.SIGUSR1)
                 assert proc.stdout.readline().strip() == "round"
             got: Samples = {}
-            for _ in range(100):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
                 text = get(agent.url + "/metrics")
                 got = samples(text)
-                if "mirror_calls_total{" in text and drained(got):
+                if "mirror_calls_total{" in text and drained(got) and until(got):
                     break
+                time.sleep(0.1)
             theirs = _theirs(url)
         finally:
             stopped(agent)
     finally:
         proc.terminate()
         proc.wait()
-    by_own = _by_own(got, binary, proc.pid)
+    return got, theirs, proc.pid
+
+
+def _updates(got: Samples, families: set[str]) -> dict[tuple[str, str], float]:
+    """noop's updates of the program's series of ``families``: (family, labels) -> n."""
+    out: dict[tuple[str, str], float] = {}
+    for (name, labels), v in got.items():
+        d = dict(labels)
+        if name == "noop_metric_updates_total" and d["metric"] in families:
+            out[(d["metric"], d["labels"])] = out.get((d["metric"], d["labels"]), 0) + v
+    return out
+
+
+@pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
+def test_by_default_no_probe_is_on_an_update_path(
+        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
+    """``noop run --binary`` by default (``--mirror auto``): every value from memory,
+    equal to the program's own, and one probe alone, where the program gathers a
+    registry: no update of any kind (gauges' included) costs the program a trap."""
+    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
+    rounds = 7
+    got, theirs, pid = _rounds_under(binary, tmp_path, rounds, 5)
+    by_own = _by_own(got, binary, pid)
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert theirs[("mirror_calls_total", ())] == rounds
+    assert theirs[("mirror_level", ())] > 0  # gauges were set
+    assert {k: by_own.get(k) for k in theirs} == theirs
+    loaded = {dict(k[1])["probe"] for k in got if k[0] == "noop_probe_enabled"}
+    assert loaded == {"registry_gathered"}, loaded
+    assert not [k for k in got if k[0] == "noop_metric_updates_total"]
+
+
+@pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
+def test_mirror_both_counts_every_gauge_update_beside_the_values_from_memory(
+        variant: tuple[str, tuple[str, ...]], tmp_path: Path, privileged: None) -> None:
+    """``--mirror both``: the values from memory as by default, and every update probed,
+    gauges' too: each gauge series counted as many updates as the program made."""
+    binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
+    rounds, children = 7, 5
+    families = {"mirror_level", "mirror_info", "mirror_temperature"}
+    want = {("mirror_level", ""): rounds, ("mirror_info", "version=1.2.3"): rounds,
+            **{("mirror_temperature", f"room=room{c}"): rounds for c in range(children)}}
+    got, theirs, pid = _rounds_under(binary, tmp_path, rounds, children, "--mirror", "both",
+                                     until=lambda got: _updates(got, families) == want)
+    by_own = _by_own(got, binary, pid)
+    theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert {k: by_own.get(k) for k in theirs} == theirs
     hit = {dict(k[1])["probe"] for k, v in got.items() if k[0] == "noop_probe_hits_total" and v}
-    assert "gauge_set" in hit and hit <= COUNTING, hit
-    updates: dict[tuple[str, str], float] = {}
-    for (name, labels), v in got.items():
-        if name == "noop_metric_updates_total":
-            d = dict(labels)
-            updates[(d["metric"], d["labels"])] = updates.get((d["metric"], d["labels"]), 0) + v
-    assert updates == {("mirror_level", ""): rounds, ("mirror_info", "version=1.2.3"): rounds,
-                       **{("mirror_temperature", f"room=room{c}"): rounds
-                          for c in range(children)}}
+    assert "gauge_set" in hit, hit
+    assert _updates(got, families) == want
 
 
 @pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)
@@ -364,9 +399,12 @@ def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves
     assert theirs and {k: by_own.get(k) for k in theirs} == theirs
 
 
-def test_memory_alone_needs_no_bpf_capability(privileged: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["memory", "auto"])
+def test_memory_alone_needs_no_bpf_capability(mode: str, privileged: None, tmp_path: Path
+                                              ) -> None:
     """``--mirror memory`` loads no BPF: with CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN
-    dropped (CAP_SYS_PTRACE kept) it serves the program's metrics all the same."""
+    dropped (CAP_SYS_PTRACE kept) it serves the program's metrics all the same; so does
+    the default (``auto``), without its probe on ``Gather``, saying so once."""
     import re
     import shlex
     import shutil
@@ -379,13 +417,15 @@ def test_memory_alone_needs_no_bpf_capability(privileged: None, tmp_path: Path) 
     proc, _url = _started(binary, 2)
     capsh = shutil.which("capsh")
     assert capsh, "capsh not found: run ./setup.sh"
-    run = command("run", "--binary", binary, "--mirror", "memory", "--listen", "127.0.0.1:0")
+    run = command("run", "--binary", binary, "--mirror", mode, "--listen", "127.0.0.1:0")
     noop = subprocess.Popen([capsh, "--drop=cap_bpf,cap_perfmon,cap_sys_admin", "--", "-c",
                              "exec " + shlex.join(run)], cwd=REPO, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         assert noop.stderr is not None
         log = wait_for(noop.stderr, "ready: mirroring", 120)
+        said = [line for line in log if "as --mirror memory" in line]
+        assert len(said) == (mode == "auto"), log
         addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
         text = get(f"http://{addr}/metrics")
         assert f'mirror_calls_total{{target="{binary.name}",pid="{proc.pid}"}} {ROUNDS}' \
@@ -446,40 +486,35 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
     assert not any(k[0].startswith("mirror_wait_seconds") for k in after)
 
 
-def test_counts_keeps_the_probes_of_what_memory_holds_no_count_of() -> None:
-    """``--mirror counts``' plan: of the client_golang preset's probes, the gauges', the
-    makers' and ``Gather``'s, with what the gauges' rules could not see still said; a
-    plan of the prometheus crate as it is."""
+def test_the_default_keeps_only_the_probe_that_finds_registries() -> None:
+    """``--mirror auto``'s plan: of the client_golang preset's probes, ``Gather``'s
+    alone (none on an update path, nor on the makers); a plan of the prometheus crate as
+    it is."""
     from dataclasses import replace
 
     from agent.plan.model import Plan, ProbePlan
-    from agent.presets.plans import counts_only
+    from agent.presets.plans import finders_only
     from agent.presets.rust_prometheus.facts import SOURCE as CRATE
 
     def probe(name: str, *unseen: str) -> ProbePlan:
         return ProbePlan(name, "main", (), (), unseen=unseen)
 
-    gauge_unseen = "the cmpxchg on gauge.valBits at 0x20: another path joins it: not counted"
-    probes = (probe("counter_int", "the xadd on counter.valInt at 0x10: not counted",
-                    gauge_unseen), probe("counter_add"), probe("counter_float"),
-              probe("gauge_add", "an inlined copy in main.f"), probe("gauge_set"),
-              probe("histogram"), probe("summary_atomic"), probe("summary_buffered"),
-              probe("metric_made"), probe("registry_gathered"))
+    probes = (probe("counter_int", "the xadd on counter.valInt at 0x10: not counted"),
+              probe("counter_add"), probe("counter_float"), probe("gauge_add"),
+              probe("gauge_set"), probe("histogram"), probe("summary_atomic"),
+              probe("summary_buffered"), probe("metric_made"), probe("registry_gathered"))
     plan = Plan("client_golang preset", (), probes)
-    kept = counts_only(plan)
-    assert [p.name for p in kept.probes] == ["gauge_add", "gauge_set", "metric_made",
-                                            "registry_gathered"]
-    assert kept.probes[0].unseen == ("an inlined copy in main.f", gauge_unseen)
+    assert [p.name for p in finders_only(plan).probes] == ["registry_gathered"]
     crate = replace(plan, source=CRATE)
-    assert counts_only(crate) == crate
+    assert finders_only(crate) == crate
 
 
 @pytest.mark.serial  # prices hits and holds a budget: alone on the machine
 def test_a_gauge_probe_over_its_budget_comes_off_and_its_value_still_comes_from_memory(
         tmp_path: Path, privileged: None) -> None:
-    """Under the default ``--mirror counts``, the gauges' probe keeps to its budget like
-    any probe: hundreds of Gauge.Set a round over a tiny budget take it off, and from
-    then on every value noop serves, the gauges' too, still equals the program's own."""
+    """Under ``--mirror both``, the gauges' probe keeps to its budget like any probe:
+    hundreds of Gauge.Set a round over a tiny budget take it off, and from then on every
+    value noop serves, the gauges' too, still equals the program's own."""
     import signal
     import threading
 
@@ -499,8 +534,8 @@ def test_a_gauge_probe_over_its_budget_comes_off_and_its_value_still_comes_from_
                 return
 
     try:
-        agent = start("--binary", binary, "--max-overhead", "0.01%", "--budget-window", "2",
-                      cache=tmp_path / "cache")
+        agent = start("--binary", binary, "--mirror", "both", "--max-overhead", "0.01%",
+                      "--budget-window", "2", cache=tmp_path / "cache")
         driver = threading.Thread(target=rounds, daemon=True)
         try:
             driver.start()

@@ -193,7 +193,7 @@ def test_health_and_readiness(privileged: None, example: Path, tmp_path: Path,
     agent = start("--config", spec)
     agent_cleanup.append(agent)
     assert get(agent.url + "/healthz") == "ok\n"
-    assert get(agent.url + "/readyz") == "1 uprobes attached\n"
+    assert get(agent.url + "/readyz") == "1 uprobe attached\n"
     with pytest.raises(urllib.error.HTTPError) as err:
         get(agent.url + "/nothing")
     assert err.value.code == 404

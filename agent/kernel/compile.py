@@ -225,6 +225,7 @@ def in_child(text: str, ways: int | None = None) -> Compiled:
     programs. clang compiles each function alone, so the parts' functions are the
     whole's, instruction for instruction; parts that disagree on anything else, or an
     error, are compiled again whole (whose message then names the whole text)."""
+    kheaders.ensure_bcc_env()  # the children find the headers BCC needs through it
     parts = split(text, ways if ways is not None else _ways(text))
     if len(parts) > 1:
         with ThreadPoolExecutor(len(parts)) as pool:

@@ -86,7 +86,8 @@ class Loaded(Tables):
             self._trap_rows()
             self._only()
             if progress is not None:
-                progress(f"attaching {len(program.functions)} uprobes")
+                n = len(program.functions)
+                progress(f"attaching {n} uprobe{'s' * (n != 1)}")
             self._attach_all()
         except BaseException:
             self.close()

@@ -84,28 +84,16 @@ def memory_only(p: Plan) -> Plan:
     return replace(p, probes=()) if library(p) == "client_golang" else p
 
 
-def counts_only(p: Plan) -> Plan:
-    """The client_golang preset's plan for ``noop run --mirror counts`` (the default),
-    beside the mirror that reads every value from the program's memory: only the probes
-    that count what memory does not hold (gauges' updates) and those that find metric
-    objects and registries (their makers, ``Gather``); what the others could not see is
-    no longer said. A plan of another library as it is."""
+def finders_only(p: Plan) -> Plan:
+    """The client_golang preset's plan for ``noop run --binary``'s default ``--mirror
+    auto``, beside the mirror that reads every value from the program's memory: only the
+    probe on ``(*Registry).Gather``, which finds the registries no global holds (a hit
+    per scrape of the program), and none on any update path. A plan of another library
+    as it is."""
     if library(p) != "client_golang":
         return p
-    gauges = [r for r in client_golang.RULES if r.kind == "gauge"]
-
-    def kept(name: str) -> bool:
-        rule = client_golang.rule_of(name)
-        return name in (client_golang.MADE, client_golang.GATHERED) or \
-            (rule is not None and rule.kind == "gauge")
-
-    probes = [pr for pr in p.probes if kept(pr.name)]
-    # the updates no probe could see, said with the first probe: the gauges' stay
-    said = [u for pr in p.probes if not kept(pr.name) for u in pr.unseen
-            if any(f" on {r.struct}.{r.field} " in u for r in gauges)]
-    if probes and said:
-        probes[0] = replace(probes[0], unseen=(*probes[0].unseen, *said))
-    return replace(p, probes=tuple(probes))
+    return replace(p, probes=tuple(pr for pr in p.probes
+                                   if pr.name == client_golang.GATHERED))
 
 
 def library(p: Plan) -> str:

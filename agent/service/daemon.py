@@ -269,7 +269,8 @@ class Daemon(Following):
             return "mirroring the program's metrics from its memory, no uprobe"
         n = len(self.loaded.attachments) if self.loaded is not None else 0
         waiting = ", ".join(name for name, _ in self.plan.waiting)
-        return f"{n} uprobes attached" + (f"; waiting for {waiting}" if waiting else "")
+        return f"{n} uprobe{'s' * (n != 1)} attached" + \
+            (f"; waiting for {waiting}" if waiting else "")
 
     def drain(self) -> int:
         """Fold the records in the ring buffer into the session; how many there were."""

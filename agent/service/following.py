@@ -61,7 +61,7 @@ class Following:
             for path in step.detach:
                 n = loaded.detach_file(path)
                 self.watch.forget(path)
-                log(f"detached {n} uprobes from {path}: no process runs it")
+                log(f"detached {n} uprobe{'s' * (n != 1)} from {path}: no process runs it")
             changed = None
             for target, path in step.attach:
                 try:
@@ -77,7 +77,7 @@ class Following:
                     log(f"target {target}: cannot attach to {path}: {exc.message}",
                         logs.WARNING)
                     continue
-                log(f"target {target}: attached {n} uprobes to {path}")
+                log(f"target {target}: attached {n} uprobe{'s' * (n != 1)} to {path}")
         self._files_changed()
         if changed is not None:
             changed.distrust()
@@ -115,4 +115,4 @@ class Following:
             n = self.loaded.detach_file(path) if self.loaded is not None else 0
             self.watch.forget(path)
         if n:
-            log(f"{path} is being written: detached {n} uprobes", logs.WARNING)
+            log(f"{path} is being written: detached {n} uprobe{'s' * (n != 1)}", logs.WARNING)

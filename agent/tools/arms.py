@@ -299,29 +299,30 @@ class _Reader:
 
 
 @contextmanager
-def _preset(site: Site, counts: bool = False) -> Iterator[Attached]:
+def _preset(site: Site, default: bool = False) -> Iterator[Attached]:
     """The whole client_golang preset as ``noop run --binary --mirror both`` loads it,
-    on the workload: what a client_golang update costs under it. With ``counts``, the
-    default ``--mirror counts``: only the probes on what memory holds no count of (the
-    gauges'), beside the mirror scraped as ``_mirror`` scrapes it."""
+    on the workload: what a client_golang update costs under it. With ``default``,
+    ``noop run --binary``'s default (``--mirror auto``): only the probe where the program
+    gathers a registry, none on any update path, beside the mirror scraped as
+    ``_mirror`` scrapes it."""
     from agent.kernel import aggregate as agg
     from agent.kernel import codegen, load
     from agent.kernel.kfeatures import attach_cookies, xmm_helper_available
     from agent.presets import plans as presets
 
     plan = presets.plan(site.binary, aggregate=True)
-    if counts:
-        plan = presets.counts_only(plan)
+    if default:
+        plan = presets.finders_only(plan)
     program = codegen.generate(plan, xmm_helper_available(), mode="run",
                                cookies=attach_cookies())
     op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add
     mine = [s for p in plan.probes for s in p.sites if s.tag == op]
     where = ", ".join(f"{s.address:#x} ({s.handling or 'single-stepped'})" for s in mine[:2])
     more = f" and {len(mine) - 2} more" if len(mine) > 2 else ""
-    how = "--mirror counts" if counts else "preset"
+    how = "the default, --mirror auto" if default else "preset"
     attached = Attached(where=f"{where or 'none of its sites for this op'}{more} ({how})")
     with load.Loaded(plan, program) as loaded, \
-            (_scraped(site, attached, plan.targets[0]) if counts else nullcontext()):
+            (_scraped(site, attached, plan.targets[0]) if default else nullcontext()):
         yield attached
         attached.hits = sum(agg.merge(program.aggregates[pi], k, vs).hits
                             for pi in program.aggregates for k, vs in loaded.rows(pi))
@@ -388,13 +389,14 @@ NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
 PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary --mirror "
              "both loads it: every update probed")
-COUNTS = Arm("counts", partial(_preset, counts=True), "noop run --binary (--mirror counts, "
-             "the default): gauges' updates probed, every value read from memory")
+DEFAULT = Arm("default", partial(_preset, default=True), "noop run --binary (--mirror "
+              "auto, the default): every value read from memory, the one probe where the "
+              "program gathers a registry")
 MIRROR = Arm("mirror", _mirror, "noop run --binary --mirror memory: no probe, the "
              "program's metrics read from its memory")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
                                             NOOP_MULTI, NOOP_PERF, NOOP_RINGBUF, NOOP_VALUE,
-                                            PRESET, COUNTS, MIRROR, BPFTRACE)}
+                                            PRESET, DEFAULT, MIRROR, BPFTRACE)}
 
 
 def arm(name: str) -> Arm:

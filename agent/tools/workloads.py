@@ -25,15 +25,18 @@ FUNCTIONS = {
     "counter.Inc": f"{PKG}.(*counter).Inc",
     "counter.Add": f"{PKG}.(*counter).Add",
     "gauge.Add": f"{PKG}.(*gauge).Add",
+    "gauge.Sub": f"{PKG}.(*gauge).Sub",
     "gauge.Set": f"{PKG}.(*gauge).Set",
     "histogram.Observe": f"{PKG}.(*histogram).Observe",
+    "summary.Observe": f"{PKG}.(*summary).Observe",
     "countervec.Inc": f"{PKG}.(*counter).Inc",  # a *CounterVec child's, after its lookup
     "func": "main.work",
 }
 OPS = tuple(FUNCTIONS)
 # The float argument of each method that has one: what the noop-value arm reads.
 FLOAT_PARAMS = {FUNCTIONS["counter.Add"]: "v", FUNCTIONS["gauge.Add"]: "val",
-                FUNCTIONS["gauge.Set"]: "val", FUNCTIONS["histogram.Observe"]: "v"}
+                FUNCTIONS["gauge.Sub"]: "val", FUNCTIONS["gauge.Set"]: "val",
+                FUNCTIONS["histogram.Observe"]: "v", FUNCTIONS["summary.Observe"]: "v"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ def workload_function(kind: str, op: str) -> str:
 
 def expected_final(op: str, calls_total: int) -> float:
     """The metric's final value after ``calls_total`` calls of ``op`` (see go-loop)."""
+    if op == "gauge.Sub":
+        return -2.5 * calls_total
     return 2.5 * calls_total if op in ("counter.Add", "gauge.Add") else float(calls_total)
 
 

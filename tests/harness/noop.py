@@ -148,7 +148,7 @@ class Agent:
         return self.proc.returncode, "".join(self.log) + (err or "")
 
 
-READY = r"ready: \d+ uprobes attached"
+READY = r"ready: \d+ uprobes? attached"
 
 
 def start(*args: str | Path, scheme: str = "http", cache: Path | None = None,

@@ -10,9 +10,9 @@
 //
 //	{"final": 3000000, "calls_total": 3000000}
 //
-// Final values: counter.Inc, gauge.Set, histogram.Observe (its sample count)
-// and func end at calls_total; counter.Add and gauge.Add (2.5 per call) at
-// 2.5 times calls_total.
+// Final values: counter.Inc, gauge.Set, histogram.Observe and summary.Observe
+// (their sample counts) and func end at calls_total; counter.Add and gauge.Add
+// (2.5 per call) at 2.5 times calls_total, gauge.Sub at -2.5 times.
 //
 // With -rate R the calls are paced at R per second instead (bench/agent_cpu.py
 // uses it to measure noop's own CPU at a given rate of probe hits).
@@ -36,6 +36,7 @@ var (
 	counter   prometheus.Counter
 	gauge     prometheus.Gauge
 	histogram prometheus.Histogram
+	summary   prometheus.Summary // with objectives: its observations buffered
 	requests  *prometheus.CounterVec // countervec.Inc: a child looked up, then Inc
 )
 
@@ -65,6 +66,10 @@ func loop(op string, n, start int) {
 		for i := 0; i < n; i++ {
 			gauge.Add(2.5)
 		}
+	case "gauge.Sub":
+		for i := 0; i < n; i++ {
+			gauge.Sub(2.5)
+		}
 	case "gauge.Set":
 		for i := start; i < start+n; i++ {
 			gauge.Set(float64(i + 1))
@@ -72,6 +77,10 @@ func loop(op string, n, start int) {
 	case "histogram.Observe":
 		for i := 0; i < n; i++ {
 			histogram.Observe(float64(i % 10))
+		}
+	case "summary.Observe":
+		for i := 0; i < n; i++ {
+			summary.Observe(float64(i % 10))
 		}
 	case "countervec.Inc":
 		for i := 0; i < n; i++ {
@@ -110,8 +119,8 @@ func paced(op string, n, start, rate int) {
 	}
 }
 
-var ops = []string{"counter.Inc", "counter.Add", "gauge.Add", "gauge.Set",
-	"histogram.Observe", "countervec.Inc", "func"}
+var ops = []string{"counter.Inc", "counter.Add", "gauge.Add", "gauge.Sub", "gauge.Set",
+	"histogram.Observe", "summary.Observe", "countervec.Inc", "func"}
 
 func final(op string) (float64, error) {
 	var m dto.Metric
@@ -121,7 +130,7 @@ func final(op string) (float64, error) {
 			return 0, err
 		}
 		return m.GetCounter().GetValue(), nil
-	case "gauge.Add", "gauge.Set":
+	case "gauge.Add", "gauge.Sub", "gauge.Set":
 		if err := gauge.Write(&m); err != nil {
 			return 0, err
 		}
@@ -131,6 +140,11 @@ func final(op string) (float64, error) {
 			return 0, err
 		}
 		return float64(m.GetHistogram().GetSampleCount()), nil
+	case "summary.Observe":
+		if err := summary.Write(&m); err != nil {
+			return 0, err
+		}
+		return float64(m.GetSummary().GetSampleCount()), nil
 	case "countervec.Inc":
 		if err := requests.WithLabelValues("GET").Write(&m); err != nil {
 			return 0, err
@@ -182,9 +196,12 @@ func main() {
 	histogram = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "bench_histogram", Help: "Updated by histogram.Observe.",
 		Buckets: []float64{1, 2.5, 5, 7.5}})
+	summary = prometheus.NewSummary(prometheus.SummaryOpts{
+		Name: "bench_summary", Help: "Updated by summary.Observe.",
+		Objectives: map[float64]float64{0.5: 0.05, 0.99: 0.001}})
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "bench_requests_total", Help: "Updated by countervec.Inc."}, []string{"method"})
-	reg.MustRegister(counter, gauge, histogram, requests)
+	reg.MustRegister(counter, gauge, histogram, summary, requests)
 
 	out := json.NewEncoder(os.Stdout)
 	total := 0
