@@ -88,6 +88,17 @@ def _exposed(found: registry.Found, read: readings.Read) -> dict[tuple[str, tupl
     return out
 
 
+def _parses(page: str) -> None:
+    """The page is one exposition Prometheus takes: promtool's parser finds no error
+    (a second HELP or TYPE line of a family, a sample line it cannot read)."""
+    import shutil
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: run ./setup.sh"
+    lint = subprocess.run([promtool, "check", "metrics"], input=page, text=True,
+                          capture_output=True)
+    assert "error while linting" not in lint.stdout + lint.stderr, lint
+
+
 def _theirs(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The program's own series, with the sample names as written (counters keep
     ``_total``), its quantiles and noop-unmirrored families left out."""
@@ -266,6 +277,8 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     assert {k: by_own.get(k) for k in theirs} == theirs
     # no probe at all: every value comes from memory
     assert not [k for k in mine if k[0] == "noop_events_total"]
+    assert mine[("noop_page_dropped_samples_total", (("reason", "duplicate"),))] == 0
+    _parses(text)
     assert "# TYPE mirror_latency_seconds histogram" in text
     assert "# TYPE mirror_calls_total counter" in text
     assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(
@@ -428,7 +441,7 @@ def test_memory_alone_needs_no_bpf_capability(mode: str, privileged: None, tmp_p
         assert len(said) == (mode == "auto"), log
         addr = next(m.group(1) for line in log if (m := re.search(r"//(\S+)/metrics", line)))
         text = get(f"http://{addr}/metrics")
-        assert f'mirror_calls_total{{target="{binary.name}",pid="{proc.pid}"}} {ROUNDS}' \
+        assert f'mirror_calls_total{{pid="{proc.pid}",target="{binary.name}"}} {ROUNDS}' \
             in text, text
     finally:
         noop.send_signal(signal.SIGTERM)

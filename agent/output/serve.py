@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import socket
 import ssl
 import threading
@@ -15,10 +16,11 @@ from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
+from agent.output.page import Pages
 
 if TYPE_CHECKING:  # read only when noop is given a web config (commands)
     from agent.output.webconfig import WebConfig
@@ -147,13 +149,20 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def _text(registry: CollectorRegistry, more: Callable[[], bytes]
+def _text(registry: CollectorRegistry, more: Callable[[], bytes] | None
           ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    def app(_environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        mirrored = more()  # first: what noop says of it is then of this very read
-        body = generate_latest(registry) + mirrored
-        start("200 OK", [("Content-Type", CONTENT_TYPE_LATEST),
-                         ("Content-Length", str(len(body)))])
+    """/metrics: the registry's families (noop's own first), then ``more``'s, made one
+    valid page (``page.Pages``), gzipped for a client that takes it."""
+    pages = Pages()
+
+    def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+        mirrored = more() if more is not None else b""  # first: what noop says of it
+        body = pages.unique([generate_latest(registry), mirrored])  # is of this read
+        headers = [("Content-Type", CONTENT_TYPE_LATEST)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gzip.compress(body, compresslevel=1)
+            headers.append(("Content-Encoding", "gzip"))
+        start("200 OK", [*headers, ("Content-Length", str(len(body)))])
         return [body]
     return app
 
@@ -166,9 +175,9 @@ class Server:
                  more: Callable[[], bytes] | None = None) -> None:
         """``more``: families in the text format to serve after the registry's (a
         program's own metrics, mirrored under its names and types, which
-        prometheus_client would rename); then /metrics is the text format alone."""
+        prometheus_client would rename). /metrics is the text format, 0.0.4."""
         host, port = parse_listen(listen)
-        metrics = make_wsgi_app(registry) if more is None else _text(registry, more)
+        metrics = _text(registry, more)
         headers = list(web.headers) if web else []
         auth = None
         if web and web.basic_auth_users:

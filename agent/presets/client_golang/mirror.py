@@ -90,7 +90,7 @@ class Mirror:
         # per process: (registry, its map's header and seed) -> (times gathered APART,
         # when the last of those, when last gathered)
         self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float, float]]] = {}
-        self._labels_of: dict[tuple[int, int, int], str] = {}  # _label_text's
+        self._labels_of: dict[tuple[int, int, int], tuple[str, str, str]] = {}  # _label_text's
         self._wake = threading.Event()
         self._stop = False
         self._thread = threading.Thread(target=self._walks, name="noop-mirror", daemon=True)
@@ -257,10 +257,10 @@ class Mirror:
             v = read.values.get(s.address)
             if v is None:
                 continue
-            inner = self._label_text(s, pid)  # 'k="v",...,target="t",pid="1"'
+            inner, before, after = self._label_text(s, pid)  # 'k="v",...,pid="1",...'
             if isinstance(v, Histogram):
                 for le, c in v.buckets:
-                    lines.append(f'{f.name}_bucket{{{inner},le="{_bound(le)}"}} {c}\n')
+                    lines.append(f'{f.name}_bucket{{{before}le="{_bound(le)}"{after}}} {c}\n')
             if isinstance(v, Histogram | Summary):
                 lines.append(f"{f.name}_sum{{{inner}}} {_number(v.sum)}\n")
                 lines.append(f"{f.name}_count{{{inner}}} {v.count}\n")
@@ -268,18 +268,23 @@ class Mirror:
                 lines.append(f"{f.name}{{{inner}}} {_number(v)}\n")
         return lines
 
-    def _label_text(self, s: registry.Series, pid: int) -> str:
-        """The series' labels and noop's, written once for as long as the object is
-        the same (its address and desc)."""
+    def _label_text(self, s: registry.Series, pid: int) -> tuple[str, str, str]:
+        """The series' labels and noop's, sorted by name as every part of noop's page
+        writes them, written once for as long as the object is the same (its address
+        and desc): all of them, and those before and after a bucket's ``le``."""
         key = (pid, s.address, s.desc)
         got = self._labels_of.get(key)
         if got is None:
             own = dict(s.labels)
-            labels = [*s.labels, *((("noop_" if k in own else "") + k, x)
-                                   for k, x in (("target", self.target), ("pid", str(pid))))]
+            labels = sorted([*s.labels, *((("noop_" if k in own else "") + k, x)
+                                          for k, x in (("target", self.target),
+                                                       ("pid", str(pid))))])
             if len(self._labels_of) > MAX_SERIES:  # objects come and go: start again
                 self._labels_of.clear()
-            got = self._labels_of[key] = ",".join(f'{k}="{_value(x)}"' for k, x in labels)
+            text = [f'{k}="{_value(x)}"' for k, x in labels]
+            cut = sum(1 for k, _x in labels if k < "le")
+            got = self._labels_of[key] = (",".join(text), "".join(t + "," for t in text[:cut]),
+                                          "".join("," + t for t in text[cut:]))
         return got
 
     def _health(self, processes: list[_Process]) -> Iterator[Metric]:

@@ -1,0 +1,174 @@
+"""The one place that makes every page noop serves a valid exposition: never two samples
+with one name and label set, never a family with two TYPE or HELP lines, whatever its
+parts are (noop's own families, the meta-metrics of several targets, a spec's metrics,
+the program's own mirrored families of several processes and registries).
+
+The page's parts are in Prometheus' text format, each family a HELP and a TYPE line and
+its samples, with its labels in one order for all its samples (prometheus_client sorts
+them; the mirror writes them sorted). A family met again is merged into the first block
+of its name when its type is the same; of another type, it is dropped whole. Of two
+samples with the same name and labels the first is kept: noop's own families come
+before the program's, and the program's in the order the mirror writes them. A sample
+whose name belongs to an earlier family of another name (``x_count`` of a summary ``x``
+and a gauge ``x_count``) is dropped with its family. Every drop is counted
+(``noop_page_dropped_samples_total``, by reason) and logged once a family.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+
+from agent import logs
+
+# The sample names a family of each type owns, besides its own name (prometheus_client
+# writes a ``_created`` sample as a gauge family of its own).
+_SUFFIXES = {b"histogram": (b"_bucket", b"_sum", b"_count"),
+             b"summary": (b"_sum", b"_count")}
+MAX_SAID = 1024  # families whose drops are logged (once each)
+REASONS = ("duplicate", "family")
+_NAME = b"noop_page_dropped_samples_total"  # noop's count of them, on every page
+_HELP = (b"Samples left out of a page noop served: a duplicate of an earlier sample's "
+         b"name and labels (duplicate), or of a family whose name or type clashes with an "
+         b"earlier one's (family)")
+
+
+class _Family:
+    __slots__ = ("help", "keys", "lines", "type")
+
+    def __init__(self, help_: bytes, type_: bytes) -> None:
+        self.help = help_
+        self.type = type_
+        self.lines: list[bytes] = []
+        self.keys: set[bytes] = set()
+
+
+# A sample line's name and labels: up to the last '}' of the line, or its first space.
+_KEYS = re.compile(rb"^([^ {\n]*(?:\{.*\})?) ", re.M)
+# A HELP or TYPE line, after the newline before it: which, the family's name, the rest
+# (a literal first: found at the speed of a search for it).
+_HEADER = re.compile(rb"\n# (HELP|TYPE) (\S+)(?: ([^\n]*))?(?=\n|$)")
+
+
+class Pages:
+    """Makes pages unique, counting what it drops across pages."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.dropped: dict[str, int] = {}  # by reason
+        self._said: set[tuple[bytes, str]] = set()
+
+    def unique(self, parts: Iterable[bytes]) -> bytes:
+        """The parts as one page: each family once, each sample once."""
+        own = _Family(_HELP, b"counter")  # its samples once the page is made
+        families: dict[bytes, _Family] = {_NAME: own}
+        owner: dict[bytes, bytes] = {_NAME: _NAME}  # a sample name -> its family
+        drops: list[tuple[bytes, str, int]] = []
+        for part in parts:
+            for name, help_, type_, text, keys in _blocks(part):
+                f = families.get(name)
+                if f is None:
+                    f = _Family(help_, type_)
+                    owned = [name, *(name + s for s in _SUFFIXES.get(type_, ()))]
+                    taken = next((owner[n] for n in owned if n in owner), None)
+                    if taken is not None and taken != name:
+                        drops.append((name, f"its samples' names are {taken.decode()}'s",
+                                      len(keys)))
+                        continue
+                    families[name] = f
+                    for n in owned:
+                        owner[n] = name
+                elif f.type != type_:
+                    drops.append((name, "a family of another type has its name", len(keys)))
+                    continue
+                total, kept = _merged(f, text, keys)
+                if kept < total:
+                    drops.append((name, "another sample has its name and labels",
+                                  total - kept))
+        if drops:
+            self._count(drops)
+        with self._lock:
+            own.lines = [_NAME + b'{reason="' + r.encode() + b'"} ' +
+                         str(self.dropped.get(r, 0)).encode() + b"\n" for r in REASONS]
+        out: list[bytes] = []
+        for name, f in families.items():
+            out.append(b"# HELP " + name + b" " + f.help + b"\n# TYPE " + name + b" " +
+                       f.type + b"\n")
+            out += f.lines
+        return b"".join(out)
+
+    def _count(self, drops: list[tuple[bytes, str, int]]) -> None:
+        with self._lock:
+            for name, why, n in drops:
+                reason = "duplicate" if why.startswith("another sample") else "family"
+                self.dropped[reason] = self.dropped.get(reason, 0) + n
+                if (name, reason) not in self._said and len(self._said) < MAX_SAID:
+                    self._said.add((name, reason))
+                    logs.say(f"/metrics: {n} sample{'s' * (n != 1)} of {name.decode()} "
+                             f"dropped: {why} (the first one served is kept)",
+                             logs.WARNING)
+
+
+def _merged(f: _Family, text: bytes, keys: list[bytes]) -> tuple[int, int]:
+    """Adds the sample lines of ``text`` (with their ``keys``) to ``f``, but those whose
+    sample is there already: how many there were, and how many it added."""
+    text = text.strip(b"\n")
+    if not text:
+        return 0, 0
+    fresh = set(keys)
+    if len(fresh) == len(keys) == text.count(b"\n") + 1 and fresh.isdisjoint(f.keys):
+        if f.keys:  # almost always: every line a sample, each once
+            f.keys |= fresh
+        else:
+            f.keys = fresh
+        f.lines.append(text + b"\n")
+        return len(keys), len(keys)
+    n = added = 0
+    for line in text.split(b"\n"):  # not splitlines: a label value may hold a \r
+        if not line.strip() or line.startswith(b"#"):
+            continue
+        n += 1
+        m = _KEYS.match(line + b"\n")
+        key = m.group(1) if m else line
+        if key not in f.keys:
+            f.keys.add(key)
+            f.lines.append(line + b"\n")
+            added += 1
+    return n, added
+
+
+def _blocks(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, list[bytes]]]:
+    """Each family of a page part: its name, help, type, the text of its samples and
+    their keys (name and labels). Samples before any HELP or TYPE line make an untyped
+    family of their name; a comment that is neither is left out."""
+    name = help_ = type_ = b""
+    part = b"\n" + part  # a header line is one after a newline
+    at = 0
+    have = False
+    chunks: list[bytes] = []
+
+    def block() -> tuple[bytes, bytes, bytes, bytes, list[bytes]]:
+        text = b"".join(chunks)
+        keys = _KEYS.findall(text)
+        n = name or (keys[0].partition(b"{")[0] if keys else b"")
+        return n, help_, type_ or b"untyped", text, keys
+
+    said: set[bytes] = set()  # the current block's header lines (HELP, TYPE)
+    for m in _HEADER.finditer(part):
+        chunks.append(part[at:m.start()])
+        at = m.end()
+        which, fam, rest = m.group(1), m.group(2), m.group(3) or b""
+        samples = any(c.strip() for c in chunks)
+        if fam != name or not have or which in said or samples:  # another block
+            if have or samples:
+                yield block()
+            name, help_, type_, chunks, have, said = fam, b"", b"", [], True, set()
+        said.add(which)
+        if which == b"HELP":
+            help_ = rest
+        else:
+            type_ = rest or b"untyped"
+    chunks.append(part[at:])
+    if have or any(c.strip() for c in chunks):
+        yield block()
