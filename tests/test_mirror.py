@@ -455,8 +455,8 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
         program: Path, privileged: None) -> None:
     """The program unregisters a summary, deletes one *Vec child and resets another
     *Vec (then gives it a new child), collects its garbage and makes objects of the same
-    sizes: the mirror, asked before its next walk, reads none of the dropped objects as
-    what they were, and, walked again as a scrape does, equals the program once more."""
+    sizes: read with the walk from before, none of the dropped objects reads as what it
+    was, and the next scrape, which reads the members again, equals the program."""
     import signal
 
     from agent.presets.client_golang.mirror import Mirror
@@ -476,6 +476,7 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
             stale = p.reader.read(old)
             after = {(k[0], tuple(x for x in k[1] if x[0] not in ("target", "pid"))): v
                      for k, v in samples(mirror.render().decode()).items()}
+            current = mirror._current(p)  # the members now, as that scrape read them
         finally:
             mirror.close()
         theirs = _theirs(url)
@@ -485,7 +486,7 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
     # Read with the walk from before the drop: an object still registered, or dropped
     # but not yet freed, reads as itself (its value then, as nothing was updated); one
     # freed and reused reads as gone; none reads as another object's value.
-    kept = {s.address for f in p.found.families.values() for s in f.series}
+    kept = {s.address for f in current.families.values() for s in f.series}
     assert first.values and not first.gone
     for address, value in stale.values.items():
         assert address in kept or value == first.values[address], hex(address)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from agent.binary.gometa.gotype import MAP, POINTER, GoType
@@ -39,6 +39,27 @@ class Interface:
 
     type: GoType | None
     data: int
+
+
+class Reads:
+    """Reads of one process's memory made in one pass, kept so that the pass can be
+    checked by reading them all again: the same bytes everywhere, and what they say
+    held at one instant between the two (a change undone between them aside)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.ranges: list[tuple[int, int]] = []
+        self.got: list[bytes | None] = []
+
+    def many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
+        got = self.memory.read_many(ranges)
+        self.ranges += ranges
+        self.got += got
+        return got
+
+    def held(self) -> bool:
+        """Whether every range reads as it did (one batched read)."""
+        return self.memory.read_many(self.ranges) == self.got
 
 
 class GoMemory:
@@ -225,6 +246,158 @@ class GoMemory:
         for i in range(8):
             if not ctrl[i] & _CTRL_EMPTY_BIT:
                 yield self._entry(at + koff + i * kstride, at + eoff + i * estride, kind)
+
+    def map_pairs(self, maps: Sequence[tuple[int, GoType]], reads: Reads
+                  ) -> list[list[tuple[bytes, bytes]] | Damaged]:
+        """The (key, value) bytes of every entry of each map (its header's address and
+        type), for maps whose keys and values are held in their slots: read level by
+        level for all of them at once (headers, then bucket arrays or tables, then
+        overflow buckets), each read through ``reads``. A map that cannot be walked is
+        the reason why, in its place."""
+        out: list[list[tuple[bytes, bytes]] | Damaged] = [[] for _ in maps]
+        layouts: list[tuple[int, int, int, int, int, int, int, int] | None] = []
+        for i, (_pointer, t) in enumerate(maps):
+            try:
+                layouts.append(self._pair_layout(t))
+            except Damaged as exc:
+                out[i] = exc
+                layouts.append(None)
+        live = [i for i, (pointer, _t) in enumerate(maps) if pointer and layouts[i]]
+        heads = reads.many([(maps[i][0], 48) for i in live])
+        groups: list[tuple[int, int, int, bool]] = []  # (map, address, count, old)
+        tables: list[tuple[int, int, int]] = []  # (map, directory's address, its length)
+        for i, head in zip(live, heads, strict=True):
+            lay = layouts[i]
+            assert lay is not None
+            size = lay[0]
+            if head is None:
+                out[i] = Damaged(f"a map at {maps[i][0]:#x} cannot be read", "")
+                continue
+            w = struct.unpack("<6Q", head)
+            if self.types.swiss:
+                used, dir_ptr, dir_len = w[0], w[2], w[3]
+                if used > MAX_ENTRIES or dir_len > MAX_ENTRIES:
+                    out[i] = Damaged(f"a map at {maps[i][0]:#x}: used {used}, directory "
+                                     f"{dir_len}", "")
+                elif dir_len == 0 and dir_ptr:
+                    groups.append((i, dir_ptr, 1, False))
+                elif dir_len:
+                    tables.append((i, dir_ptr, dir_len))
+                continue
+            count, flags_b, buckets, oldbuckets = w[:4]
+            big_b, flags = (flags_b >> 8) & 0xFF, flags_b & 0xFF
+            if count > MAX_ENTRIES or big_b > 20 or (size << big_b) > 1 << 28:
+                out[i] = Damaged(f"a map at {maps[i][0]:#x}: count {count}, B {big_b}", "")
+                continue
+            if buckets:
+                groups.append((i, buckets, 1 << big_b, False))
+            if oldbuckets:
+                old = 1 << big_b if flags & _SAME_SIZE_GROW else 1 << max(big_b - 1, 0)
+                groups.append((i, oldbuckets, old, True))
+        if tables:
+            dirs = reads.many([(at, 8 * n) for _i, at, n in tables])
+            firsts: list[tuple[int, int]] = []
+            for (i, _at, n), raw in zip(tables, dirs, strict=True):
+                if raw is None:
+                    out[i] = Damaged(f"a map at {maps[i][0]:#x}: its directory cannot be "
+                                     "read", "")
+                    continue
+                firsts += [(i, table) for table in dict.fromkeys(struct.unpack(f"<{n}Q", raw))]
+            heads = reads.many([(table + 16, 16) for _i, table in firsts])
+            for (i, table), raw in zip(firsts, heads, strict=True):
+                lay = layouts[i]
+                assert lay is not None
+                data, mask = struct.unpack("<2Q", raw) if raw else (0, 0)
+                if raw is None or mask + 1 > MAX_ENTRIES or not data:
+                    out[i] = Damaged(f"a map table at {table:#x} cannot be read", "")
+                    continue
+                groups.append((i, data, mask + 1, False))
+        groups = [g for g in groups if not isinstance(out[g[0]], Damaged)]
+        arrays = reads.many([(at, n * self._pair_size(layouts[i])) for i, at, n, _o in groups])
+        pending: list[tuple[int, bytes, bool]] = []  # (map, bucket's bytes, old)
+        for (i, _at, n, old), raw in zip(groups, arrays, strict=True):
+            if raw is None:
+                out[i] = Damaged(f"a map at {maps[i][0]:#x}: its buckets cannot be read", "")
+                continue
+            size = self._pair_size(layouts[i])
+            pending += [(i, raw[k * size:(k + 1) * size], old) for k in range(n)]
+        hops = 0
+        while pending:
+            more: list[tuple[int, int, bool]] = []
+            for i, raw, old in pending:
+                lay = layouts[i]
+                result = out[i]
+                if lay is None or isinstance(result, Damaged):
+                    continue
+                if old and raw[0] in _EVACUATED:
+                    continue  # moved to the new buckets: its entries are there
+                result += self._pairs_in(raw, lay)
+                if len(result) > MAX_ENTRIES:
+                    out[i] = Damaged(f"a map at {maps[i][0]:#x} has too many entries", "")
+                    continue
+                if not self.types.swiss:
+                    (nxt,) = struct.unpack_from("<Q", raw, lay[5])
+                    if nxt:
+                        more.append((i, nxt, old))
+            hops += 1
+            if hops > 64:  # overflow chains that long: a loop
+                for i, _at, _old in more:
+                    out[i] = Damaged(f"a map at {maps[i][0]:#x}: an overflow chain in a loop",
+                                     "")
+                break
+            got = reads.many([(at, self._pair_size(layouts[i])) for i, at, _o in more])
+            pending = []
+            for (i, _at, old), raw in zip(more, got, strict=True):
+                if raw is None:
+                    out[i] = Damaged(f"a map at {maps[i][0]:#x}: an overflow bucket cannot "
+                                     "be read", "")
+                    continue
+                pending.append((i, raw, old))
+        return out
+
+    def _pair_layout(self, t: GoType) -> tuple[int, int, int, int, int, int, int, int]:
+        """(bucket or group size, first key's offset, key stride, first value's offset,
+        value stride, overflow pointer's offset (bucketed maps), key size, value size)
+        of a map whose slots hold its keys and values."""
+        if t.kind != MAP or t.key is None or t.elem is None:
+            raise Damaged(f"{t.short} is not a map", "")
+        b = self.types.bucket(t)
+        if b is None:
+            raise Damaged(f"the map type {t.short} has no bucket type", "")
+        if self.types.swiss:
+            koff, ks, eoff, es, kind = self._slots(b, t)
+            over = 0
+        else:
+            f = {x.name: x for x in b.fields}
+            keys, elems, ov = f.get("keys"), f.get("elems"), f.get("overflow")
+            if keys is None or elems is None or ov is None or keys.type.elem is None \
+                    or elems.type.elem is None:
+                raise Damaged(f"a map bucket type {b.short} without keys, elems, overflow",
+                              "")
+            kind = (self._indirect(keys.type.elem, t.key),
+                    self._indirect(elems.type.elem, t.elem))
+            koff, ks = keys.offset, keys.type.elem.size
+            eoff, es = elems.offset, elems.type.elem.size
+            over = ov.offset
+        if kind != (False, False):
+            raise Damaged(f"the map type {t.short} keeps its keys or values apart", "")
+        assert t.key is not None and t.elem is not None
+        return b.size, koff, ks, eoff, es, over, t.key.size, t.elem.size
+
+    @staticmethod
+    def _pair_size(lay: tuple[int, int, int, int, int, int, int, int] | None) -> int:
+        return lay[0] if lay is not None else 0
+
+    def _pairs_in(self, raw: bytes, lay: tuple[int, int, int, int, int, int, int, int]
+                  ) -> list[tuple[bytes, bytes]]:
+        """The (key, value) bytes of the full slots of one bucket or group."""
+        _size, koff, ks, eoff, es, _over, kn, en = lay
+        if self.types.swiss:
+            full = [i for i in range(8) if not raw[i] & _CTRL_EMPTY_BIT]
+        else:
+            full = [i for i in range(8) if raw[i] >= _MIN_TOP_HASH]
+        return [(raw[koff + i * ks:koff + i * ks + kn], raw[eoff + i * es:eoff + i * es + en])
+                for i in full]
 
     # -- structs ------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """A Go program's own client_golang metrics, mirrored from its memory for ``noop run
 --binary``: each process running the target's build has its registries walked in a
-thread of their own (at start, then every ``WALK_EVERY`` seconds, which finds the
-children and collectors made since), and at every scrape the values of what the last
-walk found are read in a few batched reads. The program pays nothing for the values:
-no probe, no stop, only reads of its memory by another process. A registry no global
+thread of their own (at start, then every ``WALK_EVERY`` seconds, which finds
+registries its globals hold since), and at every scrape the members of those
+registries and of their *Vecs are read again (``members``: a collector registered or a
+child made since the walk is there, one unregistered, deleted or reset is not), then
+their values, in a few batched reads. The program pays nothing for the values: no
+probe, no stop, only reads of its memory by another process. A registry no global
 holds is found once the program gathers it a second time (``gathered``: the preset's
 one probe at ``(*Registry).Gather``, a hit per scrape of the program).
 
@@ -30,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.presets.client_golang import readings, registry
+from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
 
@@ -61,8 +63,12 @@ class _Process:
     walk_seconds: float = 0.0
     torn: int = 0  # series left out of a scrape: changing at every try
     gone: int = 0  # series whose object was no longer itself at a scrape
+    unsettled: int = 0  # scrapes whose members changed at every read: what all held
+    unread: int = 0  # *Vecs whose map could not be read at a scrape
     walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
+    scraping: threading.Lock = field(default_factory=threading.Lock)  # one scrape too
     reader: readings.Reader | None = None  # kept: what it learnt holds while p runs
+    vecs: list[registry.Vec] = field(default_factory=list)  # the walk's *Vecs, once each
 
 
 class Mirror:
@@ -197,7 +203,7 @@ class Mirror:
             found = Found(damaged=[f"{type(exc).__name__}: {exc}"])
         with self._lock:
             if self._processes.get(p.pid) is p:
-                p.found, p.walked = found, time.monotonic()
+                p.found, p.vecs, p.walked = found, members.vecs_of(found), time.monotonic()
                 p.walk_seconds = p.walked - t0
 
     def collect(self) -> Iterator[Metric]:
@@ -209,24 +215,27 @@ class Mirror:
     def render(self) -> bytes:
         """The mirrored families in Prometheus' text format, as the program writes them
         (its names, types, help and bucket bounds), each series with ``target`` and
-        ``pid`` beside its own labels."""
+        ``pid`` beside its own labels: of the objects that are members of the program's
+        registries and *Vecs at this scrape (``members``)."""
         if self._find is not None:
             self.follow(self._find())
         with self._lock:
             processes = list(self._processes.values())
         families: dict[str, tuple[Family, list[str]]] = {}
         for p in processes:
-            if not p.walked or self._moved(p):  # a collector or a child added or gone:
-                self._walk(p, unless_walked=p.walked == 0)  # from this scrape on
+            if not p.walked:
+                self._walk(p, unless_walked=True)
             try:
-                if p.reader is None:
-                    p.reader = readings.Reader(p.gm)
-                read = p.reader.read(p.found)
+                with p.scraping:  # one scrape of a process at a time: its members' memo
+                    current = self._current(p)
+                    if p.reader is None:
+                        p.reader = readings.Reader(p.gm)
+                    read = p.reader.read(current)
             except Unreadable:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
             p.gone += len(read.gone)
-            for f in p.found.families.values():
+            for f in current.families.values():
                 lines = families.setdefault(f.name, (f, []))[1]
                 lines += self._series(f, p.pid, read)
         out = []
@@ -238,18 +247,84 @@ class Mirror:
             out += lines
         return "".join(out).encode()
 
-    @staticmethod
-    def _moved(p: _Process) -> bool:
-        """Whether a registry or a *Vec of ``p`` has another count than at its walk."""
+    def _current(self, p: _Process) -> Found:
+        """The families of the objects that are members now, read from ``p``'s memory:
+        a collector registered since the walk is walked here, alone, and the members
+        read again with it (a few times at most: then what it holds but its *Vecs'
+        children, which the next scrape reads)."""
         found = p.found
-        if not found.counts:
-            return False
-        try:
-            now = p.gm.memory.read_many([(a, 8) for a, _n in found.counts])
-        except Unreadable:
-            return False
-        return any(raw is None or int.from_bytes(raw, "little") != n
-                   for raw, (_a, n) in zip(now, found.counts, strict=True))
+        walker: registry.Walker | None = None
+        for last in (False, False, True):
+            now = members.read(p.gm, found, p.vecs)
+            units: list[registry.Unit] = []
+            fresh = False
+            for r, keys in zip(found.regs, now.regs, strict=True):
+                for key in sorted(keys or ()):
+                    unit = r.units.get(key)
+                    if unit is None:  # registered since the walk
+                        walker = walker or registry.Walker(p.gm, found)
+                        unit = r.units[key] = walker.unit(key[1], key[2])
+                        p.vecs += [v for v in unit.vecs if all(v is not w for w in p.vecs)]
+                        fresh = fresh or bool(unit.vecs)
+                        if last:
+                            unit = registry.Unit(unit.series)
+                    units.append(unit)
+            if not fresh or last:
+                break
+        p.unsettled += not now.settled
+        gone = False
+        for r, keys in zip(found.regs, now.regs, strict=True):
+            if keys is not None and now.settled:  # forget the collectors that are gone
+                for key in set(r.units) - keys:
+                    del r.units[key]
+                    gone = True
+        if gone:
+            p.vecs = members.vecs_of(found)
+        return self._families(p, found, units, now)
+
+    def _families(self, p: _Process, found: Found, units: list[registry.Unit],
+                  now: members.Now) -> Found:
+        """The families of ``units`` and of their *Vecs' children that are members
+        ``now`` (a child made since the walk read here, one gone forgotten)."""
+        out = Found()
+        seen: set[int] = set()  # objects (one may be in two registries)
+        walker: registry.Walker | None = None
+
+        def add(name: str, help_: str, kind: str, s: registry.Series) -> None:
+            if s.address not in seen:
+                seen.add(s.address)
+                f = out.families.get(name)
+                if f is None:
+                    f = out.families[name] = Family(name, help_, kind)
+                f.series.append(s)
+
+        vecs: dict[int, registry.Vec] = {}
+        for u in units:
+            for name, s in u.series:
+                f = found.families.get(name)
+                add(name, f.help if f else "", f.kind if f else "", s)
+            for v in u.vecs:
+                vecs.setdefault(id(v), v)
+        for v in vecs.values():
+            children = now.children.get(id(v))
+            if children is None:
+                p.unread += 1  # its map could not be read: its children left out
+                continue
+            for key in children:
+                if key in v.children:
+                    child = v.children[key]
+                else:  # made since the walk: its labels read now
+                    walker = walker or registry.Walker(p.gm)
+                    try:
+                        child = walker.child(v, *key)
+                    except Unreadable:
+                        continue  # gone already, or torn: the next scrape
+                if child is not None:
+                    add(v.family, v.help, v.kind, child)
+            if now.settled:  # forget the children that are gone
+                for key in set(v.children) - set(children):
+                    del v.children[key]
+        return out
 
     def _series(self, f: Family, pid: int, read: readings.Read) -> list[str]:
         lines = []

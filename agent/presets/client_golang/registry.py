@@ -17,6 +17,7 @@ with.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,7 +25,7 @@ from functools import lru_cache
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.gotype import GoType
 from agent.binary.gometa.rtypes import Types
-from agent.live.gomemory import Damaged, GoMemory
+from agent.live.gomemory import Damaged, GoMemory, Reads
 from agent.live.memory import Unreadable
 from agent.plan.libraries import CLIENT_GOLANG as PKG
 
@@ -39,6 +40,9 @@ REGISTRY = f"*{PKG}.Registry"
 _REGISTRY_INTERFACES = {f"{PKG}.Registerer", f"{PKG}.Gatherer",
                         f"{PKG}.TransactionalGatherer"}
 MAX_COLLECTORS = 1 << 16
+_WORD = struct.Struct("<Q")
+_TWO = struct.Struct("<QQ")  # an interface value: itab, data
+_THREE = struct.Struct("<QQQ")  # a slice: data, len, cap
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
@@ -61,6 +65,47 @@ class Family:
 
 
 @dataclass
+class Vec:
+    """A *Vec's map of children (``metricMap.metrics``, a map[uint64] of
+    []metricWithLabelValues), read again at every scrape: its children by (hash of
+    their label values, itab, object) as the last reads found them."""
+
+    header: int  # the map's header (made once with the *Vec)
+    type: GoType  # the map's type
+    elem_size: int  # of a metricWithLabelValues
+    metric_at: int  # its Metric interface's offset in it
+    family: str  # the name the children are served under
+    help: str
+    kind: str  # counter, gauge, ... ("" until a child says)
+    prefix: str  # a wrapping's, for the children's Descs
+    labels: tuple[tuple[str, str], ...]  # a wrapping's
+    children: dict[tuple[int, int, int], Series | None] = field(default_factory=dict)
+
+
+@dataclass
+class Unit:
+    """What one collector registered in a registry holds: its metric objects and *Vecs
+    (through any wrapping)."""
+
+    series: list[tuple[str, Series]] = field(default_factory=list)  # (family, series)
+    vecs: list[Vec] = field(default_factory=list)
+
+
+@dataclass
+class Reg:
+    """A registry as its walk found it: its map of collectors (header, seed) and its
+    unchecked collectors' slice, and the unit each collector, by (id, itab, data)
+    (unchecked ones: id -1), holds."""
+
+    address: int
+    header: int
+    seed: int
+    by_id: GoType
+    unchecked: int  # the slice header's address
+    units: dict[tuple[int, int, int], Unit] = field(default_factory=dict)
+
+
+@dataclass
 class Found:
     """What the registries hold: families by name, and the collectors not mirrored
     (their type, by how many)."""
@@ -69,10 +114,7 @@ class Found:
     families: dict[str, Family] = field(default_factory=dict)
     unmirrored: dict[str, int] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # what could not be read, and why
-    # (address, value) of the words that change when a collector or a child is added or
-    # removed: each registry's and each *Vec's map count, each registry's unchecked
-    # collectors' length. Read at a scrape: one that moved means walk again.
-    counts: list[tuple[int, int]] = field(default_factory=list)
+    regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
 
 
 def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
@@ -136,14 +178,17 @@ def _scan(gm: GoMemory, start: int, size: int, wanted: set[int], itabs: set[int]
 class Walker:
     """Walks registries into a ``Found``."""
 
-    def __init__(self, gm: GoMemory) -> None:
+    def __init__(self, gm: GoMemory, found: Found | None = None) -> None:
+        """``found``: what an earlier walk found, to add to (a collector registered
+        since, a *Vec's new child); else a new ``Found``."""
         self.gm = gm
-        self.found = Found()
+        self.found = found if found is not None else Found()
         # collectors walked, under a wrapping's prefix and labels (one may be in two
-        # registries)
-        self._seen: set[tuple[int, str, tuple[tuple[str, str], ...]]] = set()
+        # registries): the unit each holds
+        self._seen: dict[tuple[int, str, tuple[tuple[str, str], ...]], Unit] = {}
         self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
         self._types: dict[str, GoType] = {}  # _type's
+        self._unit = Unit()  # the unit of the collector being walked
 
     def registry(self, address: int, was: tuple[int, int] | None = None) -> None:
         """The registry at ``address``; with ``was`` (its map of collectors' header and
@@ -153,48 +198,64 @@ class Walker:
         t = self._type(REGISTRY)
         by_id = gm.field_type(t, "collectorsByID")
         header = gm.word(address + gm.field(t, "collectorsByID"))
-        if was is not None and (header != was[0] or not header or
-                                gm.map_seed(header) != was[1]):
+        seed = gm.map_seed(header) if header else 0
+        if was is not None and (header != was[0] or not header or seed != was[1]):
             return
-        collectors = [value for _k, value in gm.map_entries(header, by_id)]
-        unchecked = address + gm.field(t, "uncheckedCollectors")
-        data, n = gm.slice(unchecked, MAX_COLLECTORS)
-        collectors += [data + 16 * i for i in range(n)]
+        reg = Reg(address, header, seed, by_id, address + gm.field(t, "uncheckedCollectors"))
+        pairs = gm.map_pairs([(header, by_id)], Reads(gm.memory))[0]
+        if isinstance(pairs, Damaged):
+            raise pairs
+        collectors = [(_WORD.unpack(k)[0], *_TWO.unpack(v)) for k, v in pairs]
+        data, n = gm.slice(reg.unchecked, MAX_COLLECTORS)
+        collectors += [(-1, *gm.words(data + 16 * i, 2)) for i in range(n)]
         self.found.registries.append(address)
-        self._count(header)
-        self.found.counts.append((unchecked + 8, n))
-        for at in collectors:
-            self.collector(at, "", ())
+        self.found.regs.append(reg)
+        for key in collectors:
+            reg.units[key] = self.unit(key[1], key[2])
+
+    def unit(self, itab: int, data: int) -> Unit:
+        """The unit of the collector whose interface value is (itab, data)."""
+        self._unit = Unit()
+        self._collector(itab, data, "", ())
+        return self._unit
 
     def collector(self, iface_at: int, prefix: str, labels: tuple[tuple[str, str], ...]
                   ) -> None:
         """The Collector interface value at ``iface_at``, under a wrapping's ``prefix``
         and ``labels``."""
+        try:
+            itab, data = self.gm.words(iface_at, 2)
+        except Unreadable as exc:
+            self.found.damaged.append(exc.message)
+            return
+        self._collector(itab, data, prefix, labels)
+
+    def _collector(self, itab: int, data: int, prefix: str,
+                   labels: tuple[tuple[str, str], ...]) -> None:
         gm = self.gm
         try:
-            c = gm.iface(iface_at)
-            if c.type is None or c.data == 0:
+            t = gm.iface_type(itab) if itab else None
+            if t is None or data == 0:
                 self._unmirrored("a collector of a type made at run time")
                 return
-            name = gm.types.name(c.type)
-            if (c.data, prefix, labels) in self._seen:
+            name = gm.types.name(t)
+            seen = self._seen.get((data, prefix, labels))
+            if seen is not None:  # in two registries, or wrapped twice alike
+                if seen is not self._unit:
+                    self._unit.series += seen.series
+                    self._unit.vecs += seen.vecs
                 return
-            self._seen.add((c.data, prefix, labels))
+            self._seen[(data, prefix, labels)] = self._unit
             if name == WRAPPING:
-                self._wrapping(c.data, c.type, prefix, labels)
+                self._wrapping(data, t, prefix, labels)
             elif name in KINDS:
-                self._metric(c.data, c.type, KINDS[name], prefix, labels, None)
+                self._metric(data, t, KINDS[name], prefix, labels, None)
             elif name in VECS:
-                self._vec(c.data, c.type, prefix, labels)
+                self._vec(data, t, prefix, labels)
             else:
                 self._unmirrored(name)
         except Unreadable as exc:
             self.found.damaged.append(exc.message)
-
-    def _count(self, header: int) -> None:
-        """Keep a map's count (its header's first word, before Go 1.24 and after)."""
-        if header:
-            self.found.counts.append((header, self.gm.word(header)))
 
     def _unmirrored(self, name: str) -> None:
         self.found.unmirrored[name] = self.found.unmirrored.get(name, 0) + 1
@@ -256,14 +317,19 @@ class Walker:
         return f
 
     def _metric(self, at: int, t: GoType, kind: str, prefix: str,
-                labels: tuple[tuple[str, str], ...], family: Family | None) -> None:
+                labels: tuple[tuple[str, str], ...], family: Family | None) -> Series:
+        """The metric object at ``at``: a series of ``family`` (a *Vec's child), or one
+        the unit holds in the family its Desc names."""
         gm = self.gm
         desc = gm.word(at + gm.field(t, "desc"))
         name, help_ = self._desc(desc)
         own = self._pairs(at + gm.field(t, "labelPairs"))
         f = family or self._family(prefix + name, help_, kind)
-        f.series.append(Series(tuple(sorted({**dict(own), **dict(labels)}.items())), at, t,
-                               desc))
+        series = Series(tuple(sorted({**dict(own), **dict(labels)}.items())), at, t, desc)
+        f.series.append(series)
+        if family is None:
+            self._unit.series.append((f.name, series))
+        return series
 
     def _vec(self, at: int, t: GoType, prefix: str,
              labels: tuple[tuple[str, str], ...]) -> None:
@@ -279,26 +345,43 @@ class Walker:
         name, help_ = self._desc(gm.word(mm + gm.field(mt, "desc")))
         kind = {"CounterVec": "counter", "GaugeVec": "gauge", "HistogramVec": "histogram",
                 "SummaryVec": "summary"}.get(gm.types.name(t).rsplit(".", 1)[-1], "")
-        family = self._family(prefix + name, help_, kind) if kind else None
         metrics_t = gm.field_type(mt, "metrics")
-        header = gm.word(mm + gm.field(mt, "metrics"))
-        self._count(header)
         # []metricWithLabelValues: {values []string; metric Metric}
         elem = metrics_t.elem.elem if metrics_t.elem and metrics_t.elem.elem else None
         if elem is None:
             raise Damaged("a metricMap's children of no type", "")
-        metric_at = gm.field(elem, "metric")
-        for _k, children in gm.map_entries(header, metrics_t):
-            data, n = gm.slice(children, 1 << 16)
+        node = Vec(gm.word(mm + gm.field(mt, "metrics")), metrics_t, elem.size,
+                   gm.field(elem, "metric"), prefix + name, help_, kind, prefix, labels)
+        self._unit.vecs.append(node)
+        if kind:
+            self._family(node.family, help_, kind)
+        pairs = gm.map_pairs([(node.header, node.type)], Reads(gm.memory))[0]
+        if isinstance(pairs, Damaged):
+            raise pairs
+        for key, value in pairs:
+            data, n, _cap = _THREE.unpack(value)
+            if n > 1 << 16 or (n and not data):
+                raise Damaged(f"a metricMap's children at {data:#x}: {n} of them", "")
+            raw = gm.read(data, n * node.elem_size) if n else b""
             for i in range(n):
-                child = gm.iface(data + i * elem.size + metric_at)
-                cname = gm.types.name(child.type) if child.type is not None else ""
-                if cname not in KINDS or child.type is None:
-                    self._unmirrored(cname or "a child of a type made at run time")
-                    continue
-                if family is None:
-                    family = self._family(prefix + name, help_, KINDS[cname])
-                self._metric(child.data, child.type, KINDS[cname], prefix, labels, family)
+                itab, child = _TWO.unpack_from(raw, i * node.elem_size + node.metric_at)
+                self.child(node, _WORD.unpack(key)[0], itab, child)
+
+    def child(self, vec: Vec, hash_: int, itab: int, data: int) -> Series | None:
+        """The *Vec's child (itab, data) under the hash of its label values: its series
+        (None: of a type noop does not mirror), kept in ``vec.children``."""
+        t = self.gm.iface_type(itab) if itab else None
+        cname = self.gm.types.name(t) if t is not None else ""
+        got: Series | None = None
+        if cname not in KINDS or t is None:
+            self._unmirrored(cname or "a child of a type made at run time")
+        else:
+            if not vec.kind:
+                vec.kind = KINDS[cname]
+            family = self._family(vec.family, vec.help, vec.kind)
+            got = self._metric(data, t, vec.kind, vec.prefix, vec.labels, family)
+        vec.children[(hash_, itab, data)] = got
+        return got
 
 
 def walk(gm: GoMemory, elf: ElfFile, gathered: Mapping[int, tuple[int, int]] | None = None

@@ -1,0 +1,93 @@
+"""The mirror's page is a set of members that existed during its scrape: a program
+(tests/programs/go/members) makes and deletes a CounterVec's children and registers and
+unregisters counters in a sequence drawn from a seed, a step every 200 µs, while the
+mirror is scraped; each scrape is bracketed by the program's step counter, and its page
+must equal what the sequence held after one of the steps in that bracket: no deleted
+child or unregistered counter (their memory intact until the garbage collector frees
+it), none made before the bracket missing, and every value its own object's (id + 1).
+For Go 1.19's bucketed maps and the newest Go's Swiss tables, stripped."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from harness.metrics import get
+from harness.programs import PROGRAMS, go_build, go_toolchain
+
+MASK = (1 << 64) - 1
+IDS, EVERY = 64, 16
+
+
+def _states(seed: int, steps: int) -> list[frozenset[tuple[str, int]]]:
+    """What the program's sequence holds after each step (0: before the first)."""
+    s = seed
+    held: set[tuple[str, int]] = set()
+    out = [frozenset(held)]
+    for n in range(1, steps + 1):
+        s ^= s >> 12
+        s ^= (s << 25) & MASK
+        s ^= s >> 27
+        member = ("extra" if n % EVERY == 0 else "child", ((s * 2685821657736338717) & MASK)
+                  % IDS)
+        held ^= {member}
+        out.append(frozenset(held))
+    return out
+
+
+def _page(text: str) -> frozenset[tuple[str, int]]:
+    """The members a page shows; each value must be its id + 1."""
+    got = set()
+    for line in text.splitlines():
+        if m := re.fullmatch(r'members_total\{id="(\d+)",pid="\d+",target="[^"]+"\} (\S+)', line):
+            kind, ident, value = "child", int(m.group(1)), float(m.group(2))
+        elif m := re.fullmatch(r'members_extra_(\d+)_total\{(?:id="(\d+)",)?pid="\d+",'
+                               r'target="[^"]+"\} (\S+)', line):
+            kind, ident, value = "extra", int(m.group(1)), float(m.group(3))
+            assert (m.group(2) is not None) == (ident % 2 == 1), line  # odd: a *Vec's child
+            assert m.group(2) is None or int(m.group(2)) == ident, line
+        else:
+            continue
+        assert value == ident + 1, line  # another object's value under this name
+        got.add((kind, ident))
+    return frozenset(got)
+
+
+@pytest.mark.parametrize("version", ["1.19", "newest"])
+def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
+        version: str, tmp_path: Path, privileged: None) -> None:
+    from agent.presets.client_golang.mirror import Mirror
+
+    binary = go_build(go_toolchain(version), tmp_path / "members", None,
+                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
+    seed = 0x9E3779B97F4A7C15
+    proc = subprocess.Popen([str(binary), "-seed", str(seed), "-ids", str(IDS), "-every",
+                             str(EVERY)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().split()[1]
+    scrapes: list[tuple[int, int, frozenset[tuple[str, int]]]] = []
+    try:
+        mirror = Mirror("members", str(binary), walk_every=3600, find=lambda: [proc.pid])
+        try:
+            for _ in range(300):
+                before = int(get(f"http://{url}/step"))
+                text = mirror.render().decode()
+                after = int(get(f"http://{url}/step"))
+                scrapes.append((before, after + 1, _page(text)))  # step after+1 midway
+            (p,) = mirror._processes.values()
+            unsettled, walks = p.unsettled, p.found
+        finally:
+            mirror.close()
+    finally:
+        proc.terminate()
+        proc.wait()
+    states = _states(seed, scrapes[-1][1])
+    wrong = [(i, lo, hi, len(page), len(states[lo]), sorted(page ^ states[lo])[:6])
+             for i, (lo, hi, page) in enumerate(scrapes)
+             if not any(states[k] == page for k in range(lo, hi + 1))]
+    assert not wrong, f"{len(wrong)} of {len(scrapes)} pages held no set of their scrape " \
+        f"(unsettled {unsettled}): {wrong[:3]}"
+    assert scrapes[-1][1] - scrapes[0][0] > 300  # the members changed all along
+    assert walks.regs  # the default registry was found
