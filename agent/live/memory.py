@@ -118,7 +118,10 @@ def check(pid: int) -> None:
 
 
 def _a_mapped_address(pid: int) -> int:
-    return int(_maps(pid)[0].split("-", 1)[0], 16)
+    maps = _maps(pid)
+    if not maps:  # a process that exited and is not reaped yet has nothing mapped
+        raise Unreadable(f"process {pid} exited", "")
+    return int(maps[0].split("-", 1)[0], 16)
 
 
 def _maps(pid: int) -> list[str]:

@@ -6,9 +6,11 @@ Nothing is written and nothing is stopped, so every read is checked before it is
 believed. An object must still be itself: its ``selfCollector.self`` interface points
 back at it with its own type, and its ``desc`` is the one it was found with (a freed
 and reused address fails either). A histogram (and a summary without objectives) is
-taken only when ``countAndHotIdx`` is the same before and after, its cold half's count
-is 0 and its hot half's count is ``countAndHotIdx``'s low 63 bits (no observation
-half-done, no scrape of the program's own half-way); a summary with objectives only
+taken only when ``countAndHotIdx`` is the same before and after, its cold half is
+all zero (count, sum and buckets: the program's own scrape, ``Write``, adds the cold
+count to the hot one and zeroes it before it moves the buckets and, last, the sum) and
+its hot half's count is ``countAndHotIdx``'s low 63 bits (no observation half-done, no
+scrape of the program's own half-way); a summary with objectives only
 while both its mutexes are unlocked before and after, as ``cnt`` plus the buffered
 observations. A read that fails these is tried again a few times; then the series is
 left out of this scrape, said in ``Read.torn``.
@@ -219,20 +221,31 @@ class Reader:
             hot, cold = halves[2 * i + (n >> 63)], halves[2 * i + 1 - (n >> 63)]
             plan.append((s, raw, n, hot, cold, h))
             if h.buckets_at >= 0:
-                wanted.append(((data := _TWO_WORDS.unpack_from(hot, h.buckets_at))[0],
-                               8 * data[1]) if hot else (0, 0))
+                for half in (hot, cold):
+                    data, k = _TWO_WORDS.unpack_from(half, h.buckets_at) if half else (0, 1)
+                    wanted.append((data, 8 * k) if k else (s.address, 0))  # none: b""
             wanted.append((s.address + h.hot_at, 8))
-        got = iter(gm.memory.read_many(wanted))
+        got = iter(gm.memory.read_many([w for w in wanted if w[1]]))
+        sizes = iter(n for _a, n in wanted)
         again = []
         for s, raw, n, hot, cold, h in plan:
-            each = next(got) if h.buckets_at >= 0 else b""
+            each: bytes | None = b""
+            cold_each: bytes | None = b""
+            if h.buckets_at >= 0:
+                each = next(got) if next(sizes) else b""
+                cold_each = next(got) if next(sizes) else b""
+            next(sizes)
             after = next(got)
             if hot is None or cold is None:
                 out.gone.append(s)
                 continue
+            # The cold half wholly zero: the program's own scrape (Write) adds the cold
+            # count to the hot one and zeroes it, then moves each bucket, the sum last.
             if after is None or _WORD.unpack_from(after)[0] != n or \
                     _WORD.unpack_from(cold, h.count_at)[0] != 0 or \
-                    _WORD.unpack_from(hot, h.count_at)[0] != n & _COUNT or each is None:
+                    _WORD.unpack_from(cold, h.sum_at)[0] != 0 or \
+                    _WORD.unpack_from(hot, h.count_at)[0] != n & _COUNT or each is None or \
+                    cold_each is None or cold_each.count(0) != len(cold_each):
                 again.append(s)  # an observation or a scrape of the program's midway
                 continue
             count, total = n & _COUNT, _f(_WORD.unpack_from(hot, h.sum_at)[0])
