@@ -262,8 +262,15 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
             text = _once_mirrored(agent.url)  # the first walk runs beside the first scrapes
             mine = samples(text)
             theirs = _theirs(url)
+            raw = get(f"http://{url}/metrics")
         finally:
             stopped(agent)
+        # label values and help written as the program writes them, byte for byte
+        ids = f'pid="{proc.pid}",target="{binary.name}",'
+        odd = [line.replace(ids, "") for line in text.splitlines() if "mirror_odd_labels" in line]
+        assert sorted(odd) == sorted(line for line in raw.splitlines()
+                                     if "mirror_odd_labels" in line)
+        assert len(odd) == 9, odd  # HELP, TYPE and seven values
         off = start("--binary", binary, "--mirror", "off", cache=tmp_path / "cache")
         try:
             assert not list(_mirrored(get(off.url + "/metrics")))
@@ -371,6 +378,12 @@ def test_mirror_both_counts_every_gauge_update_beside_the_values_from_memory(
     hit = {dict(k[1])["probe"] for k, v in got.items() if k[0] == "noop_probe_hits_total" and v}
     assert "gauge_set" in hit, hit
     assert _updates(got, families) == want
+    # each series named as the program serves it: a wrapped registerer's prefix and
+    # labels, which the object's own Desc does not hold, applied
+    named = {(d["metric"], d["labels"]) for k in got if k[0] == "noop_metric_updates_total"
+             for d in [dict(k[1])]}
+    assert ("inner_wrapped_total", "zone=a") in named, sorted(named)
+    assert not [n for n in named if n[0].startswith("wrapped_")], sorted(named)
 
 
 @pytest.mark.parametrize("variant", [VARIANTS[1], VARIANTS[3]], ids=_id)

@@ -9,7 +9,7 @@ of the scrape (and counted). Imports no BPF."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +55,13 @@ class PresetMeta:
     of all of them. ``retire`` folds the rows of objects that are gone into their
     series, so that the rows can leave the kernel's map."""
 
-    def __init__(self, plan: Plan, target: str, processes: Processes | None = None) -> None:
+    def __init__(self, plan: Plan, target: str, processes: Processes | None = None,
+                 served: Callable[[int, int], tuple[str, str] | None] | None = None
+                 ) -> None:
+        """``served``: the name and labels (``k=v,...``) the program serves an object
+        under, by (pid, address), where the mirror knows them: a wrapped registerer's
+        prefix and labels, which the object's own Desc does not hold."""
+        self.served = served
         self.plan = plan
         self.target = target
         self.processes = processes or Processes()
@@ -162,6 +168,9 @@ class PresetMeta:
         for key, o in self.objects(rows, tally).items():
             with self._lock:
                 name = self._names.pop(key, None)
+            if name is not None and self.served is not None:
+                name = self.served(key[0], key[1]) or name
+            with self._lock:
                 if name is None:  # its name never came: counted, but in no series
                     self._unnamed[key[0]] = self._unnamed.get(key[0], 0) + \
                         sum(o.updates.values())
@@ -204,6 +213,8 @@ class PresetMeta:
         series: dict[Series, list[tuple[Object, MetricObject]]] = {}
         for key, o in self.objects(rows, tally).items():
             name = names.get(key)
+            if name is not None and self.served is not None:
+                name = self.served(key[0], key[1]) or name
             if name is not None:  # else its description is still in the ring buffer
                 series.setdefault((key[0], *name), []).append((key, o))
         for s in sorted(set(series) | set(retired)):

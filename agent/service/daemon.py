@@ -142,7 +142,8 @@ class Daemon(Following):
         target = Path(plan.targets[0].binary).name if self.opts.preset else ""
         users = UserMetrics(plan)
         session = Session(plan, program, loaded, users, PresetMeta(
-            plan, target, users.processes) if self.opts.preset else None, taps=self.taps)
+            plan, target, users.processes, self._served) if self.opts.preset else None,
+            taps=self.taps)
         session.overhead = budget.Overhead(plan, program, self.costs, self.run_times,
                                            self.opts.max_overhead, time.monotonic(),
                                            self.opts.window)
@@ -341,6 +342,12 @@ class Daemon(Following):
             return
         self.registry.register(self.mirror)
         self.taps[GATHERED] = self.mirror.gathered
+
+    def _served(self, pid: int, address: int) -> tuple[str, str] | None:
+        """The name and labels the program serves the metric object at ``address``
+        under (a wrapping's prefix and labels applied), as the mirror last read it."""
+        mirror = self.mirror
+        return mirror.served(pid, address) if mirror is not None else None
 
     def _mirrored(self) -> bytes:
         mirror = self.mirror

@@ -69,6 +69,8 @@ class _Process:
     scraping: threading.Lock = field(default_factory=threading.Lock)  # one scrape too
     reader: readings.Reader | None = None  # kept: what it learnt holds while p runs
     vecs: list[registry.Vec] = field(default_factory=list)  # the walk's *Vecs, once each
+    # the last scrape's series: (name, labels) each object is served under, by address
+    served: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 class Mirror:
@@ -235,6 +237,8 @@ class Mirror:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
             p.gone += len(read.gone)
+            p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
+                        for f in current.families.values() for s in f.series}
             for f in current.families.values():
                 lines = families.setdefault(f.name, (f, []))[1]
                 lines += self._series(f, p.pid, read)
@@ -246,6 +250,13 @@ class Mirror:
             out.append(f"# HELP {name} {_help(f.help)}\n# TYPE {name} {f.kind or 'untyped'}\n")
             out += lines
         return "".join(out).encode()
+
+    def served(self, pid: int, address: int) -> tuple[str, str] | None:
+        """The name and labels (``k=v,...``, sorted) the program serves the object at
+        ``address`` under, as the last scrape read them; None for one it did not."""
+        with self._lock:
+            p = self._processes.get(pid)
+        return p.served.get(address) if p is not None else None
 
     def _current(self, p: _Process) -> Found:
         """The families of the objects that are members now, read from ``p``'s memory:

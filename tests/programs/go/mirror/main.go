@@ -47,6 +47,7 @@ type metrics struct {
 	wrapped    prometheus.Counter
 	wrappedVec *prometheus.CounterVec
 	constLabel prometheus.Gauge
+	odd        *prometheus.GaugeVec // label values as they come: quotes, backslashes, ...
 }
 
 func register(reg prometheus.Registerer) *metrics {
@@ -68,9 +69,10 @@ func register(reg prometheus.Registerer) *metrics {
 		wrapped:    prometheus.NewCounter(prometheus.CounterOpts{Name: "wrapped_total", Help: "Wrapped."}),
 		wrappedVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wrapped_ops_total", Help: "Wrapped ops."}, []string{"op"}),
 		constLabel: prometheus.NewGauge(prometheus.GaugeOpts{Name: "mirror_info", Help: "Info.", ConstLabels: prometheus.Labels{"version": "1.2.3"}}),
+		odd:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "mirror_odd_labels", Help: "Odd \\ help\nlines."}, []string{"v"}),
 	}
 	reg.MustRegister(m.counter, m.floatCtr, m.gauge, m.histogram, m.summary, m.plainSum,
-		m.requests, m.temps, m.latency, m.sizes, m.constLabel)
+		m.requests, m.temps, m.latency, m.sizes, m.constLabel, m.odd)
 	wrap.MustRegister(m.wrapped, m.wrappedVec)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mirror_goroutines", Help: "Goroutines."},
 		func() float64 { return float64(runtime.NumGoroutine()) }))
@@ -93,6 +95,9 @@ func (m *metrics) round(r, children int) {
 	}
 	m.wrapped.Inc()
 	m.constLabel.Set(1)
+	for i, v := range []string{`q"uote`, `back\slash`, "new\nline", "tab\there", "ünï ☃", "", "cr\rhere"} {
+		m.odd.WithLabelValues(v).Set(float64(i))
+	}
 }
 
 func main() {
