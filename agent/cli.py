@@ -43,6 +43,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    """A whole number above 0, in ASCII digits (``1_000`` and ``٣`` are not)."""
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
 def _share(text: str) -> float:
     """A share of one CPU: ``5%``, or ``none``."""
     from agent.config.model import share
@@ -112,7 +119,8 @@ def _max_overhead_flag(sp: argparse.ArgumentParser) -> None:
                     f"{DEFAULT_BUDGET.replace('%', '%%')}; none: unbounded)")  # % for argparse
 
 
-def _mirror_flag(sp: argparse.ArgumentParser) -> None:
+def _mirror_flag(sp: argparse.ArgumentParser, run: bool = False) -> None:
+    from agent.presets.client_golang.facts import MAX_MIRRORED
     sp.add_argument("--mirror", choices=("auto", "memory", "both", "off", "counts"),
                     default="auto", metavar="{auto,memory,both,off}",
                     help="noop run --binary on a Go program: export the program's own "
@@ -123,6 +131,17 @@ def _mirror_flag(sp: argparse.ArgumentParser) -> None:
                     "as memory); with no probe at all and no BPF (memory); beside every "
                     "update's probe, for the updates by operation and gauges' update counts "
                     "(both); or only the probes (off)")
+    if run:
+        sp.add_argument("--mirror-include", action="append", default=[], metavar="GLOB",
+                        help="mirror only the families whose names a GLOB matches "
+                        "(repeatable; default: all)")
+        sp.add_argument("--mirror-exclude", action="append", default=[], metavar="GLOB",
+                        help="do not mirror the families whose names GLOB matches "
+                        "(repeatable)")
+        sp.add_argument("--mirror-max-series", type=_count, default=MAX_MIRRORED,
+                        metavar="N", help="mirror at most N series of each process, "
+                        f"families in order of their names (default {MAX_MIRRORED}); the "
+                        "rest are counted in noop_mirror_capped_series")
 
 
 def _budget_flags(sp: argparse.ArgumentParser) -> None:
@@ -241,7 +260,7 @@ def _probing_commands(add: _Add) -> None:
                     f"{DEFAULT_LISTEN})")
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
-    _mirror_flag(sp)
+    _mirror_flag(sp, run=True)
     _budget_flags(sp)
 
 

@@ -243,9 +243,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not alone:
         from agent.kernel.preflight import check_privileges
         check_privileges()  # before anything listens: a supervisor sees the failure at once
+    from agent.presets.client_golang.facts import Choice
+    choice = Choice(tuple(args.mirror_include), tuple(args.mirror_exclude),
+                    args.mirror_max_series)
     opts = daemon.Options(made, plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
-                          args.budget_window, mirror=mirror)
+                          args.budget_window, mirror=mirror, choice=choice)
     return daemon.Daemon(opts).run()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import re
 import struct
 import subprocess
 from collections.abc import Callable, Iterator
@@ -583,3 +584,49 @@ def test_a_gauge_probe_over_its_budget_comes_off_and_its_value_still_comes_from_
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert theirs[("mirror_level", ())] > 0
     assert {k: by_own.get(k) for k in theirs} == theirs
+
+
+def test_families_are_chosen_by_globs_and_capped(tmp_path: Path, privileged: None) -> None:
+    """``--mirror-include``/``--mirror-exclude`` choose the families mirrored by their
+    names; ``--mirror-max-series`` caps a process's series (families in order of their
+    names), what it leaves out counted in noop_mirror_capped_series."""
+    binary = go_build(go_toolchain("1.19"), tmp_path / "mirror", None, SOURCE, VARIANTS[1][1])
+    proc, url = _started(binary, 20)
+    try:
+        agent = start("--binary", binary, "--mirror", "memory", "--mirror-include", "mirror_*",
+                      "--mirror-include", "inner_*", "--mirror-exclude", "mirror_op_*",
+                      "--mirror-max-series", "50", cache=tmp_path / "cache",
+                      ready="ready: mirroring")
+        try:
+            text = _once_mirrored(agent.url)
+        finally:
+            stopped(agent)
+        theirs = samples(get(f"http://{url}/metrics"))
+    finally:
+        proc.terminate()
+        proc.wait()
+    got = samples(text)
+    ids = (("pid", str(proc.pid)), ("target", binary.name))
+    mine = [k for k in got if set(ids) <= set(k[1]) and not k[0].startswith("noop_")]
+    families = {re.sub(r"_(bucket|sum|count)$", "", k[0]) for k in mine}
+    assert families and all(f.startswith(("mirror_", "inner_")) for f in families), families
+    assert not [f for f in families if f.startswith("mirror_op_")]
+    objects = {(re.sub(r"_(bucket|sum|count)$", "", k[0]),
+                tuple(x for x in k[1] if x[0] != "le")) for k in mine}
+    wanted = {(re.sub(r"_(bucket|sum|count)$", "", k[0]), tuple(x for x in k[1] if x[0] != "le"))
+              for k in theirs if k[0].startswith(("mirror_", "inner_"))
+              and not k[0].startswith(("mirror_op_", "mirror_goroutines"))
+              and "quantile" not in dict(k[1])}
+    assert len(objects) == 50 < len(wanted)
+    capped = got[("noop_mirror_capped_series", ids)]
+    assert capped == len(wanted) - 50, (capped, len(wanted))
+
+
+def test_a_choice_of_families() -> None:
+    from agent.presets.client_golang.facts import Choice
+
+    c = Choice(("http_*", "rpc_*"), ("*_bucket_*", "http_debug_*"))
+    assert c.wants("http_requests_total") and c.wants("rpc_calls_total")
+    assert not c.wants("go_goroutines") and not c.wants("http_debug_hits")
+    assert not c.wants("http_x_bucket_y")
+    assert Choice().wants("anything") and not Choice((), ("*",)).wants("x")

@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from agent.output.loop import Every, Loop
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.plan.model import Plan
-from agent.presets.client_golang.facts import GATHERED
+from agent.presets.client_golang.facts import GATHERED, Choice
 from agent.presets.meta import PresetMeta
 from agent.service.filewatch import FileWatch
 from agent.service.following import Following, log
@@ -58,6 +58,7 @@ class Options:
     max_overhead: float = 0.05  # budget of probes the spec sets none for (inf: none)
     window: float = budget.WINDOW  # seconds a probe's cost is held to its budget over
     mirror: bool = False  # the preset: the program's own metrics from its memory too
+    choice: Choice = field(default_factory=Choice)  # which of them
 
 
 def settled() -> None:
@@ -335,7 +336,7 @@ class Daemon(Following):
         try:
             # labelled as the preset's meta-metrics are: by the binary's name
             self.mirror = Mirror(Path(t.binary).name, t.binary,
-                                 find=running(t, self.watch.ids))
+                                 find=running(t, self.watch.ids), choice=self.opts.choice)
         except NoopError as exc:
             log(f"the program's own metrics are not mirrored: {exc.message} (--mirror both "
                 "probes every update instead)", logs.WARNING)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from functools import cache
 
 from agent.binary.gometa.scope import Scope
@@ -118,6 +119,25 @@ SCOPE = Scope(functions=(PKG + ".",),
 MAKERS = re.compile(re.escape(PKG) + r"\.(?:v2\.)?(?:NewCounter|NewGauge|newHistogram|"
                     r"newSummary|(?:NewCounterVec|NewGaugeVec)\.func\d+)")
 MADE = "metric_made"  # the probe at their RETs
+MAX_MIRRORED = 500_000  # series of one process mirrored, by default (--mirror-max-series)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which of a program's families noop mirrors: those a glob of ``include`` matches
+    (all, when there is none) and no glob of ``exclude`` does, and at most ``max_series``
+    series of a process (families in order of their names; the rest left out and
+    counted)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_series: int = MAX_MIRRORED
+
+    def wants(self, family: str) -> bool:
+        return (not self.include or any(fnmatchcase(family, g) for g in self.include)) \
+            and not any(fnmatchcase(family, g) for g in self.exclude)
+
+
 # For noop run's mirror: the probe at ``(*Registry).Gather``'s entry, which tells which
 # registries the program gathers (serves), the ones its globals do not hold too. Its
 # events go to the mirror (``Session.taps``), not to the updates' decoder.

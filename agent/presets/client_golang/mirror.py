@@ -33,6 +33,7 @@ from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
 from agent.presets.client_golang import members, readings, registry
+from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
 from agent.presets.client_golang.registry import Family, Found
 
@@ -65,6 +66,7 @@ class _Process:
     gone: int = 0  # series whose object was no longer itself at a scrape
     unsettled: int = 0  # scrapes whose members changed at every read: what all held
     unread: int = 0  # *Vecs whose map could not be read at a scrape
+    capped: int = 0  # series left out of the last scrape: past the cap
     walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
     scraping: threading.Lock = field(default_factory=threading.Lock)  # one scrape too
     reader: readings.Reader | None = None  # kept: what it learnt holds while p runs
@@ -78,9 +80,13 @@ class Mirror:
     processes run its build now; ``close()`` stops the walks."""
 
     def __init__(self, target: str, path: str, walk_every: float = WALK_EVERY,
-                 find: Callable[[], Iterable[int]] | None = None) -> None:
+                 find: Callable[[], Iterable[int]] | None = None,
+                 choice: Choice | None = None) -> None:
         """``find``: the processes running the target's build now, asked at every
-        scrape (a process that started since the last scan is mirrored at once)."""
+        scrape (a process that started since the last scan is mirrored at once);
+        ``choice``: the families mirrored."""
+        self.choice = choice or Choice()
+        self._capped_said: set[int] = set()  # processes whose cap was said
         from agent.binary.elf import ElfFile
         from agent.binary.gometa.program import GoProgram
 
@@ -301,6 +307,8 @@ class Mirror:
         seen: set[int] = set()  # objects (one may be in two registries)
         walker: registry.Walker | None = None
 
+        wanted: dict[str, bool] = {}
+
         def add(name: str, help_: str, kind: str, s: registry.Series) -> None:
             if s.address not in seen:
                 seen.add(s.address)
@@ -309,13 +317,21 @@ class Mirror:
                     f = out.families[name] = Family(name, help_, kind)
                 f.series.append(s)
 
+        def chosen(name: str) -> bool:
+            got = wanted.get(name)
+            if got is None:
+                got = wanted[name] = self.choice.wants(name)
+            return got
+
         vecs: dict[int, registry.Vec] = {}
         for u in units:
             for name, s in u.series:
-                f = found.families.get(name)
-                add(name, f.help if f else "", f.kind if f else "", s)
+                if chosen(name):
+                    f = found.families.get(name)
+                    add(name, f.help if f else "", f.kind if f else "", s)
             for v in u.vecs:
-                vecs.setdefault(id(v), v)
+                if chosen(v.family):
+                    vecs.setdefault(id(v), v)
         for v in vecs.values():
             children = now.children.get(id(v))
             if children is None:
@@ -335,7 +351,25 @@ class Mirror:
             if now.settled:  # forget the children that are gone
                 for key in set(v.children) - set(children):
                     del v.children[key]
-        return out
+        return self._capped(p, out)
+
+    def _capped(self, p: _Process, found: Found) -> Found:
+        """``found`` with at most ``choice.max_series`` series, families in order of
+        their names; how many were left out kept in ``p.capped`` (said once)."""
+        left = self.choice.max_series
+        p.capped = 0
+        for name in sorted(found.families):
+            f = found.families[name]
+            if len(f.series) > left:
+                p.capped += len(f.series) - left
+                f.series = f.series[:left]
+            left -= len(f.series)
+        if p.capped and p.pid not in self._capped_said:
+            self._capped_said.add(p.pid)
+            logs.say(f"target {self.target}: process {p.pid}: {p.capped} series past "
+                     f"--mirror-max-series {self.choice.max_series} are not mirrored",
+                     logs.WARNING)
+        return found
 
     def _series(self, f: Family, pid: int, read: readings.Read) -> list[str]:
         lines = []
@@ -387,15 +421,24 @@ class Mirror:
         gone = CounterMetricFamily("noop_mirror_gone_objects", "Series left out of a "
                                    "scrape: the object was no longer the one found",
                                    labels=["target", "pid"])
+        capped = GaugeMetricFamily("noop_mirror_capped_series", "Series left out of the "
+                                   "last scrape: past --mirror-max-series",
+                                   labels=["target", "pid"])
+        unsettled = CounterMetricFamily("noop_mirror_unsettled_reads", "Scrapes whose "
+                                        "registries and *Vecs changed at every read of "
+                                        "their members: what every read held was served",
+                                        labels=["target", "pid"])
         for p in processes:
             ids = [self.target, str(p.pid)]
-            series.add_metric(ids, sum(len(f.series) for f in p.found.families.values()))
+            series.add_metric(ids, len(p.served))  # at the last scrape
             for t, n in sorted(p.found.unmirrored.items()):
                 skipped.add_metric([*ids, t], n)
             walk.add_metric(ids, p.walk_seconds)
             torn.add_metric(ids, p.torn)
             gone.add_metric(ids, p.gone)
-        yield from (series, skipped, walk, torn, gone)
+            capped.add_metric(ids, p.capped)
+            unsettled.add_metric(ids, p.unsettled)
+        yield from (series, skipped, walk, torn, gone, capped, unsettled)
 
 
 @lru_cache(maxsize=4096)
