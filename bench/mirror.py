@@ -2,7 +2,8 @@
 memory``) beside its baselines, in one run.
 
 Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
-                              [--rate 100000] [--seconds 10]
+                              [--rate 100000] [--seconds 10] [--series N ...] [--scrapes 21]
+                              [--only ops|render|cpu|scrape ...]
 
 1. What an update costs the service, per update kind of client_golang (counter.Inc and
    Add, gauge.Add, Sub and Set, histogram.Observe, summary.Observe with objectives, a
@@ -17,6 +18,10 @@ Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 
 3. The service's CPU under a steady load: the workload calling counter.Inc at ``--rate``
    a second for ``--seconds``, unprobed, then under the preset, the default and the
    mirror alone (scraped every half second); its user + system time per second of each.
+4. Scrape cost: ``noop run --binary --mirror memory`` on bench/programs/go-series with
+   ``--series`` metric objects (a third *Vec children, every tenth of the rest a
+   histogram), noop's /metrics and the program's own scraped in turn ``--scrapes``
+   times: p50 and p99 of each, their ratio, and noop's RSS per mirrored object.
 """
 
 from __future__ import annotations
@@ -93,6 +98,84 @@ def rendering(processes: int, vec: int) -> None:
           f"noop's peak RSS {rss:.0f} MB")
 
 
+def _go_series(out: Path) -> Path:
+    src = ROOT / "bench" / "programs" / "go-series"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOFLAGS": "",
+           "CGO_ENABLED": "0", "GOCACHE": str(cache_dir() / "bench" / ".gocache")}
+    subprocess.run([str(GO), "build", "-o", str(out), "."], cwd=src, env=env, check=True)
+    return out
+
+
+def _timed_get(url: str) -> tuple[float, int]:
+    import urllib.request
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as r:
+        n = len(r.read())
+    return time.perf_counter() - t0, n
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of process ``pid``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def scrape_cost(sizes: list[int], scrapes: int) -> None:
+    """``noop run --binary --mirror memory``'s /metrics beside the program's own, for
+    programs of ``sizes`` metric objects (bench/programs/go-series), scraped in turn:
+    p50 and p99 of each, and noop's RSS."""
+    import re
+    from statistics import quantiles
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = _go_series(Path(tmp) / "go-series")
+        rss: dict[int, int] = {}
+        for n in sizes:
+            prog = subprocess.Popen([str(binary), "-series", str(n)], stdout=subprocess.PIPE,
+                                    text=True)
+            assert prog.stdout is not None
+            theirs = "http://" + prog.stdout.readline().split()[1] + "/metrics"
+            noop = subprocess.Popen([sys.executable, "-m", "agent", "run", "--binary",
+                                     str(binary), "--mirror", "memory", "--listen",
+                                     "127.0.0.1:0"], cwd=ROOT, stderr=subprocess.PIPE,
+                                    text=True)
+            assert noop.stderr is not None
+            mine = ""
+            for line in noop.stderr:
+                if m := re.search(r"serving (http://\S+/metrics)", line):
+                    mine = m.group(1)
+                if "ready:" in line:
+                    break
+            try:
+                _timed_get(mine)  # the first scrape walks the registries
+                times: dict[str, list[float]] = {"program": [], "noop": []}
+                sizes_of = {}
+                for _ in range(scrapes):
+                    for who, url in (("program", theirs), ("noop", mine)):
+                        t, size = _timed_get(url)
+                        times[who].append(t)
+                        sizes_of[who] = size
+                rss[n] = _rss(noop.pid)
+            finally:
+                noop.terminate()
+                noop.wait()
+                prog.terminate()
+                prog.wait()
+            cuts = {who: quantiles(ts, n=100, method="inclusive") for who, ts in times.items()}
+            p50 = {who: 1000 * c[49] for who, c in cuts.items()}
+            p99 = {who: 1000 * c[98] for who, c in cuts.items()}
+            print(f"{n:>7} objects: the program's /metrics p50 {p50['program']:.1f} ms, p99 "
+                  f"{p99['program']:.1f} ms ({sizes_of['program'] // 1024} KiB); noop's p50 "
+                  f"{p50['noop']:.1f} ms, p99 {p99['noop']:.1f} ms "
+                  f"({sizes_of['noop'] // 1024} KiB): {p50['noop'] / p50['program']:.2f}x at "
+                  f"p50; noop's RSS {rss[n] / 2**20:.0f} MiB")
+        if len(sizes) > 1:
+            lo, hi = min(sizes), max(sizes)
+            print(f"noop's RSS per mirrored object: {(rss[hi] - rss[lo]) / (hi - lo):.0f} bytes "
+                  f"(from {lo} to {hi} objects)")
+
+
 def _cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -127,11 +210,23 @@ def main() -> None:
     ap.add_argument("--vec", type=int, default=200)
     ap.add_argument("--rate", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--series", type=int, action="append",
+                    help="program sizes for the scrape cost (default 10000 and 100000)")
+    ap.add_argument("--scrapes", type=int, default=21)
+    ap.add_argument("--only", choices=("ops", "render", "cpu", "scrape"), action="append")
     args = ap.parse_args()
+    only = set(args.only or ("ops", "render", "cpu", "scrape"))
+    if "scrape" in only:
+        scrape_cost(args.series or [10_000, 100_000], args.scrapes)
+    if not only & {"ops", "render", "cpu"}:
+        return
     binary = workloads.build_workload("go", cache_dir() / "bench")
-    per_op(binary, args.calls, args.repeats)
-    rendering(args.processes, args.vec)
-    service_cpu(binary, args.rate, args.seconds)
+    if "ops" in only:
+        per_op(binary, args.calls, args.repeats)
+    if "render" in only:
+        rendering(args.processes, args.vec)
+    if "cpu" in only:
+        service_cpu(binary, args.rate, args.seconds)
 
 
 if __name__ == "__main__":

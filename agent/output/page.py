@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from agent import logs
 
@@ -34,6 +35,18 @@ _HELP = (b"Samples left out of a page noop served: a duplicate of an earlier sam
          b"earlier one's (family)")
 
 
+@dataclass(slots=True)
+class Block:
+    """A family written elsewhere in the text format: its name, help (escaped), type,
+    the text of its samples and each sample's key (name and labels, as written)."""
+
+    name: bytes
+    help: bytes
+    type: bytes
+    text: bytes
+    keys: list[bytes]
+
+
 class _Family:
     __slots__ = ("help", "keys", "lines", "type")
 
@@ -41,7 +54,7 @@ class _Family:
         self.help = help_
         self.type = type_
         self.lines: list[bytes] = []
-        self.keys: set[bytes] = set()
+        self.keys: set[bytes] | frozenset[bytes] = frozenset()
 
 
 # A sample line's name and labels: up to the last '}' of the line, or its first space.
@@ -58,15 +71,22 @@ class Pages:
         self._lock = threading.Lock()
         self.dropped: dict[str, int] = {}  # by reason
         self._said: set[tuple[bytes, str]] = set()
+        # a Block's keys (the same list from scrape to scrape while its family is the
+        # same), their set and whether each is once: by the list's id, the last page's
+        self._sets: dict[int, tuple[list[bytes], frozenset[bytes], bool]] = {}
 
-    def unique(self, parts: Iterable[bytes]) -> bytes:
-        """The parts as one page: each family once, each sample once."""
+    def unique(self, parts: Iterable[bytes | list[Block]]) -> bytes:
+        """The parts as one page: each family once, each sample once. A part is the
+        text format, or its families already apart (the mirror's)."""
         own = _Family(_HELP, b"counter")  # its samples once the page is made
         families: dict[bytes, _Family] = {_NAME: own}
         owner: dict[bytes, bytes] = {_NAME: _NAME}  # a sample name -> its family
         drops: list[tuple[bytes, str, int]] = []
+        sets: dict[int, tuple[list[bytes], frozenset[bytes], bool]] = {}
         for part in parts:
-            for name, help_, type_, text, keys in _blocks(part):
+            for name, help_, type_, text, keys in (
+                    _blocks(part) if isinstance(part, bytes) else
+                    ((b.name, b.help, b.type, b.text, b.keys) for b in part)):
                 f = families.get(name)
                 if f is None:
                     f = _Family(help_, type_)
@@ -82,10 +102,19 @@ class Pages:
                 elif f.type != type_:
                     drops.append((name, "a family of another type has its name", len(keys)))
                     continue
-                total, kept = _merged(f, text, keys)
+                if isinstance(part, bytes):
+                    total, kept = _merged(f, text, keys)
+                else:
+                    known = self._sets.get(id(keys))
+                    if known is None or known[0] is not keys:
+                        fresh = frozenset(keys)
+                        known = (keys, fresh, len(fresh) == len(keys))
+                    sets[id(keys)] = known
+                    total, kept = _merged_block(f, text, keys, known[1], known[2])
                 if kept < total:
                     drops.append((name, "another sample has its name and labels",
                                   total - kept))
+        self._sets = sets
         if drops:
             self._count(drops)
         with self._lock:
@@ -110,6 +139,25 @@ class Pages:
                              logs.WARNING)
 
 
+def _merged_block(f: _Family, text: bytes, keys: list[bytes], fresh: frozenset[bytes],
+                  once: bool) -> tuple[int, int]:
+    """``_merged`` of a Block's samples (a line each key, in order), whose keys' set is
+    ``fresh`` and each of them once when ``once``."""
+    if once and fresh.isdisjoint(f.keys):  # almost always
+        f.keys = fresh if not f.keys else f.keys | fresh
+        f.lines.append(text)
+        return len(keys), len(keys)
+    added = 0
+    mine = set(f.keys)
+    for line, key in zip(text.split(b"\n"), keys, strict=False):
+        if key not in mine:
+            mine.add(key)
+            f.lines.append(line + b"\n")
+            added += 1
+    f.keys = mine
+    return len(keys), added
+
+
 def _merged(f: _Family, text: bytes, keys: list[bytes]) -> tuple[int, int]:
     """Adds the sample lines of ``text`` (with their ``keys``) to ``f``, but those whose
     sample is there already: how many there were, and how many it added."""
@@ -118,23 +166,23 @@ def _merged(f: _Family, text: bytes, keys: list[bytes]) -> tuple[int, int]:
         return 0, 0
     fresh = set(keys)
     if len(fresh) == len(keys) == text.count(b"\n") + 1 and fresh.isdisjoint(f.keys):
-        if f.keys:  # almost always: every line a sample, each once
-            f.keys |= fresh
-        else:
-            f.keys = fresh
+        f.keys = fresh if not f.keys else f.keys | fresh  # almost always: every line a
+        # sample, each once (a set another family's block may share: not changed)
         f.lines.append(text + b"\n")
         return len(keys), len(keys)
     n = added = 0
+    mine = set(f.keys)
     for line in text.split(b"\n"):  # not splitlines: a label value may hold a \r
         if not line.strip() or line.startswith(b"#"):
             continue
         n += 1
         m = _KEYS.match(line + b"\n")
         key = m.group(1) if m else line
-        if key not in f.keys:
-            f.keys.add(key)
+        if key not in mine:
+            mine.add(key)
             f.lines.append(line + b"\n")
             added += 1
+    f.keys = mine
     return n, added
 
 

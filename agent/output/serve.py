@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
-from agent.output.page import Pages
+from agent.output.page import Block, Pages
 
 if TYPE_CHECKING:  # read only when noop is given a web config (commands)
     from agent.output.webconfig import WebConfig
@@ -149,14 +149,14 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def _text(registry: CollectorRegistry, more: Callable[[], bytes] | None
+def _text(registry: CollectorRegistry, more: Callable[[], list[Block]] | None
           ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """/metrics: the registry's families (noop's own first), then ``more``'s, made one
     valid page (``page.Pages``), gzipped for a client that takes it."""
     pages = Pages()
 
     def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        mirrored = more() if more is not None else b""  # first: what noop says of it
+        mirrored = more() if more is not None else []  # first: what noop says of it
         body = pages.unique([generate_latest(registry), mirrored])  # is of this read
         headers = [("Content-Type", CONTENT_TYPE_LATEST)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
@@ -172,10 +172,10 @@ class Server:
 
     def __init__(self, listen: str, registry: CollectorRegistry, healthy: Check,
                  ready: Check, web: WebConfig | None = None,
-                 more: Callable[[], bytes] | None = None) -> None:
-        """``more``: families in the text format to serve after the registry's (a
-        program's own metrics, mirrored under its names and types, which
-        prometheus_client would rename). /metrics is the text format, 0.0.4."""
+                 more: Callable[[], list[Block]] | None = None) -> None:
+        """``more``: families to serve after the registry's (a program's own metrics,
+        mirrored under its names and types, which prometheus_client would rename).
+        /metrics is the text format."""
         host, port = parse_listen(listen)
         metrics = _text(registry, more)
         headers = list(web.headers) if web else []

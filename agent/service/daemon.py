@@ -26,6 +26,7 @@ from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
+from agent.output.page import Block
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.plan.model import Plan
@@ -350,9 +351,9 @@ class Daemon(Following):
         mirror = self.mirror
         return mirror.served(pid, address) if mirror is not None else None
 
-    def _mirrored(self) -> bytes:
+    def _mirrored(self) -> list[Block]:
         mirror = self.mirror
-        return mirror.render() if mirror is not None else b""
+        return mirror.blocks() if mirror is not None else []
 
     def _step(self, loop: Loop) -> str | None:
         """The watchdog fed, the signals answered (SIGHUP: reload; the others: stop),

@@ -134,6 +134,8 @@ class Choice:
     max_series: int = MAX_MIRRORED
 
     def wants(self, family: str) -> bool:
+        if not self.include and not self.exclude:
+            return True
         return (not self.include or any(fnmatchcase(family, g) for g in self.include)) \
             and not any(fnmatchcase(family, g) for g in self.exclude)
 

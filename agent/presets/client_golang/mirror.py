@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
+from agent.output.page import Block
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -73,6 +74,9 @@ class _Process:
     vecs: list[registry.Vec] = field(default_factory=list)  # the walk's *Vecs, once each
     # the last scrape's series: (name, labels) each object is served under, by address
     served: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # the last scrape's walk, members and their families (while the members are the
+    # same, so are the families)
+    last: tuple[Found, members.Now, Found] | None = None
 
 
 class Mirror:
@@ -105,6 +109,12 @@ class Mirror:
         # when the last of those, when last gathered)
         self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float, float]]] = {}
         self._labels_of: dict[tuple[int, int, int], tuple[str, str, str]] = {}  # _label_text's
+        self._keys_of: dict[tuple[int, int, int, str], tuple[str, ...]] = {}  # _keys'.
+        # each family's series' keys on the last page, and its name, help, type and
+        # keys written (the page's check of the keys is kept by that list while the
+        # family is the same)
+        self._blocks_of: dict[str, tuple[list[tuple[str, ...]],
+                                         tuple[bytes, bytes, bytes, list[bytes]]]] = {}
         self._wake = threading.Event()
         self._stop = False
         self._thread = threading.Thread(target=self._walks, name="noop-mirror", daemon=True)
@@ -221,15 +231,20 @@ class Mirror:
         yield from self._health(processes)
 
     def render(self) -> bytes:
-        """The mirrored families in Prometheus' text format, as the program writes them
-        (its names, types, help and bucket bounds), each series with ``target`` and
-        ``pid`` beside its own labels: of the objects that are members of the program's
-        registries and *Vecs at this scrape (``members``)."""
+        """The mirrored families in Prometheus' text format (``blocks``, written out)."""
+        return b"".join(b"# HELP " + b.name + b" " + b.help + b"\n# TYPE " + b.name + b" " +
+                        b.type + b"\n" + b.text for b in self.blocks())
+
+    def blocks(self) -> list[Block]:
+        """The mirrored families, as the program writes them (its names, types, help and
+        bucket bounds), each series with ``target`` and ``pid`` beside its own labels:
+        of the objects that are members of the program's registries and *Vecs at this
+        scrape (``members``)."""
         if self._find is not None:
             self.follow(self._find())
         with self._lock:
             processes = list(self._processes.values())
-        families: dict[str, tuple[Family, list[str]]] = {}
+        families: dict[str, tuple[Family, list[str], list[tuple[str, ...]]]] = {}
         for p in processes:
             if not p.walked:
                 self._walk(p, unless_walked=True)
@@ -243,19 +258,27 @@ class Mirror:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
             p.gone += len(read.gone)
-            p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
-                        for f in current.families.values() for s in f.series}
             for f in current.families.values():
-                lines = families.setdefault(f.name, (f, []))[1]
-                lines += self._series(f, p.pid, read)
+                got = families.get(f.name)
+                if got is None:
+                    got = families[f.name] = (f, [], [])
+                self._series(f, p.pid, read, got[1], got[2])
         out = []
+        kept: dict[str, tuple[list[tuple[str, ...]], tuple[bytes, bytes, bytes, list[bytes]]]] = {}
         for name in sorted(families):
-            f, lines = families[name]
+            f, lines, keys = families[name]
             if not lines:
                 continue
-            out.append(f"# HELP {name} {_help(f.help)}\n# TYPE {name} {f.kind or 'untyped'}\n")
-            out += lines
-        return "".join(out).encode()
+            known = self._blocks_of.get(name)
+            if known is None or known[0] != keys:  # another family than the last page's
+                known = (keys, (name.encode(), _help(f.help).encode(),
+                                (f.kind or "untyped").encode(),
+                                "\n".join(k for ks in keys for k in ks).encode().split(b"\n")))
+            kept[name] = known
+            head = known[1]
+            out.append(Block(head[0], head[1], head[2], "".join(lines).encode(), head[3]))
+        self._blocks_of = kept  # the same keys' list while a family is the same
+        return out
 
     def served(self, pid: int, address: int) -> tuple[str, str] | None:
         """The name and labels (``k=v,...``, sorted) the program serves the object at
@@ -289,6 +312,10 @@ class Mirror:
             if not fresh or last:
                 break
         p.unsettled += not now.settled
+        same = p.last is not None and p.last[0] is found and p.last[1].regs == now.regs \
+            and p.last[1].children == now.children and now.settled
+        if same and p.last is not None:
+            return p.last[2]  # the members of the last scrape: its families as they were
         gone = False
         for r, keys in zip(found.regs, now.regs, strict=True):
             if keys is not None and now.settled:  # forget the collectors that are gone
@@ -297,7 +324,11 @@ class Mirror:
                     gone = True
         if gone:
             p.vecs = members.vecs_of(found)
-        return self._families(p, found, units, now)
+        current = self._families(p, found, units, now)
+        p.last = (found, now, current) if now.settled else None
+        p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
+                    for f in current.families.values() for s in f.series}
+        return current
 
     def _families(self, p: _Process, found: Found, units: list[registry.Unit],
                   now: members.Now) -> Found:
@@ -371,22 +402,48 @@ class Mirror:
                      logs.WARNING)
         return found
 
-    def _series(self, f: Family, pid: int, read: readings.Read) -> list[str]:
-        lines = []
+    def _series(self, f: Family, pid: int, read: readings.Read, lines: list[str],
+                keys: list[tuple[str, ...]]) -> None:
+        """Adds the sample lines of ``f``'s series read, and their keys (name and
+        labels, a tuple a series), to ``lines`` and ``keys``."""
+        name = f.name
         for s in f.series:
             v = read.values.get(s.address)
             if v is None:
                 continue
-            inner, before, after = self._label_text(s, pid)  # 'k="v",...,pid="1",...'
+            mine = self._keys(name, s, pid, v)
             if isinstance(v, Histogram):
-                for le, c in v.buckets:
-                    lines.append(f'{f.name}_bucket{{{before}le="{_bound(le)}"{after}}} {c}\n')
-            if isinstance(v, Histogram | Summary):
-                lines.append(f"{f.name}_sum{{{inner}}} {_number(v.sum)}\n")
-                lines.append(f"{f.name}_count{{{inner}}} {v.count}\n")
+                if len(mine) != len(v.buckets) + 2:  # its bounds are fixed: not itself
+                    continue
+                lines += [f"{k} {c}\n" for k, (_le, c) in zip(mine, v.buckets, strict=False)]
+                lines += (f"{mine[-2]} {_number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
+            elif isinstance(v, Summary):
+                lines += (f"{mine[0]} {_number(v.sum)}\n", f"{mine[1]} {v.count}\n")
             else:
-                lines.append(f"{f.name}{{{inner}}} {_number(v)}\n")
-        return lines
+                lines.append(f"{mine[0]} {_number(v)}\n")
+            keys.append(mine)
+
+    def _keys(self, name: str, s: registry.Series, pid: int, v: readings.Value
+              ) -> tuple[str, ...]:
+        """The keys (name and labels) of the samples of series ``s``, written once for
+        as long as the object is the same: a histogram's buckets' (its bounds are fixed
+        when it is made), sum's and count's; a summary's sum's and count's; else one."""
+        cached = (pid, s.address, s.desc, name)
+        got = self._keys_of.get(cached)
+        if got is None:
+            inner, before, after = self._label_text(s, pid)
+            if isinstance(v, Histogram):
+                got = (*(f'{name}_bucket{{{before}le="{_bound(le)}"{after}}}'
+                         for le, _c in v.buckets),
+                       f"{name}_sum{{{inner}}}", f"{name}_count{{{inner}}}")
+            elif isinstance(v, Summary):
+                got = (f"{name}_sum{{{inner}}}", f"{name}_count{{{inner}}}")
+            else:
+                got = (f"{name}{{{inner}}}",)
+            if len(self._keys_of) > MAX_SERIES:  # objects come and go: start again
+                self._keys_of.clear()
+            self._keys_of[cached] = got
+        return got
 
     def _label_text(self, s: registry.Series, pid: int) -> tuple[str, str, str]:
         """The series' labels and noop's, sorted by name as every part of noop's page
