@@ -21,7 +21,9 @@ Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 
 4. Scrape cost: ``noop run --binary --mirror memory`` on bench/programs/go-series with
    ``--series`` metric objects (a third *Vec children, every tenth of the rest a
    histogram), noop's /metrics and the program's own scraped in turn ``--scrapes``
-   times: p50 and p99 of each, their ratio, and noop's RSS per mirrored object.
+   times: p50 and p99 of each, their ratio, and noop's RSS per mirrored object; and
+   noop's first two scrapes apart (the walk; the page's template, made again whenever
+   the members change).
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def scrape_cost(sizes: list[int], scrapes: int) -> None:
                 if "ready:" in line:
                     break
             try:
-                _timed_get(mine)  # the first scrape walks the registries
+                first = _timed_get(mine)[0]  # the first scrape walks the registries, the
+                again = _timed_get(mine)[0]  # second makes the page's template
                 times: dict[str, list[float]] = {"program": [], "noop": []}
                 sizes_of = {}
                 for _ in range(scrapes):
@@ -169,7 +172,8 @@ def scrape_cost(sizes: list[int], scrapes: int) -> None:
                   f"{p99['program']:.1f} ms ({sizes_of['program'] // 1024} KiB); noop's p50 "
                   f"{p50['noop']:.1f} ms, p99 {p99['noop']:.1f} ms "
                   f"({sizes_of['noop'] // 1024} KiB): {p50['noop'] / p50['program']:.2f}x at "
-                  f"p50; noop's RSS {rss[n] / 2**20:.0f} MiB")
+                  f"p50; noop's RSS {rss[n] / 2**20:.0f} MiB; its first scrape (the walk) "
+                  f"{first:.2f} s, its second (the page's template) {again:.2f} s")
         if len(sizes) > 1:
             lo, hi = min(sizes), max(sizes)
             print(f"noop's RSS per mirrored object: {(rss[hi] - rss[lo]) / (hi - lo):.0f} bytes "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from agent import logs
@@ -45,6 +45,20 @@ class Block:
     type: bytes
     text: bytes
     keys: list[bytes]
+
+
+@dataclass(eq=False)
+class Bundle:
+    """Families written elsewhere, whole: their text (HELP, TYPE and samples), each
+    family once and each sample once in it (checked by its maker, once for as long as
+    the families and their series are the same), each family's type, the sample names
+    each family owns (its own and its suffixes'), and its families apart (``split``),
+    for a page where one of them meets another part's."""
+
+    text: bytes
+    types: dict[bytes, bytes]
+    owned: dict[bytes, bytes]
+    split: Callable[[], list[Block]]
 
 
 class _Family:
@@ -75,19 +89,35 @@ class Pages:
         # same), their set and whether each is once: by the list's id, the last page's
         self._sets: dict[int, tuple[list[bytes], frozenset[bytes], bool]] = {}
 
-    def unique(self, parts: Iterable[bytes | list[Block]]) -> bytes:
+    def unique(self, parts: Iterable[bytes | list[Block] | Bundle]) -> bytes:
         """The parts as one page: each family once, each sample once. A part is the
-        text format, or its families already apart (the mirror's)."""
+        text format, its families already apart, or a Bundle of them (the mirror's),
+        taken whole when none of its families or sample names is another part's
+        before it, else family by family. A family met after a Bundle that holds one of
+        its name is dropped."""
         own = _Family(_HELP, b"counter")  # its samples once the page is made
         families: dict[bytes, _Family] = {_NAME: own}
         owner: dict[bytes, bytes] = {_NAME: _NAME}  # a sample name -> its family
         drops: list[tuple[bytes, str, int]] = []
         sets: dict[int, tuple[list[bytes], frozenset[bytes], bool]] = {}
         for part in parts:
+            if isinstance(part, Bundle):
+                if part.owned.keys().isdisjoint(owner) and \
+                        part.types.keys().isdisjoint(families):
+                    raw = _Family(b"", b"")
+                    raw.lines.append(part.text)
+                    families[b"\x00" + str(len(families)).encode()] = raw  # not a name
+                    owner.update(part.owned)
+                    continue
+                part = part.split()
             for name, help_, type_, text, keys in (
                     _blocks(part) if isinstance(part, bytes) else
                     ((b.name, b.help, b.type, b.text, b.keys) for b in part)):
                 f = families.get(name)
+                if f is None and name in owner and owner[name] == name:
+                    drops.append((name, "a family served before in one piece has its name",
+                                  len(keys)))
+                    continue
                 if f is None:
                     f = _Family(help_, type_)
                     owned = [name, *(name + s for s in _SUFFIXES.get(type_, ()))]
@@ -122,8 +152,9 @@ class Pages:
                          str(self.dropped.get(r, 0)).encode() + b"\n" for r in REASONS]
         out: list[bytes] = []
         for name, f in families.items():
-            out.append(b"# HELP " + name + b" " + f.help + b"\n# TYPE " + name + b" " +
-                       f.type + b"\n")
+            if not name.startswith(b"\x00"):  # a Bundle's families have their own
+                out.append(b"# HELP " + name + b" " + f.help + b"\n# TYPE " + name + b" " +
+                           f.type + b"\n")
             out += f.lines
         return b"".join(out)
 

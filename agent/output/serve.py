@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
-from agent.output.page import Block, Pages
+from agent.output.page import Block, Bundle, Pages
 
 if TYPE_CHECKING:  # read only when noop is given a web config (commands)
     from agent.output.webconfig import WebConfig
@@ -149,7 +149,7 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def _text(registry: CollectorRegistry, more: Callable[[], list[Block]] | None
+def _text(registry: CollectorRegistry, more: Callable[[], list[Block] | Bundle] | None
           ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """/metrics: the registry's families (noop's own first), then ``more``'s, made one
     valid page (``page.Pages``), gzipped for a client that takes it."""
@@ -172,7 +172,7 @@ class Server:
 
     def __init__(self, listen: str, registry: CollectorRegistry, healthy: Check,
                  ready: Check, web: WebConfig | None = None,
-                 more: Callable[[], list[Block]] | None = None) -> None:
+                 more: Callable[[], list[Block] | Bundle] | None = None) -> None:
         """``more``: families to serve after the registry's (a program's own metrics,
         mirrored under its names and types, which prometheus_client would rename).
         /metrics is the text format."""

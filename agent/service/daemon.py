@@ -26,7 +26,7 @@ from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
-from agent.output.page import Block
+from agent.output.page import Block, Bundle
 from agent.output.serve import Server
 from agent.output.usermetrics import UserMetrics
 from agent.plan.model import Plan
@@ -351,7 +351,7 @@ class Daemon(Following):
         mirror = self.mirror
         return mirror.served(pid, address) if mirror is not None else None
 
-    def _mirrored(self) -> list[Block]:
+    def _mirrored(self) -> list[Block] | Bundle:
         mirror = self.mirror
         return mirror.blocks() if mirror is not None else []
 

@@ -1,7 +1,7 @@
 """A Go program's own client_golang metrics, mirrored from its memory for ``noop run
 --binary``: each process running the target's build has its registries walked in a
-thread of their own (at start, then every ``WALK_EVERY`` seconds, which finds
-registries its globals hold since), and at every scrape the members of those
+thread of their own (at start, and again when, looked for every ``WALK_EVERY`` seconds,
+its globals hold other registries), and at every scrape the members of those
 registries and of their *Vecs are read again (``members``: a collector registered or a
 child made since the walk is there, one unregistered, deleted or reset is not), then
 their values, in a few batched reads. The program pays nothing for the values: no
@@ -18,6 +18,7 @@ gone or torn at every try is left out of that scrape and counted.
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 import time
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.output.page import Block
+from agent.output.page import Block, Bundle
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -115,6 +117,7 @@ class Mirror:
         # family is the same)
         self._blocks_of: dict[str, tuple[list[tuple[str, ...]],
                                          tuple[bytes, bytes, bytes, list[bytes]]]] = {}
+        self._template: _Template | None = None  # the last page's, its values left out
         self._wake = threading.Event()
         self._stop = False
         self._thread = threading.Thread(target=self._walks, name="noop-mirror", daemon=True)
@@ -199,9 +202,25 @@ class Mirror:
                 due = [p for p in self._processes.values()
                        if time.monotonic() - p.walked >= self.walk_every or not p.walked]
             for p in due:
-                self._walk(p)
+                if not p.walked:  # its first walk, unless a scrape made it meanwhile
+                    self._walk(p, unless_walked=True)
+                elif self._other_registries(p):
+                    self._walk(p)
+                else:
+                    p.walked = time.monotonic()  # the members are read at each scrape
             self._wake.wait(timeout=1.0)
             self._wake.clear()
+
+    def _other_registries(self, p: _Process) -> bool:
+        """Whether the registries ``p``'s globals hold, or that it serves, are others than
+        at its walk (a scan of its data for their itabs; not a walk)."""
+        with self._lock:
+            served = self._served(p.pid)
+        try:
+            now = set(registry.registries(p.gm, self._elf)) | set(served)
+        except Unreadable:
+            return False  # it exited: the next scrape forgets it
+        return now != p.found.considered
 
     def _walk(self, p: _Process, unless_walked: bool = False) -> None:
         with p.walking:
@@ -223,6 +242,7 @@ class Mirror:
             if self._processes.get(p.pid) is p:
                 p.found, p.vecs, p.walked = found, members.vecs_of(found), time.monotonic()
                 p.walk_seconds = p.walked - t0
+        _settled()
 
     def collect(self) -> Iterator[Metric]:
         """noop's own metrics of the mirror (the mirrored families are ``render``'s)."""
@@ -232,19 +252,24 @@ class Mirror:
 
     def render(self) -> bytes:
         """The mirrored families in Prometheus' text format (``blocks``, written out)."""
+        got = self.blocks()
+        if isinstance(got, Bundle):
+            return got.text
         return b"".join(b"# HELP " + b.name + b" " + b.help + b"\n# TYPE " + b.name + b" " +
-                        b.type + b"\n" + b.text for b in self.blocks())
+                        b.type + b"\n" + b.text for b in got)
 
-    def blocks(self) -> list[Block]:
+    def blocks(self) -> list[Block] | Bundle:
         """The mirrored families, as the program writes them (its names, types, help and
         bucket bounds), each series with ``target`` and ``pid`` beside its own labels:
         of the objects that are members of the program's registries and *Vecs at this
-        scrape (``members``)."""
+        scrape (``members``). While the members are those of the last scrape and every
+        one of them is read, the page is the last one's with this scrape's values (one
+        ``Bundle``, checked once); else a ``Block`` a family."""
         if self._find is not None:
             self.follow(self._find())
         with self._lock:
             processes = list(self._processes.values())
-        families: dict[str, tuple[Family, list[str], list[tuple[str, ...]]]] = {}
+        reads: list[tuple[_Process, Found, readings.Read]] = []
         for p in processes:
             if not p.walked:
                 self._walk(p, unless_walked=True)
@@ -258,6 +283,23 @@ class Mirror:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
             p.gone += len(read.gone)
+            reads.append((p, current, read))
+        shape = tuple((p.pid, id(current)) for p, current, _read in reads)
+        t = self._template
+        if t is not None and t.shape == shape:
+            text = t.fill([read for _p, _c, read in reads])
+            if text is not None:
+                return Bundle(text, t.types, t.owned, lambda: self._blocks(reads))
+        got = self._blocks(reads)
+        self._template = _Template.made(shape, got, reads, self)
+        if self._template is not None:
+            _settled()
+        return got
+
+    def _blocks(self, reads: list[tuple[_Process, Found, readings.Read]]) -> list[Block]:
+        """A Block a family of what ``reads`` read."""
+        families: dict[str, tuple[Family, list[str], list[tuple[str, ...]]]] = {}
+        for p, current, read in reads:
             for f in current.families.values():
                 got = families.get(f.name)
                 if got is None:
@@ -292,10 +334,14 @@ class Mirror:
         a collector registered since the walk is walked here, alone, and the members
         read again with it (a few times at most: then what it holds but its *Vecs'
         children, which the next scrape reads)."""
-        found = p.found
+        with self._lock:  # a walk replaces both at once
+            found, vecs = p.found, p.vecs
         walker: registry.Walker | None = None
         for last in (False, False, True):
-            now = members.read(p.gm, found, p.vecs)
+            now = members.read(p.gm, found, vecs)
+            if p.last is not None and p.last[0] is found and now.settled and \
+                    p.last[1].regs == now.regs and p.last[1].children == now.children:
+                return p.last[2]  # the members of the last scrape: its families as they were
             units: list[registry.Unit] = []
             fresh = False
             for r, keys in zip(found.regs, now.regs, strict=True):
@@ -304,7 +350,7 @@ class Mirror:
                     if unit is None:  # registered since the walk
                         walker = walker or registry.Walker(p.gm, found)
                         unit = r.units[key] = walker.unit(key[1], key[2])
-                        p.vecs += [v for v in unit.vecs if all(v is not w for w in p.vecs)]
+                        vecs = vecs + [v for v in unit.vecs if all(v is not w for w in vecs)]
                         fresh = fresh or bool(unit.vecs)
                         if last:
                             unit = registry.Unit(unit.series)
@@ -312,10 +358,6 @@ class Mirror:
             if not fresh or last:
                 break
         p.unsettled += not now.settled
-        same = p.last is not None and p.last[0] is found and p.last[1].regs == now.regs \
-            and p.last[1].children == now.children and now.settled
-        if same and p.last is not None:
-            return p.last[2]  # the members of the last scrape: its families as they were
         gone = False
         for r, keys in zip(found.regs, now.regs, strict=True):
             if keys is not None and now.settled:  # forget the collectors that are gone
@@ -323,7 +365,10 @@ class Mirror:
                     del r.units[key]
                     gone = True
         if gone:
-            p.vecs = members.vecs_of(found)
+            vecs = members.vecs_of(found)
+        with self._lock:
+            if p.found is found:  # not walked again meanwhile
+                p.vecs = vecs
         current = self._families(p, found, units, now)
         p.last = (found, now, current) if now.settled else None
         p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
@@ -496,6 +541,106 @@ class Mirror:
             capped.add_metric(ids, p.capped)
             unsettled.add_metric(ids, p.unsettled)
         yield from (series, skipped, walk, torn, gone, capped, unsettled)
+
+
+_SCALAR, _SUMMARY, _HISTOGRAM = 0, 1, 2
+
+
+@dataclass
+class _Template:
+    """A page of mirrored families with its values left out: the text before each value
+    (``statics[i]`` before value ``i``), and the series whose values go there, in order
+    (the read's index, the object's address, its kind, a histogram's buckets)."""
+
+    shape: tuple[tuple[int, int], ...]  # (pid, its members' families' id), each read
+    statics: list[str]
+    tail: str
+    series: list[tuple[int, int, int, int]]
+    types: dict[bytes, bytes]  # family -> type
+    owned: dict[bytes, bytes]  # sample name -> its family
+
+    @classmethod
+    def made(cls, shape: tuple[tuple[int, int], ...], blocks: list[Block],
+             reads: list[tuple[_Process, Found, readings.Read]], mirror: Mirror
+             ) -> _Template | None:
+        """The template of a page whose blocks are ``blocks``, when every series of
+        ``reads`` was read and every family's samples are each once; else None."""
+        if any(r.torn or r.gone for _p, _c, r in reads):
+            return None
+        for b in blocks:
+            if len(set(b.keys)) != len(b.keys):
+                return None
+        at = {b.name.decode(): b for b in blocks}
+        statics: list[str] = []
+        series: list[tuple[int, int, int, int]] = []
+        pending = ""
+        by_family: dict[str, list[tuple[int, int, registry.Series, readings.Value]]] = {}
+        for i, (p, current, read) in enumerate(reads):
+            for f in current.families.values():
+                for s in f.series:
+                    v = read.values.get(s.address)
+                    if v is not None:
+                        by_family.setdefault(f.name, []).append((i, p.pid, s, v))
+        for name in sorted(by_family):
+            block = at.get(name)
+            if block is None:
+                return None
+            pending += f"# HELP {name} {block.help.decode()}\n# TYPE {name} " \
+                f"{block.type.decode()}\n"
+            for i, pid, s, v in by_family[name]:
+                keys = mirror._keys(name, s, pid, v)
+                kind, n = (_HISTOGRAM, len(v.buckets)) if isinstance(v, Histogram) else \
+                    (_SUMMARY, 0) if isinstance(v, Summary) else (_SCALAR, 0)
+                if kind == _HISTOGRAM and len(keys) != n + 2:
+                    return None
+                for k in keys:
+                    statics.append(pending + k + " ")
+                    pending = "\n"
+                series.append((i, s.address, kind, n))
+        owned = {}
+        for b in blocks:
+            for suffix in ("", *_OWNED.get(b.type.decode(), ())):
+                owned[b.name + suffix.encode()] = b.name
+        return cls(shape, statics, pending, series, {b.name: b.type for b in blocks}, owned)
+
+    def fill(self, reads: list[readings.Read]) -> bytes | None:
+        """The page with ``reads``' values; None when one of its series was not read
+        (gone, torn) or has another shape."""
+        values: list[str] = []
+        add = values.append
+        try:
+            for i, address, kind, n in self.series:
+                v = reads[i].values[address]
+                if kind == _SCALAR:
+                    add(_number(v))  # type: ignore[arg-type]
+                elif kind == _SUMMARY:
+                    add(_number(v.sum))  # type: ignore[union-attr]
+                    add(str(v.count))  # type: ignore[union-attr]
+                else:
+                    buckets = v.buckets  # type: ignore[union-attr]
+                    if len(buckets) != n:
+                        return None
+                    values += [str(c) for _le, c in buckets]
+                    add(_number(v.sum))  # type: ignore[union-attr]
+                    add(str(v.count))  # type: ignore[union-attr]
+        except (KeyError, AttributeError):
+            return None
+        if len(values) != len(self.statics):
+            return None
+        return ("".join(chain.from_iterable(zip(self.statics, values, strict=True))) +
+                self.tail).encode()
+
+
+# the sample names a family of each type owns beside its own (page._SUFFIXES')
+_OWNED = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+
+
+def _settled() -> None:
+    """What a walk or a page's template made lives until the members change: out of
+    the garbage collector's full passes, which would walk every object of it (a pause of
+    a third of a second at 100,000 series) at every few scrapes. None of it holds a
+    cycle: the reference counts free it when it goes."""
+    gc.freeze()
 
 
 @lru_cache(maxsize=4096)

@@ -30,6 +30,9 @@ from agent.presets.client_golang.registry import Found, Series
 from agent.presets.common import float_of as _f
 
 TRIES = 4
+_COUNTER, _GAUGE, _HALVES, _BUFFERED = range(4)
+_CODES = {"counter": _COUNTER, "gauge": _GAUGE, "histogram": _HALVES,
+          "noObjectivesSummary": _HALVES, "summary": _BUFFERED}
 MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
 
@@ -74,6 +77,7 @@ class _Layout:
 
     name: str  # as DWARF names it: *github.com/.../prometheus.counter
     kind: str  # counter, gauge, histogram, summary, noObjectivesSummary
+    code: int  # how it is read: _COUNTER, _GAUGE, _HALVES, _BUFFERED
     size: int
     self_at: int
     desc_at: int
@@ -109,6 +113,7 @@ class Reader:
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
         self._layouts: dict[int, _Layout] = {}
         self._halves_layouts: dict[int, _Halves] = {}
+        self._flat: tuple[Found, list[Series]] | None = None  # the last read's series
 
     def _off(self, t: GoType, name: str) -> int:
         by = self._offsets.setdefault(id(t), {})
@@ -118,8 +123,9 @@ class Reader:
 
     def read(self, found: Found) -> Read:
         out = Read()
-        series = [s for f in found.families.values() for s in f.series]
-        pending = series
+        if self._flat is None or self._flat[0] is not found:  # another scrape's members
+            self._flat = (found, [s for f in found.families.values() for s in f.series])
+        pending = self._flat[1]
         for _try in range(TRIES):
             pending = self._once(pending, out)
             if not pending:
@@ -136,23 +142,27 @@ class Reader:
         histograms: list[tuple[Series, bytes]] = []
         summaries: list[tuple[Series, bytes]] = []
         values = out.values
+        gone = out.gone
+        two, one, fl = _TWO_WORDS.unpack_from, _WORD.unpack_from, _f
+        itab_types = self._itab_types
         for s, lay, raw in zip(series, layouts, raws, strict=True):
             if raw is None:
-                out.gone.append(s)
+                gone.append(s)
                 continue
-            itab, data, desc = _TWO_WORDS.unpack_from(raw, lay.self_at) + \
-                _WORD.unpack_from(raw, lay.desc_at)
-            if data != s.address or desc != s.desc or not self._is(itab, lay.name):
-                out.gone.append(s)  # not the object it was (freed, maybe reused)
+            itab, data = two(raw, lay.self_at)
+            if data != s.address or one(raw, lay.desc_at)[0] != s.desc or \
+                    (itab_types.get(itab) or self._named(itab)) != lay.name:
+                gone.append(s)  # not the object it was (freed, maybe reused)
                 continue
-            if lay.kind == "counter":
-                values[s.address] = _f(_WORD.unpack_from(raw, lay.bits_at)[0]) + \
-                    float(_WORD.unpack_from(raw, lay.int_at)[0])
-            elif lay.kind == "gauge":
-                values[s.address] = _f(_WORD.unpack_from(raw, lay.bits_at)[0])
-            elif lay.kind in ("histogram", "noObjectivesSummary"):
+            kind = lay.code
+            if kind == _COUNTER:
+                values[s.address] = fl(one(raw, lay.bits_at)[0]) + \
+                    float(one(raw, lay.int_at)[0])
+            elif kind == _GAUGE:
+                values[s.address] = fl(one(raw, lay.bits_at)[0])
+            elif kind == _HALVES:
                 histograms.append((s, raw))
-            elif lay.kind == "summary":
+            elif kind == _BUFFERED:
                 summaries.append((s, raw))
         again += self._halves(histograms, out)
         again += self._summaries(summaries, out)
@@ -164,28 +174,27 @@ class Reader:
         if got is None:
             name = self.gm.types.name(t)
             has = {f.name for f in (t.elem.fields if t.elem is not None else ())}
+            kind = name.rsplit(".", 1)[-1]
             got = self._layouts[id(t)] = _Layout(
-                name, name.rsplit(".", 1)[-1], t.elem.size if t.elem is not None else 0,
+                name, kind, _CODES.get(kind, -1), t.elem.size if t.elem is not None else 0,
                 self._off(t, "selfCollector"), self._off(t, "desc"),
                 self._off(t, "valBits") if "valBits" in has else 0,
                 self._off(t, "valInt") if "valInt" in has else 0)
         return got
 
-    def _is(self, itab: int, name: str) -> bool:
-        """Whether the itab at ``itab`` is of the type called ``name`` (every itab read
-        once: itabs are never freed)."""
+    def _named(self, itab: int) -> str:
+        """The name of the type of the itab at ``itab``; "" when it is not an itab of
+        one of the binary's types (every itab read once: itabs are never freed)."""
         if not itab:
-            return False
-        named = self._itab_types.get(itab)
-        if named is None:
-            try:
-                t = self.gm.iface_type(itab)
-            except Unreadable:  # an itab that is not one: not the object
-                return False
-            if t is None:
-                return False
-            named = self._itab_types[itab] = self.gm.types.name(t)
-        return named == name
+            return ""
+        try:
+            t = self.gm.iface_type(itab)
+        except Unreadable:  # an itab that is not one: not the object
+            return ""
+        if t is None:
+            return ""
+        named = self._itab_types[itab] = self.gm.types.name(t)
+        return named
 
     def _halves_of(self, t: GoType) -> _Halves:
         """Where a histogram's or summary's type keeps its halves, found once per type."""

@@ -115,6 +115,7 @@ class Found:
     unmirrored: dict[str, int] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # what could not be read, and why
     regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
+    considered: set[int] = field(default_factory=set)  # registries the walk was given
 
 
 def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
@@ -393,6 +394,7 @@ def walk(gm: GoMemory, elf: ElfFile, gathered: Mapping[int, tuple[int, int]] | N
     found = registries(gm, elf)
     wanted: list[tuple[int, tuple[int, int] | None]] = [(reg, None) for reg in found]
     wanted += [(reg, was) for reg, was in sorted((gathered or {}).items()) if reg not in found]
+    w.found.considered = {reg for reg, _was in wanted}
     for reg, was in wanted:
         try:
             w.registry(reg, was)
