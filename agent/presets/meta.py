@@ -91,6 +91,19 @@ class PresetMeta:
         with self._lock:
             self._names[(event.pid, u.object, generation)] = (u.metric, labels)
 
+    def _as_served(self, key: Object, name: tuple[str, str]) -> tuple[str, str]:
+        """``name`` (its Desc's name and its own labels) as the program serves it, where
+        the mirror's object at that address is it: a name that ends with the Desc's,
+        labels that hold its own (a wrapping adds a prefix and labels); else as it is
+        (the address holds another object now)."""
+        got = self.served(key[0], key[1]) if self.served is not None else None
+        if got is None:
+            return name
+        own = {x for x in name[1].split(",") if x}
+        if got[0].endswith(name[0]) and own <= set(got[1].split(",")):
+            return got
+        return name
+
     def forget(self, pids: set[int]) -> None:
         with self._lock:
             for key in [k for k in self._names if k[0] in pids]:
@@ -168,8 +181,8 @@ class PresetMeta:
         for key, o in self.objects(rows, tally).items():
             with self._lock:
                 name = self._names.pop(key, None)
-            if name is not None and self.served is not None:
-                name = self.served(key[0], key[1]) or name
+            if name is not None:
+                name = self._as_served(key, name)
             with self._lock:
                 if name is None:  # its name never came: counted, but in no series
                     self._unnamed[key[0]] = self._unnamed.get(key[0], 0) + \
@@ -213,8 +226,8 @@ class PresetMeta:
         series: dict[Series, list[tuple[Object, MetricObject]]] = {}
         for key, o in self.objects(rows, tally).items():
             name = names.get(key)
-            if name is not None and self.served is not None:
-                name = self.served(key[0], key[1]) or name
+            if name is not None:
+                name = self._as_served(key, name)
             if name is not None:  # else its description is still in the ring buffer
                 series.setdefault((key[0], *name), []).append((key, o))
         for s in sorted(set(series) | set(retired)):
