@@ -93,3 +93,41 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
         f"(unsettled {unsettled}, {skipped}): {wrong[:3]}"
     assert scrapes[-1][1] - scrapes[0][0] > 300  # the members changed all along
     assert walks.regs  # the default registry was found
+
+
+def test_a_process_that_execs_another_program_has_no_series_at_the_next_scrape(
+        tmp_path: Path, privileged: None) -> None:
+    """``noop run --binary``, scraped in a loop while the program makes and deletes
+    children, and the program execs /bin/sleep (the same pid, another program, none of
+    its memory): every scrape is answered, and the first one that starts after the exec
+    has none of its series."""
+    import time
+
+    from harness.noop import start, stopped
+
+    binary = go_build(go_toolchain("1.19"), tmp_path / "members", None,
+                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
+    agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache",
+                  ready="ready: mirroring")
+    pages: list[tuple[bool, str]] = []  # (exec'd before the scrape began, the page)
+    try:
+        proc = subprocess.Popen([str(binary), "-exec-after", "2s", "-pace", "50us"],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        comm = Path(f"/proc/{proc.pid}/comm")
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                before = comm.read_text().strip() != "members"
+                pages.append((before, get(agent.url + "/metrics")))
+        finally:
+            proc.terminate()
+            proc.wait()
+    finally:
+        log = stopped(agent)
+    assert any(not b and "members_total{" in page for b, page in pages)
+    after = [page for b, page in pages if b]
+    assert after, "the program never exec'd"
+    assert not [page for page in after if "\nmembers_" in page]
+    assert "Traceback" not in log

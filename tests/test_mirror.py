@@ -287,6 +287,10 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     assert not [k for k in mine if k[0] == "noop_events_total"]
     assert mine[("noop_page_dropped_samples_total", (("reason", "duplicate"),))] == 0
     _parses(text)
+    # the summaries with objectives are said to be served without their quantiles
+    partial = {dict(k[1])["family"] for k, v in mine.items()
+               if k[0] == "noop_mirror_partial_families" and v == 1}
+    assert partial == {"mirror_size_bytes"}, partial  # mirror_item_bytes has none
     assert "# TYPE mirror_latency_seconds histogram" in text
     assert "# TYPE mirror_calls_total counter" in text
     assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(

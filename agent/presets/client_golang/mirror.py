@@ -35,6 +35,7 @@ from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
 from agent.output.page import Block, Bundle
+from agent.plan.libraries import CLIENT_GOLANG as PKG
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from agent.live.discover import BuildIds
     from agent.plan.model import TargetPlan
 
+_QUANTILED = f"*{PKG}.summary"  # a summary with objectives: its quantiles not mirrored
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
 # A registry the program gathers this often, at gathers this far apart, is one it serves
 # (one made for one request is dropped after it: the blackbox exporter makes one per
@@ -76,6 +78,7 @@ class _Process:
     vecs: list[registry.Vec] = field(default_factory=list)  # the walk's *Vecs, once each
     # the last scrape's series: (name, labels) each object is served under, by address
     served: dict[int, tuple[str, str]] = field(default_factory=dict)
+    partial: set[str] = field(default_factory=set)  # families served without quantiles
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, members.Now, Found] | None = None
@@ -370,6 +373,8 @@ class Mirror:
             if p.found is found:  # not walked again meanwhile
                 p.vecs = vecs
         current = self._families(p, found, units, now)
+        p.partial = {f.name for f in current.families.values() if f.kind == "summary"
+                     and any(self._types.name(s.type) == _QUANTILED for s in f.series)}
         p.last = (found, now, current) if now.settled else None
         p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
                     for f in current.families.values() for s in f.series}
@@ -526,6 +531,10 @@ class Mirror:
         capped = GaugeMetricFamily("noop_mirror_capped_series", "Series left out of the "
                                    "last scrape: past --mirror-max-series",
                                    labels=["target", "pid"])
+        partial = GaugeMetricFamily("noop_mirror_partial_families", "Families mirrored "
+                                    "without some of their samples, and why: a summary's "
+                                    "quantiles (its count and sum are mirrored)",
+                                    labels=["target", "pid", "family", "reason"])
         unsettled = CounterMetricFamily("noop_mirror_unsettled_reads", "Scrapes whose "
                                         "registries and *Vecs changed at every read of "
                                         "their members: what every read held was served",
@@ -540,7 +549,9 @@ class Mirror:
             gone.add_metric(ids, p.gone)
             capped.add_metric(ids, p.capped)
             unsettled.add_metric(ids, p.unsettled)
-        yield from (series, skipped, walk, torn, gone, capped, unsettled)
+            for name in sorted(p.partial):
+                partial.add_metric([*ids, name, "quantiles are not mirrored"], 1)
+        yield from (series, skipped, walk, torn, gone, capped, unsettled, partial)
 
 
 _SCALAR, _SUMMARY, _HISTOGRAM = 0, 1, 2

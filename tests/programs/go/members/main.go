@@ -9,7 +9,8 @@
 // registered, else made and registered (an even id's a counter, an odd id's a
 // CounterVec with one child, labelled id). The other steps are children's: id's child is
 // deleted if it exists, else made. A step waits -pace first (0: none). -steps ends the
-// sequence (0: never); after it the program waits.
+// sequence (0: never); after it the program waits. With -exec-after D the process
+// becomes /bin/sleep after D (an exec: the same pid, another program).
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +45,7 @@ func main() {
 	every := flag.Int("every", 16, "every this many steps, a counter's")
 	pace := flag.Duration("pace", 200*time.Microsecond, "wait before each step")
 	steps := flag.Uint64("steps", 0, "steps to make (0: no end)")
+	execAfter := flag.Duration("exec-after", 0, "then exec /bin/sleep in its place (0: never)")
 	flag.Parse()
 	reg := prometheus.DefaultRegisterer // a global holds it: the mirror finds it alone
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,6 +63,12 @@ func main() {
 	go http.Serve(ln, nil)
 	fmt.Printf("listening %s\n", ln.Addr())
 	os.Stdout.Sync()
+	if *execAfter > 0 {
+		go func() {
+			time.Sleep(*execAfter)
+			syscall.Exec("/bin/sleep", []string{"sleep", "60"}, os.Environ())
+		}()
+	}
 	r := rng{*seed}
 	children := make(map[int]bool)
 	counters := make(map[int]prometheus.Collector)
