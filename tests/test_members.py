@@ -71,9 +71,13 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     try:
         mirror = Mirror("members", str(binary), walk_every=3600, find=lambda: [proc.pid])
         try:
-            for _ in range(300):
+            unsettled_at: set[int] = set()  # scrapes whose members changed at every read
+            for i in range(300):
                 before = int(get(f"http://{url}/step"))
+                was = sum(q.unsettled for q in mirror._processes.values())
                 text = mirror.render().decode()
+                if sum(q.unsettled for q in mirror._processes.values()) != was:
+                    unsettled_at.add(i)
                 after = int(get(f"http://{url}/step"))
                 scrapes.append((before, after + 1, _page(text)))  # step after+1 midway
             (p,) = mirror._processes.values()
@@ -86,9 +90,13 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
         proc.terminate()
         proc.wait()
     states = _states(seed, scrapes[-1][1])
+    # a settled scrape serves one set of its bracket; one that was not (the machine too
+    # busy for two reads to agree) what every read held: members of its bracket only
     wrong = [(i, lo, hi, len(page), len(states[lo]), sorted(page ^ states[lo])[:6])
              for i, (lo, hi, page) in enumerate(scrapes)
-             if not any(states[k] == page for k in range(lo, hi + 1))]
+             if not any(states[k] == page for k in range(lo, hi + 1)) and
+             (i not in unsettled_at or not page <= frozenset().union(*states[lo:hi + 1]))]
+    assert len(unsettled_at) < len(scrapes) / 2, len(unsettled_at)
     assert not wrong, f"{len(wrong)} of {len(scrapes)} pages held no set of their scrape " \
         f"(unsettled {unsettled}, {skipped}): {wrong[:3]}"
     assert scrapes[-1][1] - scrapes[0][0] > 300  # the members changed all along
