@@ -81,6 +81,9 @@ def _exposed(found: registry.Found, read: readings.Read) -> dict[tuple[str, tupl
                 for le, c in v.buckets:
                     key = tuple(sorted((*s.labels, ("le", go_float(le)))))
                     out[(f.name + "_bucket", key)] = float(c)
+            if isinstance(v, Summary):
+                for q, x in v.quantiles:
+                    out[(f.name, tuple(sorted((*s.labels, ("quantile", go_float(q))))))] = x
             if isinstance(v, Histogram | Summary):
                 out[(f.name + "_count", labels)] = float(v.count)
                 out[(f.name + "_sum", labels)] = v.sum
@@ -102,10 +105,10 @@ def _parses(page: str) -> None:
 
 def _theirs(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The program's own series, with the sample names as written (counters keep
-    ``_total``), its quantiles and noop-unmirrored families left out."""
+    ``_total``), noop-unmirrored families left out."""
     got = samples(get(f"http://{url}/metrics"))
-    return {k: v for k, v in got.items() if "quantile" not in dict(k[1])
-            and not k[0].startswith(("go_", "process_", "mirror_goroutines"))}
+    return {k: v for k, v in got.items()
+            if not k[0].startswith(("go_", "process_", "mirror_goroutines"))}
 
 
 def test_every_value_equals_the_programs_own(program: Path, privileged: None) -> None:
@@ -287,10 +290,9 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     assert not [k for k in mine if k[0] == "noop_events_total"]
     assert mine[("noop_page_dropped_samples_total", (("reason", "duplicate"),))] == 0
     _parses(text)
-    # the summaries with objectives are said to be served without their quantiles
-    partial = {dict(k[1])["family"] for k, v in mine.items()
-               if k[0] == "noop_mirror_partial_families" and v == 1}
-    assert partial == {"mirror_size_bytes"}, partial  # mirror_item_bytes has none
+    # every family whole: a summary's quantiles too
+    assert by_own[("mirror_size_bytes", (("quantile", "0.9"),))] == \
+        theirs[("mirror_size_bytes", (("quantile", "0.9"),))]
     assert "# TYPE mirror_latency_seconds histogram" in text
     assert "# TYPE mirror_calls_total counter" in text
     assert mine[("noop_mirror_unmirrored_collectors", tuple(sorted(
@@ -616,11 +618,11 @@ def test_families_are_chosen_by_globs_and_capped(tmp_path: Path, privileged: Non
     assert families and all(f.startswith(("mirror_", "inner_")) for f in families), families
     assert not [f for f in families if f.startswith("mirror_op_")]
     objects = {(re.sub(r"_(bucket|sum|count)$", "", k[0]),
-                tuple(x for x in k[1] if x[0] != "le")) for k in mine}
-    wanted = {(re.sub(r"_(bucket|sum|count)$", "", k[0]), tuple(x for x in k[1] if x[0] != "le"))
+                tuple(x for x in k[1] if x[0] not in ("le", "quantile"))) for k in mine}
+    wanted = {(re.sub(r"_(bucket|sum|count)$", "", k[0]),
+               tuple(x for x in k[1] if x[0] not in ("le", "quantile")))
               for k in theirs if k[0].startswith(("mirror_", "inner_"))
-              and not k[0].startswith(("mirror_op_", "mirror_goroutines"))
-              and "quantile" not in dict(k[1])}
+              and not k[0].startswith(("mirror_op_", "mirror_goroutines"))}
     assert len(objects) == 50 < len(wanted)
     capped = got[("noop_mirror_capped_series", ids)]
     assert capped == len(wanted) - 50, (capped, len(wanted))

@@ -35,7 +35,6 @@ from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
 from agent.output.page import Block, Bundle
-from agent.plan.libraries import CLIENT_GOLANG as PKG
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from agent.live.discover import BuildIds
     from agent.plan.model import TargetPlan
 
-_QUANTILED = f"*{PKG}.summary"  # a summary with objectives: its quantiles not mirrored
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
 # A registry the program gathers this often, at gathers this far apart, is one it serves
 # (one made for one request is dropped after it: the blackbox exporter makes one per
@@ -78,7 +76,6 @@ class _Process:
     vecs: list[registry.Vec] = field(default_factory=list)  # the walk's *Vecs, once each
     # the last scrape's series: (name, labels) each object is served under, by address
     served: dict[int, tuple[str, str]] = field(default_factory=dict)
-    partial: set[str] = field(default_factory=set)  # families served without quantiles
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, members.Now, Found] | None = None
@@ -113,7 +110,7 @@ class Mirror:
         # per process: (registry, its map's header and seed) -> (times gathered APART,
         # when the last of those, when last gathered)
         self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float, float]]] = {}
-        self._labels_of: dict[tuple[int, int, int], tuple[str, str, str]] = {}  # _label_text's
+        self._labels_of: dict[tuple[int, int, int], tuple[str, str, str, str, str]] = {}
         self._keys_of: dict[tuple[int, int, int, str], tuple[str, ...]] = {}  # _keys'.
         # each family's series' keys on the last page, and its name, help, type and
         # keys written (the page's check of the keys is kept by that list while the
@@ -373,8 +370,6 @@ class Mirror:
             if p.found is found:  # not walked again meanwhile
                 p.vecs = vecs
         current = self._families(p, found, units, now)
-        p.partial = {f.name for f in current.families.values() if f.kind == "summary"
-                     and any(self._types.name(s.type) == _QUANTILED for s in f.series)}
         p.last = (found, now, current) if now.settled else None
         p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
                     for f in current.families.values() for s in f.series}
@@ -468,7 +463,11 @@ class Mirror:
                 lines += [f"{k} {c}\n" for k, (_le, c) in zip(mine, v.buckets, strict=False)]
                 lines += (f"{mine[-2]} {_number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
             elif isinstance(v, Summary):
-                lines += (f"{mine[0]} {_number(v.sum)}\n", f"{mine[1]} {v.count}\n")
+                if len(mine) != len(v.quantiles) + 2:  # its objectives are fixed: not itself
+                    continue
+                lines += [f"{k} {_number(x)}\n" for k, (_q, x) in zip(mine, v.quantiles,
+                                                                      strict=False)]
+                lines += (f"{mine[-2]} {_number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
             else:
                 lines.append(f"{mine[0]} {_number(v)}\n")
             keys.append(mine)
@@ -477,17 +476,20 @@ class Mirror:
               ) -> tuple[str, ...]:
         """The keys (name and labels) of the samples of series ``s``, written once for
         as long as the object is the same: a histogram's buckets' (its bounds are fixed
-        when it is made), sum's and count's; a summary's sum's and count's; else one."""
+        when it is made), sum's and count's; a summary's quantiles' (its objectives are
+        fixed too), sum's and count's; else one."""
         cached = (pid, s.address, s.desc, name)
         got = self._keys_of.get(cached)
         if got is None:
-            inner, before, after = self._label_text(s, pid)
+            inner, before, after, qbefore, qafter = self._label_text(s, pid)
             if isinstance(v, Histogram):
                 got = (*(f'{name}_bucket{{{before}le="{_bound(le)}"{after}}}'
                          for le, _c in v.buckets),
                        f"{name}_sum{{{inner}}}", f"{name}_count{{{inner}}}")
             elif isinstance(v, Summary):
-                got = (f"{name}_sum{{{inner}}}", f"{name}_count{{{inner}}}")
+                got = (*(f'{name}{{{qbefore}quantile="{_bound(q)}"{qafter}}}'
+                         for q, _x in v.quantiles),
+                       f"{name}_sum{{{inner}}}", f"{name}_count{{{inner}}}")
             else:
                 got = (f"{name}{{{inner}}}",)
             if len(self._keys_of) > MAX_SERIES:  # objects come and go: start again
@@ -495,10 +497,11 @@ class Mirror:
             self._keys_of[cached] = got
         return got
 
-    def _label_text(self, s: registry.Series, pid: int) -> tuple[str, str, str]:
+    def _label_text(self, s: registry.Series, pid: int) -> tuple[str, str, str, str, str]:
         """The series' labels and noop's, sorted by name as every part of noop's page
         writes them, written once for as long as the object is the same (its address
-        and desc): all of them, and those before and after a bucket's ``le``."""
+        and desc): all of them, those before and after a bucket's ``le``, and those
+        before and after a summary's ``quantile``."""
         key = (pid, s.address, s.desc)
         got = self._labels_of.get(key)
         if got is None:
@@ -510,8 +513,11 @@ class Mirror:
                 self._labels_of.clear()
             text = [f'{k}="{_value(x)}"' for k, x in labels]
             cut = sum(1 for k, _x in labels if k < "le")
-            got = self._labels_of[key] = (",".join(text), "".join(t + "," for t in text[:cut]),
-                                          "".join("," + t for t in text[cut:]))
+            qcut = sum(1 for k, _x in labels if k < "quantile")
+            got = self._labels_of[key] = (
+                ",".join(text), "".join(t + "," for t in text[:cut]),
+                "".join("," + t for t in text[cut:]), "".join(t + "," for t in text[:qcut]),
+                "".join("," + t for t in text[qcut:]))
         return got
 
     def _health(self, processes: list[_Process]) -> Iterator[Metric]:
@@ -531,10 +537,6 @@ class Mirror:
         capped = GaugeMetricFamily("noop_mirror_capped_series", "Series left out of the "
                                    "last scrape: past --mirror-max-series",
                                    labels=["target", "pid"])
-        partial = GaugeMetricFamily("noop_mirror_partial_families", "Families mirrored "
-                                    "without some of their samples, and why: a summary's "
-                                    "quantiles (its count and sum are mirrored)",
-                                    labels=["target", "pid", "family", "reason"])
         unsettled = CounterMetricFamily("noop_mirror_unsettled_reads", "Scrapes whose "
                                         "registries and *Vecs changed at every read of "
                                         "their members: what every read held was served",
@@ -549,9 +551,7 @@ class Mirror:
             gone.add_metric(ids, p.gone)
             capped.add_metric(ids, p.capped)
             unsettled.add_metric(ids, p.unsettled)
-            for name in sorted(p.partial):
-                partial.add_metric([*ids, name, "quantiles are not mirrored"], 1)
-        yield from (series, skipped, walk, torn, gone, capped, unsettled, partial)
+        yield from (series, skipped, walk, torn, gone, capped, unsettled)
 
 
 _SCALAR, _SUMMARY, _HISTOGRAM = 0, 1, 2
@@ -601,8 +601,8 @@ class _Template:
             for i, pid, s, v in by_family[name]:
                 keys = mirror._keys(name, s, pid, v)
                 kind, n = (_HISTOGRAM, len(v.buckets)) if isinstance(v, Histogram) else \
-                    (_SUMMARY, 0) if isinstance(v, Summary) else (_SCALAR, 0)
-                if kind == _HISTOGRAM and len(keys) != n + 2:
+                    (_SUMMARY, len(v.quantiles)) if isinstance(v, Summary) else (_SCALAR, 0)
+                if kind != _SCALAR and len(keys) != n + 2:
                     return None
                 for k in keys:
                     statics.append(pending + k + " ")
@@ -625,6 +625,10 @@ class _Template:
                 if kind == _SCALAR:
                     add(_number(v))  # type: ignore[arg-type]
                 elif kind == _SUMMARY:
+                    qs = v.quantiles  # type: ignore[union-attr]
+                    if len(qs) != n:
+                        return None
+                    values += [_number(x) for _q, x in qs]
                     add(_number(v.sum))  # type: ignore[union-attr]
                     add(str(v.count))  # type: ignore[union-attr]
                 else:

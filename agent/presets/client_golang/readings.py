@@ -1,6 +1,8 @@
 """client_golang metric values read from a running program's memory, in a few batched
 reads for every series at once: a counter's ``valBits`` + ``valInt``, a gauge's
-``valBits``, a histogram's buckets, count and sum, a summary's count and sum.
+``valBits``, a histogram's buckets, count and sum, a summary's count and sum, and a
+summary with objectives' quantiles, computed as its Write would on a copy of its
+buffer and of the stream that would be head (``quantiles``).
 
 Nothing is written and nothing is stopped, so every read is checked before it is
 believed. An object must still be itself: its ``selfCollector.self`` interface points
@@ -11,8 +13,8 @@ all zero (count, sum and buckets: the program's own scrape, ``Write``, adds the 
 count to the hot one and zeroes it before it moves the buckets and, last, the sum) and
 its hot half's count is ``countAndHotIdx``'s low 63 bits (no observation half-done, no
 scrape of the program's own half-way); a summary with objectives only
-while both its mutexes are unlocked before and after, as ``cnt`` plus the buffered
-observations. A read that fails these is tried again a few times; then the series is
+while both its mutexes are unlocked before and after (its struct the same, which a
+Write or a flush in between would change), as ``cnt`` plus the buffered observations. A read that fails these is tried again a few times; then the series is
 left out of this scrape, said in ``Read.torn``.
 """
 
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 from dataclasses import dataclass, field
 from itertools import accumulate
 
 from agent.binary.gometa.gotype import GoType
-from agent.live.gomemory import Damaged, GoMemory
+from agent.live.gomemory import Damaged, GoMemory, Reads
 from agent.live.memory import Unreadable
+from agent.presets.client_golang import quantiles
 from agent.presets.client_golang.registry import Found, Series
 from agent.presets.common import float_of as _f
 
@@ -48,6 +52,7 @@ class Histogram:
 class Summary:
     count: int
     sum: float
+    quantiles: tuple[tuple[float, float], ...] = ()  # (rank, value), a summary with objectives
 
 
 Value = float | Histogram | Summary
@@ -114,6 +119,13 @@ class Reader:
         self._layouts: dict[int, _Layout] = {}
         self._halves_layouts: dict[int, _Halves] = {}
         self._flat: tuple[Found, list[Series]] | None = None  # the last read's series
+        self._quantiled: dict[int, _Quantiled] = {}
+        # a summary's quantiles by its address, with what they were computed from (the
+        # struct, its head stream's samples and buffer, which stream, its rotations)
+        self._quantiles_of: dict[int, tuple[tuple[object, ...],
+                                            tuple[tuple[float, float], ...]]] = {}
+        self._objectives_of: dict[tuple[int, int], tuple[tuple[tuple[float, float], ...],
+                                                         list[float]]] = {}
 
     def _off(self, t: GoType, name: str) -> int:
         by = self._offsets.setdefault(id(t), {})
@@ -289,37 +301,204 @@ class Reader:
 
     def _summaries(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
         """Summaries with objectives: ``cnt`` and ``sum`` with the observations still in
-        ``hotBuf`` and ``coldBuf``, read while neither mutex is held; the buffers and the
-        struct again in one batch."""
+        ``hotBuf`` and ``coldBuf``, and the quantiles Write would serve now (computed on
+        a copy of the stream that would be head, ``quantiles``), read while neither
+        mutex is held: the buffers, the streams and the struct again, in a few batches
+        whose last is the struct (a Write or a flush between changes it)."""
         gm = self.gm
-        again = []
+        again: list[Series] = []
+        now = time.time_ns()
+        plan = []
         wanted: list[tuple[int, int]] = []
-        taken = []
         for s, raw in objects:
-            mtx, buf_mtx = self._off(s.type, "mtx"), self._off(s.type, "bufMtx")
-            if _u64(raw, mtx) & 0xFFFFFFFF or _u64(raw, buf_mtx) & 0xFFFFFFFF:
+            q = self._quantiled_of(s.type)
+            if _u64(raw, q.mtx) & 0xFFFFFFFF or _u64(raw, q.buf_mtx) & 0xFFFFFFFF:
                 again.append(s)  # being observed, flushed or scraped: the next try
                 continue
-            bufs = []
-            for name in ("hotBuf", "coldBuf"):
-                at = self._off(s.type, name)
-                bufs.append((_u64(raw, at), min(_u64(raw, at + 8), 1 << 20)))
+            bufs = [(_u64(raw, at), min(_u64(raw, at + 8), 1 << 20)) for at in (q.hot, q.cold)]
+            streams, k = _u64(raw, q.streams), min(_u64(raw, q.streams + 8), 64)
             wanted += [(data, 8 * n) for data, n in bufs if n]
-            wanted.append((s.address, len(raw)))
-            taken.append((s, raw, bufs))
+            wanted.append((streams, 8 * k) if k else (s.address, 8))
+            plan.append((s, raw, q, bufs, k))
         got = iter(gm.memory.read_many(wanted))
-        for s, raw, bufs in taken:
-            values = [next(got) if n else b"" for _d, n in bufs]
-            after = next(got)
-            if after != raw or any(v is None for v in values):
+        level: list[tuple[Series, bytes, _Quantiled, list[bytes], quantiles.Summary,
+                          int | None]] = []
+        wanted = []
+        for s, raw, q, bufs, k in plan:
+            read = [next(got) if n else b"" for _d, n in bufs]
+            pointers = next(got)
+            values = [v for v in read if v is not None]
+            if len(values) != len(read) or pointers is None:
                 again.append(s)
                 continue
-            count = _u64(raw, self._off(s.type, "cnt"))
-            total = _f(_u64(raw, self._off(s.type, "sum")))
+            hot = [_f(_u64(v, 8 * i)) for v in values if v for i in range(len(v) // 8)]
+            state = quantiles.Summary(
+                hot, _unix_ns(raw, q.hot_exp), _unix_ns(raw, q.head_exp),
+                _signed(_u64(raw, q.duration)), k, _u64(raw, q.head_idx), [])
+            r = quantiles.rotations(state, now)
+            head = None if r >= k or not k else \
+                _u64(pointers, 8 * ((state.head + r) % k))
+            level.append((s, raw, q, values, state, head))
+            wanted.append((head, q.stream_size) if head else (s.address, 8))
+        got = iter(gm.memory.read_many(wanted))
+        level3 = []
+        wanted = []
+        for s, raw, q, values, state, head in level:
+            outer = next(got)
+            if head and outer is None:
+                again.append(s)
+                continue
+            inner = _u64(outer, q.inner) if head and outer else 0
+            b, nb, cb = (_u64(outer, q.b), _u64(outer, q.b + 8), _u64(outer, q.b + 16)) \
+                if head and outer else (0, 0, 0)
+            if nb > 1 << 16 or cb > 1 << 16:
+                again.append(s)
+                continue
+            wanted += [(inner, q.inner_size) if inner else (s.address, 8),
+                       (b, 24 * nb) if nb else (s.address, 8)]
+            sorted_ = bool(outer[q.sorted]) if head and outer else True
+            level3.append((s, raw, q, values, state, head, nb, cb, sorted_))
+        got = iter(gm.memory.read_many(wanted))
+        level4 = []
+        wanted = []
+        for s, raw, q, values, state, head, nb, cb, sorted_ in level3:
+            inner_raw, b_raw = next(got), next(got)
+            if head and (inner_raw is None or (nb and b_raw is None)):
+                again.append(s)
+                continue
+            n = _f(_u64(inner_raw, q.n)) if head and inner_raw else 0.0
+            lp, nl = (_u64(inner_raw, q.l), _u64(inner_raw, q.l + 8)) \
+                if head and inner_raw else (0, 0)
+            if nl > 1 << 20:
+                again.append(s)
+                continue
+            wanted += [(lp, 24 * nl) if nl else (s.address, 8), (s.address, len(raw))]
+            level4.append((s, raw, q, values, state, head, n, b_raw if nb else b"", cb,
+                           sorted_, nl))
+        got = iter(gm.memory.read_many(wanted))
+        for s, raw, q, values, state, head, n, b_raw, cb, sorted_, nl in level4:
+            l_raw, after = next(got), next(got)
+            if after != raw or (nl and l_raw is None):
+                again.append(s)
+                continue
+            count = _u64(raw, q.cnt)
+            total = _f(_u64(raw, q.sum))
             for v in values:
-                assert v is not None
                 count += len(v) // 8
                 for i in range(len(v) // 8):  # one by one, as the program's flush adds them
                     total += _f(_u64(v, 8 * i))
-            out.values[s.address] = Summary(count, total)
+            seen = (raw, l_raw, b_raw, head, quantiles.rotations(state, now))
+            known = self._quantiles_of.get(s.address)
+            if known is not None and known[0] == seen:  # nothing moved: the same answers
+                out.values[s.address] = Summary(count, total, known[1])
+                continue
+            targets, ranks = self._objectives(s, raw, q)
+            state.ranks = ranks
+            final = None
+            if head:
+                final = quantiles.Stream(n, _samples(l_raw or b"", nl),
+                                         _samples(b_raw or b"", len(b_raw or b"") // 24),
+                                         int(cb), sorted_, targets)
+            try:
+                qs = tuple(quantiles.served(state, final))
+            except (ValueError, OverflowError, IndexError):  # a torn stream: not its own
+                again.append(s)
+                continue
+            if len(self._quantiles_of) > MAX_KEPT:
+                self._quantiles_of.clear()
+            self._quantiles_of[s.address] = (seen, qs)
+            out.values[s.address] = Summary(count, total, qs)
         return again
+
+    def _quantiled_of(self, t: GoType) -> _Quantiled:
+        """Where a summary with objectives keeps what its quantiles are made of."""
+        got = self._quantiled.get(id(t))
+        if got is None:
+            gm = self.gm
+            st = gm.field_type(t, "streams")  # []*quantile.Stream
+            outer = st.elem.elem if st.elem is not None and st.elem.elem is not None else None
+            if outer is None:
+                raise Damaged(f"{t.short}.streams is not a slice of pointers", "")
+            inner_t = gm.field_type(outer, "stream")
+            inner = inner_t.elem if inner_t.elem is not None else None
+            if inner is None:
+                raise Damaged("a quantile.Stream without its stream", "")
+            o = self._off
+            got = self._quantiled[id(t)] = _Quantiled(
+                o(t, "mtx"), o(t, "bufMtx"), o(t, "hotBuf"), o(t, "coldBuf"), o(t, "cnt"),
+                o(t, "sum"), o(t, "streams"), o(t, "streamDuration"), o(t, "headStreamIdx"),
+                o(t, "headStreamExpTime"), o(t, "hotBufExpTime"), o(t, "objectives"),
+                o(t, "sortedObjectives"), outer.size, o(outer, "stream"), o(outer, "b"),
+                o(outer, "sorted"), inner.size, o(inner, "n"), o(inner, "l"),
+                gm.field_type(t, "objectives"))
+        return got
+
+    def _objectives(self, s: Series, raw: bytes, q: _Quantiled
+                    ) -> tuple[tuple[tuple[float, float], ...], list[float]]:
+        """The summary's objectives (quantile, error) and its ranks in order, fixed when
+        it is made: read once for as long as the object is the same."""
+        key = (s.address, s.desc)
+        got = self._objectives_of.get(key)
+        if got is None:
+            gm = self.gm
+            pairs = gm.map_pairs([(_u64(raw, q.objectives), q.objectives_type)],
+                                 Reads(gm.memory))[0]
+            if isinstance(pairs, Damaged):
+                raise pairs
+            targets = tuple((_f(_u64(k, 0)), _f(_u64(v, 0))) for k, v in pairs)
+            data, n = _u64(raw, q.ranks), min(_u64(raw, q.ranks + 8), 64)
+            b = gm.memory.read(data, 8 * n) if n else b""
+            ranks = [_f(_u64(b, 8 * i)) for i in range(n)]
+            if len(self._objectives_of) > MAX_KEPT:
+                self._objectives_of.clear()
+            got = self._objectives_of[key] = (targets, ranks)
+        return got
+
+
+@dataclass(frozen=True, slots=True)
+class _Quantiled:
+    """Offsets in a summary with objectives, its quantile.Stream and its stream."""
+
+    mtx: int
+    buf_mtx: int
+    hot: int
+    cold: int
+    cnt: int
+    sum: int
+    streams: int
+    duration: int
+    head_idx: int
+    head_exp: int
+    hot_exp: int
+    objectives: int
+    ranks: int
+    stream_size: int
+    inner: int
+    b: int
+    sorted: int
+    inner_size: int
+    n: int
+    l: int  # noqa: E741 - the field's own name
+    objectives_type: GoType
+
+
+# time.Time's wall clock (its wall word with the monotonic bit set: 33 bits of seconds
+# since 1885, 30 of nanoseconds; else ext seconds since year 1)
+_WALL_TO_INTERNAL = (1884 * 365 + 1884 // 4 - 1884 // 100 + 1884 // 400) * 86400
+_UNIX_TO_INTERNAL = (1969 * 365 + 1969 // 4 - 1969 // 100 + 1969 // 400) * 86400
+
+
+def _unix_ns(raw: bytes, at: int) -> int:
+    """The time.Time at ``at`` in ``raw``, in ns since the Unix epoch."""
+    wall, ext = _u64(raw, at), _signed(_u64(raw, at + 8))
+    nsec = wall & ((1 << 30) - 1)
+    sec = _WALL_TO_INTERNAL + (((wall << 1) & (1 << 64) - 1) >> 31) if wall >> 63 else ext
+    return (sec - _UNIX_TO_INTERNAL) * 1_000_000_000 + nsec
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _samples(raw: bytes, n: int) -> list[tuple[float, float, float]]:
+    return [struct.unpack_from("<3d", raw, 24 * i) for i in range(n)]
