@@ -61,11 +61,16 @@ def counted(text: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def start_noop(spec: Path, cache: Path) -> tuple[subprocess.Popen[str], str]:
+def start_noop(spec: Path | None, cache: Path | None, *args: str
+               ) -> tuple[subprocess.Popen[str], str]:
+    """``noop run --config spec`` (or ``noop run ARGS``) on a port of its own, once it
+    says it is ready: the process and its URL. ``cache``: noop's cache (default its
+    own)."""
+    what = ["--config", str(spec)] if spec is not None else list(args)
+    env = {**os.environ, **({"NOOP_CACHE_DIR": str(cache)} if cache is not None else {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent", "run", "--config", str(spec), "--listen",
-         "127.0.0.1:0"], cwd=ROOT, env={**os.environ, "NOOP_CACHE_DIR": str(cache)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "agent", "run", *what, "--listen", "127.0.0.1:0"], cwd=ROOT,
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     url = ""
     for line in proc.stderr:

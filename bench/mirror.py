@@ -40,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # bench/'s own helpers, beside this file
 
 from agent.cache import cache_dir  # noqa: E402
 from agent.tools import arms, bench, workloads  # noqa: E402
@@ -128,8 +129,9 @@ def scrape_cost(sizes: list[int], scrapes: int) -> None:
     """``noop run --binary --mirror memory``'s /metrics beside the program's own, for
     programs of ``sizes`` metric objects (bench/programs/go-series), scraped in turn:
     p50 and p99 of each, and noop's RSS."""
-    import re
     from statistics import quantiles
+
+    from agent_cpu import start_noop
     with tempfile.TemporaryDirectory() as tmp:
         binary = _go_series(Path(tmp) / "go-series")
         rss: dict[int, int] = {}
@@ -138,17 +140,8 @@ def scrape_cost(sizes: list[int], scrapes: int) -> None:
                                     text=True)
             assert prog.stdout is not None
             theirs = "http://" + prog.stdout.readline().split()[1] + "/metrics"
-            noop = subprocess.Popen([sys.executable, "-m", "agent", "run", "--binary",
-                                     str(binary), "--mirror", "memory", "--listen",
-                                     "127.0.0.1:0"], cwd=ROOT, stderr=subprocess.PIPE,
-                                    text=True)
-            assert noop.stderr is not None
-            mine = ""
-            for line in noop.stderr:
-                if m := re.search(r"serving (http://\S+/metrics)", line):
-                    mine = m.group(1)
-                if "ready:" in line:
-                    break
+            noop, base = start_noop(None, None, "--binary", str(binary), "--mirror", "memory")
+            mine = base + "/metrics"
             try:
                 first = _timed_get(mine)[0]  # the first scrape walks the registries, the
                 again = _timed_get(mine)[0]  # second makes the page's template

@@ -12,10 +12,11 @@ taken only when ``countAndHotIdx`` is the same before and after, its cold half i
 all zero (count, sum and buckets: the program's own scrape, ``Write``, adds the cold
 count to the hot one and zeroes it before it moves the buckets and, last, the sum) and
 its hot half's count is ``countAndHotIdx``'s low 63 bits (no observation half-done, no
-scrape of the program's own half-way); a summary with objectives only
-while both its mutexes are unlocked before and after (its struct the same, which a
-Write or a flush in between would change), as ``cnt`` plus the buffered observations. A read that fails these is tried again a few times; then the series is
-left out of this scrape, said in ``Read.torn``.
+scrape of the program's own half-way); a summary with objectives only while both its
+mutexes are unlocked before and after (its struct the same, which a Write or a flush
+in between would change), as ``cnt`` plus the buffered observations. A read that fails
+these is tried again a few times; then the series is left out of this scrape, said in
+``Read.torn``.
 """
 
 from __future__ import annotations
