@@ -206,7 +206,35 @@ def test_each_range_is_its_bytes_or_none(guarded_page: tuple[int, bytes],
         length = {"huge": 1 << 40, "empty": 0}.get(kind, size)
         ranges.append((start, length))
         want.append(content[off:off + size] if kind == "in" else None)
-    assert Memory(os.getpid()).read_many(ranges) == want
+    mem = Memory(os.getpid())
+    assert mem.read_many(ranges) == want
+    assert mem.read_many(ranges) == want  # again: a long list through what was prepared
+
+
+def test_a_list_read_again_sees_memory_as_it_is_now() -> None:
+    """A list of ranges read again (through the iovecs prepared for it) gives the bytes
+    as they are now, and None for a range whose page cannot be read any more."""
+    import mmap
+
+    pages = mmap.mmap(-1, 2 * mmap.PAGESIZE)
+    pages[:] = b"a" * (2 * mmap.PAGESIZE)
+    holder = ctypes.c_char.from_buffer(pages)
+    at = ctypes.addressof(holder)
+    ranges = [(at + 16 * i, 16) for i in range(2 * mmap.PAGESIZE // 16)]
+    mem = Memory(os.getpid())
+    assert mem.read_many(ranges) == [b"a" * 16] * len(ranges)
+    pages[:16] = b"b" * 16
+    assert mem.read_many(ranges)[:2] == [b"b" * 16, b"a" * 16]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mprotect(ctypes.c_void_p(at + mmap.PAGESIZE), mmap.PAGESIZE, 0) == 0
+    try:
+        got = mem.read_many(ranges)
+    finally:
+        libc.mprotect(ctypes.c_void_p(at + mmap.PAGESIZE), mmap.PAGESIZE, 3)
+        del holder
+        pages.close()
+    half = mmap.PAGESIZE // 16
+    assert got == [b"b" * 16] + [b"a" * 16] * (half - 1) + [None] * half
 
 
 @pytest.fixture(scope="module")

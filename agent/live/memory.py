@@ -19,6 +19,7 @@ import itertools
 import os
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.errors import NoopError
@@ -48,6 +49,9 @@ class Memory:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.reads = 0  # system calls made, for the costs noop states
+        # lists of ranges read again and again (a scrape's, while the members are the
+        # same), by the list's id: the list, and each batch's iovecs and buffer made once
+        self._prepared: dict[int, tuple[Sequence[tuple[int, int]], list[_Prepared]]] = {}
 
     def read(self, address: int, size: int) -> bytes:
         """``size`` bytes at ``address``; Unreadable when any of them cannot be read."""
@@ -59,11 +63,41 @@ class Memory:
 
     def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
         """Each range's bytes, or None for a range not readable whole (unmapped, or past
-        a bound on its size). Unreadable when the process cannot be read at all."""
+        a bound on its size). Unreadable when the process cannot be read at all. A list
+        read before (the same object, unchanged) reads through what was prepared for it
+        then."""
         out: list[bytes | None] = [None] * len(ranges)
+        known = self._prepared.get(id(ranges))
+        if known is not None and known[0] is ranges:
+            for batch in known[1]:
+                if not self._again(batch, out):
+                    self._batch(ranges, batch.lo, batch.hi, out)
+            return out
         for start in range(0, len(ranges), IOV_MAX):
             self._batch(ranges, start, min(start + IOV_MAX, len(ranges)), out)
+        if isinstance(ranges, list) and len(ranges) >= _PREPARE_FROM:
+            if len(self._prepared) >= _PREPARED:
+                self._prepared.pop(next(iter(self._prepared)))
+            self._prepared[id(ranges)] = (ranges, [
+                _Prepared.made(ranges, lo, min(lo + IOV_MAX, len(ranges)))
+                for lo in range(0, len(ranges), IOV_MAX)])
         return out
+
+    def _again(self, batch: _Prepared, out: list[bytes | None]) -> bool:
+        """One prepared batch read whole into ``out``; False when it cannot be (a range
+        that is not to be read, or not mapped now: the general way then)."""
+        if batch.buf is None:
+            return False
+        self.reads += 1
+        done = _readv(self.pid, batch.local, batch.k, batch.remote, batch.k, 0)
+        if done != batch.starts[-1]:
+            if done < 0 and ctypes.get_errno() not in (errno.EFAULT,):
+                raise _refused(self.pid, ctypes.get_errno())
+            return False
+        raw = batch.buf.raw
+        starts = batch.starts
+        out[batch.lo:batch.hi] = [raw[a:b] for a, b in itertools.pairwise(starts)]
+        return True
 
     def _batch(self, ranges: Sequence[tuple[int, int]], lo: int, hi: int,
                out: list[bytes | None]) -> None:
@@ -100,6 +134,39 @@ class Memory:
             m = bisect.bisect_right(starts, done) - 1  # the ranges read whole
             out[i:i + m] = [raw[a:b] for a, b in itertools.pairwise(starts[:m + 1])]
             i += m if m == k else m + 1  # range m was read short: not whole
+
+
+_PREPARE_FROM = 64  # ranges in a list worth preparing
+_PREPARED = 8  # lists prepared per process
+
+
+@dataclass(eq=False)
+class _Prepared:
+    """One batch of a list of ranges, ready to read again: its iovecs and buffer (none
+    when a range of it is not one noop reads)."""
+
+    lo: int
+    hi: int
+    k: int
+    starts: list[int]
+    buf: ctypes.Array[ctypes.c_char] | None
+    local: ctypes.Array[_Iovec] | None
+    remote: ctypes.Array[_Iovec] | None
+
+    @classmethod
+    def made(cls, ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> _Prepared:
+        wanted = ranges[lo:hi]
+        k = len(wanted)
+        starts = list(itertools.accumulate((n for _a, n in wanted), initial=0))
+        if any(not (a > 0 and 0 < n <= _MAX_READ) for a, n in wanted):
+            return cls(lo, hi, k, starts, None, None, None)
+        buf = ctypes.create_string_buffer(max(starts[-1], 1))
+        base = ctypes.addressof(buf)
+        words = list(itertools.chain.from_iterable(wanted))
+        remote = (_Iovec * k).from_buffer_copy(struct.pack(f"<{2 * k}Q", *words))
+        words[0::2] = [base + o for o in starts[:-1]]
+        local = (_Iovec * k).from_buffer_copy(struct.pack(f"<{2 * k}Q", *words))
+        return cls(lo, hi, k, starts, buf, local, remote)
 
 
 def _refused(pid: int, err: int) -> Unreadable:

@@ -68,6 +68,7 @@ class _Process:
     torn: int = 0  # series left out of a scrape: changing at every try
     gone: int = 0  # series whose object was no longer itself at a scrape
     unsettled: int = 0  # scrapes whose members changed at every read: what all held
+    read_members: members.Last | None = None  # the last settled read of its members
     unread: int = 0  # *Vecs whose map could not be read at a scrape
     capped: int = 0  # series left out of the last scrape: past the cap
     walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
@@ -338,7 +339,7 @@ class Mirror:
             found, vecs = p.found, p.vecs
         walker: registry.Walker | None = None
         for last in (False, False, True):
-            now = members.read(p.gm, found, vecs)
+            now, p.read_members = members.read(p.gm, found, vecs, p.read_members)
             if p.last is not None and p.last[0] is found and now.settled and \
                     p.last[1].regs == now.regs and p.last[1].children == now.children:
                 return p.last[2]  # the members of the last scrape: its families as they were

@@ -119,7 +119,9 @@ class Reader:
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
         self._layouts: dict[int, _Layout] = {}
         self._halves_layouts: dict[int, _Halves] = {}
-        self._flat: tuple[Found, list[Series]] | None = None  # the last read's series
+        # the last read's series, their layouts and ranges (while its members are the same)
+        self._flat: tuple[Found, list[Series], list[_Layout], list[tuple[int, int]]] | None \
+            = None
         self._quantiled: dict[int, _Quantiled] = {}
         # a summary's quantiles by its address, with what they were computed from (the
         # struct, its head stream's samples and buffer, which stream, its rotations)
@@ -137,20 +139,28 @@ class Reader:
     def read(self, found: Found) -> Read:
         out = Read()
         if self._flat is None or self._flat[0] is not found:  # another scrape's members
-            self._flat = (found, [s for f in found.families.values() for s in f.series])
-        pending = self._flat[1]
-        for _try in range(TRIES):
-            pending = self._once(pending, out)
+            series = [s for f in found.families.values() for s in f.series]
+            layouts = [self._layout(s.type) for s in series]
+            self._flat = (found, series, layouts,
+                          [(s.address, lay.size) for s, lay in zip(series, layouts,
+                                                                     strict=True)])
+        _found, pending, layouts, ranges = self._flat
+        pending = self._once(pending, out, layouts, ranges)
+        for _try in range(TRIES - 1):  # the ones to try again: their own layouts, ranges
             if not pending:
                 break
+            pending = self._once(pending, out)
         out.torn += pending
         return out
 
-    def _once(self, series: list[Series], out: Read) -> list[Series]:
-        """Reads ``series``; the ones to try again."""
-        layouts = [self._layout(s.type) for s in series]
-        raws = self.gm.memory.read_many([(s.address, lay.size)
-                                         for s, lay in zip(series, layouts, strict=True)])
+    def _once(self, series: list[Series], out: Read, layouts: list[_Layout] | None = None,
+              ranges: list[tuple[int, int]] | None = None) -> list[Series]:
+        """Reads ``series`` (their ``layouts`` and ``ranges``, when known, the same list
+        from scrape to scrape: its reads are prepared once); the ones to try again."""
+        if layouts is None or ranges is None:
+            layouts = [self._layout(s.type) for s in series]
+            ranges = [(s.address, lay.size) for s, lay in zip(series, layouts, strict=True)]
+        raws = self.gm.memory.read_many(ranges)
         again: list[Series] = []
         histograms: list[tuple[Series, bytes]] = []
         summaries: list[tuple[Series, bytes]] = []
