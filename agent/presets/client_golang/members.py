@@ -56,7 +56,8 @@ class Last:
     """A settled read of the members: of which walk and *Vecs, the ranges it read and
     their bytes, and what they held."""
 
-    of: tuple[int, ...]
+    found: Found  # held: the walk it was of (its id is not another's while held)
+    vecs: list[Vec]
     ranges: list[tuple[int, int]]
     got: list[bytes | None]
     now: Now
@@ -68,8 +69,8 @@ def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None
     the next call as ``last``. When every range ``last`` read holds the same bytes in
     two reads of them all, the members are ``last``'s (two batched reads, nothing
     parsed: a scrape of a program whose members did not change)."""
-    of = (id(found), *map(id, vecs))
-    if last is not None and last.of == of and \
+    if last is not None and last.found is found and len(last.vecs) == len(vecs) and \
+            all(a is b for a, b in zip(last.vecs, vecs, strict=True)) and \
             gm.memory.read_many(last.ranges) == last.got == gm.memory.read_many(last.ranges):
         return last.now, last
     tries: list[Now] = []
@@ -77,7 +78,7 @@ def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None
         reads = Reads(gm.memory)
         now = _once(gm, found.regs, vecs, reads)
         if reads.held():
-            return now, Last(of, reads.ranges, reads.got, now)
+            return now, Last(found, list(vecs), reads.ranges, reads.got, now)
         tries.append(now)
     return _common(tries), None
 

@@ -285,16 +285,15 @@ class Mirror:
             p.torn += len(read.torn)
             p.gone += len(read.gone)
             reads.append((p, current, read))
-        shape = tuple((p.pid, id(current)) for p, current, _read in reads)
+        shape = tuple((p.pid, current) for p, current, _read in reads)
         t = self._template
-        if t is not None and t.shape == shape:
+        if t is not None and len(t.shape) == len(shape) and \
+                all(a[0] == b[0] and a[1] is b[1] for a, b in zip(t.shape, shape, strict=True)):
             text = t.fill([read for _p, _c, read in reads])
             if text is not None:
                 return Bundle(text, t.types, t.owned, lambda: self._blocks(reads))
         got = self._blocks(reads)
         self._template = _Template.made(shape, got, reads, self)
-        if self._template is not None:
-            _settled()
         return got
 
     def _blocks(self, reads: list[tuple[_Process, Found, readings.Read]]) -> list[Block]:
@@ -564,7 +563,7 @@ class _Template:
     (``statics[i]`` before value ``i``), and the series whose values go there, in order
     (the read's index, the object's address, its kind, a histogram's buckets)."""
 
-    shape: tuple[tuple[int, int], ...]  # (pid, its members' families' id), each read
+    shape: tuple[tuple[int, Found], ...]  # (pid, its members' families), each read
     statics: list[str]
     tail: str
     series: list[tuple[int, int, int, int]]
@@ -572,7 +571,7 @@ class _Template:
     owned: dict[bytes, bytes]  # sample name -> its family
 
     @classmethod
-    def made(cls, shape: tuple[tuple[int, int], ...], blocks: list[Block],
+    def made(cls, shape: tuple[tuple[int, Found], ...], blocks: list[Block],
              reads: list[tuple[_Process, Found, readings.Read]], mirror: Mirror
              ) -> _Template | None:
         """The template of a page whose blocks are ``blocks``, when every series of
@@ -652,10 +651,12 @@ _OWNED = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_coun
 
 
 def _settled() -> None:
-    """What a walk or a page's template made lives until the members change: out of
-    the garbage collector's full passes, which would walk every object of it (a pause of
-    a third of a second at 100,000 series) at every few scrapes. None of it holds a
-    cycle: the reference counts free it when it goes."""
+    """What a walk made lives until the registries change: out of the garbage
+    collector's full passes, which would walk every object of it (a pause of a third of
+    a second at 100,000 series) every few scrapes. The garbage there is now is collected
+    first, so that no cycle is kept for good; a walk holds none of its own (the
+    reference counts free it when it goes)."""
+    gc.collect()
     gc.freeze()
 
 
