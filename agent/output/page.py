@@ -27,6 +27,12 @@ from agent import logs
 # writes a ``_created`` sample as a gauge family of its own).
 _SUFFIXES = {b"histogram": (b"_bucket", b"_sum", b"_count"),
              b"summary": (b"_sum", b"_count")}
+def owned(name: bytes, type_: bytes) -> list[bytes]:
+    """The sample names a family of ``type_`` called ``name`` owns: its own, and its
+    suffixes' (a histogram's ``_bucket``, ``_sum``, ``_count``; a summary's last two)."""
+    return [name, *(name + s for s in _SUFFIXES.get(type_, ()))]
+
+
 MAX_SAID = 1024  # families whose drops are logged (once each)
 REASONS = ("duplicate", "family")
 _NAME = b"noop_page_dropped_samples_total"  # noop's count of them, on every page
@@ -120,14 +126,14 @@ class Pages:
                     continue
                 if f is None:
                     f = _Family(help_, type_)
-                    owned = [name, *(name + s for s in _SUFFIXES.get(type_, ()))]
-                    taken = next((owner[n] for n in owned if n in owner), None)
+                    names = owned(name, type_)
+                    taken = next((owner[n] for n in names if n in owner), None)
                     if taken is not None and taken != name:
                         drops.append((name, f"its samples' names are {taken.decode()}'s",
                                       len(keys)))
                         continue
                     families[name] = f
-                    for n in owned:
+                    for n in names:
                         owner[n] = name
                 elif f.type != type_:
                     drops.append((name, "a family of another type has its name", len(keys)))

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.output.page import Block, Bundle
+from agent.output.page import Block, Bundle, owned
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -608,11 +608,8 @@ class _Template:
                     statics.append(pending + k + " ")
                     pending = "\n"
                 series.append((i, s.address, kind, n))
-        owned = {}
-        for b in blocks:
-            for suffix in ("", *_OWNED.get(b.type.decode(), ())):
-                owned[b.name + suffix.encode()] = b.name
-        return cls(shape, statics, pending, series, {b.name: b.type for b in blocks}, owned)
+        owner = {n: b.name for b in blocks for n in owned(b.name, b.type)}
+        return cls(shape, statics, pending, series, {b.name: b.type for b in blocks}, owner)
 
     def fill(self, reads: list[readings.Read]) -> bytes | None:
         """The page with ``reads``' values; None when one of its series was not read
@@ -646,8 +643,6 @@ class _Template:
                 self.tail).encode()
 
 
-# the sample names a family of each type owns beside its own (page._SUFFIXES')
-_OWNED = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
 
 
 def _settled() -> None:
