@@ -82,12 +82,16 @@ class GoMemory:
 
     def string(self, address: int) -> str:
         """The Go string whose header (data, len) is at ``address``."""
+        return self.string_bytes(address).decode(errors="replace")
+
+    def string_bytes(self, address: int) -> bytes:
+        """The bytes of the Go string whose header (data, len) is at ``address``."""
         data, n = self.words(address, 2)
         if n == 0:
-            return ""
+            return b""
         if n > MAX_STRING or data == 0:
             raise Damaged(f"a string at {address:#x} of {n} bytes at {data:#x}", "")
-        return self.memory.read(data, n).decode(errors="replace")
+        return self.memory.read(data, n)
 
     def slice(self, address: int, limit: int = MAX_ENTRIES) -> tuple[int, int]:
         """(data, len) of the slice whose header is at ``address``."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from agent.live.gomemory import Damaged, GoMemory, Reads
 from agent.presets.client_golang.registry import MAX_COLLECTORS, Found, Reg, Vec
 
-TRIES = 4  # reads of the members before what every one of them held is taken
+TRIES = 4  # reads of the members before each map is taken as two in a row agreed
 _TWO = struct.Struct("<QQ")
 _THREE = struct.Struct("<QQQ")
 _MAX_CHILDREN = 1 << 16  # of one hash (a collision's slice)
@@ -38,7 +38,7 @@ class Now:
 
     regs: list[set[Key] | None] = field(default_factory=list)
     children: dict[int, list[Key] | None] = field(default_factory=dict)
-    settled: bool = True  # False: the maps changed at every try; what every try held
+    settled: bool = True  # False: the maps changed at every try; each as two agreed
 
 
 def vecs_of(found: Found) -> list[Vec]:
@@ -141,18 +141,17 @@ def _once(gm: GoMemory, regs: list[Reg], vecs: list[Vec], reads: Reads) -> Now:
 
 
 def _common(tries: list[Now]) -> Now:
-    """What every try held: members of all of them (a subset of one instant's)."""
-    last = tries[-1]
+    """Of reads that never agreed as a whole, each map as two reads in a row found it
+    (the latest such pair): a map that changed between every two reads is left out
+    (None), as is what one read of it alone found (a slot copied while it was written
+    may pair a key with another entry's value)."""
     out = Now(settled=False)
-    for i in range(len(last.regs)):
-        sets = [t.regs[i] for t in tries]
-        out.regs.append(None if any(s is None for s in sets) else
-                        set.intersection(*[s for s in sets if s is not None]))
-    for vid, children in last.children.items():
-        lists = [t.children.get(vid) for t in tries]
-        if children is None or any(c is None for c in lists):
-            out.children[vid] = None
-            continue
-        common = set.intersection(*[set(c) for c in lists if c is not None])
-        out.children[vid] = [c for c in children if c in common]
+    pairs = list(zip(tries[-2::-1], tries[:0:-1], strict=True))  # (earlier, later), latest first
+    for i in range(len(tries[-1].regs)):
+        out.regs.append(next((b.regs[i] for a, b in pairs
+                              if a.regs[i] is not None and a.regs[i] == b.regs[i]), None))
+    for vid in tries[-1].children:
+        out.children[vid] = next((b.children[vid] for a, b in pairs
+                                  if a.children.get(vid) is not None and
+                                  a.children.get(vid) == b.children.get(vid)), None)
     return out

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -70,6 +70,7 @@ class _Process:
     unsettled: int = 0  # scrapes whose members changed at every read: what all held
     read_members: members.Last | None = None  # the last settled read of its members
     unread: int = 0  # *Vecs whose map could not be read at a scrape
+    reread: int = 0  # scrapes' reads made again: a member went before its value was read
     capped: int = 0  # series left out of the last scrape: past the cap
     walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time
     scraping: threading.Lock = field(default_factory=threading.Lock)  # one scrape too
@@ -80,6 +81,8 @@ class _Process:
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, members.Now, Found] | None = None
+    # what this scrape's page is of: the walk, its *Vecs, and the members read
+    members: tuple[Found, list[registry.Vec], members.Now] | None = None
 
 
 class Mirror:
@@ -111,8 +114,12 @@ class Mirror:
         # per process: (registry, its map's header and seed) -> (times gathered APART,
         # when the last of those, when last gathered)
         self._gathered: dict[int, dict[tuple[int, int, int], tuple[int, float, float]]] = {}
-        self._labels_of: dict[tuple[int, int, int], tuple[str, str, str, str, str]] = {}
-        self._keys_of: dict[tuple[int, int, int, str], tuple[str, ...]] = {}  # _keys'.
+        # _label_text's and _keys' (with the labels they were written of)
+        self._labels_of: dict[tuple[int, int, int],
+                              tuple[tuple[tuple[str, str], ...],
+                                    tuple[str, str, str, str, str]]] = {}
+        self._keys_of: dict[tuple[int, int, int, str],
+                            tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {}
         # each family's series' keys on the last page, and its name, help, type and
         # keys written (the page's check of the keys is kept by that list while the
         # family is the same)
@@ -276,10 +283,9 @@ class Mirror:
                 self._walk(p, unless_walked=True)
             try:
                 with p.scraping:  # one scrape of a process at a time: its members' memo
-                    current = self._current(p)
                     if p.reader is None:
                         p.reader = readings.Reader(p.gm)
-                    read = p.reader.read(current)
+                    current, read = self._scrape(p, p.reader)
             except Unreadable:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
@@ -329,31 +335,93 @@ class Mirror:
             p = self._processes.get(pid)
         return p.served.get(address) if p is not None else None
 
-    def _current(self, p: _Process) -> Found:
+    def _confirm(self, p: _Process, read: readings.Read, last_try: bool) -> bool:
+        """Whether every object whose value ``read`` holds is still a member, as when
+        the scrape read the members (``p.members``): what was read at the address of
+        one that is not may be another's (a collector unregistered, freed and its memory
+        given to another of the same type, a child deleted and another made). One read
+        of the members' bytes when they did not change; else they are read again, and
+        on the ``last_try`` the values of those gone are left out of ``read`` (the
+        scrape counted unsettled)."""
+        last, before = p.read_members, p.members
+        if before is None:
+            return True
+        found, vecs = before[0], before[1]
+        if last is not None and last.found is found and last.now is before[2] and \
+                p.gm.memory.read_many(last.ranges) == last.got:
+            return True
+        after, p.read_members = members.read(p.gm, found, vecs, last)
+        lost = _absent(found, vecs, before[2], after)
+        if lost and not last_try:
+            return False
+        for address in lost:
+            if read.values.pop(address, None) is not None:
+                p.gone += 1
+        if lost:
+            p.last = None
+            p.unsettled += 1
+        return True
+
+    def _scrape(self, p: _Process, reader: readings.Reader) -> tuple[Found, readings.Read]:
+        """The families of ``p``'s members and their values, read again (twice at
+        most) while a member goes before its value has been read."""
+        for last in (False, False):
+            got = self._current(p, last)
+            if got is not None:
+                read = reader.read(got)
+                if self._confirm(p, read, last):
+                    return got, read
+            p.reread += 1
+        current = self._current(p)
+        read = reader.read(current)
+        self._confirm(p, read, True)
+        return current, read
+
+    @overload
+    def _current(self, p: _Process) -> Found: ...
+
+    @overload
+    def _current(self, p: _Process, last_try: bool) -> Found | None: ...
+
+    def _current(self, p: _Process, last_try: bool = True) -> Found | None:
         """The families of the objects that are members now, read from ``p``'s memory:
         a collector registered since the walk is walked here, alone, and the members
         read again with it (a few times at most: then what it holds but its *Vecs'
-        children, which the next scrape reads)."""
+        children, which the next scrape reads). What was read of objects new at this
+        scrape (names, help, labels) is theirs only if they are members still when it
+        has been read: the members are read once more, and a new object that is not
+        one any more is forgotten (its memory may have been another's). When a member
+        went meanwhile: None, unless on the ``last_try``, which leaves out what went
+        (the scrape counted unsettled)."""
         with self._lock:  # a walk replaces both at once
             found, vecs = p.found, p.vecs
-        walker: registry.Walker | None = None
+        walked: list[tuple[int, members.Key]] = []  # (registry, collector) walked here
         for last in (False, False, True):
+            # a walker a read of the members: what one learnt of an address (a Desc, a
+            # collector) may be another object's at the next
+            walker: registry.Walker | None = None
             now, p.read_members = members.read(p.gm, found, vecs, p.read_members)
             if p.last is not None and p.last[0] is found and now.settled and \
                     p.last[1].regs == now.regs and p.last[1].children == now.children:
+                p.members = (found, vecs, now)
                 return p.last[2]  # the members of the last scrape: its families as they were
             units: list[registry.Unit] = []
             fresh = False
-            for r, keys in zip(found.regs, now.regs, strict=True):
+            for i, (r, keys) in enumerate(zip(found.regs, now.regs, strict=True)):
                 for key in sorted(keys or ()):
                     unit = r.units.get(key)
                     if unit is None:  # registered since the walk
                         walker = walker or registry.Walker(p.gm, found)
-                        unit = r.units[key] = walker.unit(key[1], key[2])
+                        try:
+                            unit = r.units[key] = walker.unit(key[1], key[2], key[0])
+                        except registry.Torn:
+                            p.torn += 1  # read again at the next scrape
+                            continue
+                        walked.append((i, key))
                         vecs = vecs + [v for v in unit.vecs if all(v is not w for w in vecs)]
                         fresh = fresh or bool(unit.vecs)
                         if last:
-                            unit = registry.Unit(unit.series)
+                            unit = registry.Unit(unit.series, helps=unit.helps)
                     units.append(unit)
             if not fresh or last:
                 break
@@ -369,16 +437,32 @@ class Mirror:
         with self._lock:
             if p.found is found:  # not walked again meanwhile
                 p.vecs = vecs
-        current = self._families(p, found, units, now)
-        p.last = (found, now, current) if now.settled else None
+        read_now: list[tuple[registry.Vec, members.Key]] = []
+        current = self._families(p, found, units, now, read_now)
+        lost: set[int] = set()
+        p.members = (found, vecs, now)
+        if walked or read_now:
+            again, p.read_members = members.read(p.gm, found, vecs, p.read_members)
+            lost = _absent(found, vecs, now, again) | _lost(found, again, walked, read_now)
+            if lost and not last_try:
+                return None
+            if lost:
+                for f in current.families.values():
+                    f.series = [s for s in f.series if s.address not in lost]
+                p.torn += len(lost)
+                p.unsettled += 1
+            p.members = (found, vecs, again)
+        p.last = (found, now, current) if now.settled and not lost else None
         p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
                     for f in current.families.values() for s in f.series}
         return current
 
     def _families(self, p: _Process, found: Found, units: list[registry.Unit],
-                  now: members.Now) -> Found:
+                  now: members.Now, read_now: list[tuple[registry.Vec, members.Key]]
+                  ) -> Found:
         """The families of ``units`` and of their *Vecs' children that are members
-        ``now`` (a child made since the walk read here, one gone forgotten)."""
+        ``now`` (a child made since the walk read here, and added to ``read_now``; one
+        gone forgotten)."""
         out = Found()
         seen: set[int] = set()  # objects (one may be in two registries)
         walker: registry.Walker | None = None
@@ -404,7 +488,7 @@ class Mirror:
             for name, s in u.series:
                 if chosen(name):
                     f = found.families.get(name)
-                    add(name, f.help if f else "", f.kind if f else "", s)
+                    add(name, u.helps.get(name, ""), f.kind if f else "", s)
             for v in u.vecs:
                 if chosen(v.family):
                     vecs.setdefault(id(v), v)
@@ -422,6 +506,7 @@ class Mirror:
                         child = walker.child(v, *key)
                     except Unreadable:
                         continue  # gone already, or torn: the next scrape
+                    read_now.append((v, key))
                 if child is not None:
                     add(v.family, v.help, v.kind, child)
             if now.settled:  # forget the children that are gone
@@ -479,7 +564,10 @@ class Mirror:
         when it is made), sum's and count's; a summary's quantiles' (its objectives are
         fixed too), sum's and count's; else one."""
         cached = (pid, s.address, s.desc, name)
-        got = self._keys_of.get(cached)
+        was = self._keys_of.get(cached)
+        # another child of the *Vec may be at the address now, with other labels
+        got = was[1] if was is not None and (was[0] is s.labels or was[0] == s.labels) \
+            else None
         if got is None:
             inner, before, after, qbefore, qafter = self._label_text(s, pid)
             if isinstance(v, Histogram):
@@ -494,16 +582,18 @@ class Mirror:
                 got = (f"{name}{{{inner}}}",)
             if len(self._keys_of) > MAX_SERIES:  # objects come and go: start again
                 self._keys_of.clear()
-            self._keys_of[cached] = got
+            self._keys_of[cached] = (s.labels, got)
         return got
 
     def _label_text(self, s: registry.Series, pid: int) -> tuple[str, str, str, str, str]:
         """The series' labels and noop's, sorted by name as every part of noop's page
-        writes them, written once for as long as the object is the same (its address
-        and desc): all of them, those before and after a bucket's ``le``, and those
+        writes them, written once for as long as the object is the same (its address,
+        desc and labels): all of them, those before and after a bucket's ``le``, and those
         before and after a summary's ``quantile``."""
         key = (pid, s.address, s.desc)
-        got = self._labels_of.get(key)
+        was = self._labels_of.get(key)
+        got = was[1] if was is not None and (was[0] is s.labels or was[0] == s.labels) \
+            else None
         if got is None:
             own = dict(s.labels)
             labels = sorted([*s.labels, *((("noop_" if k in own else "") + k, x)
@@ -514,10 +604,10 @@ class Mirror:
             text = [f'{k}="{_value(x)}"' for k, x in labels]
             cut = sum(1 for k, _x in labels if k < "le")
             qcut = sum(1 for k, _x in labels if k < "quantile")
-            got = self._labels_of[key] = (
-                ",".join(text), "".join(t + "," for t in text[:cut]),
-                "".join("," + t for t in text[cut:]), "".join(t + "," for t in text[:qcut]),
-                "".join("," + t for t in text[qcut:]))
+            got = (",".join(text), "".join(t + "," for t in text[:cut]),
+                   "".join("," + t for t in text[cut:]), "".join(t + "," for t in text[:qcut]),
+                   "".join("," + t for t in text[qcut:]))
+            self._labels_of[key] = (s.labels, got)
         return got
 
     def _health(self, processes: list[_Process]) -> Iterator[Metric]:
@@ -541,8 +631,12 @@ class Mirror:
                                         "registries and *Vecs changed at every read of "
                                         "their members: what every read held was served",
                                         labels=["target", "pid"])
+        reread = CounterMetricFamily("noop_mirror_reread_scrapes", "Reads of the members "
+                                     "and values made again: a member went before its "
+                                     "value had been read", labels=["target", "pid"])
         for p in processes:
             ids = [self.target, str(p.pid)]
+            reread.add_metric(ids, p.reread)
             series.add_metric(ids, len(p.served))  # at the last scrape
             for t, n in sorted(p.found.unmirrored.items()):
                 skipped.add_metric([*ids, t], n)
@@ -551,7 +645,7 @@ class Mirror:
             gone.add_metric(ids, p.gone)
             capped.add_metric(ids, p.capped)
             unsettled.add_metric(ids, p.unsettled)
-        yield from (series, skipped, walk, torn, gone, capped, unsettled)
+        yield from (series, skipped, walk, torn, gone, capped, unsettled, reread)
 
 
 _SCALAR, _SUMMARY, _HISTOGRAM = 0, 1, 2
@@ -669,6 +763,57 @@ def _number(x: float) -> str:
     if x.is_integer() and abs(x) < 1e15:
         return str(int(x))
     return "+Inf" if x == math.inf else "-Inf" if x == -math.inf else repr(x)
+
+
+def _lost(found: Found, again: members.Now, walked: list[tuple[int, members.Key]],
+          read_now: list[tuple[registry.Vec, members.Key]]) -> set[int]:
+    """The addresses of the objects read at this scrape (collectors ``walked``, by their
+    registry's index, children ``read_now``) that are not members ``again``; each is
+    forgotten (what was read of it may be of another object at its address)."""
+    lost: set[int] = set()
+    for i, key in walked:
+        keys = again.regs[i] if i < len(again.regs) else None
+        if keys is None or key not in keys:
+            unit = found.regs[i].units.pop(key, None)
+            if unit is not None:
+                lost.update(s.address for _name, s in unit.series)
+                lost.update(c.address for v in unit.vecs for c in v.children.values()
+                            if c is not None)
+    sets: dict[int, set[members.Key]] = {}
+    for v, key in read_now:
+        children = sets.get(id(v))
+        if children is None:
+            children = sets[id(v)] = set(again.children.get(id(v)) or ())
+        if key not in children:
+            child = v.children.pop(key, None)
+            if child is not None:
+                lost.add(child.address)
+    return lost
+
+
+def _absent(found: Found, vecs: list[registry.Vec], before: members.Now,
+            after: members.Now) -> set[int]:
+    """The addresses of the objects that were members ``before`` and are not ``after``
+    (all of a registry's, or a *Vec's, that cannot be read ``after``)."""
+    out: set[int] = set()
+    for i, keys in enumerate(before.regs):
+        now = after.regs[i] if i < len(after.regs) else None
+        for key in (keys or set()) - (now or set()):
+            unit = found.regs[i].units.get(key)
+            if unit is not None:
+                out.update(s.address for _name, s in unit.series)
+                out.update(c.address for v in unit.vecs for c in v.children.values()
+                           if c is not None)
+    by_id = {id(v): v for v in vecs}
+    for vid, children in before.children.items():
+        v = by_id.get(vid)
+        if v is None or not children:
+            continue
+        now_children = set(after.children.get(vid) or ())
+        for key in children:
+            if key not in now_children and (c := v.children.get(key)) is not None:
+                out.add(c.address)
+    return out
 
 
 def _help(text: str) -> str:

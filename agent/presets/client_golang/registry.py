@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import xxhash
+
 from agent.binary.elf import ElfFile
-from agent.binary.gometa.gotype import GoType
+from agent.binary.gometa.gotype import POINTER, SLICE, STRING, STRUCT, GoType
 from agent.binary.gometa.rtypes import Types
 from agent.live.gomemory import Damaged, GoMemory, Reads
 from agent.live.memory import Unreadable
@@ -44,6 +46,43 @@ _WORD = struct.Struct("<Q")
 _TWO = struct.Struct("<QQ")  # an interface value: itab, data
 _THREE = struct.Struct("<QQQ")  # a slice: data, len, cap
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_MASK = (1 << 64) - 1
+
+
+class Torn(Damaged):
+    """What was read of an object is not what the program made it with (its memory was
+    another's meanwhile): read again at the next scrape, never kept."""
+
+
+def _fnv(data: bytes) -> int:
+    """FNV-1a, 64 bits: client_golang's hash of a *Vec child's label values (and of a
+    Desc, before xxhash)."""
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & _MASK
+    return h
+
+
+def _joined(parts: list[bytes]) -> bytes:
+    return b"".join(p + b"\xff" for p in parts)  # each followed by model.SeparatorByte
+
+
+def _hashed(want: int, parts: list[bytes]) -> bool:
+    """Whether ``want`` is client_golang's hash of ``parts`` (xxhash since 1.12, FNV-1a
+    before)."""
+    data = _joined(parts)
+    return want in (xxhash.xxh64_intdigest(data), _fnv(data))
+
+
+@dataclass(frozen=True, slots=True)
+class Desc:
+    """A *Desc as NewDesc made it, its hashes checked against its strings."""
+
+    name: str
+    help: str
+    const: tuple[tuple[str, str], ...]  # sorted by name
+    variable: tuple[str, ...]  # the names of a child's label values, in their order
+    id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +116,7 @@ class Vec:
     family: str  # the name the children are served under
     help: str
     kind: str  # counter, gauge, ... ("" until a child says)
+    desc: int  # its *Desc, every child's
     prefix: str  # a wrapping's, for the children's Descs
     labels: tuple[tuple[str, str], ...]  # a wrapping's
     children: dict[tuple[int, int, int], Series | None] = field(default_factory=dict)
@@ -89,6 +129,9 @@ class Unit:
 
     series: list[tuple[str, Series]] = field(default_factory=list)  # (family, series)
     vecs: list[Vec] = field(default_factory=list)
+    # each family's help as this collector's Descs say (another collector's of that
+    # name, read while its memory held something else, is not this one's)
+    helps: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +157,7 @@ class Found:
     families: dict[str, Family] = field(default_factory=dict)
     unmirrored: dict[str, int] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # what could not be read, and why
+    torn: int = 0  # collectors whose memory changed as they were read: left to a scrape
     regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
     considered: set[int] = field(default_factory=set)  # registries the walk was given
 
@@ -187,7 +231,7 @@ class Walker:
         # collectors walked, under a wrapping's prefix and labels (one may be in two
         # registries): the unit each holds
         self._seen: dict[tuple[int, str, tuple[tuple[str, str], ...]], Unit] = {}
-        self._descs: dict[int, tuple[str, str]] = {}  # a walk's Descs, by address
+        self._descs: dict[int, Desc] = {}  # a walk's Descs, by address
         self._types: dict[str, GoType] = {}  # _type's
         self._unit = Unit()  # the unit of the collector being walked
 
@@ -212,13 +256,23 @@ class Walker:
         self.found.registries.append(address)
         self.found.regs.append(reg)
         for key in collectors:
-            reg.units[key] = self.unit(key[1], key[2])
+            try:
+                reg.units[key] = self.unit(key[1], key[2], key[0])
+            except Torn:
+                self.found.torn += 1  # a scrape walks it alone
 
-    def unit(self, itab: int, data: int) -> Unit:
-        """The unit of the collector whose interface value is (itab, data)."""
-        self._unit = Unit()
+    def unit(self, itab: int, data: int, id_: int = -1) -> Unit:
+        """The unit of the collector whose interface value is (itab, data), registered
+        under ``id_`` (-1: unchecked); Torn when a metric's or *Vec's Desc is not of that
+        id (its memory was another's meanwhile)."""
+        self._unit = unit = Unit()
         self._collector(itab, data, "", ())
-        return self._unit
+        if id_ != -1 and (t := self.gm.iface_type(itab) if itab else None) is not None and \
+                self.gm.types.name(t) in KINDS.keys() | VECS:
+            descs = [s.desc for _n, s in unit.series] + [v.desc for v in unit.vecs]
+            if len(descs) == 1 and self._descs[descs[0]].id != id_:
+                raise Torn(f"a collector at {data:#x} not of its id", "")
+        return unit
 
     def collector(self, iface_at: int, prefix: str, labels: tuple[tuple[str, str], ...]
                   ) -> None:
@@ -245,16 +299,23 @@ class Walker:
                 if seen is not self._unit:
                     self._unit.series += seen.series
                     self._unit.vecs += seen.vecs
+                    self._unit.helps.update(seen.helps)
                 return
             self._seen[(data, prefix, labels)] = self._unit
-            if name == WRAPPING:
-                self._wrapping(data, t, prefix, labels)
-            elif name in KINDS:
-                self._metric(data, t, KINDS[name], prefix, labels, None)
-            elif name in VECS:
-                self._vec(data, t, prefix, labels)
-            else:
-                self._unmirrored(name)
+            try:
+                if name == WRAPPING:
+                    self._wrapping(data, t, prefix, labels)
+                elif name in KINDS:
+                    self._metric(data, t, KINDS[name], prefix, labels, None)
+                elif name in VECS:
+                    self._vec(data, t, prefix, labels)
+                else:
+                    self._unmirrored(name)
+            except Torn:
+                del self._seen[(data, prefix, labels)]  # nothing of it kept
+                raise
+        except Torn:
+            raise
         except Unreadable as exc:
             self.found.damaged.append(exc.message)
 
@@ -272,19 +333,56 @@ class Walker:
         self.collector(at + gm.field(t, "wrappedCollector"), prefix + own,
                        tuple(sorted({**dict(more), **dict(labels)}.items())))
 
-    def _desc(self, desc: int) -> tuple[str, str]:
+    def _desc(self, desc: int) -> Desc:
         got = self._descs.get(desc)  # every child of a *Vec has its family's
         if got is None:
             got = self._descs[desc] = self._read_desc(desc)
         return got
 
-    def _read_desc(self, desc: int) -> tuple[str, str]:
+    def _read_desc(self, desc: int) -> Desc:
+        """The Desc at ``desc``, if its id and dimHash are the hashes of what it holds
+        (its name and constant labels' values; its help and label names): else Torn."""
         gm = self.gm
         t = self._type(f"*{PKG}.Desc")
-        name = gm.string(desc + gm.field(t, "fqName"))
+        raw_name = gm.string_bytes(desc + gm.field(t, "fqName"))
+        name = raw_name.decode(errors="replace")
         if not _METRIC_NAME.fullmatch(name):  # client_golang registers no other
-            raise Damaged(f"a Desc at {desc:#x} whose name {name[:40]!r} is no metric's", "")
-        return name, gm.string(desc + gm.field(t, "help"))
+            raise Torn(f"a Desc at {desc:#x} whose name {name[:40]!r} is no metric's", "")
+        raw_help = gm.string_bytes(desc + gm.field(t, "help"))
+        const = self._pairs(desc + gm.field(t, "constLabelPairs"))
+        variable = self._variable(desc + gm.field(t, "variableLabels"),
+                                  gm.field_type(t, "variableLabels"))
+        id_ = gm.word(desc + gm.field(t, "id"))
+        dim = gm.word(desc + gm.field(t, "dimHash"))
+        if not _hashed(id_, [raw_name, *(v.encode() for _k, v in const)]):
+            raise Torn(f"a Desc at {desc:#x} whose id is not its name's", "")
+        if variable is not None and not _hashed(dim, [raw_help, *sorted(
+                [k.encode() for k, _v in const] + [b"$" + k.encode() for k in variable])]):
+            raise Torn(f"a Desc at {desc:#x} whose dimHash is not its help's", "")
+        return Desc(name, raw_help.decode(errors="replace"), tuple(sorted(const)),
+                    tuple(variable or ()), id_)
+
+    def _variable(self, at: int, t: GoType) -> list[str] | None:
+        """A Desc's variable label names (``[]string``; ``[]ConstrainedLabel``, each's
+        Name; ``*compiledLabels``, its names); None in a shape of no version known."""
+        gm = self.gm
+        if t.kind == POINTER and t.elem is not None and t.elem.kind == STRUCT:
+            at = gm.word(at)
+            if not at:
+                return []
+            names = next((f for f in t.elem.fields if f.name == "names"), None)
+            if names is None:
+                return None
+            at, t = at + names.offset, names.type
+        if t.kind != SLICE or t.elem is None:
+            return None
+        data, n = gm.slice(at, 256)
+        if t.elem.kind == STRING:
+            return [gm.string(data + 16 * i) for i in range(n)]
+        name = next((f for f in t.elem.fields if f.name == "Name"), None)
+        if t.elem.kind != STRUCT or name is None or name.type.kind != STRING:
+            return None
+        return [gm.string(data + i * t.elem.size + name.offset) for i in range(n)]
 
     def _type(self, name: str) -> GoType:
         """The library's type called ``name``, looked up once a walk."""
@@ -318,18 +416,34 @@ class Walker:
         return f
 
     def _metric(self, at: int, t: GoType, kind: str, prefix: str,
-                labels: tuple[tuple[str, str], ...], family: Family | None) -> Series:
-        """The metric object at ``at``: a series of ``family`` (a *Vec's child), or one
-        the unit holds in the family its Desc names."""
+                labels: tuple[tuple[str, str], ...], family: Family | None,
+                child: tuple[Vec, int] | None = None) -> Series:
+        """The metric object at ``at``: a series of ``family`` (``child``: a *Vec's, and
+        the hash of its label values), or one the unit holds in the family its Desc
+        names. Its labels must be the ones it was made with (Torn): its Desc's constant
+        labels, and a child's values those the *Vec's map holds it under."""
         gm = self.gm
-        desc = gm.word(at + gm.field(t, "desc"))
-        name, help_ = self._desc(desc)
-        own = self._pairs(at + gm.field(t, "labelPairs"))
-        f = family or self._family(prefix + name, help_, kind)
-        series = Series(tuple(sorted({**dict(own), **dict(labels)}.items())), at, t, desc)
+        desc_at = gm.word(at + gm.field(t, "desc"))
+        desc = self._desc(desc_at)
+        own = tuple(sorted(self._pairs(at + gm.field(t, "labelPairs"))))
+        if child is None:
+            if own != desc.const:
+                raise Torn(f"a metric at {at:#x} not labelled as its Desc says", "")
+        else:
+            vec, hash_ = child
+            values = dict(own)
+            if desc_at != vec.desc or len(values) != len(own) or \
+                    len(own) != len(desc.const) + len(desc.variable) or \
+                    any(values.get(k) != v for k, v in desc.const) or \
+                    any(k not in values for k in desc.variable) or \
+                    _fnv(_joined([values[k].encode() for k in desc.variable])) != hash_:
+                raise Torn(f"a child at {at:#x} not labelled as its *Vec holds it", "")
+        f = family or self._family(prefix + desc.name, desc.help, kind)
+        series = Series(tuple(sorted({**dict(own), **dict(labels)}.items())), at, t, desc_at)
         f.series.append(series)
         if family is None:
             self._unit.series.append((f.name, series))
+            self._unit.helps.setdefault(f.name, desc.help)
         return series
 
     def _vec(self, at: int, t: GoType, prefix: str,
@@ -343,7 +457,9 @@ class Walker:
             vt = gm.field_type(vt, "MetricVec")
         mm = gm.word(vec + gm.field(vt, "metricMap"))
         mt = gm.field_type(vt, "metricMap")
-        name, help_ = self._desc(gm.word(mm + gm.field(mt, "desc")))
+        desc_at = gm.word(mm + gm.field(mt, "desc"))
+        desc = self._desc(desc_at)
+        name, help_ = desc.name, desc.help
         kind = {"CounterVec": "counter", "GaugeVec": "gauge", "HistogramVec": "histogram",
                 "SummaryVec": "summary"}.get(gm.types.name(t).rsplit(".", 1)[-1], "")
         metrics_t = gm.field_type(mt, "metrics")
@@ -352,7 +468,8 @@ class Walker:
         if elem is None:
             raise Damaged("a metricMap's children of no type", "")
         node = Vec(gm.word(mm + gm.field(mt, "metrics")), metrics_t, elem.size,
-                   gm.field(elem, "metric"), prefix + name, help_, kind, prefix, labels)
+                   gm.field(elem, "metric"), prefix + name, help_, kind, desc_at, prefix,
+                   labels)
         self._unit.vecs.append(node)
         if kind:
             self._family(node.family, help_, kind)
@@ -366,11 +483,15 @@ class Walker:
             raw = gm.read(data, n * node.elem_size) if n else b""
             for i in range(n):
                 itab, child = _TWO.unpack_from(raw, i * node.elem_size + node.metric_at)
-                self.child(node, _WORD.unpack(key)[0], itab, child)
+                try:
+                    self.child(node, _WORD.unpack(key)[0], itab, child)
+                except Torn:
+                    continue  # not kept: a scrape reads it again
 
     def child(self, vec: Vec, hash_: int, itab: int, data: int) -> Series | None:
         """The *Vec's child (itab, data) under the hash of its label values: its series
-        (None: of a type noop does not mirror), kept in ``vec.children``."""
+        (None: of a type noop does not mirror), kept in ``vec.children``; Torn (and not
+        kept) when what was read is not what the child was made with."""
         t = self.gm.iface_type(itab) if itab else None
         cname = self.gm.types.name(t) if t is not None else ""
         got: Series | None = None
@@ -380,7 +501,8 @@ class Walker:
             if not vec.kind:
                 vec.kind = KINDS[cname]
             family = self._family(vec.family, vec.help, vec.kind)
-            got = self._metric(data, t, vec.kind, vec.prefix, vec.labels, family)
+            got = self._metric(data, t, vec.kind, vec.prefix, vec.labels, family,
+                               (vec, hash_))
         vec.children[(hash_, itab, data)] = got
         return got
 
