@@ -16,6 +16,7 @@ and a gauge ``x_count``) is dropped with its family. Every drop is counted
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -257,3 +258,23 @@ def _blocks(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, list[byte
     chunks.append(part[at:])
     if have or any(c.strip() for c in chunks):
         yield block()
+
+
+def number(x: float) -> str:
+    """A sample's value: the shortest digits that read back as it (Prometheus parses any
+    float; only a label's text must be the program's own)."""
+    if x != x:
+        return "NaN"
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return "+Inf" if x == math.inf else "-Inf" if x == -math.inf else repr(x)
+
+
+def help_text(text: str) -> str:
+    """A HELP line's text, escaped."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def label_value(v: str) -> str:
+    """A label's value between its quotes, escaped."""
+    return v.replace("\\", "\\\\").replace("\"", '\\"').replace("\n", "\\n")

@@ -149,15 +149,18 @@ class _Quiet(WSGIRequestHandler):
         pass
 
 
-def _text(registry: CollectorRegistry, more: Callable[[], list[Block] | Bundle] | None
+Parts = Callable[[], list[list[Block] | Bundle]]
+
+
+def _text(registry: CollectorRegistry, more: Parts | None
           ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
-    """/metrics: the registry's families (noop's own first), then ``more``'s, made one
-    valid page (``page.Pages``), gzipped for a client that takes it."""
+    """/metrics: the registry's families (noop's own first), then ``more``'s parts,
+    made one valid page (``page.Pages``), gzipped for a client that takes it."""
     pages = Pages()
 
     def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        mirrored = more() if more is not None else []  # first: what noop says of it
-        body = pages.unique([generate_latest(registry), mirrored])  # is of this read
+        parts = more() if more is not None else []  # first: what noop says of them
+        body = pages.unique([generate_latest(registry), *parts])  # is of this read
         headers = [("Content-Type", CONTENT_TYPE_LATEST)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)
@@ -172,10 +175,10 @@ class Server:
 
     def __init__(self, listen: str, registry: CollectorRegistry, healthy: Check,
                  ready: Check, web: WebConfig | None = None,
-                 more: Callable[[], list[Block] | Bundle] | None = None) -> None:
-        """``more``: families to serve after the registry's (a program's own metrics,
-        mirrored under its names and types, which prometheus_client would rename).
-        /metrics is the text format."""
+                 more: Parts | None = None) -> None:
+        """``more``: parts of families to serve after the registry's (a program's own
+        metrics, mirrored under its names and types, which prometheus_client would
+        rename; its processes' process_* series). /metrics is the text format."""
         host, port = parse_listen(listen)
         metrics = _text(registry, more)
         headers = list(web.headers) if web else []

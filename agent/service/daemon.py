@@ -24,6 +24,8 @@ from agent.errors import NoopError
 from agent.kernel import budget, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
+from agent.live import discover
+from agent.output import processes
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
 from agent.output.page import Block, Bundle
@@ -297,7 +299,7 @@ class Daemon(Following):
 
     def run(self) -> int:
         server = Server(self.opts.listen, self.registry, self.healthy, self.ready,
-                        self.opts.web, self._mirrored if self.opts.mirror else None)
+                        self.opts.web, self._parts)
         try:
             with Loop((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as loop:
                 self.files = FileWatch(self._written)
@@ -351,9 +353,33 @@ class Daemon(Following):
         mirror = self.mirror
         return mirror.served(pid, address) if mirror is not None else None
 
-    def _mirrored(self) -> list[Block] | Bundle:
+    def _parts(self) -> list[list[Block] | Bundle]:
+        """What /metrics serves after noop's own families: the program's own, mirrored,
+        then every target process's process_* series."""
         mirror = self.mirror
-        return mirror.blocks() if mirror is not None else []
+        parts: list[list[Block] | Bundle] = [mirror.blocks()] if mirror is not None else []
+        choice = self.opts.choice  # --mirror-include/--mirror-exclude choose these too
+        return [*parts, [b for b in processes.blocks(self._targets(mirror))
+                         if choice.wants(b.name.decode())]]
+
+    def _targets(self, mirror: Mirror | None) -> list[processes.Target]:
+        """The targets' processes now: the mirror's own (with what their registries
+        hold), the others' from one scan of /proc."""
+        plan = self.plan
+        out: list[processes.Target] = []
+        scan: list[discover.Process] | None = None
+        for t in plan.targets:
+            if mirror is not None and t.binary == mirror.path:
+                out.append(processes.Target(mirror.target, mirror.pids(), mirror.collectors))
+                continue
+            if t.selector is None:
+                continue
+            scan = scan if scan is not None else list(discover.processes())
+            ids = self.watch.ids
+            out.append(processes.Target(t.name, [
+                p.pid for p in discover.find(t.selector, t.pid, ids=ids, among=scan)
+                if ids.of(p) == t.build_id]))
+        return out
 
     def _step(self, loop: Loop) -> str | None:
         """The watchdog fed, the signals answered (SIGHUP: reload; the others: stop),

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.output.page import Block, Bundle, owned
+from agent.output.page import Block, Bundle, help_text, label_value, number, owned
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -81,6 +81,7 @@ class _Process:
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, members.Now, Found] | None = None
+    processes: list[registry.ProcessCollector] = field(default_factory=list)  # last scrape's
     # what this scrape's page is of: the walk, its *Vecs, and the members read
     members: tuple[Found, list[registry.Vec], members.Now] | None = None
 
@@ -97,6 +98,7 @@ class Mirror:
         ``choice``: the families mirrored."""
         self.choice = choice or Choice()
         self._capped_said: set[int] = set()  # processes whose cap was said
+        self._pid_fns: frozenset[int] | None = None  # _own_pid_fns
         from agent.binary.elf import ElfFile
         from agent.binary.gometa.program import GoProgram
 
@@ -319,7 +321,7 @@ class Mirror:
                 continue
             known = self._blocks_of.get(name)
             if known is None or known[0] != keys:  # another family than the last page's
-                known = (keys, (name.encode(), _help(f.help).encode(),
+                known = (keys, (name.encode(), help_text(f.help).encode(),
                                 (f.kind or "untyped").encode(),
                                 "\n".join(k for ks in keys for k in ks).encode().split(b"\n")))
             kept[name] = known
@@ -327,6 +329,38 @@ class Mirror:
             out.append(Block(head[0], head[1], head[2], "".join(lines).encode(), head[3]))
         self._blocks_of = kept  # the same keys' list while a family is the same
         return out
+
+    def processes(self, pid: int) -> list[registry.ProcessCollector] | None:
+        """The process collectors the program's registries held at the last scrape of
+        process ``pid`` whose pidFn is client_golang's own (the process's pid): the
+        series they serve; None when they held none (or the process is not one noop
+        mirrors)."""
+        with self._lock:
+            p = self._processes.get(pid)
+        if p is None or not p.processes:
+            return None
+        own = self._own_pid_fns()
+        return [c for c in p.processes if c.pid_fn - p.gm.bias in own]
+
+    def pids(self) -> list[int]:
+        """The processes the last scrape mirrored."""
+        with self._lock:
+            return list(self._processes)
+
+    def collectors(self, pid: int) -> list[tuple[tuple[tuple[str, str], ...],
+                                                 tuple[tuple[str, str], ...]]] | None:
+        """``processes(pid)``: each one's series (name, help) and a wrapping's labels."""
+        got = self.processes(pid)
+        return None if got is None else [(c.series, c.labels) for c in got]
+
+    def _own_pid_fns(self) -> frozenset[int]:
+        """The link-time entries of the functions client_golang makes a pidFn of."""
+        if self._pid_fns is None:
+            from agent.binary.gometa.program import GoProgram
+
+            self._pid_fns = frozenset(f.entry for f in GoProgram(self._elf).functions
+                                      if f.name in registry.DEFAULT_PID_FNS)
+        return self._pid_fns
 
     def served(self, pid: int, address: int) -> tuple[str, str] | None:
         """The name and labels (``k=v,...``, sorted) the program serves the object at
@@ -421,7 +455,8 @@ class Mirror:
                         vecs = vecs + [v for v in unit.vecs if all(v is not w for w in vecs)]
                         fresh = fresh or bool(unit.vecs)
                         if last:
-                            unit = registry.Unit(unit.series, helps=unit.helps)
+                            unit = registry.Unit(unit.series, helps=unit.helps,
+                                                 processes=unit.processes)
                     units.append(unit)
             if not fresh or last:
                 break
@@ -455,6 +490,7 @@ class Mirror:
         p.last = (found, now, current) if now.settled and not lost else None
         p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
                     for f in current.families.values() for s in f.series}
+        p.processes = current.processes
         return current
 
     def _families(self, p: _Process, found: Found, units: list[registry.Unit],
@@ -485,6 +521,7 @@ class Mirror:
 
         vecs: dict[int, registry.Vec] = {}
         for u in units:
+            out.processes += u.processes
             for name, s in u.series:
                 if chosen(name):
                     f = found.families.get(name)
@@ -546,15 +583,15 @@ class Mirror:
                 if len(mine) != len(v.buckets) + 2:  # its bounds are fixed: not itself
                     continue
                 lines += [f"{k} {c}\n" for k, (_le, c) in zip(mine, v.buckets, strict=False)]
-                lines += (f"{mine[-2]} {_number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
+                lines += (f"{mine[-2]} {number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
             elif isinstance(v, Summary):
                 if len(mine) != len(v.quantiles) + 2:  # its objectives are fixed: not itself
                     continue
-                lines += [f"{k} {_number(x)}\n" for k, (_q, x) in zip(mine, v.quantiles,
+                lines += [f"{k} {number(x)}\n" for k, (_q, x) in zip(mine, v.quantiles,
                                                                       strict=False)]
-                lines += (f"{mine[-2]} {_number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
+                lines += (f"{mine[-2]} {number(v.sum)}\n", f"{mine[-1]} {v.count}\n")
             else:
-                lines.append(f"{mine[0]} {_number(v)}\n")
+                lines.append(f"{mine[0]} {number(v)}\n")
             keys.append(mine)
 
     def _keys(self, name: str, s: registry.Series, pid: int, v: readings.Value
@@ -601,7 +638,7 @@ class Mirror:
                                                        ("pid", str(pid))))])
             if len(self._labels_of) > MAX_SERIES:  # objects come and go: start again
                 self._labels_of.clear()
-            text = [f'{k}="{_value(x)}"' for k, x in labels]
+            text = [f'{k}="{label_value(x)}"' for k, x in labels]
             cut = sum(1 for k, _x in labels if k < "le")
             qcut = sum(1 for k, _x in labels if k < "quantile")
             got = (",".join(text), "".join(t + "," for t in text[:cut]),
@@ -638,7 +675,13 @@ class Mirror:
             ids = [self.target, str(p.pid)]
             reread.add_metric(ids, p.reread)
             series.add_metric(ids, len(p.served))  # at the last scrape
-            for t, n in sorted(p.found.unmirrored.items()):
+            unmirrored = dict(p.found.unmirrored)
+            if p.processes:  # one with a pidFn of its own reports another process
+                own = self._own_pid_fns()
+                custom = sum(c.pid_fn - p.gm.bias not in own for c in p.processes)
+                if custom:
+                    unmirrored[registry.PROCESS] = unmirrored.get(registry.PROCESS, 0) + custom
+            for t, n in sorted(unmirrored.items()):
                 skipped.add_metric([*ids, t], n)
             walk.add_metric(ids, p.walk_seconds)
             torn.add_metric(ids, p.torn)
@@ -714,20 +757,20 @@ class _Template:
             for i, address, kind, n in self.series:
                 v = reads[i].values[address]
                 if kind == _SCALAR:
-                    add(_number(v))  # type: ignore[arg-type]
+                    add(number(v))  # type: ignore[arg-type]
                 elif kind == _SUMMARY:
                     qs = v.quantiles  # type: ignore[union-attr]
                     if len(qs) != n:
                         return None
-                    values += [_number(x) for _q, x in qs]
-                    add(_number(v.sum))  # type: ignore[union-attr]
+                    values += [number(x) for _q, x in qs]
+                    add(number(v.sum))  # type: ignore[union-attr]
                     add(str(v.count))  # type: ignore[union-attr]
                 else:
                     buckets = v.buckets  # type: ignore[union-attr]
                     if len(buckets) != n:
                         return None
                     values += [str(c) for _le, c in buckets]
-                    add(_number(v.sum))  # type: ignore[union-attr]
+                    add(number(v.sum))  # type: ignore[union-attr]
                     add(str(v.count))  # type: ignore[union-attr]
         except (KeyError, AttributeError):
             return None
@@ -753,16 +796,6 @@ def _settled() -> None:
 def _bound(x: float) -> str:
     """A bucket's bound, a label value: written exactly as the program writes it."""
     return go_float(x)
-
-
-def _number(x: float) -> str:
-    """A sample's value: the shortest digits that read back as it (Prometheus parses any
-    float; only a label's text must be the program's own)."""
-    if x != x:
-        return "NaN"
-    if x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return "+Inf" if x == math.inf else "-Inf" if x == -math.inf else repr(x)
 
 
 def _lost(found: Found, again: members.Now, walked: list[tuple[int, members.Key]],
@@ -814,14 +847,6 @@ def _absent(found: Found, vecs: list[registry.Vec], before: members.Now,
             if key not in now_children and (c := v.children.get(key)) is not None:
                 out.add(c.address)
     return out
-
-
-def _help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _value(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\"", '\\"').replace("\n", "\\n")
 
 
 def go_float(x: float) -> str:

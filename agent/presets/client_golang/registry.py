@@ -38,6 +38,10 @@ KINDS = {f"*{PKG}.counter": "counter", f"*{PKG}.gauge": "gauge",
 VECS = {f"*{PKG}.{v}" for v in ("CounterVec", "GaugeVec", "HistogramVec", "SummaryVec",
                                 "MetricVec")}
 WRAPPING = f"*{PKG}.wrappingCollector"
+PROCESS = f"*{PKG}.processCollector"
+# the functions NewProcessCollector gives a collector as its pidFn without a PidFn option
+# (getPIDFn's closure; an inline closure before 1.12)
+DEFAULT_PID_FNS = (f"{PKG}.getPIDFn.func1", f"{PKG}.NewProcessCollector.func1")
 REGISTRY = f"*{PKG}.Registry"
 _REGISTRY_INTERFACES = {f"{PKG}.Registerer", f"{PKG}.Gatherer",
                         f"{PKG}.TransactionalGatherer"}
@@ -122,6 +126,17 @@ class Vec:
     children: dict[tuple[int, int, int], Series | None] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProcessCollector:
+    """A ``processCollector`` registered in the program: the names and help its Descs
+    give its series (a Namespace's prefix, a wrapping's prefix and labels in them), and
+    the run-time address of its ``pidFn``'s code (the process's own pid or not)."""
+
+    series: tuple[tuple[str, str], ...]  # (name, help) in its struct's order
+    labels: tuple[tuple[str, str], ...]  # a wrapping's
+    pid_fn: int
+
+
 @dataclass
 class Unit:
     """What one collector registered in a registry holds: its metric objects and *Vecs
@@ -132,6 +147,7 @@ class Unit:
     # each family's help as this collector's Descs say (another collector's of that
     # name, read while its memory held something else, is not this one's)
     helps: dict[str, str] = field(default_factory=dict)
+    processes: list[ProcessCollector] = field(default_factory=list)
 
 
 @dataclass
@@ -160,6 +176,7 @@ class Found:
     torn: int = 0  # collectors whose memory changed as they were read: left to a scrape
     regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
     considered: set[int] = field(default_factory=set)  # registries the walk was given
+    processes: list[ProcessCollector] = field(default_factory=list)  # of a scrape's members
 
 
 def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
@@ -300,6 +317,7 @@ class Walker:
                     self._unit.series += seen.series
                     self._unit.vecs += seen.vecs
                     self._unit.helps.update(seen.helps)
+                    self._unit.processes += seen.processes
                 return
             self._seen[(data, prefix, labels)] = self._unit
             try:
@@ -309,6 +327,8 @@ class Walker:
                     self._metric(data, t, KINDS[name], prefix, labels, None)
                 elif name in VECS:
                     self._vec(data, t, prefix, labels)
+                elif name == PROCESS:
+                    self._process(data, t, prefix, labels)
                 else:
                     self._unmirrored(name)
             except Torn:
@@ -321,6 +341,22 @@ class Walker:
 
     def _unmirrored(self, name: str) -> None:
         self.found.unmirrored[name] = self.found.unmirrored.get(name, 0) + 1
+
+    def _process(self, at: int, t: GoType, prefix: str,
+                 labels: tuple[tuple[str, str], ...]) -> None:
+        """A process collector: the names its Descs hold (every *Desc field, in its
+        struct's order: client_golang >= 1.20 has two more) and its pidFn."""
+        gm = self.gm
+        fields = t.elem.fields if t.elem is not None else []
+        descs = [f for f in fields if f.type.kind == POINTER and f.type.elem is not None
+                 and gm.types.name(f.type) == f"*{PKG}.Desc"]
+        series = []
+        for f in descs:
+            d = self._desc(gm.word(at + f.offset))
+            series.append((prefix + d.name, d.help))
+        fn = gm.word(at + gm.field(t, "pidFn"))
+        self._unit.processes.append(ProcessCollector(tuple(series), labels,
+                                                     gm.word(fn) if fn else 0))
 
     def _wrapping(self, at: int, t: GoType, prefix: str,
                   labels: tuple[tuple[str, str], ...]) -> None:
