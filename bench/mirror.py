@@ -10,8 +10,9 @@ Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 
    *CounterVec child's Inc after its WithLabelValues) on noop bench's Go workload: arms
    none, empty, preset (every update probed, as ``--mirror both`` and ``off`` load it),
    default (``--mirror auto``: every value read from memory, the one probe where the
-   program gathers a registry), mirror (``--mirror memory``: no probe) and bpftrace,
-   the arms' order rotated every repetition.
+   program gathers a registry), mirror (``--mirror memory``: no probe), bpftrace
+   (a count) and bpftrace-read (a count per receiver, a word of it read and kept: as
+   much as the preset reads), the arms' order rotated every repetition.
 2. Reading and writing the mirrored series of many processes at once: ``--processes``
    copies of tests/programs/go/mirror, each with ``--vec`` children per *Vec (5 *Vecs),
    walked once, then ``Mirror.render()`` timed (median of 7), with noop's RSS.
@@ -51,7 +52,8 @@ OPS = ("counter.Inc", "counter.Add", "gauge.Add", "gauge.Sub", "gauge.Set",
 
 
 def per_op(binary: Path, calls: int, repeats: int) -> None:
-    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "default", "mirror", "bpftrace")]
+    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "default", "mirror", "bpftrace",
+                                    "bpftrace-read")]
     print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in chosen) + "   (ns per call added)")
     for op in OPS:
         result = bench.run(binary, op, workloads.workload_function("go", op), chosen, 3, calls,

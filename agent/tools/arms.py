@@ -59,12 +59,17 @@ def _nothing(_site: Site) -> Iterator[Attached]:
     yield Attached()
 
 
-def _bpftrace_program(site: Site) -> str:
+def _bpftrace_program(site: Site, read: bool = False) -> str:
+    """``@[probe] = count()`` at the site; ``read``: the hits counted per receiver
+    (rax: Go's first argument register, at a function's entry) and the word it points to
+    read and kept per receiver: as much as the preset reads of a metric object."""
     if not re.fullmatch(r"[\w./+-]+", site.binary):
         raise NoopError(f"bpftrace cannot name the path {site.binary!r}",
                         "copy the workload to a path of letters, digits and ./_-+")
+    body = '@[reg("ax")] = count(); @word[reg("ax")] = *(uint64 *)reg("ax");' if read \
+        else "@[probe] = count();"
     return (f'BEGIN {{ printf("{READY}\\n") }} '
-            f"uprobe:{site.binary}:{site.address:#x} {{ @[probe] = count(); }}")
+            f"uprobe:{site.binary}:{site.address:#x} {{ {body} }}")
 
 
 def _lines(data: bytes) -> list[dict[str, Any]]:
@@ -112,13 +117,13 @@ def _wait_ready(proc: subprocess.Popen[bytes], timeout: float, hint: str) -> Non
 
 
 @contextmanager
-def _bpftrace(site: Site) -> Iterator[Attached]:
+def _bpftrace(site: Site, read: bool = False) -> Iterator[Attached]:
     tool = shutil.which("bpftrace")
     if tool is None:
         raise NoopError("bpftrace not found", "apt-get install bpftrace")
     # Inside a function, bpftrace wants --unsafe (and a build that allows it).
     command = [tool, "-f", "json", *(() if site.entry else ("--unsafe",)),
-               "-e", _bpftrace_program(site)]
+               "-e", _bpftrace_program(site, read)]
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, bufsize=0)
     attached = Attached()
@@ -130,8 +135,8 @@ def _bpftrace(site: Site) -> Iterator[Attached]:
         if proc.returncode != 0:
             raise NoopError(f"bpftrace exited {proc.returncode}: {_why(err)}")
         maps = [r["data"] for r in _lines(out) if r.get("type") == "map"]
-        attached.hits = sum(int(n) for m in maps for counts in m.values()
-                            for n in counts.values())
+        attached.hits = sum(int(n) for m in maps for name, counts in m.items()
+                            if name == "@" for n in counts.values())
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -387,6 +392,9 @@ NOOP_MULTI = Arm("noop-multi", partial(_noop, aggregate="kernel", way="multi"),
 NOOP_FIRST = Arm("noop-first", partial(_noop, aggregate="kernel", first=True),
                  "noop-kernel's program at the bench's site (the first instruction)")
 BPFTRACE = Arm("bpftrace", _bpftrace, "bpftrace: @[probe] = count() at the site")
+BPFTRACE_READ = Arm("bpftrace-read", partial(_bpftrace, read=True), "bpftrace reading "
+                    "as much as the preset: hits counted per receiver, a word of it kept "
+                    "per receiver, at the site")
 PRESET = Arm("preset", _preset, "the client_golang preset, as noop run --binary --mirror "
              "both loads it: every update probed")
 DEFAULT = Arm("default", partial(_preset, default=True), "noop run --binary (--mirror "
@@ -396,7 +404,8 @@ MIRROR = Arm("mirror", _mirror, "noop run --binary --mirror memory: no probe, th
              "program's metrics read from its memory")
 ARMS: dict[str, Arm] = {a.name: a for a in (NONE, EMPTY, NOOP_FIRST, NOOP_KERNEL,
                                             NOOP_MULTI, NOOP_PERF, NOOP_RINGBUF, NOOP_VALUE,
-                                            PRESET, DEFAULT, MIRROR, BPFTRACE)}
+                                            PRESET, DEFAULT, MIRROR, BPFTRACE,
+                                            BPFTRACE_READ)}
 
 
 def arm(name: str) -> Arm:
