@@ -243,6 +243,11 @@ def _probing_commands(add: _Add) -> None:
     _mirror_flag(sp)
     sp.add_argument("--schema", action="store_true",
                     help="print the spec format as JSON Schema")
+    sp.add_argument("--coverage", action="store_true",
+                    help="with --binary: what noop run serves of the running program's own "
+                    "metrics, and which of its collectors it does not read")
+    sp.add_argument("--url", metavar="URL", help="with --coverage: the program's own "
+                    "/metrics, each of its families said mirrored, partly or not, and why")
     sp.add_argument("--rate", type=_rate, action="append", metavar="[PROBE=]N",
                     help="hits per second to price (every probe, or one): its share of "
                     "a CPU against its budget")

@@ -129,6 +129,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from agent.config.schema import json_schema
         print(json.dumps(json_schema(), indent=2))
         return 0
+    if args.coverage or args.url:
+        return _coverage(args)
     from agent.tools import estimate
     costs_later = None if args.emit_c or args.measure else \
         estimate.costs_ahead(calibrate=os.geteuid() == 0)  # beside resolving: no wait
@@ -164,6 +166,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     data["estimate"] = estimate.estimate(plan, costs, rates, measured, args.max_overhead)
     code = _emit(args, data, render.plan)
     return 1 if any(p.get("over") for p in data["estimate"]["probes"]) else code
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    """``noop check --binary B --coverage [--url URL]``: what noop run serves of a
+    running Go program's own page."""
+    if not args.binary or args.config:
+        raise NoopError("noop check --coverage reads a running Go program's metrics",
+                        "give --binary (and --pid, or let noop find its process)")
+    from agent.presets import plans as presets
+    plan = presets.plan(args.binary, args.pid, True, args.debuginfo)
+    t = plan.targets[0]
+    if t.language != "go":
+        raise NoopError(f"{args.binary} is not a Go program: its own metrics are not "
+                        "mirrored", "--coverage reads client_golang's metrics")
+    from agent.presets.client_golang.mirror import running
+    from agent.tools import coverage
+    pids = [args.pid] if args.pid else sorted(running(t)())
+    if not pids:
+        raise NoopError(f"no process runs {args.binary}", "start it, or give --pid")
+    data = coverage.coverage(t.binary, pids[0], args.url)
+    return _emit(args, data, coverage.render)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

@@ -342,6 +342,13 @@ class Mirror:
         own = self._own_pid_fns()
         return [c for c in p.processes if c.pid_fn - p.gm.bias in own]
 
+    def funcs(self, pid: int) -> set[str]:
+        """The families of the GaugeFuncs and CounterFuncs the last walk of ``pid``
+        found: a function the program calls at each scrape, no value kept to read."""
+        with self._lock:
+            p = self._processes.get(pid)
+        return set(p.found.funcs) if p is not None else set()
+
     def pids(self) -> list[int]:
         """The processes the last scrape mirrored."""
         with self._lock:

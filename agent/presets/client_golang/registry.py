@@ -39,6 +39,7 @@ VECS = {f"*{PKG}.{v}" for v in ("CounterVec", "GaugeVec", "HistogramVec", "Summa
                                 "MetricVec")}
 WRAPPING = f"*{PKG}.wrappingCollector"
 PROCESS = f"*{PKG}.processCollector"
+VALUE_FUNC = f"*{PKG}.valueFunc"  # a GaugeFunc's, a CounterFunc's: no value kept
 # the functions NewProcessCollector gives a collector as its pidFn without a PidFn option
 # (getPIDFn's closure; an inline closure before 1.12)
 DEFAULT_PID_FNS = (f"{PKG}.getPIDFn.func1", f"{PKG}.NewProcessCollector.func1")
@@ -174,6 +175,7 @@ class Found:
     unmirrored: dict[str, int] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # what could not be read, and why
     torn: int = 0  # collectors whose memory changed as they were read: left to a scrape
+    funcs: set[str] = field(default_factory=set)  # the families of GaugeFuncs, CounterFuncs
     regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
     considered: set[int] = field(default_factory=set)  # registries the walk was given
     processes: list[ProcessCollector] = field(default_factory=list)  # of a scrape's members
@@ -331,6 +333,9 @@ class Walker:
                     self._process(data, t, prefix, labels)
                 else:
                     self._unmirrored(name)
+                    if name == VALUE_FUNC:  # its name, to say why it is not mirrored
+                        d = self._desc(self.gm.word(data + self.gm.field(t, "desc")))
+                        self.found.funcs.add(prefix + d.name)
             except Torn:
                 del self._seen[(data, prefix, labels)]  # nothing of it kept
                 raise

@@ -1,0 +1,149 @@
+"""What ``noop run --binary`` will serve of a running Go program's own page
+(``noop check --binary B --coverage [--url URL]``): each family noop serves from the
+program's memory and /proc, each collector it does not read, and, given the program's
+own /metrics, each family of that page as mirrored, partly mirrored or not, with the
+reason, and the coverage line ``N of M series``."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from agent.errors import NoopError
+from agent.output import processes
+from agent.output.page import Bundle
+from agent.presets.client_golang.facts import Choice
+
+# Why a family of the program's page has no object noop reads, by its name
+_WHY = ((re.compile(r"go_.+"), "the Go collector: made from the runtime at each scrape "
+         "(not read by noop yet)"),)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? \S+")
+_FAMILY = re.compile(r"# TYPE (\S+) (\S+)")
+_SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_info")
+
+
+def coverage(binary: str, pid: int, url: str | None, choice: Choice | None = None
+             ) -> dict[str, Any]:
+    """What noop serves of process ``pid`` running ``binary`` (and, with ``url``, of
+    the program's own page)."""
+    from agent.presets.client_golang.mirror import Mirror
+
+    name = Path(binary).name
+    mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid], choice=choice)
+    try:
+        got = mirror.blocks()
+        text = got.text if isinstance(got, Bundle) else b"".join(
+            b"# TYPE " + b.name + b" " + b.type + b"\n" + b.text for b in got)
+        procs = processes.blocks([processes.Target(name, mirror.pids(), mirror.collectors)])
+        text += b"".join(b"# TYPE " + b.name + b" " + b.type + b"\n" + b.text
+                         for b in procs)
+        health = {m.name: m for m in mirror.collect()}
+        funcs = mirror.funcs(pid)
+    finally:
+        mirror.close()
+    if pid not in mirror.pids():
+        raise NoopError(f"process {pid}'s own metrics cannot be read",
+                        "noop reads them with ptrace access: run as root, with "
+                        "CAP_SYS_PTRACE")
+    ours = _families(text.decode(errors="replace"), drop=("pid", "target"))
+    unread = {s.labels["type"]: int(s.value)
+              for s in health["noop_mirror_unmirrored_collectors"].samples}
+    out: dict[str, Any] = {
+        "binary": binary, "pid": pid,
+        "served": [{"family": f, "type": t, "series": len(keys)}
+                   for f, (t, keys) in sorted(ours.items())],
+        "unmirrored_collectors": [{"type": t, "count": n} for t, n in sorted(unread.items())],
+    }
+    if url is None:
+        return out
+    own = _families(_fetch(url))
+    rows = []
+    served = total = 0
+    for family, (kind, keys) in sorted(own.items()):
+        mine = ours.get(family, ("", set()))[1]
+        have = len(keys & mine)
+        served += have
+        total += len(keys)
+        status = "mirrored" if have == len(keys) else "partly" if have else "not"
+        rows.append({"family": family, "type": kind, "series": len(keys), "mirrored": have,
+                     "status": status, "why": "" if status == "mirrored" else
+                     _why(family, status, unread, funcs)})
+    out["page"] = {"url": url, "families": rows, "mirrored_series": served,
+                   "series": total}
+    return out
+
+
+def _why(family: str, status: str, unread: dict[str, int], funcs: set[str]) -> str:
+    for pattern, why in _WHY:
+        if pattern.fullmatch(family):
+            return why
+    if family in funcs:
+        return "a GaugeFunc or CounterFunc: a function called at each scrape, no value kept"
+    if status == "partly":
+        return "some series were not members when read (made or deleted since), or " \
+            "past --mirror-max-series"
+    kinds = ", ".join(sorted(t.rsplit(".", 1)[-1] for t in unread
+                             if t.rsplit(".", 1)[-1] not in ("goCollector", "valueFunc")))
+    return f"made by a collector of the program's own ({kinds or 'none found'}): its " \
+        "values are made at each scrape, none kept to read"
+
+
+def _fetch(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return str(r.read().decode(errors="replace"))
+    except (OSError, ValueError, urllib.error.URLError) as exc:
+        raise NoopError(f"cannot read {url}: {getattr(exc, 'reason', exc)}",
+                        "give the program's own /metrics URL") from None
+
+
+def _families(text: str, drop: tuple[str, ...] = ()) -> dict[str, tuple[str, set[str]]]:
+    """A page's families: each one's type and its samples' keys (name and labels, the
+    labels ``drop`` names left out, the rest sorted)."""
+    out: dict[str, tuple[str, set[str]]] = {}
+    types: dict[str, str] = {}
+    for line in text.splitlines():
+        if m := _FAMILY.match(line):
+            types[m.group(1)] = m.group(2)
+            out.setdefault(m.group(1), (m.group(2), set()))
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        sample = m.group(1)
+        family = sample if sample in types else next(
+            (sample[:-len(s)] for s in _SUFFIXES
+             if sample.endswith(s) and sample[:-len(s)] in types), sample)
+        labels = sorted((k, v) for k, v in _LABEL.findall(m.group(2) or "") if k not in drop)
+        key = sample + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+        out.setdefault(family, (types.get(family, "untyped"), set()))[1].add(key)
+    return out
+
+
+def render(data: dict[str, Any]) -> str:
+    """``coverage``'s answer as a table: the program's page when it was read, else what
+    noop serves; the collectors it does not read; the coverage line."""
+    lines = [f"{data['binary']} (process {data['pid']})"]
+    page = data.get("page")
+    if page is None:
+        lines.append(f"{'family':<48} {'type':<10} {'series':>7}")
+        lines += [f"{r['family']:<48} {r['type']:<10} {r['series']:>7}"
+                  for r in data["served"]]
+    else:
+        lines.append(f"{'family':<48} {'type':<10} {'series':>7} {'noop':>7}  status")
+        for r in page["families"]:
+            why = f" ({r['why']})" if r["why"] else ""
+            lines.append(f"{r['family']:<48} {r['type']:<10} {r['series']:>7} "
+                         f"{r['mirrored']:>7}  {r['status']}{why}")
+    for c in data["unmirrored_collectors"]:
+        lines.append(f"not read: {c['count']} collector(s) of type {c['type']}")
+    if page is not None:
+        lines.append(f"{page['mirrored_series']} of {page['series']} series of "
+                     f"{page['url']} mirrored")
+    return "\n".join(lines)
