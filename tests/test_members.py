@@ -19,9 +19,13 @@ from harness.programs import PROGRAMS, go_build, go_toolchain
 
 MASK = (1 << 64) - 1
 IDS, EVERY = 64, 16
+# Two label values whose client_golang hash (FNV-1a of the value and 0xff) is one
+# (found by a distinguished-point search): their children share one map entry, a slice
+# of two, and deleting one of them changes the slice, not the map's count.
+COLLIDING = ("kiOgrf_jTFG", "NXdfgHKWiyM")
 
 
-def _states(seed: int, steps: int) -> list[frozenset[tuple[str, int]]]:
+def _states(seed: int, steps: int, ids: int = IDS) -> list[frozenset[tuple[str, int]]]:
     """What the program's sequence holds after each step (0: before the first)."""
     s = seed
     held: set[tuple[str, int]] = set()
@@ -31,18 +35,21 @@ def _states(seed: int, steps: int) -> list[frozenset[tuple[str, int]]]:
         s ^= (s << 25) & MASK
         s ^= s >> 27
         member = ("extra" if n % EVERY == 0 else "child", ((s * 2685821657736338717) & MASK)
-                  % IDS)
+                  % ids)
         held ^= {member}
         out.append(frozenset(held))
     return out
 
 
-def _page(text: str) -> frozenset[tuple[str, int]]:
-    """The members a page shows; each value must be its id + 1."""
+def _page(text: str, names: dict[str, int] | None = None) -> frozenset[tuple[str, int]]:
+    """The members a page shows (``names``: label values that are not their ids); each
+    value must be its id + 1."""
     got = set()
     for line in text.splitlines():
-        if m := re.fullmatch(r'members_total\{id="(\d+)",pid="\d+",target="[^"]+"\} (\S+)', line):
-            kind, ident, value = "child", int(m.group(1)), float(m.group(2))
+        if m := re.fullmatch(r'members_total\{id="(\w+)",pid="\d+",target="[^"]+"\} (\S+)', line):
+            label = m.group(1)
+            ident = (names or {}).get(label, int(label) if label.isdigit() else -1)
+            kind, value = "child", float(m.group(2))
         elif m := re.fullmatch(r'members_extra_(\d+)_total\{(?:id="(\d+)",)?pid="\d+",'
                                r'target="[^"]+"\} (\S+)', line):
             kind, ident, value = "extra", int(m.group(1)), float(m.group(3))
@@ -55,16 +62,22 @@ def _page(text: str) -> frozenset[tuple[str, int]]:
     return frozenset(got)
 
 
-@pytest.mark.parametrize("version", ["1.19", "newest"])
+@pytest.mark.parametrize(("version", "ids", "collide"), [
+    ("1.19", IDS, False), ("newest", IDS, False), ("1.19", 4, True), ("newest", 4, True)])
 def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
-        version: str, tmp_path: Path, privileged: None) -> None:
+        version: str, ids: int, collide: bool, tmp_path: Path, privileged: None) -> None:
     from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.client_golang.registry import _fnv
 
+    a, b = (x.encode() + b"\xff" for x in COLLIDING)
+    assert _fnv(a) == _fnv(b)  # the premise: one map entry for both
     binary = go_build(go_toolchain(version), tmp_path / "members", None,
                       PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
     seed = 0x9E3779B97F4A7C15
-    proc = subprocess.Popen([str(binary), "-seed", str(seed), "-ids", str(IDS), "-every",
-                             str(EVERY)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(binary), "-seed", str(seed), "-ids", str(ids), "-every",
+                             str(EVERY), *(("-collide", ",".join(COLLIDING)) if collide else ())],
+                            stdout=subprocess.PIPE, text=True)
+    names = {COLLIDING[0]: 0, COLLIDING[1]: 1} if collide else None
     assert proc.stdout is not None
     url = proc.stdout.readline().split()[1]
     scrapes: list[tuple[int, int, frozenset[tuple[str, int]]]] = []
@@ -79,7 +92,7 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
                 if sum(q.unsettled for q in mirror._processes.values()) != was:
                     unsettled_at.add(i)
                 after = int(get(f"http://{url}/step"))
-                scrapes.append((before, after + 1, _page(text)))  # step after+1 midway
+                scrapes.append((before, after + 1, _page(text, names)))  # step after+1 midway
             (p,) = mirror._processes.values()
             unsettled, walks = p.unsettled, p.found
             skipped = {"gone": p.gone, "torn": p.torn, "unread": p.unread,
@@ -89,7 +102,7 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     finally:
         proc.terminate()
         proc.wait()
-    states = _states(seed, scrapes[-1][1])
+    states = _states(seed, scrapes[-1][1], ids)
     # a settled scrape serves one set of its bracket; one that was not (the machine too
     # busy for two reads to agree) what every read held: members of its bracket only
     wrong = [(i, lo, hi, len(page), len(states[lo]), sorted(page ^ states[lo])[:6])
@@ -100,6 +113,10 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     assert not wrong, f"{len(wrong)} of {len(scrapes)} pages held no set of their scrape " \
         f"(unsettled {unsettled}, {skipped}): {wrong[:3]}"
     assert scrapes[-1][1] - scrapes[0][0] > 300  # the members changed all along
+    if collide:  # the slice of two was read, and what one deletion from it left
+        pair = frozenset({("child", 0), ("child", 1)})
+        assert any(pair <= page for _lo, _hi, page in scrapes)
+        assert any(len(pair & page) == 1 for _lo, _hi, page in scrapes)
     assert walks.regs  # the default registry was found
 
 

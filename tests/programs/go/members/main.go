@@ -10,7 +10,9 @@
 // CounterVec with one child, labelled id). The other steps are children's: id's child is
 // deleted if it exists, else made. A step waits -pace first (0: none). -steps ends the
 // sequence (0: never); after it the program waits. With -exec-after D the process
-// becomes /bin/sleep after D (an exec: the same pid, another program).
+// becomes /bin/sleep after D (an exec: the same pid, another program). With -collide
+// A,B the children of ids 0 and 1 are labelled A and B instead: two values whose hashes
+// collide, so that both are in one entry of the CounterVec's map (a slice of two).
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,7 +49,14 @@ func main() {
 	pace := flag.Duration("pace", 200*time.Microsecond, "wait before each step")
 	steps := flag.Uint64("steps", 0, "steps to make (0: no end)")
 	execAfter := flag.Duration("exec-after", 0, "then exec /bin/sleep in its place (0: never)")
+	collide := flag.String("collide", "", "A,B: the labels of ids 0 and 1")
 	flag.Parse()
+	label := func(id int) string {
+		if pair := strings.Split(*collide, ","); len(pair) == 2 && id < 2 {
+			return pair[id]
+		}
+		return strconv.Itoa(id)
+	}
 	reg := prometheus.DefaultRegisterer // a global holds it: the mirror finds it alone
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "members_total", Help: "One child an id, made and deleted."}, []string{"id"})
@@ -97,10 +107,10 @@ func main() {
 				counters[id] = v
 			}
 		} else if children[id] {
-			vec.DeleteLabelValues(name)
+			vec.DeleteLabelValues(label(id))
 			delete(children, id)
 		} else {
-			vec.WithLabelValues(name).Add(float64(id + 1))
+			vec.WithLabelValues(label(id)).Add(float64(id + 1))
 			children[id] = true
 		}
 		atomic.StoreUint64(&step, n)
