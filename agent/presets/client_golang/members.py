@@ -63,15 +63,17 @@ class Last:
     now: Now
 
 
-def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None
-         ) -> tuple[Now, Last | None]:
+def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None,
+         once: bool = False) -> tuple[Now, Last | None]:
     """The members of ``found``'s registries and of ``vecs`` now, and the read to give
     the next call as ``last``. When every range ``last`` read holds the same bytes in
     two reads of them all, the members are ``last``'s (two batched reads, nothing
-    parsed: a scrape of a program whose members did not change)."""
+    parsed: a scrape of a program whose members did not change); ``once``: in one read,
+    for a caller that reads them again after (a scrape, after its values)."""
     if last is not None and last.found is found and len(last.vecs) == len(vecs) and \
             all(a is b for a, b in zip(last.vecs, vecs, strict=True)) and \
-            gm.memory.read_many(last.ranges) == last.got == gm.memory.read_many(last.ranges):
+            gm.memory.read_many(last.ranges) == last.got and \
+            (once or gm.memory.read_many(last.ranges) == last.got):
         return last.now, last
     tries: list[Now] = []
     for _ in range(TRIES):

@@ -441,7 +441,9 @@ class Mirror:
             # a walker a read of the members: what one learnt of an address (a Desc, a
             # collector) may be another object's at the next
             walker: registry.Walker | None = None
-            now, p.read_members = members.read(p.gm, found, vecs, p.read_members)
+            # one read when they are the last read's: _confirm reads them again after
+            # the values, the second of the two that make an instant
+            now, p.read_members = members.read(p.gm, found, vecs, p.read_members, once=True)
             if p.last is not None and p.last[0] is found and now.settled and \
                     p.last[1].regs == now.regs and p.last[1].children == now.children:
                 p.members = (found, vecs, now)
