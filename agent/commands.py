@@ -96,12 +96,24 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         return plan
     if args.binary:
         from agent.presets import plans as presets
+        from agent.presets.client_golang.rules import NoMetrics
+        mode = _mirror_mode(args) if aggregate else "off"
         try:
             plan = presets.plan(args.binary, args.pid, aggregate, args.debuginfo)
+        except NoMetrics as exc:
+            if mode == "off":
+                exc.exit_code = 2
+                raise
+            # noop run: the program's process series all the same, no probe
+            logs.say(f"{args.binary} has no client_golang metrics: serving its process "
+                     "series", logs.WARNING)
+            from dataclasses import replace
+
+            from agent.plan.model import Plan
+            return Plan(presets.RUNTIME, (replace(exc.target, pid=args.pid),), ())
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
-        mode = _mirror_mode(args) if aggregate else "off"
         if mode == "memory":
             plan = presets.memory_only(plan)  # the mirror reads every value
         elif mode == "auto":  # the mirror reads every value; a probe finds registries

@@ -93,3 +93,29 @@ def test_a_spec_targets_processes_have_client_golangs_process_series(
     assert set(got) == DEFAULT
     assert all('target="' in labels for labels in got.values())
     assert not _names(after, proc.pid)  # gone: none of its series
+
+
+@pytest.mark.parametrize("version", ["1.19", "newest"])
+def test_a_go_program_without_client_golang_is_served_its_process_series(
+        version: str, tmp_path: Path, privileged: None) -> None:
+    """``noop run --binary`` on a stripped Go program with no metrics library: not
+    refused; its process series, no uprobe, and one line saying so."""
+    binary = go_build(go_toolchain(version), tmp_path / "hotloop", None,
+                      PROGRAMS / "go" / "hotloop", ("-ldflags=-s -w",))
+    proc = subprocess.Popen([str(binary), "-every", "1h"], stdout=subprocess.DEVNULL)
+    try:
+        agent = start("--binary", binary, cache=tmp_path / "cache",
+                      ready="ready: mirroring")
+        try:
+            deadline = time.monotonic() + 30
+            while not _names(page := get(agent.url + "/metrics"), proc.pid):
+                assert time.monotonic() < deadline, page
+                time.sleep(0.2)
+        finally:
+            log = stopped(agent)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(_names(page, proc.pid)) == DEFAULT
+    assert "has no client_golang metrics: serving its process series" in log
+    assert "no uprobe" in log

@@ -17,6 +17,7 @@ from agent.presets.client_golang import facts as client_golang
 from agent.presets.rust_prometheus import facts as rust_prometheus
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
+RUNTIME = "go runtime"  # the plan of a Go program without client_golang: no probe
 LIBRARIES = {"client_golang preset": "client_golang",
              rust_prometheus.SOURCE: rust_prometheus.LIBRARY}
 

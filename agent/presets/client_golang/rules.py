@@ -28,7 +28,7 @@ from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
-from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 from agent.plan.placement.entry import entry_site
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.cheap import cheap_probe, counter_add
@@ -96,9 +96,11 @@ def make(b: Binary, aggregate: bool) -> Plan:
         elif cheap is None:
             _unrecognised(b, rule, modules)
     if not probes:
-        raise NoopError(f"{path} does not update client_golang metrics (no {PKG} counter, "
+        raise NoMetrics(f"{path} does not update client_golang metrics (no {PKG} counter, "
                         "gauge or histogram methods found)",
-                        "write a probes.yaml for it and use --config")
+                        "write a probes.yaml for it and use --config",
+                        b.plan(TARGET, None, selector=Selector(path=str(Path(path).resolve())),
+                               modules=modules))
     if unseen:  # said once, with the first probe
         probes[0] = replace(probes[0], unseen=(*probes[0].unseen, *unseen))
     if made is not None:
@@ -110,6 +112,15 @@ def make(b: Binary, aggregate: bool) -> Plan:
     here = Selector(path=str(Path(path).resolve()))
     return Plan("client_golang preset", (b.plan(TARGET, None, selector=here, modules=modules),),
                 tuple(probes))
+
+
+class NoMetrics(NoopError):
+    """A Go program with no client_golang metrics: nothing to probe; ``noop run``
+    serves its process series all the same (``target``: the program, as a plan has it)."""
+
+    def __init__(self, message: str, hint: str, target: TargetPlan) -> None:
+        super().__init__(message, hint)
+        self.target = target
 
 
 def _makers(b: Binary) -> ProbePlan | None:
