@@ -359,8 +359,12 @@ class Daemon(Following):
         mirror = self.mirror
         parts: list[list[Block] | Bundle] = [mirror.blocks()] if mirror is not None else []
         choice = self.opts.choice  # --mirror-include/--mirror-exclude choose these too
-        return [*parts, [b for b in processes.blocks(self._targets(mirror))
-                         if choice.wants(b.name.decode())]]
+        try:
+            found = processes.blocks(self._targets(mirror))
+        except (OSError, NoopError) as exc:  # /proc unreadable: the rest is served
+            log(f"the targets' process series are not served: {exc}", logs.WARNING)
+            found = []
+        return [*parts, [b for b in found if choice.wants(b.name.decode())]]
 
     def _targets(self, mirror: Mirror | None) -> list[processes.Target]:
         """The targets' processes now: the mirror's own (with what their registries

@@ -405,18 +405,23 @@ class Mirror:
 
     def _scrape(self, p: _Process, reader: readings.Reader) -> tuple[Found, readings.Read]:
         """The families of ``p``'s members and their values, read again (twice at
-        most) while a member goes before its value has been read."""
-        for last in (False, False):
-            got = self._current(p, last)
-            if got is not None:
-                read = reader.read(got)
-                if self._confirm(p, read, last):
-                    return got, read
-            p.reread += 1
-        current = self._current(p)
-        read = reader.read(current)
-        self._confirm(p, read, True)
-        return current, read
+        most) while a member goes before its value has been read; the scrape counted
+        unsettled once, however many of its reads were."""
+        was = p.unsettled
+        try:
+            for last in (False, False):
+                got = self._current(p, last)
+                if got is not None:
+                    read = reader.read(got)
+                    if self._confirm(p, read, last):
+                        return got, read
+                p.reread += 1
+            current = self._current(p)
+            read = reader.read(current)
+            self._confirm(p, read, True)
+            return current, read
+        finally:
+            p.unsettled = min(p.unsettled, was + 1)
 
     @overload
     def _current(self, p: _Process) -> Found: ...
