@@ -13,21 +13,13 @@ from pathlib import Path
 
 import pytest
 from harness.noop import one_line_each, run
-from harness.programs import PROGRAMS, go_build, go_toolchain
+from harness.programs import members_serving
 
 
 @pytest.fixture
 def members(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str], str]]:
-    binary = go_build(go_toolchain("1.19"), tmp_path / "members", None,
-                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
-    proc = subprocess.Popen([str(binary), "-steps", "40", "-pace", "0"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield binary, proc, f"http://{proc.stdout.readline().split()[1]}/metrics"
-    finally:
-        proc.kill()
-        proc.wait()
+    with members_serving(tmp_path / "members", "-steps", "40", "-pace", "0") as got:
+        yield got
 
 
 def test_each_family_of_the_programs_page_is_said_mirrored_or_why_not(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness.metrics import get, samples
-from harness.programs import PROGRAMS, go_build, go_toolchain
+from harness.programs import members_serving
 
 from agent.live import procstat
 
@@ -32,13 +32,8 @@ def _own(url: str) -> dict[str, float]:
 
 @pytest.mark.builds
 def test_process_series_are_the_collectors_own(tmp_path: Path) -> None:
-    binary = go_build(go_toolchain("1.19"), tmp_path / "members", None,
-                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
-    proc = subprocess.Popen([str(binary), "-steps", "3", "-pace", "0"],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = f"http://{proc.stdout.readline().split()[1]}/metrics"
+    running = members_serving(tmp_path / "members", "-steps", "3", "-pace", "0")
+    with running as (_binary, proc, url):
         quiet = 0
         for _ in range(200):
             before = _own(url)
@@ -57,9 +52,6 @@ def test_process_series_are_the_collectors_own(tmp_path: Path) -> None:
                 if quiet == 20:
                     break
         assert quiet == 20
-    finally:
-        proc.kill()
-        proc.wait()
     assert procstat.values(proc.pid) == {}  # gone: nothing
 
 

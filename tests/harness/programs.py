@@ -8,7 +8,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,18 @@ LINES_PROCESS = {"go": "main.process", "c": "process", "rust": "lines::process"}
 LINES_CLAMP = {"go": "main.clamp", "c": "clamp", "rust": "lines::clamp"}
 # tests/programs/*/locals: the function whose values the tests read
 LOCALS_FUNCTION = {"go": "main.handle", "c": "handle", "rust": "locals::handle"}
+
+
+@contextmanager
+def members_serving(out: Path, *args: str) -> Iterator[tuple[Path, subprocess.Popen[str], str]]:
+    """tests/programs/go/members, stripped (Go 1.19), running with ``args``: its binary,
+    its process and its own /metrics URL; killed on leaving."""
+    binary = go_build(go_toolchain("1.19"), out, None, PROGRAMS / "go" / "members",
+                      ("-ldflags=-s -w",))
+    proc = subprocess.Popen([str(binary), *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield binary, proc, f"http://{proc.stdout.readline().split()[1]}/metrics"
+    finally:
+        proc.kill()
+        proc.wait()
