@@ -118,7 +118,7 @@ class Pages:
                     continue
                 part = part.split()
             for name, help_, type_, text, keys in (
-                    _blocks(part) if isinstance(part, bytes) else
+                    text_families(part) if isinstance(part, bytes) else
                     ((b.name, b.help, b.type, b.text, b.keys) for b in part)):
                 f = families.get(name)
                 if f is None and name in owner and owner[name] == name:
@@ -224,7 +224,7 @@ def _merged(f: _Family, text: bytes, keys: list[bytes]) -> tuple[int, int]:
     return n, added
 
 
-def _blocks(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, list[bytes]]]:
+def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, list[bytes]]]:
     """Each family of a page part: its name, help, type, the text of its samples and
     their keys (name and labels). Samples before any HELP or TYPE line make an untyped
     family of their name; a comment that is neither is left out."""

@@ -9,38 +9,31 @@ from __future__ import annotations
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError
-from agent.output import processes
+from agent.output import page, processes
 from agent.output.page import Bundle
-from agent.presets.client_golang.facts import Choice
 
 # Why a family of the program's page has no object noop reads, by its name
 _WHY = ((re.compile(r"go_.+"), "the Go collector: made from the runtime at each scrape "
          "(not read by noop yet)"),)
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? \S+")
-_FAMILY = re.compile(r"# TYPE (\S+) (\S+)")
-_SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_info")
+_LABEL = re.compile(rb'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def coverage(binary: str, pid: int, url: str | None, choice: Choice | None = None
-             ) -> dict[str, Any]:
+def coverage(binary: str, pid: int, url: str | None) -> dict[str, Any]:
     """What noop serves of process ``pid`` running ``binary`` (and, with ``url``, of
     the program's own page)."""
     from agent.presets.client_golang.mirror import Mirror
 
     name = Path(binary).name
-    mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid], choice=choice)
+    mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid])
     try:
         got = mirror.blocks()
-        text = got.text if isinstance(got, Bundle) else b"".join(
-            b"# TYPE " + b.name + b" " + b.type + b"\n" + b.text for b in got)
-        procs = processes.blocks([processes.Target(name, mirror.pids(), mirror.collectors)])
-        text += b"".join(b"# TYPE " + b.name + b" " + b.type + b"\n" + b.text
-                         for b in procs)
+        blocks = [*(got.split() if isinstance(got, Bundle) else got), *processes.blocks(
+            [processes.Target(name, mirror.pids(), mirror.collectors)])]
         health = {m.name: m for m in mirror.collect()}
         funcs = mirror.funcs(pid)
     finally:
@@ -49,7 +42,7 @@ def coverage(binary: str, pid: int, url: str | None, choice: Choice | None = Non
         raise NoopError(f"process {pid}'s own metrics cannot be read",
                         "noop reads them with ptrace access: run as root, with "
                         "CAP_SYS_PTRACE")
-    ours = _families(text.decode(errors="replace"), drop=("pid", "target"))
+    ours = _families(((b.name, b.type, b.keys) for b in blocks), drop=(b"pid", b"target"))
     unread = {s.labels["type"]: int(s.value)
               for s in health["noop_mirror_unmirrored_collectors"].samples}
     out: dict[str, Any] = {
@@ -60,7 +53,8 @@ def coverage(binary: str, pid: int, url: str | None, choice: Choice | None = Non
     }
     if url is None:
         return out
-    own = _families(_fetch(url))
+    own = _families((name, type_, keys)
+                    for name, _help, type_, _text, keys in page.text_families(_fetch(url)))
     rows = []
     served = total = 0
     for family, (kind, keys) in sorted(own.items()):
@@ -92,37 +86,27 @@ def _why(family: str, status: str, unread: dict[str, int], funcs: set[str]) -> s
         "values are made at each scrape, none kept to read"
 
 
-def _fetch(url: str) -> str:
+def _fetch(url: str) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=10) as r:
-            return str(r.read().decode(errors="replace"))
+            return bytes(r.read())
     except (OSError, ValueError, urllib.error.URLError) as exc:
         raise NoopError(f"cannot read {url}: {getattr(exc, 'reason', exc)}",
                         "give the program's own /metrics URL") from None
 
 
-def _families(text: str, drop: tuple[str, ...] = ()) -> dict[str, tuple[str, set[str]]]:
-    """A page's families: each one's type and its samples' keys (name and labels, the
-    labels ``drop`` names left out, the rest sorted)."""
+def _families(blocks: Iterable[tuple[bytes, bytes, list[bytes]]], drop: tuple[bytes, ...] = ()
+              ) -> dict[str, tuple[str, set[str]]]:
+    """Families (name, type, their samples' keys as written): each one's type and its
+    samples' keys, the labels ``drop`` names left out and the rest sorted."""
     out: dict[str, tuple[str, set[str]]] = {}
-    types: dict[str, str] = {}
-    for line in text.splitlines():
-        if m := _FAMILY.match(line):
-            types[m.group(1)] = m.group(2)
-            out.setdefault(m.group(1), (m.group(2), set()))
-            continue
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        sample = m.group(1)
-        family = sample if sample in types else next(
-            (sample[:-len(s)] for s in _SUFFIXES
-             if sample.endswith(s) and sample[:-len(s)] in types), sample)
-        labels = sorted((k, v) for k, v in _LABEL.findall(m.group(2) or "") if k not in drop)
-        key = sample + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
-        out.setdefault(family, (types.get(family, "untyped"), set()))[1].add(key)
+    for name, type_, keys in blocks:
+        got = out.setdefault(name.decode(errors="replace"), (type_.decode(), set()))[1]
+        for key in keys:
+            sample, _, labels = key.partition(b"{")
+            kept = sorted((k, v) for k, v in _LABEL.findall(labels) if k not in drop)
+            got.add((sample + b"{" + b",".join(k + b'="' + v + b'"' for k, v in kept)
+                     + b"}").decode(errors="replace"))
     return out
 
 
