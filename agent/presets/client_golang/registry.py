@@ -16,6 +16,7 @@ with.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
 from collections.abc import Mapping
@@ -37,6 +38,7 @@ KINDS = {f"*{PKG}.counter": "counter", f"*{PKG}.gauge": "gauge",
          f"*{PKG}.noObjectivesSummary": "summary"}
 VECS = {f"*{PKG}.{v}" for v in ("CounterVec", "GaugeVec", "HistogramVec", "SummaryVec",
                                 "MetricVec")}
+_ONE_DESC = frozenset(KINDS) | VECS  # collectors registered under their one Desc's id
 WRAPPING = f"*{PKG}.wrappingCollector"
 PROCESS = f"*{PKG}.processCollector"
 VALUE_FUNC = f"*{PKG}.valueFunc"  # a GaugeFunc's, a CounterFunc's: no value kept
@@ -174,7 +176,6 @@ class Found:
     families: dict[str, Family] = field(default_factory=dict)
     unmirrored: dict[str, int] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # what could not be read, and why
-    torn: int = 0  # collectors whose memory changed as they were read: left to a scrape
     funcs: set[str] = field(default_factory=set)  # the families of GaugeFuncs, CounterFuncs
     regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
     considered: set[int] = field(default_factory=set)  # registries the walk was given
@@ -275,10 +276,8 @@ class Walker:
         self.found.registries.append(address)
         self.found.regs.append(reg)
         for key in collectors:
-            try:
+            with contextlib.suppress(Torn):  # left out: a scrape walks it alone
                 reg.units[key] = self.unit(key[1], key[2], key[0])
-            except Torn:
-                self.found.torn += 1  # a scrape walks it alone
 
     def unit(self, itab: int, data: int, id_: int = -1) -> Unit:
         """The unit of the collector whose interface value is (itab, data), registered
@@ -287,7 +286,7 @@ class Walker:
         self._unit = unit = Unit()
         self._collector(itab, data, "", ())
         if id_ != -1 and (t := self.gm.iface_type(itab) if itab else None) is not None and \
-                self.gm.types.name(t) in KINDS.keys() | VECS:
+                self.gm.types.name(t) in _ONE_DESC:
             descs = [s.desc for _n, s in unit.series] + [v.desc for v in unit.vecs]
             if len(descs) == 1 and self._descs[descs[0]].id != id_:
                 raise Torn(f"a collector at {data:#x} not of its id", "")
