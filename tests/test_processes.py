@@ -32,7 +32,9 @@ def _names(page: str, pid: int) -> dict[str, str]:
 
 @pytest.mark.parametrize(("how", "names", "labels", "its_own"), [
     ("namespace", {f"shop_{n}" for n in DEFAULT}, "", {f"shop_{n}" for n in DEFAULT}),
-    ("wrapped", {f"edge_{n}" for n in DEFAULT}, 'zone="a"', {f"edge_{n}" for n in DEFAULT}),
+    # the program's own label called target kept; noop's beside it as noop_target
+    ("wrapped", {f"edge_{n}" for n in DEFAULT}, 'target="edge",zone="a"',
+     {f"edge_{n}" for n in DEFAULT}),
     ("custom", set(), "", DEFAULT),  # its parent's: not the process noop reads
     ("none", DEFAULT, "", set()),
 ])
@@ -61,7 +63,9 @@ def test_the_programs_process_collector_names_its_series(
     got = _names(page, proc.pid)
     assert set(got) == names, (sorted(got), log)
     assert own == its_own  # the names the program's own collector serves
-    want = ",".join(x for x in (f'pid="{proc.pid}"', 'target="procs"', labels) if x)
+    ours = ('noop_target="procs"', f'pid="{proc.pid}"') if "target=" in labels else \
+        (f'pid="{proc.pid}"', 'target="procs"')
+    want = ",".join(sorted(x for x in (*ours, *labels.split(",")) if x))
     for name, text in got.items():
         assert text == want, (name, text)  # sorted by name, as noop writes labels
         assert page.count(f"# TYPE {name} ") == 1

@@ -12,8 +12,9 @@
   the bytes of every interface in /proc/PID/net/dev.
 
 Read from outside, two differences are inherent: the program's own collector counts
-the descriptor of /proc/self/fd it holds open while it counts (one more than noop's),
-and both read CPU time in ticks of 10 ms. Each file is read alone: one that cannot be
+the descriptor of /proc/self/fd it holds open while it counts, and the connection of
+the scrape it answers (one or two more than noop's), and both read CPU time in ticks
+of 10 ms. Each file is read alone: one that cannot be
 read leaves out its series, as the collector does.
 """
 
@@ -22,21 +23,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 USER_HZ = 100  # procfs' constant
 UNLIMITED = (1 << 64) - 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
 _PROC = Path("/proc")
-
-
-@dataclass(frozen=True)
-class Names:
-    """The names (and help) a process collector serves its series under."""
-
-    prefix: str = ""  # a Namespace's, with its "_"
-    network: bool = False  # client_golang >= 1.20's two network series too
 
 
 # (name without the prefix, help, type) in the order the collector describes them

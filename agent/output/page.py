@@ -278,3 +278,13 @@ def help_text(text: str) -> str:
 def label_value(v: str) -> str:
     """A label's value between its quotes, escaped."""
     return v.replace("\\", "\\\\").replace("\"", '\\"').replace("\n", "\\n")
+
+
+def with_noops(labels: Iterable[tuple[str, str]], target: str, pid: int
+               ) -> list[tuple[str, str]]:
+    """A program's series' labels and noop's ``target`` and ``pid`` beside them, sorted
+    by name: noop's as ``noop_target``, ``noop_pid`` where the program has its own of
+    that name."""
+    own = dict(labels)
+    return sorted([*own.items(), *((("noop_" if k in own else "") + k, x)
+                                   for k, x in (("target", target), ("pid", str(pid))))])

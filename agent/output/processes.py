@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agent.live import procstat
-from agent.output.page import Block, help_text, label_value, number
+from agent.output.page import Block, help_text, label_value, number, with_noops
 
 # What the program registered for a process: the (name, help) of each series and a
 # wrapping's labels, per collector; None: none registered (client_golang's defaults)
@@ -46,7 +46,7 @@ def blocks(targets: list[Target]) -> list[Block]:
             values = procstat.values(pid, btime=btime, network=any(
                 _base(name) in _NETWORK for series, _l in sets for name, _h in series))
             for series, labels in sets:
-                mine = sorted([*labels, ("pid", str(pid)), ("target", t.name)])
+                mine = with_noops(labels, t.name, pid)
                 text = ",".join(f'{k}="{label_value(v)}"' for k, v in mine)
                 for name, help_ in series:
                     v = values.get(_base(name))

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from agent import logs
 from agent.live.gomemory import GoMemory, open_process
 from agent.live.memory import Unreadable, check
-from agent.output.page import Block, Bundle, help_text, label_value, number, owned
+from agent.output.page import Block, Bundle, help_text, label_value, number, owned, with_noops
 from agent.presets.client_golang import members, readings, registry
 from agent.presets.client_golang.facts import Choice
 from agent.presets.client_golang.readings import Histogram, Summary
@@ -646,10 +646,7 @@ class Mirror:
         got = was[1] if was is not None and (was[0] is s.labels or was[0] == s.labels) \
             else None
         if got is None:
-            own = dict(s.labels)
-            labels = sorted([*s.labels, *((("noop_" if k in own else "") + k, x)
-                                          for k, x in (("target", self.target),
-                                                       ("pid", str(pid))))])
+            labels = with_noops(s.labels, self.target, pid)
             if len(self._labels_of) > MAX_SERIES:  # objects come and go: start again
                 self._labels_of.clear()
             text = [f'{k}="{label_value(x)}"' for k, x in labels]

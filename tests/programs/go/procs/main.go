@@ -1,6 +1,7 @@
 // procs puts a process collector of its own in place of the default registry's, as
 // -how says, and serves that registry on /metrics: "namespace" (Namespace "shop"),
-// "wrapped" (through WrapRegistererWithPrefix("edge_") and a label), "custom" (a PidFn
+// "wrapped" (through WrapRegistererWithPrefix("edge_") and labels, one named as noop's
+// target label), "custom" (a PidFn
 // of its own: its parent's pid), "none" (no process collector at all); a counter
 // beside it.
 package main
@@ -27,7 +28,7 @@ func main() {
 		reg.MustRegister(prometheus.NewProcessCollector(
 			prometheus.ProcessCollectorOpts{Namespace: "shop"}))
 	case "wrapped":
-		prometheus.WrapRegistererWith(prometheus.Labels{"zone": "a"},
+		prometheus.WrapRegistererWith(prometheus.Labels{"zone": "a", "target": "edge"},
 			prometheus.WrapRegistererWithPrefix("edge_", reg)).MustRegister(
 			prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	case "custom":
