@@ -24,6 +24,7 @@ __all__ = [
     "GdbError",
     "Layout",
     "Member",
+    "field_offsets",
     "is_go_func_size_error",
     "parse_ptype_o",
     "ptype_o",
@@ -191,3 +192,46 @@ def parse_ptype_o(text: str) -> Layout:
 def is_go_func_size_error(member: Member) -> bool:
     """True where gdb printed a Go func-typed member with its wrong size 1."""
     return member.size == 1 and member.type.startswith("func(")
+
+
+_OFFSETS_SCRIPT = r'''
+import gdb, json, sys
+out = {}
+for key in json.loads(sys.argv_paths):
+    name, _, path = key.partition(":")
+    try:
+        t = gdb.lookup_type(name)
+    except gdb.error:
+        out[key] = None
+        continue
+    off = 0
+    for part in path.split(".") if path else []:
+        t = t.strip_typedefs()
+        f = [f for f in t.fields() if f.name == part]
+        if not f:
+            off = None
+            break
+        off += f[0].bitpos // 8
+        t = f[0].type
+    out[key] = t.sizeof if not path else off
+print("OFFSETS " + json.dumps(out))
+'''
+
+
+def field_offsets(binary: Path, paths: list[str]) -> dict[str, int | None]:
+    """gdb's offset of each ``TYPE:FIELD.FIELD`` (nested fields summed; ``TYPE:`` its
+    size; None: no such type or field), from gdb's own reading of the DWARF."""
+    import json
+
+    script = binary.parent / f".{binary.name}-offsets.py"
+    script.write_text("import sys\nsys.argv_paths = " + repr(json.dumps(paths)) + "\n"
+                      + _OFFSETS_SCRIPT)
+    try:
+        out = subprocess.run(["gdb", "-nx", "-batch", "-x", str(script), str(binary)],
+                             capture_output=True, text=True, timeout=120).stdout
+    finally:
+        script.unlink()
+    line = next((x for x in out.splitlines() if x.startswith("OFFSETS ")), None)
+    if line is None:
+        raise GdbError(f"gdb printed no offsets for {binary}: {out[-500:]}")
+    return dict(json.loads(line[len("OFFSETS "):]))

@@ -1,0 +1,274 @@
+"""A running Go program's runtime numbers, read from its memory in two batched reads,
+computed as the program itself would compute them: ``runtime/metrics`` (whose values
+client_golang's Go collector turns into go_memstats_*), ``NumGoroutine``, the thread
+count, ``debug.ReadGCStats`` (go_gc_duration_seconds), GOGC, the memory limit and
+GOMAXPROCS.
+
+What is read while the program runs is checked before it is kept: the heap statistics'
+ring (three generations, one of them zero between the runtime's own reads of it, the
+generation the same before and after), every P's statistics sequence even (no writer
+half-way), ``len(allp)`` = GOMAXPROCS, each P's id its index, the memory the pacer
+counts no more than it has mapped. A read that fails a check is made again, twice at
+most; then the snapshot is Unsettled and nothing of it is served.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from agent.binary.gometa.runtimevars import CLASS_TO_SIZE, RuntimeVars
+from agent.live.gomemory import GoMemory
+from agent.live.memory import Unreadable
+
+TRIES = 3
+MAX_P = 1 << 16  # GOMAXPROCS at most (the runtime's own limit is 1 << 31 - 1... of
+# which a real program uses a few hundred)
+_MIN_RUNWAY = 64 << 10  # the pacer's minRunway
+_MIN_HEADROOM = 1 << 20  # memoryLimitMinHeapGoalHeadroom (memoryLimitHeapGoalHeadroom)
+_HEADROOM_PERCENT = 3  # memoryLimitHeapGoalHeadroomPercent, since 1.21
+_NUM_CLASSES = len(CLASS_TO_SIZE)
+_MASK = (1 << 64) - 1
+
+
+class Unsettled(Unreadable):
+    """The runtime's numbers changed under every read (or are not what its code keeps
+    them as): none served this time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One process's runtime numbers at one read."""
+
+    go_version: str
+    goroutines: int  # runtime.NumGoroutine()
+    threads: int  # the Ms made and not freed (runtime.ThreadCreateProfile's count)
+    metrics: dict[str, int]  # runtime/metrics' values by their names, as the runtime has
+    # them (uint64; /gc/gogc:percent and /gc/gomemlimit:bytes as their int64 bits)
+    pauses: tuple[int, ...]  # the last min(numgc, 256) GC pauses, ns, most recent first
+    pause_total_ns: int
+    numgc: int
+    last_gc_unix_ns: int
+
+
+def read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
+    """The runtime numbers of the process ``gm`` reads; Unsettled when every try
+    failed a check, Unreadable when its memory cannot be read."""
+    why = ""
+    for _ in range(TRIES):
+        try:
+            return _read(gm, rv)
+        except Unsettled as exc:
+            why = exc.message
+    raise Unsettled(f"the runtime's numbers changed under {TRIES} reads: {why}", "")
+
+
+def pause_quantiles(pauses: tuple[int, ...], n: int = 5) -> list[int]:
+    """debug.ReadGCStats' PauseQuantiles (client_golang asks for 5: the minimum, the
+    quartiles and the maximum) of ``pauses``: all zero when there are none."""
+    if not pauses:
+        return [0] * n
+    ordered = sorted(pauses)
+    return [ordered[len(ordered) * i // (n - 1)] for i in range(n - 1)] + [ordered[-1]]
+
+
+def _u(data: bytes, at: int | None, size: int = 8, signed: bool = False) -> int:
+    if at is None:
+        return 0
+    return int.from_bytes(data[at:at + size], "little", signed=signed)
+
+
+def _read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
+    o, g, b = rv.offsets, rv.globals, gm.bias
+    ms_size = _off(o, "mstats.numforcedgc") + 4
+    gc_size = max(v for k, v in o.items() if k.startswith("gcControllerState.")
+                  and v is not None) + 8
+    sc_fields = [k for k in o if k.startswith("schedt.") and o[k] is not None]
+    sc_size = max(_off(o, k) for k in sc_fields) + 8
+    span_at, cache_at = _off(o, "mheap.spanalloc.inuse"), _off(o, "mheap.cachealloc.inuse")
+    ranges = [(g["memstats"] + b, ms_size), (g["gcController"] + b, gc_size),
+              (g["sched"] + b, sc_size), (g["mheap_"] + span_at + b, 8),
+              (g["mheap_"] + cache_at + b, 8), (g["allglen"] + b, 8), (g["allp"] + b, 24),
+              (g["gomaxprocs"] + b, 4)]
+    got = gm.memory.read_many(ranges)
+    if any(x is None for x in got):
+        raise Unreadable("the runtime's globals are not mapped where the binary has them",
+                         "")
+    ms, gc, sc, span, cache, allglen_b, allp_b, procs_b = (x or b"" for x in got)
+    allp, nprocs, _cap = struct.unpack("<QQQ", allp_b)
+    gomaxprocs = _u(procs_b, 0, 4, signed=True)
+    if not 0 < nprocs <= MAX_P or nprocs != gomaxprocs:
+        raise Unsettled(f"len(allp) {nprocs} is not GOMAXPROCS {gomaxprocs}", "")
+    # Second read: each P's id, free g's and statistics sequence, and the heap
+    # statistics' generation again.
+    ps = gm.memory.read_many([(allp, 8 * nprocs)])[0]
+    if ps is None:
+        raise Unsettled("allp is not mapped", "")
+    p_addrs = struct.unpack(f"<{nprocs}Q", ps)
+    free_at = o.get("p.gFree.n") if o.get("p.gFree.n") is not None else o.get("p.gFree.size")
+    seq_at = _off(o, "p.statsSeq")
+    gen_at = _off(o, "mstats.heapStats") + _off(o, "consistentHeapStats.gen")
+    per_p: list[tuple[int, int]] = []
+    for p in p_addrs:
+        per_p += [(p, 4), (p + _off_or(free_at), 4), (p + seq_at, 4)]
+    again = gm.memory.read_many([*per_p, (g["memstats"] + gen_at + b, 4)])
+    if any(x is None for x in again):
+        raise Unsettled("a P is not mapped", "")
+    free_p = 0
+    for i in range(nprocs):
+        pid, free, seq = (_u(again[3 * i + k] or b"", 0, 4, signed=True) for k in range(3))
+        if pid != i:
+            raise Unsettled(f"allp[{i}] has id {pid}", "")
+        if seq % 2:
+            raise Unsettled(f"P {i} is updating the heap statistics", "")
+        free_p += free
+    heap = _heap(ms, o)
+    if _u(again[-1] or b"", 0, 4) != heap.pop("gen"):
+        raise Unsettled("the heap statistics' generation moved", "")
+    metrics = _metrics(ms, gc, span, cache, heap, o, rv.version)
+    allglen = _u(allglen_b, 0)
+    free_s = sum(_u(sc, o.get(k), 4, signed=True) for k in (
+        "schedt.gFree.n", "schedt.gFree.stack.size", "schedt.gFree.noStack.size"))
+    goroutines = allglen - free_s - _u(sc, _off(o, "schedt.ngsys"), 4, signed=True) - free_p
+    threads = _u(sc, _off(o, "schedt.mnext"), signed=True) - \
+        _u(sc, _off(o, "schedt.nmfreed"), signed=True)
+    numgc = _u(ms, _off(o, "mstats.numgc"), 4)
+    n = min(numgc, 256)
+    ring = _off(o, "mstats.pause_ns")
+    pauses = tuple(_u(ms, ring + 8 * ((numgc - 1 - i) % 256)) for i in range(n))
+    metrics["/sched/gomaxprocs:threads"] = gomaxprocs
+    return Snapshot(
+        go_version=rv.go_version, goroutines=max(goroutines, 1), threads=threads,
+        metrics=metrics, pauses=pauses,
+        pause_total_ns=_u(ms, _off(o, "mstats.pause_total_ns")), numgc=numgc,
+        last_gc_unix_ns=_u(ms, _off(o, "mstats.last_gc_unix")))
+
+
+def _off(o: dict[str, int | None], name: str) -> int:
+    v = o.get(name)
+    if v is None:
+        raise KeyError(name)
+    return v
+
+
+def _off_or(v: int | None) -> int:
+    return v if v is not None else 0
+
+
+_DELTA_SIGNED = ("committed", "released", "inHeap", "inStacks", "inWorkBufs",
+                 "inPtrScalarBits")
+_DELTA_PLAIN = ("tinyAllocCount", "largeAlloc", "largeAllocCount", "largeFree",
+                "largeFreeCount")
+
+
+def _heap(ms: bytes, o: dict[str, int | None]) -> dict[str, int]:
+    """consistentHeapStats.read's result: the three generations summed, accepted only
+    between the runtime's own reads (the generation after the current one zero: it
+    merged it and cleared it)."""
+    base = _off(o, "mstats.heapStats") + _off(o, "consistentHeapStats.stats")
+    size = _off(o, "heapStatsDelta")
+    gen = _u(ms, _off(o, "mstats.heapStats") + _off(o, "consistentHeapStats.gen"), 4)
+    if gen > 2:
+        raise Unsettled(f"the heap statistics' generation is {gen}", "")
+    cleared = base + size * ((gen + 1) % 3)
+    if any(ms[cleared:cleared + size]):
+        raise Unsettled("the runtime is reading its heap statistics", "")
+    out: dict[str, int] = {"gen": gen}
+    for name in (*_DELTA_SIGNED, *_DELTA_PLAIN):
+        at = o.get(f"heapStatsDelta.{name}")
+        out[name] = sum(_u(ms, None if at is None else base + size * k + at,
+                           signed=name in _DELTA_SIGNED) for k in range(3))
+    for name in ("smallAllocCount", "smallFreeCount"):
+        at = _off(o, f"heapStatsDelta.{name}")
+        out[name + "Bytes"] = out[name] = 0
+        for c in range(_NUM_CLASSES):
+            count = sum(_u(ms, base + size * k + at + 8 * c) for k in range(3))
+            out[name] += count
+            out[name + "Bytes"] += count * CLASS_TO_SIZE[c]
+    return out
+
+
+def _metrics(ms: bytes, gc: bytes, span: bytes, cache: bytes, h: dict[str, int],
+             o: dict[str, int | None], version: tuple[int, int]) -> dict[str, int]:
+    """The runtime/metrics values client_golang's Go collector reads, each as the
+    runtime computes it (heapStatsAggregate, sysStatsAggregate and the metric's own
+    compute function), wrapped to 64 bits as its uint64 conversions do."""
+    def sys(name: str) -> int:
+        return _u(ms, _off(o, f"mstats.{name}"))
+
+    allocs = h["largeAllocCount"] + h["smallAllocCount"]
+    frees = h["largeFreeCount"] + h["smallFreeCount"]
+    allocated = h["largeAlloc"] + h["smallAllocCountBytes"]
+    freed = h["largeFree"] + h["smallFreeCountBytes"]
+    in_objects = allocated - freed
+    stacks_sys, mspan_sys, mcache_sys = sys("stacks_sys"), sys("mspan_sys"), sys("mcache_sys")
+    buckhash, gc_misc, other = sys("buckhash_sys"), sys("gcMiscSys"), sys("other_sys")
+    span_inuse, cache_inuse = _u(span, 0), _u(cache, 0)
+    values = {
+        "/gc/heap/allocs:bytes": allocated, "/gc/heap/allocs:objects": allocs,
+        "/gc/heap/frees:bytes": freed, "/gc/heap/frees:objects": frees,
+        "/gc/heap/tiny/allocs:objects": h["tinyAllocCount"],
+        "/gc/heap/objects:objects": allocs - frees,
+        "/gc/heap/goal:bytes": _heap_goal(gc, o, version),
+        "/memory/classes/heap/objects:bytes": in_objects,
+        "/memory/classes/heap/unused:bytes": h["inHeap"] - in_objects,
+        "/memory/classes/heap/free:bytes": h["committed"] - h["inHeap"] - h["inStacks"]
+        - h["inWorkBufs"] - h["inPtrScalarBits"],
+        "/memory/classes/heap/released:bytes": h["released"],
+        "/memory/classes/heap/stacks:bytes": h["inStacks"],
+        "/memory/classes/os-stacks:bytes": stacks_sys,
+        "/memory/classes/metadata/mspan/inuse:bytes": span_inuse,
+        "/memory/classes/metadata/mspan/free:bytes": mspan_sys - span_inuse,
+        "/memory/classes/metadata/mcache/inuse:bytes": cache_inuse,
+        "/memory/classes/metadata/mcache/free:bytes": mcache_sys - cache_inuse,
+        "/memory/classes/metadata/other:bytes": h["inWorkBufs"] + h["inPtrScalarBits"]
+        + gc_misc,
+        "/memory/classes/profiling/buckets:bytes": buckhash,
+        "/memory/classes/other:bytes": other,
+        "/memory/classes/total:bytes": h["committed"] + h["released"] + stacks_sys
+        + mspan_sys + mcache_sys + buckhash + gc_misc + other,
+        "/gc/gogc:percent": _u(gc, _off(o, "gcControllerState.gcPercent"), 4, signed=True),
+        "/gc/gomemlimit:bytes": _u(gc, _off(o, "gcControllerState.memoryLimit"),
+                                   signed=True),
+    }
+    if version < (1, 21):  # runtime/metrics has had GOGC and the memory limit since
+        del values["/gc/gogc:percent"], values["/gc/gomemlimit:bytes"]
+    return {k: v & _MASK for k, v in values.items()}
+
+
+def _heap_goal(gc: bytes, o: dict[str, int | None], version: tuple[int, int]) -> int:
+    """gcController.heapGoal(): the GOGC goal, or the memory limit's when lower, else
+    raised to the sweep distance's trigger and the runway past the last trigger."""
+    def f(name: str, size: int = 8, signed: bool = False) -> int:
+        return _u(gc, _off(o, f"gcControllerState.{name}"), size, signed)
+
+    goal = f("gcPercentHeapGoal")
+    heap_free, mapped = f("heapFree"), f("mappedReady")
+    heap_alloc = (f("totalAlloc") - f("totalFree")) & _MASK
+    if heap_free + heap_alloc > mapped:
+        raise Unsettled("the pacer counts more memory than it has mapped", "")
+    limit_goal = _limit_goal(f("memoryLimit", signed=True) & _MASK, heap_free, heap_alloc,
+                             mapped, f("heapMarked"), version >= (1, 21))
+    if limit_goal < goal:
+        return limit_goal
+    trigger = f("sweepDistMinTrigger")
+    goal = max(goal, trigger)
+    triggered = f("triggered")
+    if triggered != _MASK and goal < triggered + _MIN_RUNWAY:
+        goal = triggered + _MIN_RUNWAY
+    return goal
+
+
+def _limit_goal(limit: int, heap_free: int, heap_alloc: int, mapped: int, marked: int,
+                proportional: bool) -> int:
+    """gcController.memoryLimitHeapGoal()."""
+    non_heap = mapped - heap_free - heap_alloc
+    overage = mapped - limit if mapped > limit else 0
+    if non_heap + overage >= limit:
+        return marked
+    goal = limit - (non_heap + overage)
+    # 1.19: a fixed headroom; from 1.21 a percentage of the goal, at least as much
+    headroom = max(goal // 100 * _HEADROOM_PERCENT, _MIN_HEADROOM) if proportional \
+        else _MIN_HEADROOM
+    goal = headroom if goal < headroom or goal - headroom < headroom else goal - headroom
+    return max(goal, marked)
