@@ -105,8 +105,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
                 exc.exit_code = 2
                 raise
             # noop run: the program's process series all the same, no probe
-            logs.say(f"{args.binary} has no client_golang metrics: serving its process "
-                     "series", logs.WARNING)
+            logs.say(f"{args.binary} has no client_golang metrics: serving its Go "
+                     "runtime's and its process's series", logs.WARNING)
             from dataclasses import replace
 
             from agent.plan.model import Plan
@@ -187,8 +187,12 @@ def _coverage(args: argparse.Namespace) -> int:
         raise NoopError("noop check --coverage reads a running Go program's metrics",
                         "give --binary (and --pid, or let noop find its process)")
     from agent.presets import plans as presets
-    plan = presets.plan(args.binary, args.pid, True, args.debuginfo)
-    t = plan.targets[0]
+    from agent.presets.client_golang.rules import NoMetrics
+    client_golang = True
+    try:
+        t = presets.plan(args.binary, args.pid, True, args.debuginfo).targets[0]
+    except NoMetrics as exc:  # its runtime's and process's series all the same
+        t, client_golang = exc.target, False
     if t.language != "go":
         raise NoopError(f"{args.binary} is not a Go program: its own metrics are not "
                         "mirrored", "--coverage reads client_golang's metrics")
@@ -197,7 +201,7 @@ def _coverage(args: argparse.Namespace) -> int:
     pids = [args.pid] if args.pid else sorted(running(t)())
     if not pids:
         raise NoopError(f"no process runs {args.binary}", "start it, or give --pid")
-    data = coverage.coverage(t.binary, pids[0], args.url)
+    data = coverage.coverage(t.binary, pids[0], args.url, client_golang)
     return _emit(args, data, coverage.render)
 
 

@@ -20,6 +20,7 @@ from harness.noop import start, stopped
 from harness.programs import PROGRAMS, go_build, go_toolchain
 
 from agent.live import procstat
+from agent.output import goseries
 
 DEFAULT = {name for name, _help, _kind in procstat.SERIES}
 
@@ -100,10 +101,10 @@ def test_a_spec_targets_processes_have_client_golangs_process_series(
 
 
 @pytest.mark.parametrize("version", ["1.19", "newest"])
-def test_a_go_program_without_client_golang_is_served_its_process_series(
+def test_a_go_program_without_client_golang_is_served_its_process_and_go_series(
         version: str, tmp_path: Path, privileged: None) -> None:
     """``noop run --binary`` on a stripped Go program with no metrics library: not
-    refused; its process series, no uprobe, and one line saying so."""
+    refused; its process and runtime series, no uprobe, and one line saying so."""
     binary = go_build(go_toolchain(version), tmp_path / "hotloop", None,
                       PROGRAMS / "go" / "hotloop", ("-ldflags=-s -w",))
     proc = subprocess.Popen([str(binary), "-every", "1h"], stdout=subprocess.DEVNULL)
@@ -121,5 +122,13 @@ def test_a_go_program_without_client_golang_is_served_its_process_series(
         proc.kill()
         proc.wait()
     assert set(_names(page, proc.pid)) == DEFAULT
-    assert "has no client_golang metrics: serving its process series" in log
+    # and the runtime's series, under client_golang's default Go collector's names (their
+    # values against the program's own: tests/test_goruntime.py)
+    go = {m.group(1).removesuffix("_sum").removesuffix("_count") for m in re.finditer(
+        rf'^(go_\w+)\{{[^}}]*pid="{proc.pid}"', page, re.M)}
+    assert go == {name for name, _help in goseries.DEFAULT} - (
+        {goseries.GOGC, goseries.GOMEMLIMIT} if version == "1.19" else set())
+    assert re.search(rf'^go_info\{{pid="{proc.pid}",target="hotloop",version="go1\.\d+',
+                     page, re.M), page
+    assert "has no client_golang metrics: serving its Go runtime's and its process's series" in log
     assert "no uprobe" in log

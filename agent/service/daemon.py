@@ -25,7 +25,7 @@ from agent.kernel import budget, codegen
 from agent.kernel.kfeatures import attach_cookies
 from agent.kernel.program import Program
 from agent.live import discover
-from agent.output import processes
+from agent.output import goseries, processes
 from agent.output.exporter import Exporter, Health, Session
 from agent.output.loop import Every, Loop
 from agent.output.page import Block, Bundle
@@ -101,6 +101,7 @@ class Daemon(Following):
         self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
         self.mirror: Mirror | None = None
+        self.runtimes = goseries.Runtimes()  # the go_* series of every Go target
         # events some probes send to another part of noop (``Session.taps``), for every
         # session: the preset's registries gathered go to the mirror once it is there
         self.taps: dict[str, Callable[[Event], None] | None] = {GATHERED: None} \
@@ -355,34 +356,44 @@ class Daemon(Following):
 
     def _parts(self) -> list[list[Block] | Bundle]:
         """What /metrics serves after noop's own families: the program's own, mirrored,
-        then every target process's process_* series."""
+        then every target process's process_* series and every Go target's go_*."""
         mirror = self.mirror
         parts: list[list[Block] | Bundle] = [mirror.blocks()] if mirror is not None else []
         choice = self.opts.choice  # --mirror-include/--mirror-exclude choose these too
+        found: list[Block] = []
         try:
-            found = processes.blocks(self._targets(mirror))
+            now = self._targets(mirror)
+            found = processes.blocks([p for p, _g in now])
+            found += goseries.blocks([g for _p, g in now if g is not None], self.runtimes)
         except (OSError, NoopError) as exc:  # /proc unreadable: the rest is served
-            log(f"the targets' process series are not served: {exc}", logs.WARNING)
-            found = []
+            log(f"the targets' process and runtime series are not served: {exc}",
+                logs.WARNING)
         return [*parts, [b for b in found if choice.wants(b.name.decode())]]
 
-    def _targets(self, mirror: Mirror | None) -> list[processes.Target]:
+    def _targets(self, mirror: Mirror | None
+                 ) -> list[tuple[processes.Target, goseries.Target | None]]:
         """The targets' processes now: the mirror's own (with what their registries
-        hold), the others' from one scan of /proc."""
+        hold), the others' from one scan of /proc; a Go target's twice, for its
+        process_* and its go_* series."""
         plan = self.plan
-        out: list[processes.Target] = []
+        out: list[tuple[processes.Target, goseries.Target | None]] = []
         scan: list[discover.Process] | None = None
         for t in plan.targets:
+            go = t.language == "go"
             if mirror is not None and t.binary == mirror.path:
-                out.append(processes.Target(mirror.target, mirror.pids(), mirror.collectors))
+                pids = mirror.pids()
+                out.append((processes.Target(mirror.target, pids, mirror.collectors),
+                            goseries.Target(mirror.target, t.binary, pids,
+                                            mirror.go_collectors) if go else None))
                 continue
             if t.selector is None:
                 continue
             scan = scan if scan is not None else list(discover.processes())
             ids = self.watch.ids
-            out.append(processes.Target(t.name, [
-                p.pid for p in discover.find(t.selector, t.pid, ids=ids, among=scan)
-                if ids.of(p) == t.build_id]))
+            pids = [p.pid for p in discover.find(t.selector, t.pid, ids=ids, among=scan)
+                    if ids.of(p) == t.build_id]
+            out.append((processes.Target(t.name, pids),
+                        goseries.Target(t.name, t.binary, pids) if go else None))
         return out
 
     def _step(self, loop: Loop) -> str | None:

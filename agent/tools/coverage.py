@@ -14,37 +14,48 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import NoopError
-from agent.output import page, processes
+from agent.output import goseries, page, processes
 from agent.output.page import Bundle
 
 # Why a family of the program's page has no object noop reads, by its name
-_WHY = ((re.compile(r"go_.+"), "the Go collector: made from the runtime at each scrape "
-         "(not read by noop yet)"),)
+_WHY = ((re.compile(r"go_.+"), "the Go collector's: a series of the runtime/metrics noop "
+         "does not compute (an option of the program's Go collector)"),)
 _LABEL = re.compile(rb'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def coverage(binary: str, pid: int, url: str | None) -> dict[str, Any]:
+def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
+             ) -> dict[str, Any]:
     """What noop serves of process ``pid`` running ``binary`` (and, with ``url``, of
-    the program's own page)."""
+    the program's own page); ``client_golang``: whether the program has metrics of
+    client_golang's to mirror (else its runtime's and process's series only)."""
     from agent.presets.client_golang.mirror import Mirror
 
     name = Path(binary).name
-    mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid])
-    try:
-        got = mirror.blocks()
-        blocks = [*(got.split() if isinstance(got, Bundle) else got), *processes.blocks(
-            [processes.Target(name, mirror.pids(), mirror.collectors)])]
-        health = {m.name: m for m in mirror.collect()}
-        funcs = mirror.funcs(pid)
-    finally:
-        mirror.close()
-    if pid not in mirror.pids():
-        raise NoopError(f"process {pid}'s own metrics cannot be read",
-                        "noop reads them with ptrace access: run as root, with "
-                        "CAP_SYS_PTRACE")
+    runtimes = goseries.Runtimes()
+    if not client_golang:
+        blocks = [*processes.blocks([processes.Target(name, [pid])]),
+                  *goseries.blocks([goseries.Target(name, binary, [pid])], runtimes)]
+        unread: dict[str, int] = {}
+        funcs: set[str] = set()
+    else:
+        mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid])
+        try:
+            got = mirror.blocks()
+            pids = mirror.pids()
+            blocks = [*(got.split() if isinstance(got, Bundle) else got), *processes.blocks(
+                [processes.Target(name, pids, mirror.collectors)]), *goseries.blocks(
+                [goseries.Target(name, binary, pids, mirror.go_collectors)], runtimes)]
+            health = {m.name: m for m in mirror.collect()}
+            funcs = mirror.funcs(pid)
+        finally:
+            mirror.close()
+        if pid not in pids:
+            raise NoopError(f"process {pid}'s own metrics cannot be read",
+                            "noop reads them with ptrace access: run as root, with "
+                            "CAP_SYS_PTRACE")
+        unread = {s.labels["type"]: int(s.value)
+                  for s in health["noop_mirror_unmirrored_collectors"].samples}
     ours = _families(((b.name, b.type, b.keys) for b in blocks), drop=(b"pid", b"target"))
-    unread = {s.labels["type"]: int(s.value)
-              for s in health["noop_mirror_unmirrored_collectors"].samples}
     out: dict[str, Any] = {
         "binary": binary, "pid": pid,
         "served": [{"family": f, "type": t, "series": len(keys)}

@@ -337,10 +337,22 @@ class Mirror:
         mirrors)."""
         with self._lock:
             p = self._processes.get(pid)
-        if p is None or not p.processes:
+        mine = [c for c in p.processes if c.kind == "process"] if p is not None else []
+        if p is None or not mine:
             return None
         own = self._own_pid_fns()
-        return [c for c in p.processes if c.pid_fn - p.gm.bias in own]
+        return [c for c in mine if c.pid_fn - p.gm.bias in own]
+
+    def go_collectors(self, pid: int) -> list[tuple[tuple[tuple[str, str], ...],
+                                                    tuple[tuple[str, str], ...]]] | None:
+        """The Go collectors the program's registries held at the last scrape of
+        process ``pid``: each one's series (name, help) and a wrapping's labels; None
+        when they held none (or the process is not one noop mirrors)."""
+        with self._lock:
+            p = self._processes.get(pid)
+        got = [(c.series, c.labels) for c in p.processes if c.kind == "go"] \
+            if p is not None else []
+        return got or None
 
     def funcs(self, pid: int) -> set[str]:
         """The families of the GaugeFuncs and CounterFuncs the last walk of ``pid``
@@ -689,7 +701,8 @@ class Mirror:
             unmirrored = dict(p.found.unmirrored)
             if p.processes:  # one with a pidFn of its own reports another process
                 own = self._own_pid_fns()
-                custom = sum(c.pid_fn - p.gm.bias not in own for c in p.processes)
+                custom = sum(c.kind == "process" and c.pid_fn - p.gm.bias not in own
+                             for c in p.processes)
                 if custom:
                     unmirrored[registry.PROCESS] = unmirrored.get(registry.PROCESS, 0) + custom
             for t, n in sorted(unmirrored.items()):

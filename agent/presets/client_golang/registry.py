@@ -26,7 +26,7 @@ from functools import lru_cache
 import xxhash
 
 from agent.binary.elf import ElfFile
-from agent.binary.gometa.gotype import POINTER, SLICE, STRING, STRUCT, GoType
+from agent.binary.gometa.gotype import INTERFACE, POINTER, SLICE, STRING, STRUCT, GoType
 from agent.binary.gometa.rtypes import Types
 from agent.live.gomemory import Damaged, GoMemory, Reads
 from agent.live.memory import Unreadable
@@ -41,6 +41,8 @@ VECS = {f"*{PKG}.{v}" for v in ("CounterVec", "GaugeVec", "HistogramVec", "Summa
 _ONE_DESC = frozenset(KINDS) | VECS  # collectors registered under their one Desc's id
 WRAPPING = f"*{PKG}.wrappingCollector"
 PROCESS = f"*{PKG}.processCollector"
+GO = f"*{PKG}.goCollector"  # NewGoCollector's (collectors.NewGoCollector's too)
+_MAX_GO_DESCS = 512  # Descs of one Go collector read at most (a few dozen by default)
 VALUE_FUNC = f"*{PKG}.valueFunc"  # a GaugeFunc's, a CounterFunc's: no value kept
 # the functions NewProcessCollector gives a collector as its pidFn without a PidFn option
 # (getPIDFn's closure; an inline closure before 1.12)
@@ -131,13 +133,15 @@ class Vec:
 
 @dataclass(frozen=True)
 class ProcessCollector:
-    """A ``processCollector`` registered in the program: the names and help its Descs
-    give its series (a Namespace's prefix, a wrapping's prefix and labels in them), and
-    the run-time address of its ``pidFn``'s code (the process's own pid or not)."""
+    """A ``processCollector`` (or, ``kind`` "go", a ``goCollector``) registered in the
+    program: the names and help its Descs give its series (a Namespace's prefix, a
+    wrapping's prefix and labels in them), and the run-time address of its ``pidFn``'s
+    code (the process's own pid or not; 0 for a Go collector)."""
 
     series: tuple[tuple[str, str], ...]  # (name, help) in its struct's order
     labels: tuple[tuple[str, str], ...]  # a wrapping's
     pid_fn: int
+    kind: str = "process"
 
 
 @dataclass
@@ -330,6 +334,8 @@ class Walker:
                     self._vec(data, t, prefix, labels)
                 elif name == PROCESS:
                     self._process(data, t, prefix, labels)
+                elif name == GO:
+                    self._go(data, t, prefix, labels)
                 else:
                     self._unmirrored(name)
                     if name == VALUE_FUNC:  # its name, to say why it is not mirrored
@@ -361,6 +367,47 @@ class Walker:
         fn = gm.word(at + gm.field(t, "pidFn"))
         self._unit.processes.append(ProcessCollector(tuple(series), labels,
                                                      gm.word(fn) if fn else 0))
+
+    def _go(self, at: int, t: GoType, prefix: str,
+            labels: tuple[tuple[str, str], ...]) -> None:
+        """A Go collector: the names and help of every Desc it holds (its base
+        collector's, its MemStats metrics', the runtime/metrics ones its options
+        exposed), whatever version of it the program links."""
+        series: dict[str, str] = {}
+        if t.elem is not None:
+            for desc in self._descs_in(at, t.elem, 0):
+                d = self._desc(desc)
+                series.setdefault(prefix + d.name, d.help)
+        self._unit.processes.append(ProcessCollector(tuple(series.items()), labels, 0, "go"))
+
+    def _descs_in(self, at: int, t: GoType, depth: int) -> list[int]:
+        """The *Desc values a struct at ``at`` holds: in its fields, its struct fields,
+        the elements of its slices of structs, and the objects its slices of interfaces
+        point to (a runtime/metrics gauge, counter or histogram)."""
+        gm, out = self.gm, []
+        desc = f"*{PKG}.Desc"
+        for f in t.fields:
+            ft = f.type
+            if ft.kind == POINTER and gm.types.name(ft) == desc:
+                if word := gm.word(at + f.offset):
+                    out.append(word)
+            elif depth > 2:
+                continue
+            elif ft.kind == STRUCT:
+                out += self._descs_in(at + f.offset, ft, depth + 1)
+            elif ft.kind == SLICE and ft.elem is not None and \
+                    ft.elem.kind in (STRUCT, INTERFACE):
+                data, n = gm.slice(at + f.offset, _MAX_GO_DESCS)
+                for i in range(n):
+                    item = data + i * ft.elem.size
+                    if ft.elem.kind == STRUCT:
+                        out += self._descs_in(item, ft.elem, depth + 1)
+                        continue
+                    got = gm.iface(item)
+                    if got.type is not None and got.type.kind == POINTER and \
+                            got.type.elem is not None and got.type.elem.kind == STRUCT:
+                        out += self._descs_in(got.data, got.type.elem, depth + 1)
+        return out[:_MAX_GO_DESCS]
 
     def _wrapping(self, at: int, t: GoType, prefix: str,
                   labels: tuple[tuple[str, str], ...]) -> None:
