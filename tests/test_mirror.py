@@ -42,7 +42,7 @@ ROUNDS = 23
 CHILDREN = 300  # children of each *Vec: maps of many buckets (Go 1.19), many groups (1.24+)
 # Collectors the program registers that noop does not mirror (their values are not in
 # a metric object's memory): the GaugeFunc, and client_golang's own Go and process ones.
-UNMIRRORED = {"valueFunc", "goCollector"}  # the process collector: from /proc
+UNMIRRORED = {"valueFunc"}  # the process and Go collectors: from /proc and the runtime
 VARIANTS = [("1.19", ()), ("1.19", ("-ldflags=-s -w",)), ("newest", ()),
             ("newest", ("-ldflags=-s -w",)), ("newest", ("-buildmode=pie", "-ldflags=-s -w"))]
 
@@ -314,6 +314,10 @@ def test_noop_run_serves_the_programs_metrics_under_their_own_names(
     by_own = _by_own(mine, binary, proc.pid)
     theirs.pop(("promhttp_metric_handler_requests_in_flight", ()))
     assert {k: by_own.get(k) for k in theirs} == theirs
+    # the Go collector's series, read from the runtime (values: tests/test_goruntime.py),
+    # with the help the program's own Descs give them
+    go = re.compile(r"^# HELP (go_\w+) (.*)$", re.M)
+    assert go.findall(text) and sorted(go.findall(text)) == sorted(go.findall(raw))
     # no probe at all: every value comes from memory
     assert not [k for k in mine if k[0] == "noop_events_total"]
     assert mine[("noop_page_dropped_samples_total", (("reason", "duplicate"),))] == 0
