@@ -185,3 +185,42 @@ def test_a_version_outside_the_table_is_one_line() -> None:
         runtimevars.layout((1, 20))
     assert "Go 1.20's runtime is not in noop's table" in got.value.message
     assert "\n" not in got.value.message
+
+
+@pytest.fixture(scope="module", params=GO_TOOLCHAINS, ids=lambda v: f"go{v}")
+def stripped(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Path:
+    return _built(request.param, "stripped", tmp_path_factory)[2]
+
+
+def test_damaged_anchors_are_refused_in_one_line(stripped: Path, tmp_path: Path) -> None:
+    """Each anchor function's code overwritten in turn (zeros, then random bytes): the
+    runtime is located from what is left or refused with noop's one line, never
+    another exception; the go_* part of a page then says why."""
+    import random
+
+    from agent.errors import NoopError
+    from agent.output import goseries
+
+    binary = stripped
+    program = GoProgram(ElfFile(binary))
+    anchors = ("runtime.(*mcache).refill", "runtime.gcinit", "runtime.mallocinit",
+               "runtime.mcommoninit", "runtime.allgadd", "runtime.procresize")
+    funcs = {f.name: f for f in program.functions if f.name in anchors}
+    assert set(funcs) == set(anchors)
+    rng = random.Random(59)
+    for name, f in funcs.items():
+        for fill in ("zeros", "random"):
+            damaged = tmp_path / f"{name.replace('*', '').replace('/', '_')}-{fill}"
+            data = bytearray(binary.read_bytes())
+            at = ElfFile(binary).file_offset(f.entry)
+            size = f.size
+            data[at:at + size] = bytes(size) if fill == "zeros" else rng.randbytes(size)
+            damaged.write_bytes(bytes(data))
+            try:
+                runtimevars.locate(GoProgram(ElfFile(damaged)))
+            except NoopError as exc:
+                assert "\n" not in exc.message and exc.message, (name, fill)
+            runtimes = goseries.Runtimes()
+            runtimes.snapshot(str(damaged), 1)  # pid 1 is never this program: refused
+            assert "\n" not in runtimes.refused.get(str(damaged), "")

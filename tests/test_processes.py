@@ -19,6 +19,8 @@ from harness.metrics import get, samples
 from harness.noop import start, stopped
 from harness.programs import PROGRAMS, go_build, go_toolchain
 
+from agent.binary.elf import ElfFile
+from agent.binary.gometa.program import GoProgram
 from agent.live import procstat
 from agent.output import goseries
 
@@ -98,6 +100,20 @@ def test_a_spec_targets_processes_have_client_golangs_process_series(
     assert set(got) == DEFAULT
     assert all('target="' in labels for labels in got.values())
     assert not _names(after, proc.pid)  # gone: none of its series
+    # a Go target's go_* too, client_golang's default set (no mirror walks a spec's
+    # target), none once it is gone
+    with ElfFile(example) as elf:
+        old = GoProgram(elf).version < (1, 21)  # no GOGC, no limit in runtime/metrics
+    assert _go_names(page, proc.pid) == {name for name, _help in goseries.DEFAULT} - (
+        {goseries.GOGC, goseries.GOMEMLIMIT} if old else set())
+    assert not _go_names(after, proc.pid)
+
+
+def _go_names(page: str, pid: int) -> set[str]:
+    """The go_* families of ``pid`` on noop's page (a summary's _sum and _count as its
+    family)."""
+    return {m.group(1).removesuffix("_sum").removesuffix("_count") for m in re.finditer(
+        rf'^(go_\w+)\{{[^}}]*pid="{pid}"', page, re.M)}
 
 
 @pytest.mark.parametrize("version", ["1.19", "newest"])
@@ -124,9 +140,7 @@ def test_a_go_program_without_client_golang_is_served_its_process_and_go_series(
     assert set(_names(page, proc.pid)) == DEFAULT
     # and the runtime's series, under client_golang's default Go collector's names (their
     # values against the program's own: tests/test_goruntime.py)
-    go = {m.group(1).removesuffix("_sum").removesuffix("_count") for m in re.finditer(
-        rf'^(go_\w+)\{{[^}}]*pid="{proc.pid}"', page, re.M)}
-    assert go == {name for name, _help in goseries.DEFAULT} - (
+    assert _go_names(page, proc.pid) == {name for name, _help in goseries.DEFAULT} - (
         {goseries.GOGC, goseries.GOMEMLIMIT} if version == "1.19" else set())
     assert re.search(rf'^go_info\{{pid="{proc.pid}",target="hotloop",version="go1\.\d+',
                      page, re.M), page

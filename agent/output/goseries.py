@@ -191,6 +191,7 @@ class Runtimes:
 
     def __init__(self) -> None:
         self._binaries: dict[tuple[str, int, int], _Binary | None] = {}
+        self.refused: dict[str, str] = {}  # why a binary's runtime is not read, by path
         self._memory: dict[int, tuple[tuple[str, int, int], GoMemory]] = {}
         self._said: set[tuple[int, str]] = set()
         self._lock = threading.Lock()  # scrapes may come at once
@@ -209,7 +210,8 @@ class Runtimes:
                 self._binaries[key] = _Binary(path)
             except (NoopError, OSError) as exc:
                 self._binaries[key] = None
-                why = exc.message if isinstance(exc, NoopError) else str(exc)
+                why = self.refused[path] = exc.message if isinstance(exc, NoopError) \
+                    else str(exc)
                 logs.say(f"{path}: the program's go_* series are not served: {why}",
                          logs.WARNING)
         got = self._binaries[key]

@@ -77,6 +77,10 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
         rows.append({"family": family, "type": kind, "series": len(keys), "mirrored": have,
                      "status": status, "why": "" if status == "mirrored" else
                      _why(family, status, unread, funcs)})
+    refused = runtimes.refused.get(binary)
+    for r in rows:  # the runtime's numbers not read at all: why
+        if refused and r["status"] == "not" and str(r["family"]).startswith("go_"):
+            r["why"] = f"the Go runtime's numbers are not read: {refused}"
     out["page"] = {"url": url, "families": rows, "mirrored_series": served,
                    "series": total}
     return out
