@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from agent import __version__, commands, files, logs
+from agent import __version__, commands, files, logs, numbers
 from agent.errors import NoopError
 
 # What writing the output (stdout: a file, a pipe, a terminal) fails with: said in one
@@ -27,49 +27,42 @@ _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROF
 def _pid(text: str) -> int:
     """A process ID: a positive whole number no larger than the kernel allows."""
     from agent.config.model import PID_MAX
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= PID_MAX:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a process ID (1 to {PID_MAX})")
-    return int(text)
+    return int(_number(lambda: numbers.integer(text, f"a process ID (1 to {PID_MAX})", 1,
+                                               PID_MAX)))
+
+
+def _number(read: Callable[[], Any]) -> Any:
+    """What ``read`` makes of a flag's text (``agent.numbers``: ASCII digits in
+    decimal), its refusal as argparse's."""
+    try:
+        return read()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not text.isascii() or not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
+    return float(_number(lambda: numbers.decimal(text, "a positive number of seconds", 0,
+                                                 above=True)))
 
 
 def _count(text: str) -> int:
     """A whole number above 0, in ASCII digits (``1_000`` and ``٣`` are not)."""
-    if not (text.isascii() and text.isdigit() and int(text) > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
-    return int(text)
+    return int(_number(lambda: numbers.integer(text, "a whole number above 0", 1)))
 
 
 def _share(text: str) -> float:
     """A share of one CPU: ``5%``, or ``none``."""
     from agent.config.model import share
-    try:
-        return share(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return float(_number(lambda: share(text)))
 
 
 def _rate(text: str) -> tuple[str | None, float]:
     """``N`` hits per second of every probe, or ``PROBE=N``."""
     name, _, number = text.rpartition("=")
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if not number.isascii() or not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rate: hits per second, "
-                                         "N or PROBE=N")
-    return name or None, value
+    value = _number(lambda: numbers.decimal(number, "a rate: hits per second, N or "
+                                            "PROBE=N", 0))
+    return name or None, float(value)
 
 
 def _duration(text: str) -> float:
@@ -78,20 +71,11 @@ def _duration(text: str) -> float:
 
 
 def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {n}")
-    return n
+    return int(_number(lambda: numbers.integer(text, "a whole number above 0", 1)))
 
 
 def _address(text: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an address: {text!r} (give 0x...)") from None
+    return int(_number(lambda: numbers.address(text)))
 
 
 def _target_flags(sp: argparse.ArgumentParser) -> None:

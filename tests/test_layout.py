@@ -15,6 +15,7 @@ AGENT = Path(__file__).resolve().parent.parent / "agent"
 # Lowest first. The shared modules at the top of agent/ are below every stage; the
 # command line is above them all.
 SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache", "agent.cpus",
+          "agent.numbers",
           "agent.heap")
 STAGES = ("config", "binary", "plan", "live", "kernel", "output", "presets", "service",
           "tools")

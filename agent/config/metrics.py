@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from agent import numbers
 from agent.config.decoders import LabelRule, label_name_problem, metric_name_problem, regex_problem
 from agent.config.reader import Key, Mark, Reader
 from agent.errors import nearest
@@ -159,7 +160,10 @@ def _buckets(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]], kind: st
         items = [r.scalar(n) if isinstance(n, yaml.ScalarNode) else None for n in node.value]
     if raw is not None or not items or not all(
             isinstance(b, int | float) and not isinstance(b, bool) for b in items):
-        r.error(node, f"metric {name}: buckets must be a list of numbers")
+        why = next(((b, w) for b in items if isinstance(b, str)
+                    and (w := numbers.odd(b)) is not None), None)
+        r.error(node, f"metric {name}: buckets must be a list of numbers" + (
+            f": {why[0]!r}: {why[1]}" if why is not None else ""))
         return ()
     try:
         bounds = tuple(float(b) for b in items)

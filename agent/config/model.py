@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from agent import files
+from agent import files, numbers
 from agent.errors import NoopError
 
 if TYPE_CHECKING:  # a spec's parts, named in annotations only: no YAML reader to start
@@ -119,19 +119,17 @@ class Spec:
 def share(text: str) -> float:
     """A budget: a share of one CPU written as a percentage (``1%``, ``0.5%``), or
     ``none`` (unbounded: inf). ValueError saying what is wrong otherwise."""
-    t = text.strip()
+    t = text  # spaces around it are no share: refused with the reason
     if t.lower() == "none":
         return float("inf")
     if not t.endswith("%"):
         raise ValueError(f"{text!r} is not a share of a CPU: write it with %, e.g. 1%, "
                          "or none")
     try:
-        value = float(t[:-1])
-    except ValueError:
-        value = -1.0
-    if not t.isascii() or not 0 < value <= 100:
-        raise ValueError(f"{text!r} is not a share of one CPU: more than 0% and at "
-                         "most 100%, or none")
+        value = numbers.decimal(t[:-1], "a share of one CPU", 0, 100, above=True)
+    except numbers.NotANumber as exc:
+        raise ValueError(f"{text!r} is not a share of one CPU: more than 0% and at most "
+                         f"100%, or none ({str(exc).partition(': ')[2]})") from None
     return value / 100
 
 
@@ -163,8 +161,8 @@ def parse_selector(text: str) -> tuple[Step, ...]:
     ``.Error()`` ("error", 0)."""
     steps: list[Step] = []
     inner = re.fullmatch(r"len\(\s*(.*?)\s*\)", text.strip())
-    for m in re.finditer(r"\[(\d+)\]|\.\(([^()\s]+)\)|\.(Error)\(\)|\.(\d+)"
-                         r"|\.?(~[rp]\d+|[A-Za-z_][A-Za-z0-9_]*)",
+    for m in re.finditer(r"\[([0-9]+)\]|\.\(([^()\s]+)\)|\.(Error)\(\)|\.([0-9]+)"
+                         r"|\.?(~[rp][0-9]+|[A-Za-z_][A-Za-z0-9_]*)",
                          inner.group(1) if inner else text):
         if m.group(1) is not None:
             steps.append(("index", int(m.group(1))))

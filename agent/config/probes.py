@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from agent import files
+from agent import files, numbers
 from agent.config import metrics as spec_metrics
 from agent.config.model import (
     AT,
@@ -56,7 +56,7 @@ def load(path: str | Path) -> Spec:
 def parse(text: str, path: str = "<spec>") -> Spec:
     r = Reader(path)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=numbers.yaml_loader())
     except RecursionError:  # the composer recurses once a level
         raise SpecError([Problem(Mark(path, 1, 1), "nested too deep to be a spec",
                                  f"a spec nests at most {MAX_DEPTH} levels")]) from None
@@ -270,7 +270,12 @@ def _line(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]], function: s
     text = str(node.value).strip()
     head, sep, tail = text.rpartition(":")
     number = tail if sep else text
-    if not number.isdigit() or int(number) <= 0 or (sep and not head.strip()):
+    why = numbers.odd(number)
+    if why is not None:
+        r.error(node, f"line: {text!r}: {number!r} is not a line number: {why}",
+                "e.g. line: main.go:73, or function: main.process with line: 73")
+        return None
+    if not numbers.INTEGER.match(number) or int(number) <= 0 or (sep and not head.strip()):
         r.error(node, f"line: {text!r} is not FILE:LINE or a line number",
                 "e.g. line: main.go:73, or function: main.process with line: 73")
         return None
@@ -319,7 +324,7 @@ def _probe_target(r: Reader, fields: dict[str, tuple[yaml.Node, yaml.Node]],
     return target if isinstance(target, str) else None
 
 
-_PATH = (r"(~r\d+|[A-Za-z_][A-Za-z0-9_]*)(\[\d+\]|\.[A-Za-z_][A-Za-z0-9_]*|\.\d+"
+_PATH = (r"(~r[0-9]+|[A-Za-z_][A-Za-z0-9_]*)(\[[0-9]+\]|\.[A-Za-z_][A-Za-z0-9_]*|\.[0-9]+"
          r"|\.\([^()\s]+\))*(\.Error\(\))?")
 _SELECTOR = re.compile(rf"(?:{_PATH}|len\(\s*{_PATH}\s*\))\Z")
 
@@ -360,12 +365,18 @@ def _values(r: Reader, node: yaml.Node) -> Iterator[Value]:
                         f"did you mean '${near[0]}'?" if near
                         else "built-ins: " + ", ".join("$" + b for b in BUILTINS))
                 continue
+        elif (odd := next(((i, w) for i in re.findall(r"\[([^\]]*)\]|\.(?=[^A-Za-z_(])"
+                                                  r"([^.\[]+)", selector)
+                           for i in i if i and (w := numbers.odd(i)) is not None), None)):
+            r.error(snode, f"value {name!r}: {odd[0]!r} in {selector!r} is not an index: "
+                    f"{odd[1]}")
+            continue
         elif not _SELECTOR.match(selector):
             r.error(snode, f"value {name!r}: {selector!r} is not a selector",
                     "write a parameter name followed by .field, .0, [index] and Go's "
                     ".(TYPE) steps (and .Error() last), or len(...) of one")
             continue
-        elif any(int(i) > MAX_INDEX for i in re.findall(r"\[(\d+)\]|\.(\d+)", selector)
+        elif any(int(i) > MAX_INDEX for i in re.findall(r"\[([0-9]+)\]|\.([0-9]+)", selector)
                  for i in i if i):
             r.error(snode, f"value {name!r}: an index in {selector!r} is past {MAX_INDEX}",
                     "no slice, array or tuple of a running program is that long")

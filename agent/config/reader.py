@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from agent import numbers
 from agent.errors import NoopError, nearest
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -93,7 +94,7 @@ class Reader:
         self.path = path
         self.problems: list[Problem] = []
         self.probe = ""
-        self._constructor = yaml.SafeLoader("")
+        self._constructor = numbers.yaml_loader()("")
 
     def mark(self, node: yaml.Node) -> Mark:
         return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -176,6 +177,10 @@ class Reader:
     def typed(self, node: yaml.Node, kind: type, what: str) -> Any:
         value = self.scalar(node) if isinstance(node, yaml.ScalarNode) else node
         if value is INVALID:
+            return None
+        why = numbers.odd(value) if kind is int and isinstance(value, str) else None
+        if why is not None:  # 010, 1_000, 1:30, ٣: read as text, and why
+            self.error(node, f"{what} must be an integer: {value!r}: {why}")
             return None
         if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
             self.error(node, f"{what} must be {'a string' if kind is str else 'an integer'}")

@@ -18,6 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from agent import numbers
 from agent.errors import NoopError
 from agent.output import DEFAULT_LISTEN
 from agent.output.page import Block, Bundle, Pages
@@ -33,7 +34,7 @@ def parse_listen(text: str, resolve: bool = False) -> tuple[str, int]:
     host must be an address of this machine's resolver (checked before anything starts,
     not once the probes are resolved)."""
     host, sep, port = text.rpartition(":")
-    ok = bool(sep) and port.isascii() and port.isdigit() and 0 <= int(port) <= 65535
+    ok = bool(sep and numbers.INTEGER.match(port)) and 0 <= int(port) <= 65535
     if host.startswith("[") or host.endswith("]"):  # an IPv6 address in brackets
         ok = ok and host.startswith("[") and host.endswith("]") and ":" in host \
             and "[" not in host[1:] and "]" not in host[:-1]

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from agent import files
+from agent import files, numbers
 from agent.errors import NoopError, nearest
 
 CLIENT_AUTH = {"NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
@@ -127,7 +127,7 @@ def load(path: str) -> WebConfig:
         _fail(path, "no such web config file", "give the path of a web config file (YAML)")
     text = files.read_text(path, "web config file", error=WebConfigError)
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=numbers.yaml_loader())  # a SafeLoader: decimal numbers
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""

@@ -16,6 +16,8 @@ import socket
 import threading
 import time
 
+from agent import numbers
+
 
 class Notifier:
     """The service manager's socket, or nothing. ``watchdog`` is the interval at which
@@ -28,7 +30,8 @@ class Notifier:
         self.watchdog: float | None = None
         usec = env.get("WATCHDOG_USEC", "")
         owner = env.get("WATCHDOG_PID", "")
-        if usec.isdigit() and int(usec) > 0 and owner in ("", str(os.getpid())):
+        # systemd writes them in ASCII digits; anything else is no watchdog of ours
+        if numbers.INTEGER.match(usec) and int(usec) > 0 and owner in ("", str(os.getpid())):
             self.watchdog = int(usec) / 2e6
         self._last_beat = 0.0
         self._lock = threading.Lock()
