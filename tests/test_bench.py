@@ -261,7 +261,7 @@ def test_cli(workloads: dict[str, Path], tracefs: None) -> None:
                "--rounds", "1", "--repeats", "1", "--arms", "none")
     assert done.returncode == 0 and done.stdout.startswith("op func: 1 repeats")
     for argv, said in ((["--arms", "none,bogus"], "arm 'bogus' not found"),
-                       (["--calls", "0"], "must be positive"),
+                       (["--calls", "0"], "is not a whole number above 0"),
                        (["--address", "zz"], "not an address"),
                        (["--binary", "/nonexistent/loop"], "no such workload")):
         done = run(*argv)
