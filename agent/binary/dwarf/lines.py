@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from elftools.common.exceptions import DWARFError
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.typeunit import TypeUnit
@@ -170,6 +171,9 @@ def file_names(program: object, cu: CompileUnit) -> dict[int, str]:
     from 0, earlier versions from 1."""
     header = program.header  # type: ignore[attr-defined]
     version = header.version
+    if header.include_directory is None or header.file_entry is None:
+        raise DWARFError(f"the .debug_line header of the unit at {cu.cu_offset:#x} has no "
+                         "directory or file table (its formats are not DWARF's)")
     comp_dir = attr(cu.get_top_DIE(), "DW_AT_comp_dir", b"") or b""
     dirs = [d.decode(errors="replace") if isinstance(d, bytes) else str(d)
             for d in header.include_directory]

@@ -10,7 +10,6 @@ information ``frames``'s, and the index of named types ``lookup``'s.
 from __future__ import annotations
 
 import bisect
-import struct
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,7 +26,7 @@ from elftools.dwarf.typeunit import TypeUnit
 
 from agent.binary import debuginfo
 from agent.binary.dwarf import asks, intact, scan
-from agent.binary.dwarf.damage import SCAN_ERRORS, CheckedAbbrevs
+from agent.binary.dwarf.damage import MALFORMED, SCAN_ERRORS, CheckedAbbrevs
 from agent.binary.dwarf.dies import NAMESPACE_TAGS, attr, high_pc, origin_of, referred
 from agent.binary.dwarf.frames import CallFrames
 from agent.binary.dwarf.sections import dwarf_info, section_bytes, text
@@ -320,10 +319,13 @@ class Dwarf:
         own ranges hold it (one unit's top DIE read), else from every unit's ranges."""
         named = self._arange_unit(address)
         if named is not None:
-            cu = self.info.get_CU_at(named)
-            own = self._own_ranges.get(named)
-            if own is None:
-                own = self._own_ranges[named] = self.ranges(cu.get_top_DIE())
+            try:  # an index only: a damaged one names no unit, or one that is not there
+                cu = self.info.get_CU_at(named)
+                own = self._own_ranges.get(named)
+                if own is None:
+                    own = self._own_ranges[named] = self.ranges(cu.get_top_DIE())
+            except (DWARFError, ELFError, *MALFORMED):
+                own = []
             if any(lo <= address < hi for lo, hi in own):
                 return cu
         ranges = self._unit_ranges
@@ -337,14 +339,14 @@ class Dwarf:
         try:
             aranges = self._aranges
             return aranges.cu_offset_at_addr(address) if aranges is not None else None
-        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+        except (DWARFError, ELFError, *MALFORMED):
             return None
 
     @cached_property
     def _aranges(self) -> Any:
         try:
             return self.info.get_aranges()
-        except (DWARFError, ValueError, KeyError, IndexError, struct.error):
+        except (DWARFError, ELFError, *MALFORMED):  # an index: the units' ranges instead
             return None
 
     def subprogram_at(self, address: int) -> DIE | None:
