@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import elfbytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,16 +105,9 @@ def binaries(tmp_path_factory: pytest.TempPathFactory, go_layouts_119: Path,
 
 def _sections(data: bytes) -> dict[str, tuple[int, int, bool]]:
     """name -> (file offset, size, compressed) of each section."""
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
-    heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i) for i in range(shnum)]
-    names = heads[shstrndx]
-    out = {}
-    for h in heads:
-        raw = data[names[4] + h[0]:]
-        name = raw[:raw.index(b"\0")].decode()
-        out[name] = (h[4], h[5], bool(h[2] & 0x800) or name.startswith(".zdebug"))
-    return out
+    return {name: (off, size, bool(flags & elfbytes.SHF_COMPRESSED)
+                   or name.startswith(".zdebug"))
+            for name, (off, size, flags) in elfbytes.sections(data).items()}
 
 
 def _damages(data: bytes) -> Iterator[tuple[str, str, list[tuple[int, bytes]]]]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from harness import elfbytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,16 +59,9 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def _sections(elf: bytes) -> dict[str, tuple[int, int]]:
     """name -> (offset, size) from the section table (an intact binary's)."""
-    import struct as st_
-
-    shoff, = st_.unpack_from("<Q", elf, 0x28)
-    shnum, shstrndx = st_.unpack_from("<HH", elf, 0x3C)
-    heads = [st_.unpack_from("<IIQQQQIIQQ", elf, shoff + 64 * i) for i in range(shnum)]
-    names = heads[shstrndx]
-    out = {}
-    for h in heads:
-        raw = elf[names[4] + h[0]:]
-        out[raw[:raw.index(b"\0")].decode()] = (h[4], h[5])
+    out = {name: (off, size) for name, (off, size, _flags) in elfbytes.sections(elf).items()}
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shnum, = struct.unpack_from("<H", elf, 0x3C)
     out["(elf header)"] = (0, 64)
     out["(section table)"] = (shoff, 64 * shnum)
     return out
