@@ -1,7 +1,8 @@
 """Damaged DWARF, section by section, in C (DWARF 5 and 4), Go and Rust binaries: every
 DWARF section zeroed, cut, overwritten with random bytes; its units' lengths made to
 overrun, versions and address sizes no compiler writes, abbreviations whose forms are
-out of range or whose tables are cut, line-table headers whose line_range or
+out of range or whose tables are cut, references past their unit and sibling pointers
+that loop, line-table headers whose line_range or
 opcode_base is 0, and random runs drawn by hypothesis. Each is asked ``funcs``,
 ``struct``, ``vars``, ``lines`` and ``check`` through the C walk and through the
 pure-Python walk: only results or noop's one-line errors (never an internal error),
@@ -156,6 +157,38 @@ def _damages(data: bytes) -> Iterator[tuple[str, str, list[tuple[int, bytes]]]]:
             yield name, "address size 3", [(off + 10, b"\x03")]
 
 
+def _references(path: Path, data: bytes) -> Iterator[tuple[str, str, list[tuple[int, bytes]]]]:
+    """A DIE's reference (DW_FORM_ref4) made to point past its unit, and a sibling
+    pointer made to point at its own DIE (a walk that follows it loops), read with
+    pyelftools from the intact binary (an uncompressed .debug_info only)."""
+    from elftools.elf.elffile import ELFFile
+
+    info = elfbytes.sections(data).get(".debug_info")
+    if info is None or info[2] & elfbytes.SHF_COMPRESSED:
+        return
+    with path.open("rb") as f:
+        dwarf = ELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
+        ref = sibling = None
+        for cu in dwarf.iter_CUs():
+            for die in cu.iter_DIEs():
+                for name, a in die.attributes.items():
+                    if a.form != "DW_FORM_ref4":
+                        continue
+                    if name == "DW_AT_sibling" and sibling is None:
+                        sibling = (a.offset, die.offset - cu.cu_offset)
+                    elif name != "DW_AT_sibling" and ref is None:
+                        ref = a.offset
+                if ref is not None and sibling is not None:
+                    break
+            break
+    if ref is not None:
+        yield ".debug_info", "a reference past its unit", [
+            (info[0] + ref, struct.pack("<I", 0x7FFFFFF0))]
+    if sibling is not None:
+        yield ".debug_info", "a sibling pointer to its own DIE", [
+            (info[0] + sibling[0], struct.pack("<I", sibling[1]))]
+
+
 def _commands(kind: str, path: Path, spec: Path) -> list[list[str]]:
     pattern, type_, function = ASKS[kind]
     return [["funcs", str(path), pattern], ["struct", str(path), type_],
@@ -229,7 +262,8 @@ def test_every_damage_of_every_section_is_an_answer_or_one_line(
     whole = _answers(walks["c"], kind, intact_copy)
     wrong: list[str] = []
     t0 = time.monotonic()
-    for i, (section, damage, patches) in enumerate(_damages(data)):
+    for i, (section, damage, patches) in enumerate(
+            [*_damages(data), *_references(original, data)]):
         damaged = bytearray(data)
         for at, new in patches:
             damaged[at:at + len(new)] = new
