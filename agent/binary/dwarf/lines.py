@@ -129,7 +129,7 @@ class Lines:
         return self._tables[cu.cu_offset]
 
     def _read(self, cu: CompileUnit) -> Table | None:
-        program = self.dwarf.info.line_program_for_CU(cu)
+        program = self.dwarf.line_program(cu)
         if program is None:
             return None
         files = file_names(program, cu)

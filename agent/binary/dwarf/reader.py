@@ -373,10 +373,31 @@ class Dwarf:
                 return die
         return None
 
+    def line_program(self, cu: CompileUnit) -> Any:
+        """The unit's line program (None without one), its length checked first: one
+        past the section's end would be parsed to that end, every unit's rows after
+        its own read as its (seconds on a large binary) before the error."""
+        at = attr(cu.get_top_DIE(), "DW_AT_stmt_list")
+        sec = self.info.debug_line_sec
+        if isinstance(at, int) and sec is not None:
+            stream = sec.stream
+            stream.seek(at)
+            head = stream.read(12)
+            length = int.from_bytes(head[:4], "little") if len(head) >= 4 else -1
+            extent = 4
+            if length == 0xFFFFFFFF and len(head) == 12:
+                length, extent = int.from_bytes(head[4:12], "little"), 12
+            reserved = extent == 4 and length >= 0xFFFFFFF0  # DWARF's reserved values
+            if length < 0 or reserved or at + extent + length > sec.size:
+                raise DWARFError(f"its .debug_line unit at {at:#x} (of the unit at "
+                                 f"{cu.cu_offset:#x}) has length {max(length, 0)}, past the "
+                                 f"section's end ({sec.size} bytes)")
+        return self.info.line_program_for_CU(cu)
+
     def line_at(self, address: int) -> str | None:
         """``file:line`` of the instruction at ``address``, from its unit's line table."""
         cu = self.unit_at(address)
-        program = self.info.line_program_for_CU(cu) if cu is not None else None
+        program = self.line_program(cu) if cu is not None else None
         if program is None:
             return None
         best: tuple[int, int, int] | None = None  # (address, file, line) of the last row

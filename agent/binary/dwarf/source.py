@@ -208,7 +208,7 @@ class Source:
         lines_seen: set[int] = set()
         held: list[tuple[int, int, DIE]] = []  # the subprograms holding the file's code
         for cu in self.dwarf.units:
-            program = self.dwarf.info.line_program_for_CU(cu)
+            program = self.dwarf.line_program(cu)
             if program is None:
                 continue
             names = file_names(program, cu)
