@@ -191,3 +191,14 @@ def test_rust_enum_discriminant_and_variants(noop_json: Callable[..., Any], rust
     expected = variants if variants is not None else want_values
     assert values == expected
     assert {n: values[n] for n in want_values} == want_values
+
+
+def test_a_c_struct_named_with_its_keyword_is_printed_with_one(c_layouts: Path) -> None:
+    """``noop struct BIN 'struct job'`` heads its layout ``struct job {``, as ``job``
+    does (it printed ``struct struct job {``)."""
+    from harness.noop import run
+
+    for name in ("struct job", "job"):
+        done = run("struct", c_layouts, name)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == "struct job {", done.stdout[:80]

@@ -15,7 +15,8 @@ def struct(layout: dict[str, Any]) -> str:
     members = layout["members"]
     width = max((len(m["type"]) for m in members), default=4)
     width = min(max(width, 8), 48)
-    lines = [f"{kind} {layout['name']} {{"]
+    name = str(layout["name"])  # C's "struct job" as the user wrote it: one keyword
+    lines = [f"{name} {{" if name.startswith(f"{kind} ") else f"{kind} {name} {{"]
     if layout.get("debug", "in the binary") != "in the binary":
         lines.insert(0, f"/* from {layout['debug']} */")
     end = 0  # first byte past the previous member
