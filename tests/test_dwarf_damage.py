@@ -168,7 +168,7 @@ def _references(path: Path, data: bytes) -> Iterator[tuple[str, str, list[tuple[
         return
     with path.open("rb") as f:
         dwarf = ELFFile(f).get_dwarf_info(relocate_dwarf_sections=False)
-        ref = sibling = None
+        ref = sibling = itself = None
         for cu in dwarf.iter_CUs():
             for die in cu.iter_DIEs():
                 for name, a in die.attributes.items():
@@ -178,7 +178,9 @@ def _references(path: Path, data: bytes) -> Iterator[tuple[str, str, list[tuple[
                         sibling = (a.offset, die.offset - cu.cu_offset)
                     elif name != "DW_AT_sibling" and ref is None:
                         ref = a.offset
-                if ref is not None and sibling is not None:
+                    if name == "DW_AT_type" and die.tag == "DW_TAG_member" and itself is None:
+                        itself = (a.offset, die.offset - cu.cu_offset)
+                if ref is not None and sibling is not None and itself is not None:
                     break
             break
     if ref is not None:
@@ -187,6 +189,9 @@ def _references(path: Path, data: bytes) -> Iterator[tuple[str, str, list[tuple[
     if sibling is not None:
         yield ".debug_info", "a sibling pointer to its own DIE", [
             (info[0] + sibling[0], struct.pack("<I", sibling[1]))]
+    if itself is not None:
+        yield ".debug_info", "a member whose type is itself", [
+            (info[0] + itself[0], struct.pack("<I", itself[1]))]
 
 
 def _commands(kind: str, path: Path, spec: Path) -> list[list[str]]:

@@ -43,6 +43,15 @@ def die_name(die: DIE) -> str | None:
     return v.decode(errors="replace") if isinstance(v, bytes) else None
 
 
+# What DW_AT_type never refers to in DWARF a compiler writes: a type's own members,
+# variables and code (a reference bent to one of them is damage)
+_NOT_TYPES = frozenset({
+    "DW_TAG_member", "DW_TAG_variable", "DW_TAG_formal_parameter", "DW_TAG_subprogram",
+    "DW_TAG_compile_unit", "DW_TAG_partial_unit", "DW_TAG_type_unit",
+    "DW_TAG_lexical_block", "DW_TAG_inlined_subroutine", "DW_TAG_label",
+    "DW_TAG_call_site", "DW_TAG_GNU_call_site", "DW_TAG_enumerator", "DW_TAG_namespace"})
+
+
 def referred(die: DIE, name: str) -> DIE | None:
     """The DIE attribute ``name`` refers to (None without one); a DWARFError when its
     form is not a reference (damaged DWARF: pyelftools fails in its own message)."""
@@ -52,7 +61,11 @@ def referred(die: DIE, name: str) -> DIE | None:
     if got.form not in _REF_FORMS or not isinstance(got.raw_value, int):
         raise DWARFError(f"{name} of the DIE at +{die.offset:#x} has form {got.form}, "
                          "not a reference")
-    return die.get_DIE_from_attribute(name)
+    target = die.get_DIE_from_attribute(name)
+    if name == "DW_AT_type" and target.tag in _NOT_TYPES:  # a member typed by itself
+        raise DWARFError(f"the type of the DIE at +{die.offset:#x} is the "
+                         f"{target.tag} at +{target.offset:#x}, not a type")
+    return target
 
 
 def origin_of(die: DIE) -> DIE:
