@@ -168,9 +168,9 @@ def _base(name: str) -> str | None:
 
 
 def _seconds(ns: int) -> float:
-    """time.Duration.Seconds(): whole seconds plus the nanoseconds apart."""
-    sec, rest = divmod(ns, 1_000_000_000) if ns >= 0 else (-(-ns // 1_000_000_000),
-                                                            -(-ns % 1_000_000_000))
+    """time.Duration.Seconds() of a pause (never negative): whole seconds plus the
+    nanoseconds apart, as Go sums them."""
+    sec, rest = divmod(ns, 1_000_000_000)
     return float(sec) + float(rest) / 1e9
 
 

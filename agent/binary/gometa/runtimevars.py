@@ -96,7 +96,7 @@ CLASS_TO_SIZE = (
     9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576,
     27264, 28672, 32768)
 
-# A global: (the function that holds the instruction, how it is found in it)
+# The globals ``locate`` finds, by their names in the runtime
 GLOBALS = ("memstats", "gcController", "sched", "mheap_", "allglen", "allp", "allm",
            "gomaxprocs")
 
