@@ -196,7 +196,7 @@ def _coverage(args: argparse.Namespace) -> int:
     if t.language != "go":
         raise NoopError(f"{args.binary} is not a Go program: its own metrics are not "
                         "mirrored", "--coverage reads client_golang's metrics")
-    from agent.presets.client_golang.mirror import running
+    from agent.presets.mirror.core import running
     from agent.tools import coverage
     pids = [args.pid] if args.pid else sorted(running(t)())
     if not pids:

@@ -71,7 +71,7 @@ def _mirror_program(out: Path) -> Path:
 
 
 def rendering(processes: int, vec: int) -> None:
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.mirror.core import Mirror
 
     with tempfile.TemporaryDirectory() as tmp:
         binary = _mirror_program(Path(tmp) / "mirror")

@@ -66,8 +66,8 @@ def _page(text: str, names: dict[str, int] | None = None) -> frozenset[tuple[str
     ("1.19", IDS, False), ("newest", IDS, False), ("1.19", 4, True), ("newest", 4, True)])
 def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
         version: str, ids: int, collide: bool, tmp_path: Path, privileged: None) -> None:
-    from agent.presets.client_golang.mirror import Mirror
     from agent.presets.client_golang.registry import _fnv
+    from agent.presets.mirror.core import Mirror
 
     a, b = (x.encode() + b"\xff" for x in COLLIDING)
     assert _fnv(a) == _fnv(b)  # the premise: one map entry for both

@@ -31,11 +31,11 @@ from hypothesis import strategies as st
 
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.program import GoProgram
+from agent.config.decoders import go_float
 from agent.live.gomemory import open_process
 from agent.live.memory import Memory, Unreadable
 from agent.presets.client_golang import readings, registry
-from agent.presets.client_golang.mirror import go_float
-from agent.presets.client_golang.readings import Histogram, Summary
+from agent.presets.mirror.model import Histogram, Summary
 
 SOURCE = PROGRAMS / "go" / "mirror"
 ROUNDS = 23
@@ -436,7 +436,7 @@ def test_a_registry_only_a_local_variable_holds_is_found_once_the_program_serves
     exporter makes one per probe), is never mirrored."""
     import time
 
-    from agent.presets.client_golang.mirror import APART
+    from agent.presets.mirror.core import APART
 
     binary = go_build(go_toolchain(variant[0]), tmp_path / "mirror", None, SOURCE, variant[1])
     proc, url = _started(binary, 5, ROUNDS, "-local")
@@ -511,7 +511,7 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
     was, and the next scrape, which reads the members again, equals the program."""
     import signal
 
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.mirror.core import Mirror
 
     proc, url = _started(program, 3)
     assert proc.stdout is not None
@@ -554,8 +554,8 @@ def test_metrics_dropped_and_memory_reused_are_never_read_as_the_old_ones(
 
 def test_the_default_keeps_only_the_probe_that_finds_registries() -> None:
     """``--mirror auto``'s plan: of the client_golang preset's probes, ``Gather``'s
-    alone (none on an update path, nor on the makers); a plan of the prometheus crate as
-    it is."""
+    alone (none on an update path, nor on the makers); of the prometheus crate's, its
+    ``gather``'s alone; a spec's plan as it is."""
     from dataclasses import replace
 
     from agent.plan.model import Plan, ProbePlan
@@ -571,8 +571,12 @@ def test_the_default_keeps_only_the_probe_that_finds_registries() -> None:
               probe("summary_buffered"), probe("metric_made"), probe("registry_gathered"))
     plan = Plan("client_golang preset", (), probes)
     assert [p.name for p in finders_only(plan).probes] == ["registry_gathered"]
-    crate = replace(plan, source=CRATE)
-    assert finders_only(crate) == crate
+    crate = replace(plan, source=CRATE, probes=(
+        probe("counter.inc", "an unrolled copy: not seen"), probe("gauge.set"),
+        probe("histogram.observe"), probe("metric_dropped"), probe("registry_gathered")))
+    assert [p.name for p in finders_only(crate).probes] == ["registry_gathered"]
+    spec = replace(plan, source="probes.yaml")
+    assert finders_only(spec) == spec
 
 
 @pytest.mark.serial  # prices hits and holds a budget: alone on the machine

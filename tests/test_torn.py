@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from harness.programs import PROGRAMS, go_build, go_toolchain
 
-from agent.presets.client_golang.readings import Histogram, Summary
+from agent.presets.mirror.model import Histogram, Summary
 
 READS = 10_000
 
@@ -21,7 +21,7 @@ READS = 10_000
 @pytest.mark.parametrize("version", ["1.19", "newest"])
 def test_histograms_and_summaries_read_whole_under_writes_and_observations(
         version: str, tmp_path: Path, privileged: None) -> None:
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.mirror.core import Mirror
 
     binary = go_build(go_toolchain(version), tmp_path / "torn", None, PROGRAMS / "go" / "torn",
                       ("-ldflags=-s -w",))
@@ -75,8 +75,8 @@ def test_a_histogram_caught_midway_through_its_programs_write_is_read_again(
     count without its buckets or its sum."""
     import struct
 
-    from agent.presets.client_golang.mirror import Mirror
-    from agent.presets.client_golang.readings import Read
+    from agent.presets.mirror.core import Mirror
+    from agent.presets.mirror.model import Read
 
     binary = go_build(go_toolchain("1.19"), tmp_path / "torn", None, PROGRAMS / "go" / "torn",
                       ("-ldflags=-s -w",))

@@ -58,17 +58,38 @@ def go_float(x: float) -> str:
         return "NaN"
     if math.isinf(x):
         return "+Inf" if x > 0 else "-Inf"
+    minus, ds, point = _digits(x)
+    if not -4 <= point - 1 < 6:
+        return f"{minus}{ds[0]}{'.' if ds[1:] else ''}{ds[1:]}e{point - 1:+03d}"
+    return _positional(minus, ds, point)
+
+
+def _digits(x: float) -> tuple[str, str, int]:
+    """A finite ``x``'s sign ("-" or ""), its shortest digits that read back as ``x``
+    (Python's repr, Go's and Rust's shortest formats alike), and how many of them come
+    before the decimal point (0 or less: zeros come first)."""
     sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
     assert isinstance(exponent, int)  # x is finite
     ds = "".join(map(str, digits))
-    point = len(ds) + exponent  # the decimal point comes after this many digits
-    minus = "-" if sign else ""
-    if not -4 <= point - 1 < 6:
-        return f"{minus}{ds[0]}{'.' if ds[1:] else ''}{ds[1:]}e{point - 1:+03d}"
+    return "-" if sign else "", ds, len(ds) + exponent
+
+
+def _positional(minus: str, ds: str, point: int) -> str:
     if point <= 0:
         return f"{minus}0.{'0' * -point}{ds}"
     whole, frac = ds[:point].ljust(point, "0"), ds[point:]
     return f"{minus}{whole}{'.' if frac else ''}{frac}"
+
+
+def rust_float(x: float) -> str:
+    """``x`` as Rust's ``f64`` Display writes it (the prometheus crate's bucket bounds):
+    the shortest digits that read back as ``x``, never an exponent (``1e21`` is
+    ``1000000000000000000000``, ``1e-7`` is ``0.0000001``); ``NaN``, ``inf``, ``-inf``."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return _positional(*_digits(x))
 
 
 def clean(s: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from agent.binary.gometa.gotype import MAP, POINTER, GoType
 from agent.binary.gometa.rtypes import Types
-from agent.live.memory import Memory, Unreadable, load_bias
+from agent.live.memory import Damaged, Memory, Reads, load_bias
 
 MAX_STRING = 1 << 16  # bytes of a string read at most: a name, a label value
 MAX_ENTRIES = 1 << 20  # entries of one map walked at most
@@ -28,10 +28,6 @@ _SAME_SIZE_GROW = 8  # hmap.flags: growing to as many buckets (only overflow is 
 _CTRL_EMPTY_BIT = 0x80  # a Swiss group's control byte with it set: empty or deleted
 
 
-class Damaged(Unreadable):
-    """What was read is not a value of the type it should be (a torn or freed object)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Interface:
     """An interface value: its dynamic type (None when its descriptor is not in the
@@ -39,27 +35,6 @@ class Interface:
 
     type: GoType | None
     data: int
-
-
-class Reads:
-    """Reads of one process's memory made in one pass, kept so that the pass can be
-    checked by reading them all again: the same bytes everywhere, and what they say
-    held at one instant between the two (a change undone between them aside)."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.ranges: list[tuple[int, int]] = []
-        self.got: list[bytes | None] = []
-
-    def many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
-        got = self.memory.read_many(ranges)
-        self.ranges += ranges
-        self.got += got
-        return got
-
-    def held(self) -> bool:
-        """Whether every range reads as it did (one batched read)."""
-        return self.memory.read_many(self.ranges) == self.got
 
 
 class GoMemory:

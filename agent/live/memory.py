@@ -43,6 +43,31 @@ class Unreadable(NoopError):
     """The process's memory cannot be read: it exited, or noop may not read it."""
 
 
+class Damaged(Unreadable):
+    """What was read is not a value of the type it should be (a torn or freed object)."""
+
+
+class Reads:
+    """Reads of one process's memory made in one pass, kept so that the pass can be
+    checked by reading them all again: the same bytes everywhere, and what they say
+    held at one instant between the two (a change undone between them aside)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.ranges: list[tuple[int, int]] = []
+        self.got: list[bytes | None] = []
+
+    def many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
+        got = self.memory.read_many(ranges)
+        self.ranges += ranges
+        self.got += got
+        return got
+
+    def held(self) -> bool:
+        """Whether every range reads as it did (one batched read)."""
+        return self.memory.read_many(self.ranges) == self.got
+
+
 class Memory:
     """The memory of process ``pid``, read in ranges."""
 

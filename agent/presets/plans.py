@@ -14,10 +14,12 @@ from agent.errors import NoopError
 from agent.plan import plain
 from agent.plan.model import Plan
 from agent.presets.client_golang import facts as client_golang
+from agent.presets.mirror import GATHERED
 from agent.presets.rust_prometheus import facts as rust_prometheus
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 RUNTIME = "go runtime"  # the plan of a Go program without client_golang: no probe
+MIRRORED = frozenset({"client_golang", rust_prometheus.LIBRARY})  # read from memory too
 LIBRARIES = {"client_golang preset": "client_golang",
              rust_prometheus.SOURCE: rust_prometheus.LIBRARY}
 
@@ -79,22 +81,21 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
 
 
 def memory_only(p: Plan) -> Plan:
-    """The client_golang preset's plan for ``noop run --mirror memory``: no probe at all,
-    since the program's memory gives every value (``client_golang.mirror``); a plan of
-    another library as it is."""
-    return replace(p, probes=()) if library(p) == "client_golang" else p
+    """The preset's plan for ``noop run --mirror memory``: no probe at all, since the
+    program's memory gives every value (``presets.mirror``); a plan of another kind as
+    it is."""
+    return replace(p, probes=()) if library(p) in MIRRORED else p
 
 
 def finders_only(p: Plan) -> Plan:
-    """The client_golang preset's plan for ``noop run --binary``'s default ``--mirror
-    auto``, beside the mirror that reads every value from the program's memory: only the
-    probe on ``(*Registry).Gather``, which finds the registries no global holds (a hit
-    per scrape of the program), and none on any update path. A plan of another library
-    as it is."""
-    if library(p) != "client_golang":
+    """The preset's plan for ``noop run --binary``'s default ``--mirror auto``, beside
+    the mirror that reads every value from the program's memory: only the probe where
+    the program gathers a registry (client_golang's ``(*Registry).Gather``, the crate's
+    ``gather``), which finds the registries no global holds (a hit per scrape of the
+    program), and none on any update path. A plan of another kind as it is."""
+    if library(p) not in MIRRORED:
         return p
-    return replace(p, probes=tuple(pr for pr in p.probes
-                                   if pr.name == client_golang.GATHERED))
+    return replace(p, probes=tuple(pr for pr in p.probes if pr.name == GATHERED))
 
 
 def library(p: Plan) -> str:

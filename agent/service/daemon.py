@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from agent.kernel.events import Event
     from agent.kernel.load import Loaded
     from agent.output.webconfig import WebConfig
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.mirror.core import Mirror
 
 
 
@@ -328,13 +328,12 @@ class Daemon(Following):
                 self.mirror.close()
 
     def _mirror(self) -> None:
-        """The preset on a Go program: its own metrics mirrored from its memory too
-        (``presets.client_golang.mirror``), for the processes running its build at each
-        scrape."""
+        """The preset on a Go or Rust program: its own metrics mirrored from its memory
+        too (``presets.mirror``), for the processes running its build at each scrape."""
         if not self.opts.mirror or not self.plan.targets or \
-                self.plan.targets[0].language != "go":
+                self.plan.targets[0].language not in ("go", "rust"):
             return
-        from agent.presets.client_golang.mirror import Mirror, running
+        from agent.presets.mirror.core import Mirror, running
 
         t = self.plan.targets[0]
         try:

@@ -352,7 +352,7 @@ def _scraped(site: Site, attached: Attached, target: TargetPlan) -> Iterator[Non
     """The program's metrics mirrored from its memory (the processes running the
     preset plan's ``target``), scraped every half second while the workload runs; the
     median scrape's time in ``attached.notes["render_ms"]``."""
-    from agent.presets.client_golang.mirror import Mirror, running
+    from agent.presets.mirror.core import Mirror, running
 
     mirror = Mirror(Path(site.binary).name, site.binary, find=running(target))
     stop = threading.Event()

@@ -28,7 +28,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
     """What noop serves of process ``pid`` running ``binary`` (and, with ``url``, of
     the program's own page); ``client_golang``: whether the program has metrics of
     client_golang's to mirror (else its runtime's and process's series only)."""
-    from agent.presets.client_golang.mirror import Mirror
+    from agent.presets.mirror.core import Mirror
 
     name = Path(binary).name
     runtimes = goseries.Runtimes()

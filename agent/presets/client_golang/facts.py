@@ -14,6 +14,7 @@ from functools import cache
 from agent.binary.gometa.scope import Scope
 from agent.plan.libraries import CLIENT_GOLANG
 from agent.plan.model import Column
+from agent.presets.mirror import GATHERED as GATHERED
 
 PKG = CLIENT_GOLANG
 
@@ -140,10 +141,7 @@ class Choice:
             and not any(fnmatchcase(family, g) for g in self.exclude)
 
 
-# For noop run's mirror: the probe at ``(*Registry).Gather``'s entry, which tells which
-# registries the program gathers (serves), the ones its globals do not hold too. Its
-# events go to the mirror (``Session.taps``), not to the updates' decoder.
-GATHERED = "registry_gathered"
+# For noop run's mirror: the probe at ``(*Registry).Gather``'s entry (``GATHERED``).
 GATHER = f"{PKG}.(*Registry).Gather"
 
 

@@ -17,51 +17,16 @@ read.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
-from agent.live.gomemory import Damaged, GoMemory, Reads
-from agent.presets.client_golang.registry import MAX_COLLECTORS, Found, Reg, Vec
+from agent.live.gomemory import GoMemory
+from agent.live.memory import Damaged, Reads
+from agent.presets.client_golang.registry import MAX_COLLECTORS, Reg, Vec
+from agent.presets.mirror import model
+from agent.presets.mirror.model import Found, Last, Now
 
-TRIES = 4  # reads of the members before each map is taken as two in a row agreed
 _TWO = struct.Struct("<QQ")
 _THREE = struct.Struct("<QQQ")
 _MAX_CHILDREN = 1 << 16  # of one hash (a collision's slice)
-
-Key = tuple[int, int, int]  # (id or hash, itab, data)
-
-
-@dataclass
-class Now:
-    """The members at one instant: each registry's collectors (None: the registry is
-    not itself any more, or cannot be read) and each *Vec's children (None: its map
-    cannot be read), by the *Vec's ``id``."""
-
-    regs: list[set[Key] | None] = field(default_factory=list)
-    children: dict[int, list[Key] | None] = field(default_factory=dict)
-    settled: bool = True  # False: the maps changed at every try; each as two agreed
-
-
-def vecs_of(found: Found) -> list[Vec]:
-    """Every *Vec the walk found, once."""
-    out: dict[int, Vec] = {}
-    for r in found.regs:
-        for u in r.units.values():
-            for v in u.vecs:
-                out.setdefault(id(v), v)
-    return list(out.values())
-
-
-@dataclass
-class Last:
-    """A settled read of the members: of which walk and *Vecs, the ranges it read and
-    their bytes, and what they held."""
-
-    found: Found  # held: the walk it was of (its id is not another's while held)
-    vecs: list[Vec]
-    ranges: list[tuple[int, int]]
-    got: list[bytes | None]
-    now: Now
-
 
 def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None,
          once: bool = False) -> tuple[Now, Last | None]:
@@ -70,19 +35,8 @@ def read(gm: GoMemory, found: Found, vecs: list[Vec], last: Last | None = None,
     two reads of them all, the members are ``last``'s (two batched reads, nothing
     parsed: a scrape of a program whose members did not change); ``once``: in one read,
     for a caller that reads them again after (a scrape, after its values)."""
-    if last is not None and last.found is found and len(last.vecs) == len(vecs) and \
-            all(a is b for a, b in zip(last.vecs, vecs, strict=True)) and \
-            gm.memory.read_many(last.ranges) == last.got and \
-            (once or gm.memory.read_many(last.ranges) == last.got):
-        return last.now, last
-    tries: list[Now] = []
-    for _ in range(TRIES):
-        reads = Reads(gm.memory)
-        now = _once(gm, found.regs, vecs, reads)
-        if reads.held():
-            return now, Last(found, list(vecs), reads.ranges, reads.got, now)
-        tries.append(now)
-    return _common(tries), None
+    return model.members(gm.memory, found, vecs,
+                         lambda reads: _once(gm, found.regs, vecs, reads), last, once)
 
 
 def _once(gm: GoMemory, regs: list[Reg], vecs: list[Vec], reads: Reads) -> Now:
@@ -140,20 +94,3 @@ def _once(gm: GoMemory, regs: list[Reg], vecs: list[Vec], reads: Reads) -> Now:
         children += [(hash_, *_TWO.unpack_from(raw, i * v.elem_size + v.metric_at))
                      for i in range(n)]
     return now
-
-
-def _common(tries: list[Now]) -> Now:
-    """Of reads that never agreed as a whole, each map as two reads in a row found it
-    (the latest such pair): a map that changed between every two reads is left out
-    (None), as is what one read of it alone found (a slot copied while it was written
-    may pair a key with another entry's value)."""
-    out = Now(settled=False)
-    pairs = list(zip(tries[-2::-1], tries[:0:-1], strict=True))  # (earlier, later), latest first
-    for i in range(len(tries[-1].regs)):
-        out.regs.append(next((b.regs[i] for a, b in pairs
-                              if a.regs[i] is not None and a.regs[i] == b.regs[i]), None))
-    for vid in tries[-1].children:
-        out.children[vid] = next((b.children[vid] for a, b in pairs
-                                  if a.children.get(vid) is not None and
-                                  a.children.get(vid) == b.children.get(vid)), None)
-    return out

@@ -21,18 +21,16 @@ these is tried again a few times; then the series is left out of this scrape, sa
 
 from __future__ import annotations
 
-import math
 import struct
 import time
-from dataclasses import dataclass, field
-from itertools import accumulate
+from dataclasses import dataclass
 
 from agent.binary.gometa.gotype import GoType
-from agent.live.gomemory import Damaged, GoMemory, Reads
-from agent.live.memory import Unreadable
+from agent.live.gomemory import GoMemory
+from agent.live.memory import Damaged, Reads, Unreadable
 from agent.presets.client_golang import quantiles
-from agent.presets.client_golang.registry import Found, Series
 from agent.presets.common import float_of as _f
+from agent.presets.mirror.model import Found, Read, Series, Summary, histogram
 
 TRIES = 4
 _COUNTER, _GAUGE, _HALVES, _BUFFERED = range(4)
@@ -40,30 +38,6 @@ _CODES = {"counter": _COUNTER, "gauge": _GAUGE, "histogram": _HALVES,
           "noObjectivesSummary": _HALVES, "summary": _BUFFERED}
 MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class Histogram:
-    buckets: tuple[tuple[float, int], ...]  # (upper bound, cumulative count), +Inf last
-    count: int
-    sum: float
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    count: int
-    sum: float
-    quantiles: tuple[tuple[float, float], ...] = ()  # (rank, value), a summary with objectives
-
-
-Value = float | Histogram | Summary
-
-
-@dataclass
-class Read:
-    values: dict[int, Value] = field(default_factory=dict)  # by the series' address
-    gone: list[Series] = field(default_factory=list)  # no longer the object it was
-    torn: list[Series] = field(default_factory=list)  # changing at every try
 
 
 def _u64(raw: bytes, at: int) -> int:
@@ -284,12 +258,7 @@ class Reader:
             if h.buckets_at < 0:
                 out.values[s.address] = Summary(count, total)
                 continue
-            bounds = self._bounds(s, raw)
-            k = min(len(bounds), len(each) // 8)
-            cumulative = list(zip(bounds[:k], accumulate(struct.unpack_from(f"<{k}Q", each)),
-                                  strict=True))
-            cumulative.append((math.inf, count))
-            out.values[s.address] = Histogram(tuple(cumulative), count, total)
+            out.values[s.address] = histogram(self._bounds(s, raw), each, count, total)
         return again
 
     def _bounds(self, s: Series, raw: bytes) -> list[float]:

@@ -28,9 +28,17 @@ import xxhash
 from agent.binary.elf import ElfFile
 from agent.binary.gometa.gotype import INTERFACE, POINTER, SLICE, STRING, STRUCT, GoType
 from agent.binary.gometa.rtypes import Types
-from agent.live.gomemory import Damaged, GoMemory, Reads
-from agent.live.memory import Unreadable
+from agent.live.gomemory import GoMemory
+from agent.live.memory import Damaged, Reads, Unreadable
 from agent.plan.libraries import CLIENT_GOLANG as PKG
+from agent.presets.mirror.model import (
+    Family,
+    Found,
+    ProcessCollector,
+    Series,
+    Torn,
+    Unit,
+)
 
 # The metric types noop reads, by their concrete type, and the kind Prometheus gives them.
 KINDS = {f"*{PKG}.counter": "counter", f"*{PKG}.gauge": "gauge",
@@ -56,11 +64,6 @@ _TWO = struct.Struct("<QQ")  # an interface value: itab, data
 _THREE = struct.Struct("<QQQ")  # a slice: data, len, cap
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _MASK = (1 << 64) - 1
-
-
-class Torn(Damaged):
-    """What was read of an object is not what the program made it with (its memory was
-    another's meanwhile): read again at the next scrape, never kept."""
 
 
 def _fnv(data: bytes) -> int:
@@ -94,24 +97,6 @@ class Desc:
     id: int
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
-    """One metric object: its labels as served (sorted by name), its address and type."""
-
-    labels: tuple[tuple[str, str], ...]
-    address: int
-    type: GoType
-    desc: int  # its *Desc, which must still be its own when it is read
-
-
-@dataclass
-class Family:
-    name: str
-    help: str
-    kind: str
-    series: list[Series] = field(default_factory=list)
-
-
 @dataclass
 class Vec:
     """A *Vec's map of children (``metricMap.metrics``, a map[uint64] of
@@ -131,32 +116,6 @@ class Vec:
     children: dict[tuple[int, int, int], Series | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ProcessCollector:
-    """A ``processCollector`` (or, ``kind`` "go", a ``goCollector``) registered in the
-    program: the names and help its Descs give its series (a Namespace's prefix, a
-    wrapping's prefix and labels in them), and the run-time address of its ``pidFn``'s
-    code (the process's own pid or not; 0 for a Go collector)."""
-
-    series: tuple[tuple[str, str], ...]  # (name, help) in its struct's order
-    labels: tuple[tuple[str, str], ...]  # a wrapping's
-    pid_fn: int
-    kind: str = "process"
-
-
-@dataclass
-class Unit:
-    """What one collector registered in a registry holds: its metric objects and *Vecs
-    (through any wrapping)."""
-
-    series: list[tuple[str, Series]] = field(default_factory=list)  # (family, series)
-    vecs: list[Vec] = field(default_factory=list)
-    # each family's help as this collector's Descs say (another collector's of that
-    # name, read while its memory held something else, is not this one's)
-    helps: dict[str, str] = field(default_factory=dict)
-    processes: list[ProcessCollector] = field(default_factory=list)
-
-
 @dataclass
 class Reg:
     """A registry as its walk found it: its map of collectors (header, seed) and its
@@ -169,21 +128,6 @@ class Reg:
     by_id: GoType
     unchecked: int  # the slice header's address
     units: dict[tuple[int, int, int], Unit] = field(default_factory=dict)
-
-
-@dataclass
-class Found:
-    """What the registries hold: families by name, and the collectors not mirrored
-    (their type, by how many)."""
-
-    registries: list[int] = field(default_factory=list)
-    families: dict[str, Family] = field(default_factory=dict)
-    unmirrored: dict[str, int] = field(default_factory=dict)
-    damaged: list[str] = field(default_factory=list)  # what could not be read, and why
-    funcs: set[str] = field(default_factory=set)  # the families of GaugeFuncs, CounterFuncs
-    regs: list[Reg] = field(default_factory=list)  # what each scrape reads again
-    considered: set[int] = field(default_factory=set)  # registries the walk was given
-    processes: list[ProcessCollector] = field(default_factory=list)  # of a scrape's members
 
 
 def _wanted(gm: GoMemory) -> tuple[set[int], set[int]]:
@@ -283,10 +227,11 @@ class Walker:
             with contextlib.suppress(Torn):  # left out: a scrape walks it alone
                 reg.units[key] = self.unit(key[1], key[2], key[0])
 
-    def unit(self, itab: int, data: int, id_: int = -1) -> Unit:
+    def unit(self, itab: int, data: int, id_: int = -1, reg: object = None) -> Unit:
         """The unit of the collector whose interface value is (itab, data), registered
-        under ``id_`` (-1: unchecked); Torn when a metric's or *Vec's Desc is not of that
-        id (its memory was another's meanwhile)."""
+        under ``id_`` (-1: unchecked) in registry ``reg`` (a Go registry adds nothing to
+        its collectors' names); Torn when a metric's or *Vec's Desc is not of that id
+        (its memory was another's meanwhile)."""
         self._unit = unit = Unit()
         self._collector(itab, data, "", ())
         if id_ != -1 and (t := self.gm.iface_type(itab) if itab else None) is not None and \

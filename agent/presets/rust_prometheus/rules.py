@@ -58,8 +58,10 @@ from agent.config.selector import Selector
 from agent.errors import NoopError
 from agent.plan import generations
 from agent.plan.binary import Binary
-from agent.plan.fetches import Fetch
+from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
+from agent.plan.placement.entry import entry_site
+from agent.presets.mirror import GATHERED
 from agent.presets.rust_prometheus.copies import Found, links_crate, member, updates
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
@@ -118,8 +120,62 @@ def make(b: Binary, aggregate: bool) -> Plan:
         probes[0] = replace(probes[0], unseen=tuple(missed))
     if dropped is not None:
         probes.append(dropped)
+    gathered = _gathered(b) if aggregate else None
+    if gathered is not None:
+        probes.append(gathered)
     here = Selector(path=str(Path(b.path).resolve()))
     return Plan(SOURCE, (b.plan(TARGET, None, selector=here),), tuple(probes))
+
+
+# Where the program gathers a registry (its scrape), the first out of line: the value
+# read there, and how it names the registry (``CrateLibrary.gathered``).
+_GATHERERS = (("prometheus::registry::RegistryCore::gather", "core"),
+              ("prometheus::registry::Registry::gather", "registry"))
+
+
+def _gathered(b: Binary) -> ProbePlan | None:
+    """For noop run's mirror: the entry of the first of ``_GATHERERS`` with code of its
+    own, where ``self`` names the registry the program gathers (each scrape of it): its
+    ``RegistryCore`` (or its ``Registry``'s ArcInner) and its map of collectors' hasher
+    keys, read as the call starts (a registry dropped later may have its memory
+    reused). None where each is only inlined (a registry then found by its statics
+    only), or the crate's layout cannot be read."""
+    from agent.presets.rust_prometheus.layout import NoLayout, layout
+
+    try:
+        lay = layout(b.dwarf, b.namer)
+    except NoLayout:
+        return None
+    for fn, what in _GATHERERS:
+        sym = b.functions.symbols.get(fn)
+        if sym is None or not sym.size:
+            continue
+        try:
+            self_ = next((v for v in b.functions.vars(fn).params if v.name == "self"), None)
+        except NoopError:
+            continue
+        loc = self_.location if self_ is not None else None
+        if not loc or len(loc) != 1 or loc[0].reg is None or loc[0].at is not None or \
+                loc[0].add:
+            continue
+        reg = loc[0].reg
+        base = (Op("reg", reg=reg),) if what == "core" else \
+            (Op("reg", reg=reg), Op("deref", offset=lay.registry_arc))
+        at = 0 if what == "core" else lay.core
+        fetches = ((ValueSpec(what, "uint", 8, 0, "pointer", "self" if what == "core"
+                              else "self.r (its ArcInner)"),
+                    Fetch("reg", size=8, regs=(reg,)) if what == "core" else
+                    Fetch("mem", ops=base[:1], offset=lay.registry_arc, size=8)),
+                   (ValueSpec("collectors", "uint", 8, 0, "int",
+                              "the hasher's k0 of its collectors_by_id"),
+                    Fetch("mem", ops=base, offset=at + lay.collectors.k0, size=8)),
+                   (ValueSpec("seed", "uint", 8, 0, "int",
+                              "the hasher's k1 of its collectors_by_id"),
+                    Fetch("mem", ops=base, offset=at + lay.collectors.k1, size=8)))
+        site = entry_site(b, fn, tuple(f for _v, f in fetches))
+        return ProbePlan(GATHERED, TARGET, tuple(v for v, _f in fetches),
+                         (replace(site, tag="gathered"),), tells=True)
+    return None
 
 
 def _drops(b: Binary, found: list[Found]) -> tuple[ProbePlan | None, str]:
