@@ -72,6 +72,14 @@ def go_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
 LINES_BUILDS = ("go1.19", "go-newest", "gcc-O0", "gcc-O2", "clang-O2", "rust-release")
 
 
+@pytest.fixture(scope="session")
+def rust_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/rust/mirror: the prometheus crate's metrics kept as services keep
+    them (its modes: full, members, torn, hostile), a release build with debug info."""
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "mirror", "prometheus-0.13.*",
+                        "librust-prometheus-dev")
+
+
 @pytest.fixture(scope="session", params=LINES_BUILDS)
 def lines_program(request: pytest.FixtureRequest, go_lines: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:

@@ -1,11 +1,13 @@
 """The mirror's page is a set of members that existed during its scrape: a program
-(tests/programs/go/members) makes and deletes a CounterVec's children and registers and
+(tests/programs/go/members; tests/programs/rust/mirror's ``members``, the same sequence
+with the prometheus crate) makes and deletes a *Vec's children and registers and
 unregisters counters in a sequence drawn from a seed, a step every 200 µs, while the
 mirror is scraped; each scrape is bracketed by the program's step counter, and its page
 must equal what the sequence held after one of the steps in that bracket: no deleted
 child or unregistered counter (their memory intact until the garbage collector frees
-it), none made before the bracket missing, and every value its own object's (id + 1).
-For Go 1.19's bucketed maps and the newest Go's Swiss tables, stripped."""
+it, or the allocator gives it to the next), none made before the bracket missing, and
+every value its own object's (id + 1). For Go 1.19's bucketed maps, the newest Go's
+Swiss tables (stripped) and the crate's hashbrown tables."""
 
 from __future__ import annotations
 
@@ -62,19 +64,30 @@ def _page(text: str, names: dict[str, int] | None = None) -> frozenset[tuple[str
     return frozenset(got)
 
 
+def _members(version: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
+    """The command that runs the members sequence: Go's program by that toolchain,
+    stripped, or the Rust program's ``members`` mode."""
+    if version == "rust":
+        return [str(request.getfixturevalue("rust_mirror")), "members"]
+    return [str(go_build(go_toolchain(version), tmp_path / "members", None,
+                         PROGRAMS / "go" / "members", ("-ldflags=-s -w",)))]
+
+
 @pytest.mark.parametrize(("version", "ids", "collide"), [
-    ("1.19", IDS, False), ("newest", IDS, False), ("1.19", 4, True), ("newest", 4, True)])
+    ("1.19", IDS, False), ("newest", IDS, False), ("1.19", 4, True), ("newest", 4, True),
+    ("rust", IDS, False)])
 def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
-        version: str, ids: int, collide: bool, tmp_path: Path, privileged: None) -> None:
+        version: str, ids: int, collide: bool, tmp_path: Path, privileged: None,
+        request: pytest.FixtureRequest) -> None:
     from agent.presets.client_golang.registry import _fnv
     from agent.presets.mirror.core import Mirror
 
     a, b = (x.encode() + b"\xff" for x in COLLIDING)
     assert _fnv(a) == _fnv(b)  # the premise: one map entry for both
-    binary = go_build(go_toolchain(version), tmp_path / "members", None,
-                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
+    command = _members(version, tmp_path, request)
+    binary = command[0]
     seed = 0x9E3779B97F4A7C15
-    proc = subprocess.Popen([str(binary), "-seed", str(seed), "-ids", str(ids), "-every",
+    proc = subprocess.Popen([*command, "-seed", str(seed), "-ids", str(ids), "-every",
                              str(EVERY), *(("-collide", ",".join(COLLIDING)) if collide else ())],
                             stdout=subprocess.PIPE, text=True)
     names = {COLLIDING[0]: 0, COLLIDING[1]: 1} if collide else None
@@ -82,7 +95,7 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     url = proc.stdout.readline().split()[1]
     scrapes: list[tuple[int, int, frozenset[tuple[str, int]]]] = []
     try:
-        mirror = Mirror("members", str(binary), walk_every=3600, find=lambda: [proc.pid])
+        mirror = Mirror("members", binary, walk_every=3600, find=lambda: [proc.pid])
         try:
             unsettled_at: set[int] = set()  # scrapes whose members changed at every read
             for i in range(300):
@@ -120,8 +133,10 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     assert walks.regs  # the default registry was found
 
 
+@pytest.mark.parametrize("version", ["1.19", "rust"])
 def test_a_process_that_execs_another_program_has_no_series_at_the_next_scrape(
-        tmp_path: Path, privileged: None) -> None:
+        version: str, tmp_path: Path, privileged: None, request: pytest.FixtureRequest
+) -> None:
     """``noop run --binary``, scraped in a loop while the program makes and deletes
     children, and the program execs /bin/sleep (the same pid, another program, none of
     its memory): every scrape is answered, and the first one that starts after the exec
@@ -130,21 +145,22 @@ def test_a_process_that_execs_another_program_has_no_series_at_the_next_scrape(
 
     from harness.noop import start, stopped
 
-    binary = go_build(go_toolchain("1.19"), tmp_path / "members", None,
-                      PROGRAMS / "go" / "members", ("-ldflags=-s -w",))
-    agent = start("--binary", binary, "--mirror", "memory", cache=tmp_path / "cache",
+    command = _members(version, tmp_path, request)
+    agent = start("--binary", command[0], "--mirror", "memory", cache=tmp_path / "cache",
                   ready="ready: mirroring")
     pages: list[tuple[bool, str]] = []  # (exec'd before the scrape began, the page)
     try:
-        proc = subprocess.Popen([str(binary), "-exec-after", "2s", "-pace", "50us"],
-                                stdout=subprocess.PIPE, text=True)
+        flags = ["-exec-after", "2", "-pace", "50"] if version == "rust" else \
+            ["-exec-after", "2s", "-pace", "50us"]
+        proc = subprocess.Popen([*command, *flags], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         proc.stdout.readline()
         comm = Path(f"/proc/{proc.pid}/comm")
+        own = comm.read_text().strip()
         try:
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                before = comm.read_text().strip() != "members"
+                before = comm.read_text().strip() != own
                 pages.append((before, get(agent.url + "/metrics")))
         finally:
             proc.terminate()

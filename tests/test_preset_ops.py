@@ -225,7 +225,7 @@ def test_rust_run_meta_metrics_equal_its_own(privileged: None, rust_allops: Path
                                              tmp_path: Path, agent_cleanup: list[Agent]
                                              ) -> None:
     crate = {"library": "rust-prometheus"}
-    agent = start("--binary", rust_allops)
+    agent = start("--binary", rust_allops, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, url = run_example(rust_allops)
     try:

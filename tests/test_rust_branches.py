@@ -154,7 +154,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_branches: Path,
     """noop run --binary: updates by op what the program says it called; each series'
     value what its /metrics says, and the increments too (every series started at 0);
     a histogram's value its count."""
-    agent = start("--binary", rust_branches)
+    agent = start("--binary", rust_branches, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, url, log = run_logged(rust_branches)
     told = _told(log)

@@ -239,7 +239,7 @@ def test_run_meta_metrics_equal_its_own(privileged: None, rust_deferred: Path,
     make; each series' value what its /metrics says (a histogram's: its count, grown
     by each flush's observations), and the increments too (every series started at
     0); nothing for what stayed local."""
-    agent = start("--binary", rust_deferred)
+    agent = start("--binary", rust_deferred, "--mirror", "both")
     agent_cleanup.append(agent)
     ex, url, log = run_logged(rust_deferred)
     told = _told(log)

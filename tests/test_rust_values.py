@@ -252,7 +252,7 @@ def test_values_without_debug_info_say_what_would_help(request: pytest.FixtureRe
     assert len(lines) == 2, lines  # one for each value
     for line in lines:
         assert "ledger::Ledger::post has no known parameters" in line and why in line
-        assert "debug = 1 or 2 under [profile.release]" in line
+        assert "debug = 2 under [profile.release]" in line
     done = noop("struct", binary, "ledger::Entry")
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr

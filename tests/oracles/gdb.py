@@ -198,7 +198,7 @@ _OFFSETS_SCRIPT = r'''
 import gdb, json, sys
 out = {}
 for key in json.loads(sys.argv_paths):
-    name, _, path = key.partition(":")
+    name, _, path = key.rpartition(":")
     try:
         t = gdb.lookup_type(name)
     except gdb.error:
@@ -218,13 +218,16 @@ print("OFFSETS " + json.dumps(out))
 '''
 
 
-def field_offsets(binary: Path, paths: list[str]) -> dict[str, int | None]:
+def field_offsets(binary: Path, paths: list[str], language: str = "auto"
+                  ) -> dict[str, int | None]:
     """gdb's offset of each ``TYPE:FIELD.FIELD`` (nested fields summed; ``TYPE:`` its
-    size; None: no such type or field), from gdb's own reading of the DWARF."""
+    size; None: no such type or field), from gdb's own reading of the DWARF; type names
+    parsed as ``language`` (``rust`` for ``a::b<c>``)."""
     import json
 
     script = binary.parent / f".{binary.name}-offsets.py"
     script.write_text("import sys\nsys.argv_paths = " + repr(json.dumps(paths)) + "\n"
+                      + f"import gdb\ngdb.execute('set language {language}')\n"
                       + _OFFSETS_SCRIPT)
     try:
         out = subprocess.run(["gdb", "-nx", "-batch", "-x", str(script), str(binary)],

@@ -27,8 +27,8 @@ _ABBREVS = {
                                          ("high_pc", "data8"), ("external", "flag_present"))),
 }
 
-NO_VALUES = ("build it with debug info: debug = 1 or 2 under [profile.release] in "
-             "Cargo.toml (\"line-tables-only\" keeps no values), or name its separate "
+NO_VALUES = ("build it with debug info: debug = 2 under [profile.release] in "
+             "Cargo.toml (1 and \"line-tables-only\" keep no values), or name its separate "
              "debug file (split-debuginfo) with --debuginfo FILE")
 
 

@@ -159,6 +159,7 @@ class Mirror:
         self.path = path
         self.walk_every = walk_every
         self._find = find
+        self._looked = 0.0  # when gathered() last looked for processes
         self.library = library or library_of(path)
         self._bound = lru_cache(maxsize=4096)(self.library.bound)
         self._lock = threading.Lock()  # the processes and what their walks found
@@ -218,12 +219,18 @@ class Mirror:
         """A registry the program gathered (the preset's ``registry_gathered`` probe, at
         each scrape of the program): once gathered again, at least ``APART`` later,
         walked beside those the globals hold, while it is itself (its map of collectors
-        the same)."""
+        the same). A process not followed yet (started since noop was last scraped) is
+        looked for then, once a second at most."""
         with self._lock:
             p = self._processes.get(event.pid)
+        if p is None and self._find is not None and time.monotonic() - self._looked >= 1.0:
+            self._looked = time.monotonic()
+            self.follow(self._find())
+            with self._lock:
+                p = self._processes.get(event.pid)
         key = self.library.gathered(p.gm, event.values) if p is not None else None
         if p is None or key is None:
-            return  # a process not followed yet: its next scrape gathers it again
+            return  # not a process of the target's build: the next gather is looked at
         now = event.ts / 1e9 if event.ts else time.monotonic()  # when Gather started
         with self._lock:
             seen = self._gathered.setdefault(event.pid, {})

@@ -100,9 +100,10 @@ def make(b: Binary, aggregate: bool) -> Plan:
                 calls=MAX_CALLS if paired else 0), dropped))
     if not probes and (_typeless(missed) or _line_tables_only(b)):
         raise NoopError(f"{b.path} has the prometheus crate's update code but no DWARF types "
-                        "(built with line tables only?): the preset reads each metric's "
-                        "name and labels through them",
-                        "build it with debug = 1 or 2 in its Cargo profile")
+                        "(built with debug = 1 or line tables only?): the preset reads each "
+                        "metric's name, labels and value through them, in its memory or "
+                        "at its updates",
+                        "build it with debug = 2 in its Cargo profile")
     if not probes and any(re.match(r"prometheus::value::Value<[^:]*>::(inc|dec|set)", n)
                           for n in b.functions.symbols):
         raise NoopError(f"{b.path}: the prometheus crate's update methods are compiled out "
@@ -268,7 +269,7 @@ def _usable(b: Binary) -> None:
         raise NoopError(f"{b.path} is a Rust program built without debug info: the preset "
                         "finds the prometheus crate's inlined update code and its Value "
                         "layout in DWARF",
-                        "build it with debug = 1 or 2 in its Cargo profile, or give its "
+                        "build it with debug = 2 in its Cargo profile, or give its "
                         "separate debug file")
     if not links_crate(b):
         raise NoopError(f"{b.path} is a Rust program without the prometheus crate (no "

@@ -5,14 +5,16 @@ them.
 
 Values. A counter's or gauge's ``Value.val`` is one word (u64, i64 or an f64's bits),
 read with the object's Arc count and Desc id: an object whose count is 0, or whose id
-is not the one it was found with, is gone. A histogram's ``HistogramCore`` is read
-whole with both shards' buckets, then again: it is taken only when its
-``collect_lock`` was free, ``shard_and_count`` and both shards are the same in the two
-reads, the cold shard is wholly zero (the crate's own collect zeroes it, moves its
-buckets one by one, then adds the count and, last, the sum to the hot shard) and the
-hot shard's count is ``shard_and_count``'s (no observation half-done). A collect that
-was in its last window while the shards were read either held the lock when the lock
-was read, after them, or moved the sum before the second read. Otherwise it is read
+is not the one it was found with, is gone. A histogram is read in one system call as
+its lock and ``shard_and_count``, its two shards, the lock again, the first shard's
+buckets, the lock again, the second's, the lock again; twice over. A pass is whole when
+the lock was free and ``shard_and_count`` the same at each of its four reads (the
+crate's own collect holds the lock throughout: it flips ``shard_and_count``, zeroes the
+cold shard's count, swaps its sum out, moves its buckets one by one, then adds the
+count and, last, the sum to the hot shard), the cold shard wholly zero and the hot
+one's count ``shard_and_count``'s (no observation half-done); the read is taken when
+both passes are whole and alike (a pass torn by two whole collects between two of its
+ranges, the reader preempted there, is not torn alike twice). Otherwise it is read
 again a few times, then left out of this scrape (``Read.torn``).
 """
 
@@ -21,10 +23,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from agent.live.memory import Damaged, Reads
+from agent.live.memory import IOV_MAX, Damaged, Reads
 from agent.presets.common import float_of
 from agent.presets.mirror import model
-from agent.presets.mirror.model import Found, Last, Now, Read, Series, histogram
+from agent.presets.mirror.model import Found, Histogram, Last, Now, Read, Series, histogram
 from agent.presets.rust_prometheus.layout import Kind, Layout
 from agent.presets.rust_prometheus.memory import CrateMemory, tables, u64
 from agent.presets.rust_prometheus.walk import Reg, Vec
@@ -33,6 +35,8 @@ TRIES = 4  # reads of a value before it is left out of the scrape
 MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
 _I64 = struct.Struct("<q")
+_READS = 7  # ranges read of one histogram
+_IN_ONE = IOV_MAX // (2 * _READS)  # histograms read in one system call (twice each)
 
 
 def members(mem: CrateMemory, layout: Layout, found: Found, vecs: list[Any],
@@ -121,51 +125,69 @@ class Reader:
         return again
 
     def _histograms(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
-        """Histograms: each core read whole, with both shards' buckets, then again."""
-        if not objects:
-            return []
+        """Histograms: each one's shards and both shards' buckets, with its lock and
+        ``shard_and_count`` read before, between and after them, in this order in one
+        system call (``_IN_ONE`` histograms a call: none split between two)."""
+        again: list[Series] = []
+        for i in range(0, len(objects), _IN_ONE):
+            again += self._some_histograms(objects[i:i + _IN_ONE], out)
+        return again
+
+    def _some_histograms(self, objects: list[tuple[Series, bytes]], out: Read
+                         ) -> list[Series]:
         wanted: list[tuple[int, int]] = []
+        vec = self.layout.vec
         for s, raw in objects:
             k: Kind = s.type
-            wanted.append((s.address, k.size))
+            tail = (s.address + k.data + min(k.lock, k.hot), abs(k.hot - k.lock) + 8)
+            one = [tail, (s.address + k.data + k.shards, 2 * k.shard_size), tail]
             for i in (0, 1):
-                shard = k.data + k.shards + i * k.shard_size + k.buckets
-                ptr = u64(raw, shard + self.layout.vec.ptr)
-                n = u64(raw, shard + self.layout.vec.len)
-                wanted.append((ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0))
-        first = self.mem.memory.read_many([w for w in wanted if w[1]])
-        second = self.mem.memory.read_many([(s.address, s.type.size) for s, _raw in objects])
-        sizes = iter(n for _a, n in wanted)
-        reads = iter(first)
+                at = k.data + k.shards + i * k.shard_size + k.buckets
+                ptr, n = u64(raw, at + vec.ptr), u64(raw, at + vec.len)
+                one += [(ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0), tail]
+            wanted += one + one
+        got = iter(self.mem.memory.read_many(wanted))
         again = []
-        for (s, _raw), after in zip(objects, second, strict=True):
-            k = s.type
-            core = next(reads) if next(sizes) else None
-            parts = [next(reads) if next(sizes) else b"" for _i in (0, 1)]
-            if core is None or after is None or parts[0] is None or parts[1] is None:
+        for s, raw in objects:
+            reads = [next(got) for _i in range(2 * _READS)]
+            if any(r is None for r in reads):
                 out.gone.append(s)
                 continue
-            d = k.data
-            lock = int.from_bytes(core[d + k.lock:d + k.lock + 4], "little")
-            n = u64(core, d + k.hot)
-            hot = n >> 63
-            span = slice(d + k.shards, d + k.shards + 2 * k.shard_size)
-            halves = [d + k.shards + i * k.shard_size for i in (0, 1)]
-            cold_each: bytes = parts[1 - hot] or b""
-            if lock or u64(after, d + k.hot) != n or after[span] != core[span] or \
-                    u64(core, halves[1 - hot] + k.count) or \
-                    u64(core, halves[1 - hot] + k.sum) or \
-                    cold_each.count(0) != len(cold_each) or \
-                    u64(core, halves[hot] + k.count) != n & _COUNT:
+            first = self._whole(s, raw, reads[:_READS])  # type: ignore[arg-type]
+            # Read twice over, the same: a read torn by two of the program's collects in
+            # a row between two of its ranges (the reader preempted there) is not read
+            # again alike.
+            if first is None or first != self._whole(s, raw, reads[_READS:]):  # type: ignore[arg-type]
                 again.append(s)  # an observation or the program's own collect midway
                 continue
-            count, total = n & _COUNT, float_of(u64(core, halves[hot] + k.sum))
-            got = histogram(self._bounds(s, core), parts[hot] or b"", count, total)
-            if len(got.buckets) > 1 and got.buckets[-2][1] > count:
-                again.append(s)  # a bucket counted before the count: an observation
-                continue
-            out.values[s.address] = got
+            out.values[s.address] = first
         return again
+
+    def _whole(self, s: Series, raw: bytes, reads: list[bytes]) -> Histogram | None:
+        """The histogram one pass of ``_some_histograms``' ranges read, if they read it
+        whole: its lock free and ``shard_and_count`` the same before, between and after
+        them (the program's own collect holds the lock throughout and flips
+        shard_and_count once), the cold shard wholly zero and the hot one's count
+        ``shard_and_count``'s (no observation half-done); else None."""
+        k: Kind = s.type
+        first, shards, t1, each0, t2, each1, t3 = reads
+        base = min(k.lock, k.hot)
+        lock = int.from_bytes(first[k.lock - base:k.lock - base + 4], "little")
+        n = u64(first, k.hot - base)
+        hot = n >> 63
+        halves = [i * k.shard_size for i in (0, 1)]
+        cold_each = (each0, each1)[1 - hot]
+        if lock or not first == t1 == t2 == t3 or \
+                u64(shards, halves[1 - hot] + k.count) or \
+                u64(shards, halves[1 - hot] + k.sum) or \
+                cold_each.count(0) != len(cold_each) or \
+                u64(shards, halves[hot] + k.count) != n & _COUNT:
+            return None
+        count, total = n & _COUNT, float_of(u64(shards, halves[hot] + k.sum))
+        value = histogram(self._bounds(s, raw), (each0, each1)[hot], count, total)
+        if len(value.buckets) > 1 and value.buckets[-2][1] > count:
+            return None  # a bucket counted before the count: an observation midway
+        return value
 
     def _bounds(self, s: Series, core: bytes) -> list[float]:
         key = (s.address, s.desc)

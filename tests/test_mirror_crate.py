@@ -1,0 +1,212 @@
+"""A Rust program's own prometheus crate metrics, mirrored from its memory by ``noop run
+--binary``: every sample of the program's own page, equal, under its own names, types
+and help (tests/programs/rust/mirror's ``full``: every kind in four registries, the
+crate's default one, a ``OnceLock`` one with a prefix and common labels, a ``LazyLock``
+one, one only ``main`` holds and gathers; label values that need escaping, bounds Rust
+writes without an exponent, removed and reset children, a counter registered again);
+the example service's page; what noop reads the crate's objects at equals gdb's
+reading of the same DWARF; and a build without DWARF types is refused in one line.
+The membership, torn-histogram and hostile-target tests of the Go mirror run for the
+crate too (test_members, test_torn, test_hostile). Privileged: another process's
+memory."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from harness.metrics import get, samples
+from harness.noop import run, start, stopped
+from oracles.gdb import field_offsets
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _theirs(url: str) -> dict[Key, float]:
+    return {(n, tuple(sorted(labels))): v for (n, labels), v in samples(get(url)).items()}
+
+
+def _mine(page: str, pid: int) -> dict[Key, float]:
+    """The program's series on noop's page, its labels without noop's two."""
+    out: dict[Key, float] = {}
+    for (name, labels), v in samples(page).items():
+        own = dict(labels)
+        if name.startswith(("noop_", "process_")) or own.pop("pid", None) != str(pid):
+            continue
+        own.pop("target", None)
+        out[(name, tuple(sorted(own.items())))] = v
+    return out
+
+
+def _served(url: str, times: int = 3) -> None:
+    """The program scraped as Prometheus would, ``APART`` and more between: noop's probe
+    where it gathers a registry sees each of them gathered again."""
+    for _ in range(times):
+        get(url)
+        time.sleep(1.1)
+
+
+def _help(page: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in re.finditer(r"^# HELP (\S+) (.*)$", page, re.M)
+            if not m.group(1).startswith(("noop_", "process_"))}
+
+
+def _lint(page: str) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: run ./setup.sh"
+    lint = subprocess.run([promtool, "check", "metrics"], input=page, text=True,
+                          capture_output=True, check=False)
+    assert not re.search(r"error|duplicate", lint.stdout + lint.stderr, re.I), \
+        lint.stdout + lint.stderr
+
+
+def test_noop_run_serves_every_sample_of_the_programs_own_page(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    proc = subprocess.Popen([str(rust_mirror), "full", "-vec", "300"], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    url = f"http://{proc.stdout.readline().split()[1]}/metrics"
+    agent = start("--binary", rust_mirror, cache=tmp_path / "cache")
+    try:
+        _served(url)
+        theirs_page = get(url)
+        page = get(agent.url + "/metrics")
+    finally:
+        proc.terminate()
+        proc.wait()
+        log = stopped(agent)
+    assert "Traceback" not in log, log
+    theirs = {(n, tuple(sorted(labels))): v for (n, labels), v in samples(theirs_page).items()}
+    mine = _mine(page, proc.pid)
+    assert mine.keys() == theirs.keys(), sorted(set(mine) ^ set(theirs))[:10]
+    wrong = {k: (v, theirs[k]) for k, v in mine.items() if v != theirs[k]}
+    assert not wrong, list(wrong.items())[:10]
+    assert len(mine) > 300
+    # each family once, with the program's own help and type
+    assert _help(page) == _help(theirs_page)
+    types = re.findall(r"^# TYPE (\S+) (\S+)$", page, re.M)
+    assert sorted(t for t in types if not t[0].startswith(("noop_", "process_"))) == \
+        sorted(re.findall(r"^# TYPE (\S+) (\S+)$", theirs_page, re.M))
+    _lint(page)
+    # the bounds as the program writes them, the escaped values as it escapes them
+    assert 'le="1000000000000000000000"' in page and 'le="0.0000001"' in page
+    for value in (r'quote\"d', r"back\\slash", r"new\nline", "ünïcødé"):
+        assert f'value="{value}"' in page
+    # the custom collector: said, by its type
+    assert re.search(r'noop_mirror_unmirrored_collectors\{pid="\d+",target="mirror",'
+                     r'type="mirror::Custom"\} 1', page), page[-2000:]
+
+
+def test_memory_alone_finds_the_registries_statics_hold(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    """``--mirror memory`` (no BPF at all): the default registry and the ``OnceLock``
+    and ``LazyLock`` ones, found through the statics; the one only a local holds is not
+    (the probe where the program gathers it is what finds it)."""
+    proc = subprocess.Popen([str(rust_mirror), "full", "-vec", "3"], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    url = f"http://{proc.stdout.readline().split()[1]}/metrics"
+    agent = start("--binary", rust_mirror, "--mirror", "memory", cache=tmp_path / "cache",
+                  ready="ready: mirroring")
+    try:
+        _served(url, 2)
+        theirs = _theirs(url)
+        mine = _mine(get(agent.url + "/metrics"), proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait()
+        stopped(agent)
+    statics = {k: v for k, v in theirs.items() if not k[0].startswith("local_")}
+    assert mine == statics and len(statics) < len(theirs)
+    assert {k[0].split("_")[0] for k in mine} == {"full", "app", "lazy"}
+
+
+def test_the_example_services_page(rust_example: Path, tmp_path: Path, privileged: None
+                                   ) -> None:
+    proc = subprocess.Popen([str(rust_example), "-listen", "127.0.0.1:0", "-period", "10ms",
+                             "-ticks", "30", "-linger", "60s"], stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    url = re.search(r"(http://\S+/metrics)", first)
+    assert url, first
+    agent = start("--binary", rust_example, cache=tmp_path / "cache")
+    try:
+        time.sleep(0.5)  # its 30 ticks done: quiet from here
+        _served(url.group(1))
+        theirs = _theirs(url.group(1))
+        mine = _mine(get(agent.url + "/metrics"), proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait()
+        stopped(agent)
+    assert mine == theirs and len(mine) > 20
+    # (the parser names a counter's sample with _total)
+    assert mine[("fake_counter_total", ())] == 30 * 2  # two updater threads
+
+
+def test_the_offsets_read_are_gdbs(rust_mirror: Path) -> None:
+    """What the layout reads the crate's objects at, from the build's DWARF, is what
+    gdb reads in the same DWARF."""
+    from agent.binary.dwarf.reader import Dwarf
+    from agent.binary.dwarf.types import TypeNamer
+    from agent.binary.elf import ElfFile
+    from agent.presets.rust_prometheus.layout import _Reader
+
+    with ElfFile(rust_mirror) as elf:
+        dwarf = Dwarf(elf)
+        lay = _Reader(dwarf, TypeNamer(dwarf)).layout()
+        dwarf.close()
+    kinds = dict(lay.kinds)
+    value = "prometheus::value::Value<prometheus::atomic64::AtomicU64>"
+    core = "prometheus::histogram::HistogramCore"
+    registry = "prometheus::registry::RegistryCore"
+    desc = "prometheus::desc::Desc"
+    got = field_offsets(rust_mirror, [
+        f"{value}:val", f"{value}:label_pairs", f"{core}:shard_and_count",
+        f"{core}:collect_lock", f"{core}:shards", f"{core}:upper_bounds",
+        f"{registry}:collectors_by_id", f"{desc}:id", f"{desc}:help",
+        "prometheus::histogram::Shard:count", "prometheus::histogram::Shard:sum",
+        "prometheus::histogram::Shard:"], language="rust")
+    counter = kinds["prometheus::counter::GenericCounter<prometheus::atomic64::AtomicU64>"]
+    histogram = kinds["prometheus::histogram::Histogram"]
+    assert counter.val == got[f"{value}:val"]
+    assert counter.pairs == got[f"{value}:label_pairs"]
+    assert histogram.hot == got[f"{core}:shard_and_count"]
+    assert histogram.lock == got[f"{core}:collect_lock"]  # its futex word first
+    assert histogram.shards == got[f"{core}:shards"]
+    assert histogram.bounds == got[f"{core}:upper_bounds"]
+    assert histogram.count == got["prometheus::histogram::Shard:count"]
+    assert histogram.sum == got["prometheus::histogram::Shard:sum"]
+    assert histogram.shard_size == got["prometheus::histogram::Shard:"]
+    assert lay.descs.id == got[f"{desc}:id"] and lay.descs.help == got[f"{desc}:help"]
+    assert lay.collectors.ctrl >= got[f"{registry}:collectors_by_id"]  # type: ignore[operator]
+
+
+@pytest.fixture(scope="module")
+def rust_mirror_limited(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mirror program built with ``debug = 1`` (line tables and functions, no types
+    nor variables)."""
+    from conftest import _cargo_build
+    from harness.programs import PROGRAMS
+
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "mirror", "prometheus-0.13.*",
+                        "librust-prometheus-dev", debug="1")
+
+
+@pytest.mark.parametrize("build", ["rust_mirror_limited", "rust_example_lines",
+                                   "rust_example_nodebug"])
+def test_a_build_without_types_is_refused_in_one_line(
+        build: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Neither the mirror nor the update probes can name a metric without the crate's
+    types: one line says so, and what to build instead."""
+    binary = request.getfixturevalue(build)
+    got = run("run", "--binary", binary, "--listen", "127.0.0.1:0", cache=tmp_path / "cache")
+    lines = got.stderr.strip().splitlines()
+    assert got.returncode == 2 and len(lines) == 1, got.stderr
+    assert "debug = 2" in lines[0], lines[0]
+    assert "Traceback" not in got.stderr
