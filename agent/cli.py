@@ -262,12 +262,12 @@ def _bench_command(add: _Add) -> None:
                     help="which of noop's looping workloads to build and run (default go)")
     sp.add_argument("--binary", metavar="BIN", help="a workload already built")
     sp.add_argument("--op", choices=OPS, help="what the workload calls (default: "
-                    "counter.Inc for go, func for c)")
+                    "counter.Inc for go, counter.inc for rust, func for c)")
     sp.add_argument("--function", help="probe this function (default: the op's own)")
     sp.add_argument("--address", metavar="ADDR", type=_address,
                     help="probe this address inside the function (default: its entry)")
     sp.add_argument("--arms", help=f"comma-separated, of {', '.join(ARMS)} (default: "
-                    "all; preset and mirror only on the go workload)")
+                    "all; preset, default and mirror not on the c workload)")
     sp.add_argument("--baseline", help="the arm the ratios compare with (default: empty)")
     sp.add_argument("--calls", type=_positive, default=200_000, help="calls per round")
     sp.add_argument("--rounds", type=_positive, default=3, help="rounds per run")

@@ -322,7 +322,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from agent import cache
     from agent.tools import arms, bench, workloads
     names = ([n.strip() for n in args.arms.split(",") if n.strip()] if args.arms else
-             [a for a in arms.ARMS if a not in ("preset", "mirror") or args.workload == "go"])
+             [a for a in arms.ARMS if (a not in ("preset", "default", "mirror")
+                                       or args.workload != "c")
+              and (a != "bpftrace-read" or args.workload == "go")])  # Go's receiver
     chosen = [arms.arm(n) for n in names]
     if args.binary:
         binary = Path(args.binary)
@@ -331,7 +333,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             "or leave out --binary to let noop build it")
     else:
         binary = workloads.build_workload(args.workload, cache.cache_dir() / "bench")
-    op = args.op or ("func" if args.workload == "c" else "counter.Inc")
+    op = args.op or {"c": "func", "rust": "counter.inc"}.get(args.workload, "counter.Inc")
     function = args.function or workloads.workload_function(args.workload, op)
     result = bench.run(binary, op, function, chosen, args.rounds, args.calls,
                        repeats=args.repeats, baseline=args.baseline, address=args.address)

@@ -1,9 +1,17 @@
 """The mirror (``noop run --binary``'s default ``--mirror auto``, and ``--mirror
 memory``) beside its baselines, in one run.
 
-Usage: python bench/mirror.py [--calls N] [--repeats R] [--processes 10] [--vec 200]
-                              [--rate 100000] [--seconds 10] [--series N ...] [--scrapes 21]
+Usage: python bench/mirror.py [--library go|rust] [--calls N] [--repeats R]
+                              [--processes 10] [--vec 200] [--rate 100000] [--seconds 10]
+                              [--series N ...] [--scrapes 21]
                               [--only ops|render|cpu|scrape ...]
+
+``--library rust``: the same for the prometheus crate (1 on examples/bench/rust-loop,
+whose each update is a function of its own with the crate's methods inlined in it: its
+ops are inc, inc_by, a float inc_by, set, add, sub, an IntGauge's set, observe, a
+*Vec child's inc after its with_label_values, a local counter's inc and flush; arms none,
+empty, preset, default, mirror, bpftrace; 4 on bench/programs/rust-series); 2 and 3 are
+client_golang's.
 
 1. What an update costs the service, per update kind of client_golang (counter.Inc and
    Add, gauge.Add, Sub and Set, histogram.Observe, summary.Observe with objectives, a
@@ -51,13 +59,15 @@ OPS = ("counter.Inc", "counter.Add", "gauge.Add", "gauge.Sub", "gauge.Set",
        "histogram.Observe", "summary.Observe", "countervec.Inc")
 
 
-def per_op(binary: Path, calls: int, repeats: int) -> None:
-    chosen = [arms.arm(n) for n in ("none", "empty", "preset", "default", "mirror", "bpftrace",
-                                    "bpftrace-read")]
+def per_op(binary: Path, calls: int, repeats: int, library: str = "go") -> None:
+    names = ["none", "empty", "preset", "default", "mirror", "bpftrace"]
+    if library == "go":
+        names.append("bpftrace-read")  # it reads Go's receiver register
+    chosen = [arms.arm(n) for n in names]
     print(f"{'op':<18} " + " ".join(f"{a.name:>10}" for a in chosen) + "   (ns per call added)")
-    for op in OPS:
-        result = bench.run(binary, op, workloads.workload_function("go", op), chosen, 3, calls,
-                           repeats=repeats)
+    for op in OPS if library == "go" else workloads.RUST_OPS:
+        result = bench.run(binary, op, workloads.workload_function(library, op), chosen, 3,
+                           calls, repeats=repeats)
         print(f"{op:<18} " + " ".join(f"{a.added_ns:>10.1f}" for a in result.arms
                                        if a.added_ns is not None))
 
@@ -127,15 +137,24 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def scrape_cost(sizes: list[int], scrapes: int) -> None:
+def _rust_series(out: Path) -> Path:
+    src = ROOT / "bench" / "programs" / "rust-series"
+    target = cache_dir() / "bench" / "rust-series-target"
+    subprocess.run(["cargo", "build", "--release", "--offline", "--quiet"], cwd=src,
+                   env={**os.environ, "CARGO_TARGET_DIR": str(target)}, check=True)
+    return target / "release" / "rust-series"
+
+
+def scrape_cost(sizes: list[int], scrapes: int, library: str = "go") -> None:
     """``noop run --binary --mirror memory``'s /metrics beside the program's own, for
-    programs of ``sizes`` metric objects (bench/programs/go-series), scraped in turn:
-    p50 and p99 of each, and noop's RSS."""
+    programs of ``sizes`` metric objects (bench/programs/go-series, rust-series),
+    scraped in turn: p50 and p99 of each, and noop's RSS."""
     from statistics import quantiles
 
     from agent_cpu import start_noop
     with tempfile.TemporaryDirectory() as tmp:
-        binary = _go_series(Path(tmp) / "go-series")
+        binary = _go_series(Path(tmp) / "go-series") if library == "go" else \
+            _rust_series(Path(tmp))
         rss: dict[int, int] = {}
         for n in sizes:
             prog = subprocess.Popen([str(binary), "-series", str(n)], stdout=subprocess.PIPE,
@@ -203,6 +222,7 @@ def service_cpu(binary: Path, rate: int, seconds: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--library", choices=("go", "rust"), default="go")
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--processes", type=int, default=10)
@@ -216,7 +236,12 @@ def main() -> None:
     args = ap.parse_args()
     only = set(args.only or ("ops", "render", "cpu", "scrape"))
     if "scrape" in only:
-        scrape_cost(args.series or [10_000, 100_000], args.scrapes)
+        scrape_cost(args.series or [10_000, 100_000], args.scrapes, args.library)
+    if args.library == "rust":
+        if "ops" in only:
+            per_op(workloads.build_workload("rust", cache_dir() / "bench"), args.calls,
+                   args.repeats, "rust")
+        return
     if not only & {"ops", "render", "cpu"}:
         return
     binary = workloads.build_workload("go", cache_dir() / "bench")

@@ -268,7 +268,7 @@ def test_a_crate_histogram_caught_midway_through_its_collect_is_read_again(
 
         reader.mem.memory.read_many = read_many  # type: ignore[method-assign]
         out = Read()
-        again = reader._histograms([(s, before)], out)
+        again = reader._histograms([s], reader._ranges([s]), out)
         v = out.values.get(s.address)
         assert again or isinstance(v, Histogram), n
         if isinstance(v, Histogram):

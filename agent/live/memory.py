@@ -108,18 +108,41 @@ class Memory:
                 for lo in range(0, len(ranges), IOV_MAX)])
         return out
 
-    def _again(self, batch: _Prepared, out: list[bytes | None]) -> bool:
-        """One prepared batch read whole into ``out``; False when it cannot be (a range
-        that is not to be read, or not mapped now: the general way then)."""
+    def read_joined(self, ranges: list[tuple[int, int]]) -> bytes | None:
+        """Every range's bytes one after another, when each reads whole (records of one
+        size, unpacked at once by the caller); None when one does not (``read_many``
+        says which)."""
+        known = self._prepared.get(id(ranges))
+        if known is None or known[0] is not ranges:
+            got = self.read_many(ranges)  # prepares the list for the next time
+            return None if None in got else b"".join(got)  # type: ignore[arg-type]
+        parts = []
+        for batch in known[1]:
+            raw = self._whole(batch)
+            if raw is None:
+                return None
+            parts.append(raw)
+        return b"".join(parts)
+
+    def _whole(self, batch: _Prepared) -> bytes | None:
+        """The bytes of one prepared batch, every range of it read whole; None when it
+        cannot be (a range that is not to be read, or not mapped now)."""
         if batch.buf is None:
-            return False
+            return None
         self.reads += 1
         done = _readv(self.pid, batch.local, batch.k, batch.remote, batch.k, 0)
         if done != batch.starts[-1]:
             if done < 0 and ctypes.get_errno() not in (errno.EFAULT,):
                 raise _refused(self.pid, ctypes.get_errno())
+            return None
+        return batch.buf.raw[:done]
+
+    def _again(self, batch: _Prepared, out: list[bytes | None]) -> bool:
+        """One prepared batch read whole into ``out``; False when it cannot be (a range
+        that is not to be read, or not mapped now: the general way then)."""
+        raw = self._whole(batch)
+        if raw is None:
             return False
-        raw = batch.buf.raw
         starts = batch.starts
         out[batch.lo:batch.hi] = [raw[a:b] for a, b in itertools.pairwise(starts)]
         return True
@@ -162,7 +185,7 @@ class Memory:
 
 
 _PREPARE_FROM = 64  # ranges in a list worth preparing
-_PREPARED = 8  # lists prepared per process
+_PREPARED = 64  # lists prepared per process (a scrape reads one a thousand histograms)
 
 
 @dataclass(eq=False)

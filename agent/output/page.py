@@ -263,6 +263,8 @@ def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, lis
 def number(x: float) -> str:
     """A sample's value: the shortest digits that read back as it (Prometheus parses any
     float; only a label's text must be the program's own)."""
+    if type(x) is int:  # a library's integer counter or gauge
+        return str(x)
     if x != x:
         return "NaN"
     if x.is_integer() and abs(x) < 1e15:

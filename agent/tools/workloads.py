@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "bench"
 DEBIAN_GO = Path("/usr/bin/go")  # Debian's Go builds client_golang from GOPATH, offline
 GOPATH = Path("/usr/share/gocode")
 PKG = "github.com/prometheus/client_golang/prometheus"
-KINDS = ("go", "c")
+KINDS = ("go", "c", "rust")
 # What each op of the workloads calls, so every arm probes that function's code.
 FUNCTIONS = {
     "counter.Inc": f"{PKG}.(*counter).Inc",
@@ -32,7 +32,12 @@ FUNCTIONS = {
     "countervec.Inc": f"{PKG}.(*counter).Inc",  # a *CounterVec child's, after its lookup
     "func": "main.work",
 }
-OPS = tuple(FUNCTIONS)
+GO_OPS = tuple(FUNCTIONS)
+# The Rust workload's ops (the prometheus crate's updates), each the whole of a function
+# of its own: rust_loop::counter_inc for counter.inc.
+RUST_OPS = ("counter.inc", "counter.inc_by", "fcounter.inc_by", "gauge.set", "gauge.add",
+            "gauge.sub", "intgauge.set", "histogram.observe", "countervec.inc", "local.flush")
+OPS = GO_OPS + RUST_OPS
 # The float argument of each method that has one: what the noop-value arm reads.
 FLOAT_PARAMS = {FUNCTIONS["counter.Add"]: "v", FUNCTIONS["gauge.Add"]: "val",
                 FUNCTIONS["gauge.Sub"]: "val", FUNCTIONS["gauge.Set"]: "val",
@@ -55,8 +60,12 @@ class Site:
 
 def workload_function(kind: str, op: str) -> str:
     """The function the workload of ``kind`` calls for ``op`` (where the arms probe)."""
+    if kind == "rust":
+        if op not in RUST_OPS:
+            raise NotFound("op", op, RUST_OPS)
+        return "rust_loop::" + op.replace(".", "_")
     if op not in FUNCTIONS or (kind == "c" and op != "func"):
-        raise NotFound("op", op, OPS if kind == "go" else ("func",))
+        raise NotFound("op", op, GO_OPS if kind == "go" else ("func",))
     return "work" if kind == "c" else FUNCTIONS[op]
 
 
@@ -73,7 +82,7 @@ def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None 
     ``base_env``: the environment it builds in (default: noop's own), plus Go's settings."""
     if kind not in KINDS:
         raise NotFound("workload", kind, KINDS)
-    src = EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
+    src = EXAMPLES / {"go": "go-loop", "c": "c-loop", "rust": "rust-loop"}[kind]
     if not src.is_dir():
         raise NoopError(f"workload sources not found: {src}",
                         "noop bench builds its workloads from a source tree of noop")
@@ -87,6 +96,14 @@ def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None 
                "GOFLAGS": "", "GOENV": "off", "GOPROXY": "off", "GOTOOLCHAIN": "local",
                "CGO_ENABLED": "0", "GOCACHE": str(out_dir / ".gocache")}
         command = [str(DEBIAN_GO), "build", "-o", str(out), "."]
+    elif kind == "rust":
+        cargo = shutil.which("cargo")
+        if cargo is None:
+            raise NoopError("the Rust workload needs cargo and Debian's prometheus crate",
+                            "apt-get install cargo librust-prometheus-dev")
+        # built offline from Debian's crates (its .cargo/config.toml), then copied out
+        env = {**(base_env or os.environ), "CARGO_TARGET_DIR": str(out_dir / "rust-target")}
+        command = [cargo, "build", "--release", "--offline", "--quiet"]
     else:
         gcc = shutil.which("gcc")
         if gcc is None:
@@ -103,6 +120,8 @@ def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None 
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise NoopError(f"building the {kind} workload failed: {last}",
                         f"run `{' '.join(command)}` in {src} to see every message")
+    if kind == "rust":
+        shutil.copy2(out_dir / "rust-target" / "release" / src.name, out)
     return out
 
 

@@ -775,6 +775,11 @@ class _Template:
     series: list[tuple[int, int, int, int]]
     types: dict[bytes, bytes]  # family -> type
     owned: dict[bytes, bytes]  # sample name -> its family
+    # the last fill's value of each series, and the texts written of it
+    last: list[Value] = field(default_factory=list)
+    texts: list[list[str]] = field(default_factory=list)
+    reads: list[dict[int, Value]] = field(default_factory=list)  # the last fill's values
+    page: bytes | None = None  # and what it made of them
 
     @classmethod
     def made(cls, shape: tuple[tuple[int, Found], ...], blocks: list[Block],
@@ -819,36 +824,48 @@ class _Template:
 
     def fill(self, reads: list[Read]) -> bytes | None:
         """The page with ``reads``' values; None when one of its series was not read
-        (gone, torn) or has another shape."""
+        (gone, torn) or has another shape. A series whose value is the last fill's has
+        its text written as it was (most series of a service do not move between two
+        scrapes)."""
+        if self.page is not None and len(reads) == len(self.reads) and \
+                all(a.values == b for a, b in zip(reads, self.reads, strict=True)):
+            return self.page  # every value as at the last fill
         values: list[str] = []
-        add = values.append
+        last, texts = self.last, self.texts
+        same = len(last) == len(self.series)
+        now: list[Value] = []
+        written: list[list[str]] = []
         try:
-            for i, address, kind, n in self.series:
+            for j, (i, address, kind, n) in enumerate(self.series):
                 v = reads[i].values[address]
-                if kind == _SCALAR:
-                    add(number(v))  # type: ignore[arg-type]
+                if same and type(last[j]) is type(v) and last[j] == v:
+                    t = texts[j]
+                elif kind == _SCALAR:
+                    t = [number(v)]  # type: ignore[arg-type]
                 elif kind == _SUMMARY:
                     qs = v.quantiles  # type: ignore[union-attr]
                     if len(qs) != n:
                         return None
-                    values += [number(x) for _q, x in qs]
-                    add(number(v.sum))  # type: ignore[union-attr]
-                    add(str(v.count))  # type: ignore[union-attr]
+                    t = [*(number(x) for _q, x in qs), number(v.sum),  # type: ignore[union-attr]
+                         str(v.count)]  # type: ignore[union-attr]
                 else:
                     buckets = v.buckets  # type: ignore[union-attr]
                     if len(buckets) != n:
                         return None
-                    values += [str(c) for _le, c in buckets]
-                    add(number(v.sum))  # type: ignore[union-attr]
-                    add(str(v.count))  # type: ignore[union-attr]
+                    t = [*(str(c) for _le, c in buckets), number(v.sum),  # type: ignore[union-attr]
+                         str(v.count)]  # type: ignore[union-attr]
+                now.append(v)
+                written.append(t)
+                values += t
         except (KeyError, AttributeError):
             return None
         if len(values) != len(self.statics):
             return None
-        return ("".join(chain.from_iterable(zip(self.statics, values, strict=True))) +
-                self.tail).encode()
-
-
+        self.last, self.texts = now, written
+        self.reads = [r.values for r in reads]  # each scrape reads into a new Read
+        self.page = ("".join(chain.from_iterable(zip(self.statics, values, strict=True))) +
+                     self.tail).encode()
+        return self.page
 
 
 def _settled() -> None:

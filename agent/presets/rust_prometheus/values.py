@@ -21,6 +21,7 @@ again a few times, then left out of this scrape (``Read.torn``).
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from agent.live.memory import IOV_MAX, Damaged, Reads
@@ -36,7 +37,7 @@ MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
 _I64 = struct.Struct("<q")
 _READS = 7  # ranges read of one histogram
-_IN_ONE = IOV_MAX // (2 * _READS)  # histograms read in one system call (twice each)
+_IN_ONE = IOV_MAX // (2 * _READS + 1)  # histograms read in one system call (twice each)
 
 
 def members(mem: CrateMemory, layout: Layout, found: Found, vecs: list[Any],
@@ -68,6 +69,22 @@ def _once(layout: Layout, regs: list[Reg], vecs: list[Vec], reads: Reads) -> Now
     return now
 
 
+@dataclass
+class _Plan:
+    """What a scrape of one set of members reads, made once for it: the counters' and
+    gauges' ranges (the object from its Arc counts to its value, one range each) and
+    how each unpacks (its count, its Desc id, its value); the histograms' ranges, in
+    lists of at most ``_IN_ONE`` histograms (none split between two system calls)."""
+
+    found: Found
+    # counters and gauges, by kind: its series, their ranges (records of one size), how
+    # one unpacks
+    scalars: list[tuple[list[Series], list[tuple[int, int]],
+                        tuple[struct.Struct, str, tuple[int, int, int]]]]
+    histograms: list[Series]
+    chunks: list[list[tuple[int, int]]]
+
+
 class Reader:
     """Reads the values of ``found``'s series."""
 
@@ -76,101 +93,190 @@ class Reader:
         self.layout = layout
         # a histogram's bounds by (address, desc id): fixed when it is made
         self._bounds_of: dict[tuple[int, int], list[float]] = {}
-        # the last read's series and ranges (while its members are the same)
-        self._flat: tuple[Found, list[Series], list[tuple[int, int]]] | None = None
+        self._plan: _Plan | None = None  # the last read's (while its members are the same)
+        # by id(Kind): its Struct, its number, where its count, id and value are in it
+        self._unpackers: dict[int, tuple[struct.Struct, str, tuple[int, int, int]]] = {}
+        # the last read of each list of records: the list, its bytes and what they held
+        self._records_of: dict[int, tuple[list[tuple[int, int]], bytes, dict[int, float],
+                                          list[Series]]] = {}
+        # each histogram's last whole read: its bytes and its value
+        self._whole_of: dict[int, tuple[list[bytes], Histogram]] = {}
 
     def read(self, found: Found) -> Read:
         out = Read()
-        if self._flat is None or self._flat[0] is not found:
-            series = [s for f in found.families.values() for s in f.series]
-            self._flat = (found, series, [self._range(s) for s in series])
-        _found, pending, ranges = self._flat
-        pending = self._once(pending, out, ranges)
+        plan = self._plan
+        if plan is None or plan.found is not found:
+            plan = self._plan = self._planned(found)
+        pending: list[Series] = []
+        for series, ranges, unpack in plan.scalars:
+            if not self._records(series, ranges, unpack, out):
+                pending += self._scalars(series, ranges, [unpack] * len(series), out)
+        for chunk, lists in zip(_chunked(plan.histograms), plan.chunks, strict=True):
+            pending += self._histograms(chunk, lists, out)
         for _try in range(TRIES - 1):
             if not pending:
                 break
-            pending = self._once(pending, out)
+            again = [s for s in pending if s.type.kind != "histogram"]
+            held = [s for s in pending if s.type.kind == "histogram"]
+            pending = self._scalars(again, [self._range(s) for s in again],
+                                    [self._unpacker(s.type) for s in again], out)
+            for chunk in _chunked(held):
+                pending += self._histograms(chunk, self._ranges(chunk), out)
         out.torn += pending
         return out
 
+    def _planned(self, found: Found) -> _Plan:
+        series = [s for f in found.families.values() for s in f.series]
+        by_kind: dict[int, list[Series]] = {}
+        for s in series:
+            if s.type.kind != "histogram":
+                by_kind.setdefault(id(s.type), []).append(s)
+        histograms = [s for s in series if s.type.kind == "histogram"]
+        return _Plan(found, [(group, [self._range(s) for s in group],
+                              self._unpacker(group[0].type)) for group in by_kind.values()],
+                     histograms, [self._ranges(chunk) for chunk in _chunked(histograms)])
+
     def _range(self, s: Series) -> tuple[int, int]:
+        """A counter's or gauge's object, from its Arc counts to its value."""
         kind: Kind = s.type
-        if kind.kind == "histogram":
-            return s.address, kind.size
-        end = kind.data + max(kind.val, kind.desc + self.layout.descs.id) + 8
-        return s.address, end
+        return s.address, kind.data + max(kind.val, kind.desc + self.layout.descs.id) + 8
 
-    def _once(self, series: list[Series], out: Read,
-              ranges: list[tuple[int, int]] | None = None) -> list[Series]:
-        """Reads ``series``; the ones to try again."""
-        got = self.mem.memory.read_many(ranges if ranges is not None else
-                                        [self._range(s) for s in series])
-        ids = self.layout.descs.id
-        again: list[Series] = []
-        histograms: list[tuple[Series, bytes]] = []
-        for s, raw in zip(series, got, strict=True):
-            kind: Kind = s.type
-            if raw is None or u64(raw, 0) == 0 or \
-                    u64(raw, kind.data + kind.desc + ids) != s.desc:
-                out.gone.append(s)  # freed, or another object at its address
-                continue
-            if kind.kind == "histogram":
-                histograms.append((s, raw))
-                continue
-            bits = u64(raw, kind.data + kind.val)
-            out.values[s.address] = float_of(bits) if kind.number == "f64" else \
-                float(_I64.unpack_from(raw, kind.data + kind.val)[0]) \
-                if kind.number == "i64" else float(bits)
-        again += self._histograms(histograms, out)
-        return again
+    def _unpacker(self, kind: Kind) -> tuple[struct.Struct, str, tuple[int, int, int]]:
+        """How a counter's or gauge's range unpacks: its strong count, its Desc id and
+        its value, in the order they are in it."""
+        got = self._unpackers.get(id(kind))
+        if got is None:
+            fields = sorted([(0, "Q", 0), (kind.data + kind.desc + self.layout.descs.id, "Q", 1),
+                             (kind.data + kind.val, "q" if kind.number == "i64" else "Q", 2)])
+            fmt, at = "<", 0
+            for off, code, _i in fields:
+                fmt += f"{off - at}x{code}" if off > at else code
+                at = off + 8
+            _a, size = self._range(Series((), 0, kind, 0))
+            fmt += f"{size - at}x" if size > at else ""  # the whole range: a record
+            where = {i: n for n, (_o, _c, i) in enumerate(fields)}
+            got = (struct.Struct(fmt), kind.number, (where[0], where[1], where[2]))
+            self._unpackers[id(kind)] = got
+        return got
 
-    def _histograms(self, objects: list[tuple[Series, bytes]], out: Read) -> list[Series]:
-        """Histograms: each one's shards and both shards' buckets, with its lock and
-        ``shard_and_count`` read before, between and after them, in this order in one
-        system call (``_IN_ONE`` histograms a call: none split between two)."""
-        again: list[Series] = []
-        for i in range(0, len(objects), _IN_ONE):
-            again += self._some_histograms(objects[i:i + _IN_ONE], out)
-        return again
-
-    def _some_histograms(self, objects: list[tuple[Series, bytes]], out: Read
-                         ) -> list[Series]:
-        wanted: list[tuple[int, int]] = []
-        vec = self.layout.vec
-        for s, raw in objects:
-            k: Kind = s.type
-            tail = (s.address + k.data + min(k.lock, k.hot), abs(k.hot - k.lock) + 8)
-            one = [tail, (s.address + k.data + k.shards, 2 * k.shard_size), tail]
-            for i in (0, 1):
-                at = k.data + k.shards + i * k.shard_size + k.buckets
-                ptr, n = u64(raw, at + vec.ptr), u64(raw, at + vec.len)
-                one += [(ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0), tail]
-            wanted += one + one
-        got = iter(self.mem.memory.read_many(wanted))
-        again = []
-        for s, raw in objects:
-            reads = [next(got) for _i in range(2 * _READS)]
-            if any(r is None for r in reads):
+    def _scalars(self, series: list[Series], ranges: list[tuple[int, int]],
+                 unpack: list[tuple[struct.Struct, str, tuple[int, int, int]]], out: Read
+                 ) -> list[Series]:
+        """Counters and gauges; the ones to try again (none: a value is one word)."""
+        values = out.values
+        got = self.mem.memory.read_many(ranges)
+        for s, raw, (st, number, (a, b, c)) in zip(series, got, unpack, strict=True):
+            if raw is None:
                 out.gone.append(s)
                 continue
-            first = self._whole(s, raw, reads[:_READS])  # type: ignore[arg-type]
-            # Read twice over, the same: a read torn by two of the program's collects in
-            # a row between two of its ranges (the reader preempted there) is not read
+            fields = st.unpack_from(raw)
+            if fields[a] == 0 or fields[b] != s.desc:
+                out.gone.append(s)  # freed, or another object at its address
+                continue
+            values[s.address] = float_of(fields[c]) if number == "f64" else fields[c]
+        return []
+
+    def _records(self, series: list[Series], ranges: list[tuple[int, int]],
+                 unpack: tuple[struct.Struct, str, tuple[int, int, int]], out: Read) -> bool:
+        """Counters and gauges of one kind, read as records of one buffer (one C call to
+        unpack them all); False when one of them does not read whole (``_scalars``
+        reads them then). An integer's value is kept an integer (written as one)."""
+        st, number, (a, b, c) = unpack
+        joined = self.mem.memory.read_joined(ranges)
+        if joined is None or len(joined) != st.size * len(series):
+            return False
+        last = self._records_of.get(id(ranges))
+        if last is not None and last[0] is ranges and last[1] == joined:
+            out.values.update(last[2])  # every byte as at the last scrape
+            out.gone += last[3]
+            return True
+        values: dict[int, float] = {}
+        gone: list[Series] = []
+        f64 = number == "f64"
+        for s, fields in zip(series, st.iter_unpack(joined), strict=True):
+            if fields[a] == 0 or fields[b] != s.desc:
+                gone.append(s)  # freed, or another object at its address
+                continue
+            values[s.address] = float_of(fields[c]) if f64 else fields[c]
+        if len(self._records_of) > 4 * len(self.layout.kinds) + 16:
+            self._records_of.clear()
+        self._records_of[id(ranges)] = (ranges, joined, values, gone)
+        out.values.update(values)
+        out.gone += gone
+        return True
+
+    def _ranges(self, histograms: list[Series]) -> list[tuple[int, int]]:
+        """A system call's ranges of ``histograms``: each one's Arc count and Desc id,
+        then twice over its lock and shard_and_count, its shards, the lock again (one
+        range with the shards where it follows them), each shard's buckets with the lock
+        again after each (their pointers read now: a shard's buckets are never moved
+        while the histogram lives)."""
+        out: list[tuple[int, int]] = []
+        vec = self.layout.vec
+        ids = self.layout.descs.id
+        heads = self.mem.memory.read_many([(s.address, s.type.size) for s in histograms])
+        for s, raw in zip(histograms, heads, strict=True):
+            k: Kind = s.type
+            tail = (s.address + k.data + min(k.lock, k.hot), abs(k.hot - k.lock) + 8)
+            shards = s.address + k.data + k.shards
+            one = [tail, (shards, tail[0] + tail[1] - shards)] if _joined(k) else \
+                [tail, (shards, 2 * k.shard_size), tail]
+            for i in (0, 1):
+                at = k.data + k.shards + i * k.shard_size + k.buckets
+                ptr = u64(raw, at + vec.ptr) if raw is not None else 0
+                n = u64(raw, at + vec.len) if raw is not None else 0
+                one += [(ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0), tail]
+            out += [(s.address, k.data + k.desc + ids + 8), *one, *one]
+        return out
+
+    def _histograms(self, objects: list[Series], ranges: list[tuple[int, int]], out: Read
+                    ) -> list[Series]:
+        """Histograms (``_ranges``' of them, in one system call); the ones to try again."""
+        if not objects:
+            return []
+        got = iter(self.mem.memory.read_many(ranges))
+        ids = self.layout.descs.id
+        again = []
+        for s in objects:
+            k: Kind = s.type
+            head = next(got)
+            reads = [next(got) for _i in range(2 * (_READS - _joined(k)))]
+            if head is None or None in reads or u64(head, 0) == 0 or \
+                    u64(head, k.data + k.desc + ids) != s.desc:
+                out.gone.append(s)  # freed, or another object at its address
+                continue
+            # Read twice over, the same bytes: a read torn by two of the program's collects
+            # in a row between two of its ranges (the reader preempted there) is not read
             # again alike.
-            if first is None or first != self._whole(s, raw, reads[_READS:]):  # type: ignore[arg-type]
+            half = len(reads) // 2
+            one: list[bytes] = reads[:half]  # type: ignore[assignment]
+            was = self._whole_of.get(s.address)
+            if was is not None and was[0] == one and one == reads[half:]:
+                out.values[s.address] = was[1]  # every byte as at the last scrape
+                continue
+            first = self._whole(s, one) if one == reads[half:] else None
+            if first is not None:
+                if len(self._whole_of) > MAX_KEPT:
+                    self._whole_of.clear()
+                self._whole_of[s.address] = (one, first)
+            if first is None:
                 again.append(s)  # an observation or the program's own collect midway
                 continue
             out.values[s.address] = first
         return again
 
-    def _whole(self, s: Series, raw: bytes, reads: list[bytes]) -> Histogram | None:
+    def _whole(self, s: Series, reads: list[bytes]) -> Histogram | None:
         """The histogram one pass of ``_some_histograms``' ranges read, if they read it
         whole: its lock free and ``shard_and_count`` the same before, between and after
         them (the program's own collect holds the lock throughout and flips
         shard_and_count once), the cold shard wholly zero and the hot one's count
         ``shard_and_count``'s (no observation half-done); else None."""
         k: Kind = s.type
-        first, shards, t1, each0, t2, each1, t3 = reads
+        if _joined(k):  # the shards and the lock after them in one range
+            first, both, each0, t2, each1, t3 = reads
+            shards, t1 = both[:2 * k.shard_size], both[len(both) - len(first):]
+        else:
+            first, shards, t1, each0, t2, each1, t3 = reads
         base = min(k.lock, k.hot)
         lock = int.from_bytes(first[k.lock - base:k.lock - base + 4], "little")
         n = u64(first, k.hot - base)
@@ -184,21 +290,33 @@ class Reader:
                 u64(shards, halves[hot] + k.count) != n & _COUNT:
             return None
         count, total = n & _COUNT, float_of(u64(shards, halves[hot] + k.sum))
-        value = histogram(self._bounds(s, raw), (each0, each1)[hot], count, total)
+        value = histogram(self._bounds(s), (each0, each1)[hot], count, total)
         if len(value.buckets) > 1 and value.buckets[-2][1] > count:
             return None  # a bucket counted before the count: an observation midway
         return value
 
-    def _bounds(self, s: Series, core: bytes) -> list[float]:
+    def _bounds(self, s: Series) -> list[float]:
         key = (s.address, s.desc)
         got = self._bounds_of.get(key)
         if got is None:
             k: Kind = s.type
-            at = k.data + k.bounds
-            ptr, n = u64(core, at + self.layout.vec.ptr), u64(core, at + self.layout.vec.len)
+            at = s.address + k.data + k.bounds
+            vec = self.layout.vec
+            head = self.mem.memory.read(at, max(vec.ptr, vec.len) + 8)
+            ptr, n = u64(head, vec.ptr), u64(head, vec.len)
             raw = self.mem.memory.read(ptr, 8 * n) if n and n <= 1 << 12 else b""
             got = [float_of(b) for b in struct.unpack(f"<{len(raw) // 8}Q", raw)]
             if len(self._bounds_of) > MAX_KEPT:
                 self._bounds_of.clear()
             self._bounds_of[key] = got
         return got
+
+
+def _joined(k: Kind) -> bool:
+    """Whether a histogram's lock and shard_and_count follow its shards in memory: then
+    the shards and they are read in one range, the shards first."""
+    return k.shards + 2 * k.shard_size <= min(k.lock, k.hot)
+
+
+def _chunked(histograms: list[Series]) -> list[list[Series]]:
+    return [histograms[i:i + _IN_ONE] for i in range(0, len(histograms), _IN_ONE)]
