@@ -210,3 +210,54 @@ def test_a_build_without_types_is_refused_in_one_line(
     assert got.returncode == 2 and len(lines) == 1, got.stderr
     assert "debug = 2" in lines[0], lines[0]
     assert "Traceback" not in got.stderr
+
+
+def test_updates_in_unrolled_loops_are_each_a_site(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    """``noop --binary`` on updates the compiler unrolled (a counter's inc nine times, a
+    gauge set eight times, an int gauge added 1, 2, 3): every update instruction of the
+    unrolled copies is a site of its own, none is said unseen, and the lines end where
+    the program's own values do."""
+    import json
+
+    from harness.noop import tracing
+
+    check = run("check", "--binary", rust_mirror, cache=tmp_path / "cache")
+    assert check.returncode == 0, check.stderr
+    assert "not seen" not in check.stdout + check.stderr
+    # the unrolled loops' sites: 9 increments, 8 stores, 3 additions (of 1, 2, 3)
+    assert check.stdout.count("mirror::hot_round") == 9 + 8 + 3, check.stdout
+    rounds = 50
+    proc = subprocess.Popen([str(rust_mirror), "hot", "-rounds", str(rounds)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with tracing(tmp_path, "--binary", rust_mirror) as session:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            truth = json.loads(proc.stdout.readline())
+            time.sleep(1.0)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert session.exit == 0, session.stderr
+    lost = re.search(r"(\d+) lost", session.stderr)
+    seen: dict[str, list[float]] = {}
+    for x in session.lines:
+        seen.setdefault(x["metric"], []).append(x["value"])
+    for metric in ("hot_total", "hot_gauge", "hot_int_gauge"):
+        assert seen.get(metric), (metric, session.stderr)
+        if lost is not None and lost.group(1) == "0":  # every update a line
+            assert len(seen[metric]) == truth["updates"][metric], metric
+    # each value one the program had: the counter's rising to its own, the gauge's set
+    # values, the int gauge's never past its own
+    assert seen["hot_total"] == sorted(set(seen["hot_total"]))
+    assert max(seen["hot_total"]) <= truth["hot_total"]
+    assert all(v == int(v) and 0 <= v < 8 * rounds for v in seen["hot_gauge"])
+    assert max(seen["hot_int_gauge"]) <= truth["hot_int_gauge"]
+    if lost is None or lost.group(1) != "0":  # a burst past the ring buffer: said
+        return
+    assert seen["hot_total"][-1] == truth["hot_total"]
+    assert truth["hot_gauge"] in seen["hot_gauge"]
+    assert seen["hot_int_gauge"][-1] == truth["hot_int_gauge"]

@@ -104,7 +104,7 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
         number, store = _NUMBERS[m.group(1)], m.group(2) == "set"
         insns = b.instructions(where)
         hits = [n for n in indices(insns, ranges) if _is_update(insns[n], number, store)]
-        if len(hits) == 1 and insns[hits[0]].address in found:
+        if hits and all(insns[h].address in found for h in hits):
             continue  # a copy nested in another (Value::inc holds Value::inc_by)
         chain = list(_chain(die, b))
         caller = next((o for o in map(_OWNER.match, chain) if o), None)
@@ -115,15 +115,21 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
             op = "flush"  # GenericLocalCounter::flush's inc_by of the local sum
         owner = _self_type(b, die)
         field = member(b, owner, "val")
-        if owner is None or field is None or len(hits) != 1:
+        # One update instruction a copy; several where the compiler unrolled the loop
+        # around the call: each an update of the same field (at one displacement from
+        # its register), a site each.
+        fields = {(mem_reg(insns[h]) or ("", 0))[1] for h in hits}
+        if owner is None or field is None or len(fields) != 1:
             why = "no DWARF type for its Value" if owner is None else \
-                f"{len(hits)} update instructions in its code"
+                f"{len(hits)} update instructions of {len(fields)} fields in its code" \
+                if hits else "no update instruction noop knows in its code"
             missed.append((ranges, f"{kind}.{op} inlined into {shown(where)} at "
                            f"{ranges[0][0]:#x} "
                            f"({why})"))
             continue
-        found.setdefault(insns[hits[0]].address,
-                         _found(kind, op, number, where, insns, hits[0], owner, field))
+        for h in hits:
+            found.setdefault(insns[h].address,
+                             _found(kind, op, number, where, insns, h, owner, field))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
         frame = _frame(b, b.dwarf.parent(die))  # HistogramCore::observe
         _counted(b, found, missed, "observe", where, ranges, frame, _self_type(b, frame))
@@ -151,7 +157,9 @@ def _counted(b: Binary, found: dict[int, Found],
             and insns[n].mnemonic == "xadd" and mem_reg(insns[n]) is not None]
     if core is None or count is None or len(hits) != 1:
         why = "no DWARF type for its HistogramCore" if core is None else \
-            "no lock xadd on shard_and_count"
+            "no lock xadd on shard_and_count" if not hits else \
+            f"{len(hits)} lock xadds on shard_and_count (an unrolled loop): its sum's " \
+            "swaps are not told apart"
         missed.append((ranges, f"histogram.{op} inlined into "
                        f"{b.functions.display_name(where)} at "
                        f"{ranges[0][0]:#x} ({why})"))

@@ -25,6 +25,11 @@
 //!   all along; exits or becomes /bin/sleep when told. Prints `ready` once its first
 //!   objects exist.
 //!
+//! - `hot` (`-rounds N`): once a line arrives on stdin, updates in loops the compiler
+//!   unrolls (a counter's inc nine times, a gauge set eight times, an int gauge added
+//!   0 to 3), N rounds; then prints `{"hot_total": .., "hot_gauge": .., "hot_int_gauge":
+//!   ..}` and the updates made of each.
+//!
 //! Every mode serves GET /metrics (all its registries, gathered) and GET /step.
 
 use std::collections::HashMap;
@@ -406,6 +411,36 @@ fn hostile(args: &[String]) {
     }
 }
 
+#[inline(never)]
+fn hot_round(c: &IntCounter, g: &Gauge, ig: &IntGauge, round: u64) {
+    for _ in 0..9 {
+        std::hint::black_box(c).inc();
+    }
+    for i in 0..8u64 {
+        std::hint::black_box(g).set((round * 8 + i) as f64);
+    }
+    for i in 0..4i64 {
+        std::hint::black_box(ig).add(i);
+    }
+}
+
+fn hot(args: &[String]) {
+    let rounds: u64 = flag(args, "rounds", 200);
+    let c = prometheus::register_int_counter!("hot_total", "Nine a round.").unwrap();
+    let g = prometheus::register_gauge!("hot_gauge", "Set eight times a round.").unwrap();
+    let ig = prometheus::register_int_gauge!("hot_int_gauge", "Six a round.").unwrap();
+    println!("ready");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    for round in 0..rounds {
+        hot_round(&c, &g, &ig, round);
+        thread::sleep(Duration::from_millis(2));
+    }
+    println!("{{\"hot_total\": {}, \"hot_gauge\": {}, \"hot_int_gauge\": {}, \
+              \"updates\": {{\"hot_total\": {}, \"hot_gauge\": {}, \"hot_int_gauge\": {}}}}}",
+             c.get(), g.get(), ig.get(), 9 * rounds, 8 * rounds, 3 * rounds);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -413,8 +448,9 @@ fn main() {
         Some("members") => members(&args[1..]),
         Some("torn") => torn(&args[1..]),
         Some("hostile") => hostile(&args[1..]),
+        Some("hot") => hot(&args[1..]),
         _ => {
-            eprintln!("usage: mirror full|members|torn|hostile [flags]");
+            eprintln!("usage: mirror full|members|torn|hostile|hot [flags]");
             std::process::exit(2)
         }
     }
