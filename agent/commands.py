@@ -287,7 +287,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     args.mirror_max_series)
     opts = daemon.Options(made, plan, not args.config, args.listen,
                           web, xmm_helper_available(), resolved, args.max_overhead,
-                          args.budget_window, mirror=mirror, choice=choice)
+                          args.budget_window, mirror=mirror, choice=choice,
+                          debuginfo=args.debuginfo)
     return daemon.Daemon(opts).run()
 
 

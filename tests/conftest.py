@@ -80,6 +80,17 @@ def rust_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "librust-prometheus-dev")
 
 
+@pytest.fixture(scope="session")
+def rust_mirror_mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with debug = 1 for the program's own crate and 2 for the prometheus
+    crate: the crate's types described, the program's vtables and the generic metrics
+    it instantiates not."""
+    return _cargo_build(tmp_path_factory, PROGRAMS / "rust" / "mirror", "prometheus-0.13.*",
+                        "librust-prometheus-dev",
+                        config=("profile.release.package.prometheus.debug=2",),
+                        name="mirror-mixed", debug="1")
+
+
 @pytest.fixture(scope="session", params=LINES_BUILDS)
 def lines_program(request: pytest.FixtureRequest, go_lines: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
@@ -240,30 +251,35 @@ def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate: str,
-                 package: str, **profile: str) -> Path:
+                 package: str, config: tuple[str, ...] = (), name: str = "",
+                 **profile: str) -> Path:
     """A cargo project's release build (debug info: its profile, or ``profile``'s
-    settings), from Debian's packaged crates, offline (its .cargo/config.toml), built
-    from a copy (its Cargo.lock stays there); ``crate``: the registry's crate it needs
-    (a glob of its directory), ``package``: the Debian package that has it."""
+    settings, and ``config``'s ``--config KEY=VALUE``s), from Debian's packaged crates,
+    offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays there);
+    ``crate``: the registry's crate it needs (a glob of its directory), ``package``: the
+    Debian package that has it; ``name``: the copy's directory (default: the
+    project's)."""
     need(next(Path("/usr/share/cargo/registry").glob(crate), None),
          f"Debian's {crate.split('-')[0]} crate ({package})")
     settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
     cargo, rustc = installed("cargo"), installed("rustc")
     environment = builds.environment(cargo, rustc, RUSTC=str(rustc), **settings)
     inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": environment,
-              "sources": builds.tree(project), "libraries": builds.packages("librust-*")}
+              "sources": builds.tree(project), "libraries": builds.packages("librust-*"),
+              **({"config": list(config)} if config else {})}
 
     def make(d: Path) -> None:
         src = d / "src" / project.name
         shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
         env = {**environment, "CARGO_TARGET_DIR": str(d / "target"),
                "CARGO_HOME": str(d / "cargo-home")}
-        run_build([str(cargo), "build", "--release", "--offline", "--quiet"], cwd=src, env=env)
+        run_build([str(cargo), "build", "--release", "--offline", "--quiet",
+                   *(f for c in config for f in ("--config", c))], cwd=src, env=env)
         shutil.copy2(d / "target" / "release" / project.name, d / project.name)
         for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files
             shutil.rmtree(d / scratch)
 
-    out = tmp_path_factory.mktemp(project.name) / "target" / "release" / project.name
+    out = tmp_path_factory.mktemp(name or project.name) / "target" / "release" / project.name
     return builds.kept(project.name, inputs, make, out)
 
 

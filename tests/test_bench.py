@@ -59,7 +59,8 @@ def _check_runs(result: bench.Result, op: str) -> None:
             assert r.final == wl.expected_final(op, r.calls)
 
 
-@pytest.mark.parametrize("kind, op", [("go", "counter.Inc"), ("c", "func")])
+@pytest.mark.parametrize("kind, op", [("go", "counter.Inc"), ("c", "func"),
+                                      ("rust", "counter.inc")])
 def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
                                     kind: str, op: str) -> None:
     result = bench.run(workloads[kind], op, wl.workload_function(kind, op),
@@ -76,7 +77,7 @@ def test_bpftrace_counts_every_call(workloads: dict[str, Path], tracefs: None,
     assert "hits differ" not in table
 
 
-@pytest.mark.parametrize("op", wl.OPS)
+@pytest.mark.parametrize("op", wl.GO_OPS)
 def test_go_final_values(workloads: dict[str, Path], op: str) -> None:
     """Every op ends at the value its calls imply, as the program reads its own metric."""
     result = bench.run(workloads["go"], op, wl.workload_function("go", op), [arms.NONE],
@@ -85,6 +86,17 @@ def test_go_final_values(workloads: dict[str, Path], op: str) -> None:
     assert run.calls == 3000
     assert run.final == wl.expected_final(op, 3000)
     assert result.arms[0].added_ns == 0 and result.baseline is None
+
+
+@pytest.mark.parametrize("op", wl.RUST_OPS)
+def test_rust_final_values(workloads: dict[str, Path], op: str) -> None:
+    """Every op of the Rust workload (the prometheus crate's updates) ends at the value
+    its calls imply, as the program reads its own metric."""
+    result = bench.run(workloads["rust"], op, wl.workload_function("rust", op), [arms.NONE],
+                       3, 1000, repeats=1)
+    (run,) = result.arms[0].runs
+    assert run.calls == 3000
+    assert run.final == wl.expected_final(op, 3000)
 
 
 def test_arms_rotate_and_report_hits(workloads: dict[str, Path]) -> None:
@@ -122,7 +134,7 @@ def test_site_is_noops_own(workloads: dict[str, Path]) -> None:
 
 def test_mistakes_are_errors(tmp_path: Path, workloads: dict[str, Path]) -> None:
     with pytest.raises(NotFound):
-        wl.build_workload("rust", tmp_path)
+        wl.build_workload("fortran", tmp_path)
     with pytest.raises(NotFound):
         wl.workload_function("c", "counter.Inc")
     with pytest.raises(NotFound):

@@ -26,8 +26,12 @@ from oracles.gdb import field_offsets
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
+def _parsed(page: str) -> dict[Key, float]:
+    return {(n, tuple(sorted(labels))): v for (n, labels), v in samples(page).items()}
+
+
 def _theirs(url: str) -> dict[Key, float]:
-    return {(n, tuple(sorted(labels))): v for (n, labels), v in samples(get(url)).items()}
+    return _parsed(get(url))
 
 
 def _mine(page: str, pid: int) -> dict[Key, float]:
@@ -64,24 +68,35 @@ def _lint(page: str) -> None:
         lint.stdout + lint.stderr
 
 
-def test_noop_run_serves_every_sample_of_the_programs_own_page(
-        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
-    proc = subprocess.Popen([str(rust_mirror), "full", "-vec", "300"], stdout=subprocess.PIPE,
+def _full(binary: Path, tmp_path: Path, vec: int, *noop: str | Path, served: int = 3,
+          ready: str | None = None) -> tuple[str, str, int, str]:
+    """The program's ``full`` mode and ``noop run --binary`` on it (``noop``: more of its
+    flags), the program scraped ``served`` times as Prometheus would, then both pages:
+    the program's, noop's, the program's pid and noop's log."""
+    proc = subprocess.Popen([str(binary), "full", "-vec", str(vec)], stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdout is not None
     url = f"http://{proc.stdout.readline().split()[1]}/metrics"
-    agent = start("--binary", rust_mirror, cache=tmp_path / "cache")
     try:
-        _served(url)
-        theirs_page = get(url)
-        page = get(agent.url + "/metrics")
+        agent = start("--binary", noop[0] if noop else binary, *noop[1:],
+                      cache=tmp_path / "cache", **({"ready": ready} if ready else {}))
+        try:
+            _served(url, served)
+            theirs, page = get(url), get(agent.url + "/metrics")
+        finally:
+            log = stopped(agent)
     finally:
         proc.terminate()
         proc.wait()
-        log = stopped(agent)
+    return theirs, page, proc.pid, log
+
+
+def test_noop_run_serves_every_sample_of_the_programs_own_page(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    theirs_page, page, pid, log = _full(rust_mirror, tmp_path, 300)
     assert "Traceback" not in log, log
-    theirs = {(n, tuple(sorted(labels))): v for (n, labels), v in samples(theirs_page).items()}
-    mine = _mine(page, proc.pid)
+    theirs = _parsed(theirs_page)
+    mine = _mine(page, pid)
     assert mine.keys() == theirs.keys(), sorted(set(mine) ^ set(theirs))[:10]
     wrong = {k: (v, theirs[k]) for k, v in mine.items() if v != theirs[k]}
     assert not wrong, list(wrong.items())[:10]
@@ -106,20 +121,9 @@ def test_memory_alone_finds_the_registries_statics_hold(
     """``--mirror memory`` (no BPF at all): the default registry and the ``OnceLock``
     and ``LazyLock`` ones, found through the statics; the one only a local holds is not
     (the probe where the program gathers it is what finds it)."""
-    proc = subprocess.Popen([str(rust_mirror), "full", "-vec", "3"], stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None
-    url = f"http://{proc.stdout.readline().split()[1]}/metrics"
-    agent = start("--binary", rust_mirror, "--mirror", "memory", cache=tmp_path / "cache",
-                  ready="ready: mirroring")
-    try:
-        _served(url, 2)
-        theirs = _theirs(url)
-        mine = _mine(get(agent.url + "/metrics"), proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait()
-        stopped(agent)
+    theirs_page, page, pid, _log = _full(rust_mirror, tmp_path, 3, rust_mirror, "--mirror",
+                                         "memory", served=2, ready="ready: mirroring")
+    theirs, mine = _parsed(theirs_page), _mine(page, pid)
     statics = {k: v for k, v in theirs.items() if not k[0].startswith("local_")}
     assert mine == statics and len(statics) < len(theirs)
     assert {k[0].split("_")[0] for k in mine} == {"full", "app", "lazy"}
@@ -261,3 +265,38 @@ def test_updates_in_unrolled_loops_are_each_a_site(
     assert seen["hot_total"][-1] == truth["hot_total"]
     assert truth["hot_gauge"] in seen["hot_gauge"]
     assert seen["hot_int_gauge"][-1] == truth["hot_int_gauge"]
+
+
+def test_vtables_without_dwarf_are_named_by_their_drop(
+        rust_mirror_mixed: Path, tmp_path: Path, privileged: None) -> None:
+    """A build whose own crate has debug = 1 and the prometheus crate debug = 2: no
+    vtable is described, nor the generic metrics the program instantiates. A vtable is
+    named by its drop_in_place<T> where that singles out one type: the histograms (their
+    type is the crate's own) are mirrored, every sample equal to the program's; the
+    counters and gauges are listed as not mirrored, with why; nothing else is served."""
+    theirs_page, page, pid, _log = _full(rust_mirror_mixed, tmp_path, 5)
+    theirs, mine = _parsed(theirs_page), _mine(page, pid)
+    histograms = {k: v for k, v in theirs.items()
+                  if re.fullmatch(r"\w+_(bucket|sum|count)", k[0]) and
+                  k[0].rsplit("_", 1)[0] in ("full_latency_seconds", "lazy_sizes",
+                                             "local_seen_seconds")}
+    assert mine == histograms and len(histograms) > 20
+    assert re.search(r'noop_mirror_unmirrored_collectors\{pid="\d+",target="mirror",'
+                     r'type="prometheus::counter::GenericCounter<prometheus::atomic64::'
+                     r'AtomicU64> \(the binary\'s DWARF has no layout of it\)"\} [1-9]', page)
+    assert 'type="mirror::Custom"' in page
+
+
+def test_a_stripped_build_is_mirrored_through_its_debug_file(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    """The build stripped, its DWARF in a separate file given with --debuginfo: the
+    registries its statics hold are mirrored as from the unstripped build."""
+    stripped, debug = tmp_path / "mirror", tmp_path / "mirror.debug"
+    subprocess.run(["objcopy", "--only-keep-debug", str(rust_mirror), str(debug)], check=True)
+    subprocess.run(["objcopy", "--strip-all", str(rust_mirror), str(stripped)], check=True)
+    theirs_page, page, pid, _log = _full(stripped, tmp_path, 3, stripped, "--debuginfo",
+                                         debug, "--mirror", "memory", served=0,
+                                         ready="ready: mirroring")
+    theirs, mine = _parsed(theirs_page), _mine(page, pid)
+    assert mine == {k: v for k, v in theirs.items() if not k[0].startswith("local_")}
+    assert len(mine) > 20

@@ -62,6 +62,7 @@ class Options:
     window: float = budget.WINDOW  # seconds a probe's cost is held to its budget over
     mirror: bool = False  # the preset: the program's own metrics from its memory too
     choice: Choice = field(default_factory=Choice)  # which of them
+    debuginfo: str | None = None  # the target's separate debug file (--debuginfo)
 
 
 def settled() -> None:
@@ -333,13 +334,14 @@ class Daemon(Following):
         if not self.opts.mirror or not self.plan.targets or \
                 self.plan.targets[0].language not in ("go", "rust"):
             return
-        from agent.presets.mirror.core import Mirror, running
+        from agent.presets.mirror.core import Mirror, library_of, running
 
         t = self.plan.targets[0]
         try:
             # labelled as the preset's meta-metrics are: by the binary's name
             self.mirror = Mirror(Path(t.binary).name, t.binary,
-                                 find=running(t, self.watch.ids), choice=self.opts.choice)
+                                 find=running(t, self.watch.ids), choice=self.opts.choice,
+                                 library=library_of(t.binary, self.opts.debuginfo))
         except NoopError as exc:
             log(f"the program's own metrics are not mirrored: {exc.message} (--mirror both "
                 "probes every update instead)", logs.WARNING)

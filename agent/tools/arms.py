@@ -318,6 +318,11 @@ def _preset(site: Site, default: bool = False) -> Iterator[Attached]:
     plan = presets.plan(site.binary, aggregate=True)
     if default:
         plan = presets.finders_only(plan)
+        if not plan.probes:  # nothing gathers a registry out of line: no BPF, as noop run
+            attached = Attached(where="no probe (the default: no gather to probe)")
+            with _scraped(site, attached, plan.targets[0]):
+                yield attached
+            return
     program = codegen.generate(plan, xmm_helper_available(), mode="run",
                                cookies=attach_cookies())
     op = site.function.rpartition("(*")[2].replace(").", ".")  # (*counter).Add: counter.Add

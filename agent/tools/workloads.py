@@ -70,10 +70,13 @@ def workload_function(kind: str, op: str) -> str:
 
 
 def expected_final(op: str, calls_total: int) -> float:
-    """The metric's final value after ``calls_total`` calls of ``op`` (see go-loop)."""
-    if op == "gauge.Sub":
+    """The metric's final value after ``calls_total`` calls of ``op`` (see go-loop and
+    rust-loop)."""
+    if op in ("gauge.Sub", "gauge.sub"):
         return -2.5 * calls_total
-    return 2.5 * calls_total if op in ("counter.Add", "gauge.Add") else float(calls_total)
+    per = {"counter.Add": 2.5, "gauge.Add": 2.5, "gauge.add": 2.5, "counter.inc_by": 3.0,
+           "fcounter.inc_by": 1.5}.get(op, 1.0)
+    return per * calls_total
 
 
 def build_workload(kind: str, out_dir: Path, base_env: Mapping[str, str] | None = None

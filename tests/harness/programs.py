@@ -82,16 +82,19 @@ def workload(kind: str, out_dir: Path) -> Path:
     """``noop bench``'s workload of ``kind`` (examples/bench), as its own
     ``build_workload`` builds it, kept by its inputs and copied into ``out_dir``."""
     from agent.tools import workloads
-    src = workloads.EXAMPLES / ("go-loop" if kind == "go" else "c-loop")
-    compiler = str(DEBIAN_GO) if kind == "go" else str(installed("gcc"))
-    env = builds.environment(compiler)
+    src = workloads.EXAMPLES / {"go": "go-loop", "c": "c-loop", "rust": "rust-loop"}[kind]
+    compiler = str(DEBIAN_GO) if kind == "go" else str(installed("gcc")) if kind == "c" \
+        else str(installed("cargo"))
+    env = builds.environment(compiler, *((installed("rustc"),) if kind == "rust" else ()))
     inputs = {"tool": builds.tool(compiler), "sources": builds.tree(src),
-              "libraries": builds.packages("golang-*" if kind == "go" else "libc6-dev"),
+              "libraries": builds.packages({"go": "golang-*", "c": "libc6-dev",
+                                            "rust": "librust-*"}[kind]),
               "builder": builds.tree(Path(workloads.__file__)), "env": env}
 
     def make(d: Path) -> None:
         workloads.build_workload(kind, d, env)
         shutil.rmtree(d / ".gocache", ignore_errors=True)  # its own Go build cache
+        shutil.rmtree(d / "rust-target", ignore_errors=True)  # cargo's, hundreds of MB
 
     return builds.kept(src.name, inputs, make, out_dir / src.name)
 

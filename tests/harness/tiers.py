@@ -28,7 +28,7 @@ BUILDING = frozenset({
     "rust_ledger_nodebug", "rust_ledger_lines", "rust_handler", "rust_example",
     "rust_allops", "rust_branches", "rust_churn", "go_churn", "rust_deferred",
     "rust_example_nodebug", "rust_example_lines",
-    "rust_example_unoptimized", "rust_mirror", "rust_mirror_limited",
+    "rust_example_unoptimized", "rust_mirror", "rust_mirror_limited", "rust_mirror_mixed",
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
     "hotloop", "program", "example_image", "noop_image", "small", "same_names",
     "go_formatter", "go_many", "go_locals", "locals_program",

@@ -944,9 +944,10 @@ def running(t: TargetPlan, ids: BuildIds | None = None) -> Callable[[], list[int
     return find
 
 
-def library_of(path: str) -> Library:
+def library_of(path: str, debug: str | None = None) -> Library:
     """The library a binary keeps its metrics with, by its language: client_golang in a
-    Go program, the prometheus crate in a Rust one; NoopError for any other."""
+    Go program, the prometheus crate in a Rust one (its DWARF in ``debug`` when given,
+    else found as for its plan); NoopError for any other."""
     from agent.binary.elf import ElfFile
 
     with ElfFile(path) as elf:
@@ -958,5 +959,5 @@ def library_of(path: str) -> Library:
         return go
     from agent.presets.rust_prometheus.mirror import CrateLibrary
 
-    crate: Library = CrateLibrary(path)
+    crate: Library = CrateLibrary(path, debug)
     return crate

@@ -30,7 +30,7 @@ from agent.binary.dwarf.types import TypeNamer, member_offset
 from agent.errors import NoopError
 from agent.plan import plain
 
-FORMAT = 3  # of the cached layout: a change of what is kept changes it
+FORMAT = 4  # of the cached layout: a change of what is kept changes it
 COLLECTOR = "prometheus::metrics::Collector"
 REGISTRY = "prometheus::registry::Registry"
 _VTABLE = re.compile(r"<(.+) as " + re.escape(COLLECTOR) + r">::\{vtable\}")
@@ -42,6 +42,20 @@ _BUILDERS = {"prometheus::counter::CounterVecBuilder": "counter",
              "prometheus::gauge::GaugeVecBuilder": "gauge"}
 HISTOGRAM = "prometheus::histogram::Histogram"
 _HISTOGRAM_VEC = "prometheus::histogram::HistogramVecBuilder"
+# The crate's collector types, named as rustc names them (each's Kind found by name
+# where no vtable in DWARF names it)
+_U64, _I64, _F64 = (f"prometheus::atomic64::Atomic{n}" for n in ("U64", "I64", "F64"))
+STANDARD = (f"prometheus::counter::GenericCounter<{_U64}>",
+             f"prometheus::counter::GenericCounter<{_F64}>",
+             f"prometheus::gauge::GenericGauge<{_I64}>",
+             f"prometheus::gauge::GenericGauge<{_F64}>", HISTOGRAM,
+             f"prometheus::vec::MetricVec<prometheus::counter::CounterVecBuilder<{_U64}>>",
+             f"prometheus::vec::MetricVec<prometheus::counter::CounterVecBuilder<{_F64}>>",
+             f"prometheus::vec::MetricVec<prometheus::gauge::GaugeVecBuilder<{_I64}>>",
+             f"prometheus::vec::MetricVec<prometheus::gauge::GaugeVecBuilder<{_F64}>>",
+             f"prometheus::vec::MetricVec<{_HISTOGRAM_VEC}>")
+_DROP = re.compile(r"core::ptr::drop_in_place<(.+)>")
+_IMPL = re.compile(r"<(.+) as " + re.escape(COLLECTOR) + r">::")
 _MAX_DEPTH = 12  # members followed from a static to the Registry it holds
 
 
@@ -151,6 +165,10 @@ class Layout:
     vtables: tuple[tuple[int, str], ...]  # link-time vtable address -> the collector type
     holders: tuple[Holder, ...]
     core_size: int
+    # A vtable the DWARF does not describe (the crate that made it built with less debug
+    # info) is named by its first slot, a drop_in_place<T>: link-time address -> every
+    # T whose drop is there (several: identical code folded into one)
+    drops: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 def layout(dwarf: Dwarf, namer: TypeNamer) -> Layout:
@@ -311,6 +329,9 @@ class _Reader:
 
     def layout(self) -> Layout:
         info, abbrev = self.dwarf.raw
+        if not info:
+            raise NoLayout("it has no DWARF types (a build with debug = 0 or 1, or "
+                           "stripped)", "")
         strs = self.dwarf.info.debug_str_sec
         from agent.binary.dwarf.sections import section_bytes
         try:
@@ -351,9 +372,19 @@ class _Reader:
             kinds[name] = kind
             descs = descs or d
             if kind.child and kind.child not in kinds:
-                child = self._child(name, _s)
+                child = self._child(self._collector_type(_s))
                 if child is not None:
                     kinds[kind.child] = child
+        for name in STANDARD:  # the crate's kinds the vtables did not name, by name
+            named = self._kind_named(name) if name not in kinds else None
+            if named is not None:
+                kind, d, t = named
+                kinds[name] = kind
+                descs = descs or d
+                if kind.child and kind.child not in kinds:
+                    child = self._child(t)
+                    if child is not None:
+                        kinds[kind.child] = child
         if descs is None:
             descs = self._descs_by_name()
         return Layout(string, self.namer.size(ptype) or 0, self._vec or string, descs,
@@ -361,7 +392,40 @@ class _Reader:
                       labels_some, label_table,
                       collectors, tuple(sorted(kinds.items())),
                       tuple(sorted((s.address, n) for s, n in vtables)),
-                      tuple(self._holders(found, registry)), size)
+                      tuple(self._holders(found, registry)), size, self._drops())
+
+    def _drops(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """Where each ``core::ptr::drop_in_place<T>`` of a collector type is (the
+        crate's types, and the types with a ``Collector`` impl of their own)."""
+        from agent.binary.demangle import demangle, strip_suffix
+
+        named: dict[int, list[str]] = {}
+        impls: set[str] = set()
+        for sym in self.dwarf.elf.function_symbols():
+            name = strip_suffix(demangle(sym.name) or sym.name)
+            named.setdefault(sym.address, []).append(name)
+            m = _IMPL.match(name)
+            if m:
+                impls.add(m.group(1))
+        out: dict[int, set[str]] = {}
+        for address, names in named.items():
+            for name in names:
+                m = _DROP.fullmatch(name)
+                if m and (m.group(1).startswith("prometheus::") or m.group(1) in impls):
+                    out.setdefault(address, set()).add(m.group(1))
+        return tuple(sorted((a, tuple(sorted(ts))) for a, ts in out.items()))
+
+    def _kind_named(self, name: str) -> tuple[Kind, Descs, DIE] | None:
+        """The Kind of the crate's collector type ``name`` from its DWARF type, found by
+        name, and that type (None: the binary does not describe it)."""
+        from agent.binary.dwarf.lookup import find_type
+        from agent.errors import NotFound
+        try:
+            t = self._strip(find_type(self.dwarf, name))
+        except (NotFound, NoLayout):
+            return None
+        got = self._kind(name, None, t)
+        return (*got, t) if got is not None else None
 
     def _collector_type(self, s: Static) -> DIE | None:
         if s.type < 0:
@@ -370,13 +434,15 @@ class _Reader:
         t = self.dwarf.ref(vt, "DW_AT_containing_type")
         return self.namer.strip(t) if t is not None else None
 
-    def _kind(self, name: str, s: Static) -> tuple[Kind, Descs] | None:
-        """The Kind of collector type ``name`` (None: one noop does not read)."""
+    def _kind(self, name: str, s: Static | None, t: DIE | None = None
+              ) -> tuple[Kind, Descs] | None:
+        """The Kind of collector type ``name`` (None: one noop does not read): of its
+        type ``t``, or of the type vtable ``s`` is of."""
         base, _lt, arg = name.partition("<")
         arg = arg.removesuffix(">")
-        t = None
-        if (base in _SCALARS and arg in _ATOMICS) or name == HISTOGRAM or \
-                base == "prometheus::vec::MetricVec":
+        if t is None and s is not None and ((base in _SCALARS and arg in _ATOMICS)
+                                            or name == HISTOGRAM
+                                            or base == "prometheus::vec::MetricVec"):
             t = self._collector_type(s)
         if t is None:
             return None
@@ -401,9 +467,8 @@ class _Reader:
                         children=shifted, rwlock=lock + state), self._descs(dt)
         return None
 
-    def _child(self, vec: str, s: Static) -> Kind | None:
-        """The Kind of a vec's children, from the vec's own types."""
-        t = self._collector_type(s)
+    def _child(self, t: DIE | None) -> Kind | None:
+        """The Kind of a vec's children, from the vec's own type ``t``."""
         if t is None:
             return None
         _arc, _data, core, _size = self.arc(t, "v")

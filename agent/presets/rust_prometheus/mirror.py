@@ -39,9 +39,6 @@ class CrateLibrary:
             with damage_said(path):
                 dwarf = Dwarf(elf, debuginfo.locate(elf, None, debuginfo.Given(debug)))
                 try:
-                    if not dwarf.raw[0]:
-                        raise NoLayout("it has no DWARF types (a build with debug = 0 or 1, "
-                                       "or stripped)", "")
                     self.layout: Layout = layout(dwarf, TypeNamer(dwarf))
                 except NoLayout as exc:
                     raise NoopError(f"{path}: the prometheus crate's metrics cannot be read "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from agent.live.memory import Damaged, Reads, Unreadable
 from agent.presets.mirror.model import Family, Found, Key, Series, Torn, Unit
-from agent.presets.rust_prometheus.layout import Kind, Layout, Table
+from agent.presets.rust_prometheus.layout import STANDARD, Kind, Layout, Table
 from agent.presets.rust_prometheus.memory import CrateMemory, tables, u64
 
 MAX_COLLECTORS = 1 << 16
@@ -90,6 +90,8 @@ class Walker:
         self.found = found if found is not None else Found()
         self._kinds = dict(layout.kinds)
         self._vtables = dict(layout.vtables)
+        self._drops = dict(layout.drops)
+        self._standard = frozenset(STANDARD)
         self._unit = Unit()
         self._reg: Reg | None = None  # the registry being walked (its prefix, labels)
 
@@ -160,9 +162,14 @@ class Walker:
         reg = reg if isinstance(reg, Reg) else Reg(0, (0, 0), "", ())
         self._unit = unit = Unit()
         name = self._vtables.get(itab - self.mem.bias)
-        kind = self._kinds.get(name) if name is not None else None
         try:
-            if kind is None:
+            if name is None:
+                name = self._by_drop(itab)
+            kind = self._kinds.get(name) if name is not None else None
+            if kind is None and name is not None and name.startswith("prometheus::") and \
+                    name in self._standard:
+                self._unmirrored(f"{name} (the binary's DWARF has no layout of it)")
+            elif kind is None:
                 self._unmirrored(name or UNDESCRIBED)
             elif kind.children is not None:
                 self._vec(data, kind, reg, id_)
@@ -173,6 +180,18 @@ class Walker:
         except Unreadable as exc:
             self.found.damaged.append(exc.message)
         return unit
+
+    def _by_drop(self, vtable: int) -> str:
+        """The collector type of a vtable the DWARF does not describe, by its first
+        slot (its drop_in_place<T>, as relocated in memory): T where one type's drop is
+        there; else why it is not named (several types' folded into one, or none)."""
+        drop = self.mem.word(vtable) - self.mem.bias
+        types = self._drops.get(drop, ())
+        if len(types) == 1:
+            return types[0]
+        if types:
+            return f"one of {len(types)} types whose drop is one function ({types[0]}, ...)"
+        return UNDESCRIBED
 
     def _unmirrored(self, name: str) -> None:
         self.found.unmirrored[name] = self.found.unmirrored.get(name, 0) + 1
