@@ -182,7 +182,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _coverage(args: argparse.Namespace) -> int:
     """``noop check --binary B --coverage [--url URL]``: what noop run serves of a
-    running Go program's own page."""
+    running Go or Rust program's own page."""
     if not args.binary or args.config:
         raise NoopError("noop check --coverage reads a running Go program's metrics",
                         "give --binary (and --pid, or let noop find its process)")
@@ -193,15 +193,17 @@ def _coverage(args: argparse.Namespace) -> int:
         t = presets.plan(args.binary, args.pid, True, args.debuginfo).targets[0]
     except NoMetrics as exc:  # its runtime's and process's series all the same
         t, client_golang = exc.target, False
-    if t.language != "go":
-        raise NoopError(f"{args.binary} is not a Go program: its own metrics are not "
-                        "mirrored", "--coverage reads client_golang's metrics")
+    if t.language not in ("go", "rust"):
+        raise NoopError(f"{args.binary} is neither a Go nor a Rust program: its own "
+                        "metrics are not mirrored", "--coverage reads client_golang's and "
+                        "the prometheus crate's metrics")
     from agent.presets.mirror.core import running
     from agent.tools import coverage
     pids = [args.pid] if args.pid else sorted(running(t)())
     if not pids:
         raise NoopError(f"no process runs {args.binary}", "start it, or give --pid")
-    data = coverage.coverage(t.binary, pids[0], args.url, client_golang)
+    data = coverage.coverage(t.binary, pids[0], args.url, client_golang, t.language,
+                             args.debuginfo)
     return _emit(args, data, coverage.render)
 
 

@@ -300,3 +300,30 @@ def test_a_stripped_build_is_mirrored_through_its_debug_file(
     theirs, mine = _parsed(theirs_page), _mine(page, pid)
     assert mine == {k: v for k, v in theirs.items() if not k[0].startswith("local_")}
     assert len(mine) > 20
+
+
+def test_coverage_says_what_is_mirrored_and_why_not(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    """``noop check --coverage --url`` on a Rust program: the families of the registries
+    its statics hold mirrored whole, those of the one only ``main`` holds not, with why
+    (check loads no probe to find it)."""
+    import json
+
+    proc = subprocess.Popen([str(rust_mirror), "full", "-vec", "3"], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    url = f"http://{proc.stdout.readline().split()[1]}/metrics"
+    try:
+        done = run("check", "--binary", rust_mirror, "--pid", str(proc.pid), "--coverage",
+                   "--url", url, "--json", cache=tmp_path / "cache")
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert done.returncode == 0, done.stderr
+    rows = {r["family"]: r for r in json.loads(done.stdout)["page"]["families"]}
+    for family in ("full_requests_total", "app_label_gauge", "lazy_bytes_total",
+                   "full_latency_seconds"):
+        assert rows[family]["status"] == "mirrored", rows[family]
+    for family in ("local_calls_total", "local_seen_seconds"):
+        assert rows[family]["status"] == "not" and "gathers" in rows[family]["why"], \
+            rows[family]

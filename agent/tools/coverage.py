@@ -1,4 +1,4 @@
-"""What ``noop run --binary`` will serve of a running Go program's own page
+"""What ``noop run --binary`` will serve of a running Go or Rust program's own page
 (``noop check --binary B --coverage [--url URL]``): each family noop serves from the
 program's memory and /proc, each collector it does not read, and, given the program's
 own /metrics, each family of that page as mirrored, partly mirrored or not, with the
@@ -23,12 +23,13 @@ _WHY = ((re.compile(r"go_.+"), "the Go collector's: a series of the runtime/metr
 _LABEL = re.compile(rb'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
-def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
-             ) -> dict[str, Any]:
+def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
+             language: str = "go", debug: str | None = None) -> dict[str, Any]:
     """What noop serves of process ``pid`` running ``binary`` (and, with ``url``, of
-    the program's own page); ``client_golang``: whether the program has metrics of
-    client_golang's to mirror (else its runtime's and process's series only)."""
-    from agent.presets.mirror.core import Mirror
+    the program's own page); ``client_golang``: whether a Go program has metrics of
+    client_golang's to mirror (else its runtime's and process's series only); a Rust
+    program's, the prometheus crate's (its DWARF in ``debug`` when given)."""
+    from agent.presets.mirror.core import Mirror, library_of
 
     name = Path(binary).name
     runtimes = goseries.Runtimes()
@@ -38,13 +39,16 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
         unread: dict[str, int] = {}
         funcs: set[str] = set()
     else:
-        mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid])
+        mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid],
+                        library=library_of(binary, debug))
         try:
             got = mirror.blocks()
             pids = mirror.pids()
             blocks = [*(got.split() if isinstance(got, Bundle) else got), *processes.blocks(
-                [processes.Target(name, pids, mirror.collectors)]), *goseries.blocks(
-                [goseries.Target(name, binary, pids, mirror.go_collectors)], runtimes)]
+                [processes.Target(name, pids, mirror.collectors)])]
+            if language == "go":
+                blocks += goseries.blocks(
+                    [goseries.Target(name, binary, pids, mirror.go_collectors)], runtimes)
             health = {m.name: m for m in mirror.collect()}
             funcs = mirror.funcs(pid)
         finally:
@@ -76,7 +80,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
         status = "mirrored" if have == len(keys) else "partly" if have else "not"
         rows.append({"family": family, "type": kind, "series": len(keys), "mirrored": have,
                      "status": status, "why": "" if status == "mirrored" else
-                     _why(family, status, unread, funcs)})
+                     _why(family, status, unread, funcs, language)})
     refused = runtimes.refused.get(binary)
     for r in rows:  # the runtime's numbers not read at all: why
         if refused and r["status"] == "not" and str(r["family"]).startswith("go_"):
@@ -86,7 +90,8 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True
     return out
 
 
-def _why(family: str, status: str, unread: dict[str, int], funcs: set[str]) -> str:
+def _why(family: str, status: str, unread: dict[str, int], funcs: set[str],
+         language: str = "go") -> str:
     for pattern, why in _WHY:
         if pattern.fullmatch(family):
             return why
@@ -95,6 +100,11 @@ def _why(family: str, status: str, unread: dict[str, int], funcs: set[str]) -> s
     if status == "partly":
         return "some series were not members when read (made or deleted since), or " \
             "past --mirror-max-series"
+    if language == "rust":
+        kinds = ", ".join(sorted(unread))
+        return "in a registry no static holds (noop run finds it through its probe where " \
+            "the program gathers one; check loads none)" + \
+            (f", or made by a collector noop does not read ({kinds})" if kinds else "")
     kinds = ", ".join(sorted(t.rsplit(".", 1)[-1] for t in unread
                              if t.rsplit(".", 1)[-1] not in ("goCollector", "valueFunc")))
     return f"made by a collector of the program's own ({kinds or 'none found'}): its " \
