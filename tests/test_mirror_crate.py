@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from harness.metrics import get, samples
 from harness.noop import run, start, stopped
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracles.gdb import field_offsets
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
@@ -327,3 +329,40 @@ def test_coverage_says_what_is_mirrored_and_why_not(
     for family in ("local_calls_total", "local_seen_seconds"):
         assert rows[family]["status"] == "not" and "gathers" in rows[family]["why"], \
             rows[family]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from([0, 1, 3, 7, 15, 31, 2, 6, 1 << 40]), st.integers(0, 40),
+       st.integers(0, 64), st.binary(min_size=0, max_size=1200), st.booleans())
+def test_a_table_of_any_bytes_is_read_or_said_damaged(mask: int, items: int, at: int,
+                                                      body: bytes, aligned: bool) -> None:
+    """hashbrown's tables read from memory whatever their bytes (a table freed and its
+    memory given to another object, a read mid-resize, a header read as another's): the
+    buckets of a table whose header and control bytes agree, or Damaged, never another
+    error, never other than ``items`` buckets of the bucket's size."""
+    import struct
+
+    from agent.live.memory import Damaged, Reads
+    from agent.presets.rust_prometheus.layout import Table
+    from agent.presets.rust_prometheus.memory import tables
+
+    t = Table(ctrl=0, mask=8, items=24, k0=32, k1=40, size=24, key=0, value=8)
+    ctrl = 0x2000 + 8 * at + (0 if aligned else 3)
+    head = struct.pack("<QQQQQQ", ctrl, mask, 0, items, 7, 9)
+
+    class Fake:
+        """Memory of a header at 0x1000 and ``body`` at 0x2000."""
+
+        def read_many(self, ranges: list[tuple[int, int]]) -> list[bytes | None]:
+            out: list[bytes | None] = []
+            for a, n in ranges:
+                base, data = (0x1000, head) if 0x1000 <= a < 0x2000 else (0x2000, body)
+                out.append(data[a - base:a - base + n] if a >= base and
+                           a + n <= base + len(data) else None)
+            return out
+
+    got = tables([(0x1000, t)], Reads(Fake()))[0]  # type: ignore[arg-type]
+    if not isinstance(got, Damaged):
+        keys, buckets = got
+        assert keys == (7, 9)
+        assert len(buckets) == items and all(len(b) == t.size for b in buckets)
