@@ -506,8 +506,8 @@ class Walker:
         if kind:
             self._family(node.family, help_, kind)
         pairs = gm.map_pairs([(node.header, node.type)], Reads(gm.memory))[0]
-        if isinstance(pairs, Damaged):
-            raise pairs
+        if isinstance(pairs, Damaged):  # written while read: the collector walked again
+            raise Torn(pairs.message, "")  # at a scrape, not kept without its children
         for key, value in pairs:
             data, n, _cap = _THREE.unpack(value)
             if n > 1 << 16 or (n and not data):

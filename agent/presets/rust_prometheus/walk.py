@@ -28,6 +28,7 @@ from agent.presets.rust_prometheus.layout import STANDARD, Kind, Layout, Table
 from agent.presets.rust_prometheus.memory import CrateMemory, tables, u64
 
 MAX_COLLECTORS = 1 << 16
+TRIES = 4  # reads of a table being written before the walk leaves it for later
 _MASK = (1 << 64) - 1
 _SEPARATOR = b"\xff"
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -102,10 +103,7 @@ class Walker:
         collectors' hasher keys), only while its map is still that one."""
         lay, mem = self.layout, self.mem
         core = address + lay.core
-        got = tables([(core, lay.collectors)], Reads(mem.memory))[0]
-        if isinstance(got, Damaged):
-            raise got
-        keys, buckets = got
+        keys, buckets = self._table(core, lay.collectors)
         if was is not None and keys != tuple(was):
             return
         if u64(mem.memory.read(address, 8), 0) == 0:
@@ -118,6 +116,17 @@ class Walker:
             id_, data, vtable = u64(raw, t.key), u64(raw, t.value), u64(raw, t.value + 8)
             with contextlib.suppress(Torn):  # left out: a scrape walks it alone
                 reg.units[(id_, vtable, data)] = self.unit(vtable, data, id_, reg)
+
+    def _table(self, at: int, t: Table) -> tuple[tuple[int, int], list[bytes]]:
+        """The table at ``at``, read again while it is being written (its full buckets
+        not as many as its items); Damaged after ``TRIES`` reads."""
+        last = Damaged(f"a table at {at:#x} not read", "")
+        for _try in range(TRIES):
+            got = tables([(at, t)], Reads(self.mem.memory))[0]
+            if not isinstance(got, Damaged):
+                return got
+            last = got
+        raise last
 
     def _prefix(self, core: int) -> str:
         lay = self.layout
@@ -177,6 +186,8 @@ class Walker:
                 self._metric(self.mem.word(data + kind.arc), kind, reg, id_)
         except Torn:
             raise
+        except Damaged as exc:  # written while read: not kept, walked again at a scrape
+            raise Torn(exc.message, "") from None
         except Unreadable as exc:
             self.found.damaged.append(exc.message)
         return unit
@@ -265,10 +276,7 @@ class Walker:
             self._unmirrored(f"prometheus::vec::MetricVec of {kind.child}")
             return
         name = self._name(reg, desc.name)
-        got = tables([(core, kind.children)], Reads(self.mem.memory))[0]
-        if isinstance(got, Damaged):
-            raise got
-        keys, buckets = got
+        keys, buckets = self._table(core, kind.children)
         node = Vec(core, keys, kind.children, child, name, desc.help, kind.kind, desc,
                    reg.labels)
         self._unit.vecs.append(node)
@@ -326,8 +334,9 @@ def walk(mem: CrateMemory, layout: Layout, holders: list[int],
     for reg, was in wanted:
         try:
             w.registry(reg, was)
-        except Damaged:  # not a registry (yet): a word that looked like one
-            continue
+        except Damaged as exc:  # not a registry (yet), or one written at every read
+            w.found.damaged.append(exc.message)
+            w.found.considered.discard(reg)  # looked at again by the next look for them
         except Unreadable as exc:
             w.found.damaged.append(exc.message)
     return w.found
