@@ -114,6 +114,8 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         except NoopError as exc:
             exc.exit_code = 2  # the command line named something noop cannot use
             raise
+        if mode in ("memory", "auto") and not _mirrorable(args, plan):
+            args.mirror = mode = "off"  # said: every update is probed instead
         if mode == "memory":
             plan = presets.memory_only(plan)  # the mirror reads every value
         elif mode == "auto":  # the mirror reads every value; a probe finds registries
@@ -123,6 +125,22 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         return plan
     raise NoopError("nothing to probe", "give --binary BIN (the preset for client_golang "
                     "or the prometheus crate) or --config probes.yaml")
+
+
+def _mirrorable(args: argparse.Namespace, plan: Any) -> bool:
+    """Whether a Rust program's metrics can be read from its memory (the crate's layout
+    in its DWARF); when not, said once, and its updates are probed instead (a Go
+    program's: always, as its type descriptors are there)."""
+    if not plan.targets or plan.targets[0].language != "rust":
+        return True
+    from agent.presets.mirror.core import library_of
+    try:
+        library_of(plan.targets[0].binary, args.debuginfo).close()
+    except NoopError as exc:
+        logs.say(f"warning: {exc.message}: every update is probed instead (as --mirror off)",
+                 logs.WARNING)
+        return False
+    return True
 
 
 def _mirror_mode(args: argparse.Namespace) -> str:

@@ -366,3 +366,19 @@ def test_a_table_of_any_bytes_is_read_or_said_damaged(mask: int, items: int, at:
         keys, buckets = got
         assert keys == (7, 9)
         assert len(buckets) == items and all(len(b) == t.size for b in buckets)
+
+
+def test_a_program_whose_crate_layout_is_not_read_is_probed_instead(
+        rust_handler: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--mirror auto`` on a Rust build whose memory noop cannot read the crate's
+    metrics in (here: no prometheus::registry::Registry in its DWARF): said in one line,
+    and every update probed instead rather than nothing served."""
+    import argparse
+    from types import SimpleNamespace
+
+    from agent.commands import _mirrorable
+
+    plan = SimpleNamespace(targets=[SimpleNamespace(language="rust", binary=str(rust_handler))])
+    assert not _mirrorable(argparse.Namespace(debuginfo=None), plan)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "Registry" in line and "every update is probed instead" in line
