@@ -58,11 +58,7 @@ def _unit(info: bytes, strs: bytes, u: scan._Unit,
     skip = scan._skip
     while pos < end:
         at = pos
-        code = info[pos]
-        if code < 0x80:
-            pos += 1
-        else:
-            code, pos = uleb128(info, pos)
+        code, pos = uleb128(info, pos)
         if code == 0:
             if scopes:
                 scopes.pop()
