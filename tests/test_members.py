@@ -88,7 +88,7 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     binary = command[0]
     seed = 0x9E3779B97F4A7C15
     # the Rust program at the Go program's pace (Go's 200 µs sleeps take ~1 ms here)
-    pace = ("-pace", "1000") if version == "rust" else ()
+    pace = ("-pace", "700") if version == "rust" else ()
     proc = subprocess.Popen([*command, "-seed", str(seed), "-ids", str(ids), "-every",
                              str(EVERY), *pace,
                              *(("-collide", ",".join(COLLIDING)) if collide else ())],

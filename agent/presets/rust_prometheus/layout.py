@@ -30,7 +30,7 @@ from agent.binary.dwarf.types import TypeNamer, member_offset
 from agent.errors import NoopError
 from agent.plan import plain
 
-FORMAT = 4  # of the cached layout: a change of what is kept changes it
+FORMAT = 5  # of the cached layout: a change of what is kept changes it
 COLLECTOR = "prometheus::metrics::Collector"
 REGISTRY = "prometheus::registry::Registry"
 _VTABLE = re.compile(r"<(.+) as " + re.escape(COLLECTOR) + r">::\{vtable\}")
@@ -131,7 +131,6 @@ class Kind:
     # vecs
     child: str = ""
     children: Table | None = None
-    rwlock: int = -1  # the children's lock's state word
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +153,6 @@ class Layout:
     descs: Descs
     core: int  # RegistryCore in ArcInner<RwLock<RegistryCore>>
     registry_arc: int  # the Arc pointer in a Registry
-    rwlock: int  # the registry's lock's state word in the ArcInner
     prefix: tuple[int, int, int]  # Option<String>: discriminant at, its size, None's value
     prefix_some: int  # the String in the Some
     labels: tuple[int, int, int]  # Option<HashMap<String, String>>, the same
@@ -164,7 +162,6 @@ class Layout:
     kinds: tuple[tuple[str, Kind], ...]
     vtables: tuple[tuple[int, str], ...]  # link-time vtable address -> the collector type
     holders: tuple[Holder, ...]
-    core_size: int
     # A vtable the DWARF does not describe (the crate that made it built with less debug
     # info) is named by its first slot, a drop_in_place<T>: link-time address -> every
     # T whose drop is there (several: identical code folded into one)
@@ -346,8 +343,7 @@ class _Reader:
         except NotFound:
             raise NoLayout("the binary's DWARF has no prometheus::registry::Registry type",
                            "") from None
-        arc_at, core_in, rw, size = self.arc(registry, "r")
-        lock, _t = self.at(rw, "raw")
+        arc_at, core_in, rw, _size = self.arc(registry, "r")
         data, core = self.at(rw, "data.value")
         p_at, p_t = self.at(core, "prefix")
         (where, size, none), some, ptype = self.option(p_t)
@@ -388,11 +384,10 @@ class _Reader:
         if descs is None:
             descs = self._descs_by_name()
         return Layout(string, self.namer.size(ptype) or 0, self._vec or string, descs,
-                      core_in + data, arc_at, core_in + lock, prefix, prefix_some, labels,
-                      labels_some, label_table,
-                      collectors, tuple(sorted(kinds.items())),
+                      core_in + data, arc_at, prefix, prefix_some, labels, labels_some,
+                      label_table, collectors, tuple(sorted(kinds.items())),
                       tuple(sorted((s.address, n) for s, n in vtables)),
-                      tuple(self._holders(found, registry)), size, self._drops())
+                      tuple(self._holders(found, registry)), self._drops())
 
     def _drops(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
         """Where each ``core::ptr::drop_in_place<T>`` of a collector type is (the
@@ -456,7 +451,6 @@ class _Reader:
             arc, data, core, size = self.arc(t, "v")
             desc, dt = self.at(core, "desc")
             lock, rw = self.at(core, "children")
-            state, _s = self.at(rw, "raw")
             held, hm = self.at(rw, "data.value")
             table, bucket = self.table(hm)
             child = self.namer.name(self.at(bucket, "__1")[1])
@@ -464,7 +458,7 @@ class _Reader:
             number = "f64" if arg == _HISTOGRAM_VEC else _ATOMICS[p]
             shifted = _moved(table, lock + held)
             return Kind(kind, number, arc, data, desc, -1, size=size, child=child,
-                        children=shifted, rwlock=lock + state), self._descs(dt)
+                        children=shifted), self._descs(dt)
         return None
 
     def _child(self, t: DIE | None) -> Kind | None:

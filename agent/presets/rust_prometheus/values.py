@@ -36,6 +36,8 @@ TRIES = 4  # reads of a value before it is left out of the scrape
 MAX_KEPT = 1 << 17  # histograms whose bounds a Reader keeps
 _COUNT = (1 << 63) - 1
 _I64 = struct.Struct("<q")
+_COUNTS = struct.Struct("<QQ")
+_MAX_COUNT = 1 << 32  # Arc counts past this: not counts (an allocator's pointers)
 _READS = 7  # ranges read of one histogram
 _IN_ONE = IOV_MAX // (2 * _READS + 1)  # histograms read in one system call (twice each)
 
@@ -142,16 +144,17 @@ class Reader:
         return s.address, kind.data + max(kind.val, kind.desc + self.layout.descs.id) + 8
 
     def _unpacker(self, kind: Kind) -> tuple[struct.Struct, str, tuple[int, int, int]]:
-        """How a counter's or gauge's range unpacks: its strong count, its Desc id and
-        its value, in the order they are in it."""
+        """How a counter's or gauge's range unpacks: its Arc counts (16 bytes), its Desc
+        id and its value, in the order they are in it."""
         got = self._unpackers.get(id(kind))
         if got is None:
-            fields = sorted([(0, "Q", 0), (kind.data + kind.desc + self.layout.descs.id, "Q", 1),
+            ids = kind.data + kind.desc + self.layout.descs.id
+            fields = sorted([(0, "16s", 0), (ids, "Q", 1),
                              (kind.data + kind.val, "q" if kind.number == "i64" else "Q", 2)])
             fmt, at = "<", 0
             for off, code, _i in fields:
                 fmt += f"{off - at}x{code}" if off > at else code
-                at = off + 8
+                at = off + struct.calcsize("<" + code)
             _a, size = self._range(Series((), 0, kind, 0))
             fmt += f"{size - at}x" if size > at else ""  # the whole range: a record
             where = {i: n for n, (_o, _c, i) in enumerate(fields)}
@@ -170,7 +173,7 @@ class Reader:
                 out.gone.append(s)
                 continue
             fields = st.unpack_from(raw)
-            if fields[a] == 0 or fields[b] != s.desc:
+            if not _alive(fields[a]) or fields[b] != s.desc:
                 out.gone.append(s)  # freed, or another object at its address
                 continue
             values[s.address] = float_of(fields[c]) if number == "f64" else fields[c]
@@ -194,7 +197,7 @@ class Reader:
         gone: list[Series] = []
         f64 = number == "f64"
         for s, fields in zip(series, st.iter_unpack(joined), strict=True):
-            if fields[a] == 0 or fields[b] != s.desc:
+            if not _alive(fields[a]) or fields[b] != s.desc:
                 gone.append(s)  # freed, or another object at its address
                 continue
             values[s.address] = float_of(fields[c]) if f64 else fields[c]
@@ -241,7 +244,7 @@ class Reader:
             k: Kind = s.type
             head = next(got)
             reads = [next(got) for _i in range(2 * (_READS - _joined(k)))]
-            if head is None or None in reads or u64(head, 0) == 0 or \
+            if head is None or None in reads or not _alive(head[:16]) or \
                     u64(head, k.data + k.desc + ids) != s.desc:
                 out.gone.append(s)  # freed, or another object at its address
                 continue
@@ -310,6 +313,14 @@ class Reader:
                 self._bounds_of.clear()
             self._bounds_of[key] = got
         return got
+
+
+def _alive(counts: bytes) -> bool:
+    """Whether an ArcInner's strong and weak counts (its first 16 bytes) are those of a
+    live object: a freed one's are the allocator's list pointers (glibc's tcache keeps
+    its next pointer and its key there) or 0."""
+    strong, weak = _COUNTS.unpack(counts)
+    return bool(0 < strong < _MAX_COUNT and 0 < weak < _MAX_COUNT)
 
 
 def _joined(k: Kind) -> bool:
