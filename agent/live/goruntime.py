@@ -8,20 +8,24 @@ What is read while the program runs is checked before it is kept: the heap stati
 ring (three generations, one of them zero between the runtime's own reads of it, the
 generation the same before and after), every P's statistics sequence even (no writer
 half-way), ``len(allp)`` = GOMAXPROCS, each P's id its index, the memory the pacer
-counts no more than it has mapped. A read that fails a check is made again, twice at
-most; then the snapshot is Unsettled and nothing of it is served.
+counts no more than it has mapped. A read that fails a check is made again after a
+pause that doubles (a writer the kernel preempted half-way holds its P's sequence odd
+until it runs again: a scheduler tick or more on a loaded host), seven times at most,
+~32 ms in all; then the snapshot is Unsettled and nothing of it is served.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 
 from agent.binary.gometa.runtimevars import CLASS_TO_SIZE, RuntimeVars
 from agent.live.gomemory import GoMemory
 from agent.live.memory import Unreadable
 
-TRIES = 3
+TRIES = 8
+_FIRST_PAUSE = 0.00025  # s; doubled after each failed try
 MAX_P = 1 << 16  # GOMAXPROCS at most (the runtime's own limit is 1 << 31 - 1... of
 # which a real program uses a few hundred)
 _MIN_RUNWAY = 64 << 10  # the pacer's minRunway
@@ -55,7 +59,9 @@ def read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
     """The runtime numbers of the process ``gm`` reads; Unsettled when every try
     failed a check, Unreadable when its memory cannot be read."""
     why = ""
-    for _ in range(TRIES):
+    for i in range(TRIES):
+        if i:
+            time.sleep(_FIRST_PAUSE * (1 << (i - 1)))
         try:
             return _read(gm, rv)
         except Unsettled as exc:
