@@ -168,6 +168,7 @@ def parser() -> argparse.ArgumentParser:
 
     _inspection_commands(add)
     _probing_commands(add)
+    _top_command(add)
     _bench_command(add)
     add("doctor", commands.cmd_doctor, "check that this machine can run noop")
     add("headers", commands.cmd_headers, "prepare kernel headers for BCC", json_flag=False)
@@ -250,6 +251,35 @@ def _probing_commands(add: _Add) -> None:
     sp.add_argument("--web.config.file", dest="web_config", metavar="FILE",
                     help="TLS settings, in the format of Prometheus' web config file")
     _mirror_flag(sp, run=True)
+    _budget_flags(sp)
+
+
+def _top_command(add: _Add) -> None:
+    from agent.top.command import cmd_top
+    from agent.top.model import COLUMNS
+    sp = add("top", cmd_top, "which of a running program's series move fastest, read from "
+             "its memory with no probe on any update path: full screen on a terminal, one "
+             "interval's table otherwise", json_flag=False)
+    _target_flags(sp)
+    sp.add_argument("-d", "--delay", type=_seconds, default=1.0, metavar="SECONDS",
+                    help="seconds between refreshes: the interval rates are taken over "
+                    "(default 1)")
+    sp.add_argument("--once", action="store_true", help="print one interval's table and "
+                    "exit (what noop top does when its output is not a terminal)")
+    sp.add_argument("--json", action="store_true", help="with --once: one JSON object")
+    sp.add_argument("--sort", choices=COLUMNS, default="rate",
+                    help="the column rows are ordered by (default rate: fastest moving "
+                    "first)")
+    sp.add_argument("--reverse", action="store_true", help="the other way round")
+    sp.add_argument("--filter", metavar="PATTERN", help="only the series a glob matches "
+                    "(on the family's name, or on name{labels}), or /a regex/ finds")
+    sp.add_argument("--fold", action="store_true",
+                    help="each family's series as one row (summed)")
+    sp.add_argument("-n", "--limit", type=_count, metavar="N",
+                    help="with --once: the first N rows")
+    sp.add_argument("--probes", action="store_true",
+                    help="also count each series' updates with a uprobe on every update "
+                    "path (a trap per update, under --max-overhead's budget)")
     _budget_flags(sp)
 
 

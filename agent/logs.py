@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 
 ERROR, WARNING, INFO = 3, 4, 6
@@ -24,8 +25,24 @@ def _journal() -> bool:
     return stream == f"{st.st_dev}:{st.st_ino}"
 
 
+# Where noop's lines go instead of stderr while something else owns the terminal (noop
+# top's full screen): each line and its priority.
+sink: Callable[[str, int], None] | None = None
+
+
+# The least urgent priority said (noop top --once: warnings and errors only).
+shown = INFO
+
+
 def say(message: str, priority: int = INFO) -> None:
-    """One line (or several, each prefixed) on stderr."""
+    """One line (or several, each prefixed) on stderr (or to ``sink``, when set)."""
+    if priority > shown:
+        return
+    held = sink
+    if held is not None:
+        for line in message.splitlines() or [""]:
+            held(line, priority)
+        return
     prefix = f"<{priority}>" if _journal() else ""
     text = "".join(f"{prefix}noop: {line}\n" for line in message.splitlines() or [""])
     sys.stderr.write(text)

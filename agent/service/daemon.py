@@ -101,7 +101,8 @@ class Daemon(Following):
         self.costs: Costs | None = None
         self._uncosted = ""  # why costs are not known
         self.run_times: RunTimes | None = None
-        self.mirror: Mirror | None = None
+        self.mirrors: list[Mirror] = []  # the targets' own metrics, from their memory
+        self.unmirrored: dict[str, str] = {}  # targets whose are not: why, by name
         self.runtimes = goseries.Runtimes()  # the go_* series of every Go target
         # events some probes send to another part of noop (``Session.taps``), for every
         # session: the preset's registries gathered go to the mirror once it is there
@@ -325,45 +326,61 @@ class Daemon(Following):
                 self.loaded.close()
             if self.run_times is not None:
                 self.run_times.close()
-            if self.mirror is not None:
-                self.mirror.close()
+            for mirror in self.mirrors:
+                mirror.close()
 
     def _mirror(self) -> None:
-        """The preset on a Go or Rust program: its own metrics mirrored from its memory
-        too (``presets.mirror``), for the processes running its build at each scrape."""
-        if not self.opts.mirror or not self.plan.targets or \
-                self.plan.targets[0].language not in ("go", "rust"):
+        """The preset on a Go or Rust program (``noop top``: on each of its targets): its
+        own metrics mirrored from its memory too (``presets.mirror``), for the processes
+        running its build at each scrape; why a target's are not, kept in
+        ``unmirrored``."""
+        if not self.opts.mirror:
             return
         from agent.presets.mirror.core import Mirror, library_of, running
 
-        t = self.plan.targets[0]
-        try:
-            # labelled as the preset's meta-metrics are: by the binary's name
-            self.mirror = Mirror(Path(t.binary).name, t.binary,
-                                 find=running(t, self.watch.ids), choice=self.opts.choice,
-                                 library=library_of(t.binary, self.opts.debuginfo))
-        except NoopError as exc:
-            log(f"the program's own metrics are not mirrored: {exc.message} (--mirror both "
-                "probes every update instead)", logs.WARNING)
-            return
-        self.registry.register(self.mirror)
-        self.taps[GATHERED] = self.mirror.gathered
+        for i, t in enumerate(self.plan.targets):
+            if t.language not in ("go", "rust"):
+                continue
+            try:
+                # labelled as the preset's meta-metrics are: by the binary's name
+                mirror = Mirror(Path(t.binary).name, t.binary,
+                                find=running(t, self.watch.ids), choice=self.opts.choice,
+                                library=library_of(t.binary,
+                                                   self.opts.debuginfo if not i else None))
+            except NoopError as exc:
+                self.unmirrored[t.name] = exc.message
+                log(f"the program's own metrics are not mirrored: {exc.message} (--mirror "
+                    "both probes every update instead)", logs.WARNING)
+                continue
+            self.mirrors.append(mirror)
+            self.registry.register(mirror)
+        self.taps[GATHERED] = self._gathered
+
+    def _gathered(self, event: Event) -> None:
+        """A registry a target process gathered: to the mirror of its build (each
+        mirror leaves another build's processes alone)."""
+        for mirror in self.mirrors:
+            mirror.gathered(event)
 
     def _served(self, pid: int, address: int) -> tuple[str, str] | None:
         """The name and labels the program serves the metric object at ``address``
         under (a wrapping's prefix and labels applied), as the mirror last read it."""
-        mirror = self.mirror
-        return mirror.served(pid, address) if mirror is not None else None
+        for mirror in self.mirrors:
+            got = mirror.served(pid, address)
+            if got is not None:
+                return got
+        return None
 
-    def _parts(self) -> list[list[Block] | Bundle]:
-        """What /metrics serves after noop's own families: the program's own, mirrored,
-        then every target process's process_* series and every Go target's go_*."""
-        mirror = self.mirror
-        parts: list[list[Block] | Bundle] = [mirror.blocks()] if mirror is not None else []
+    def _parts(self, mirrored: bool = True) -> list[list[Block] | Bundle]:
+        """What /metrics serves after noop's own families: the program's own, mirrored
+        (unless not ``mirrored``), then every target process's process_* series and
+        every Go target's go_*."""
+        parts: list[list[Block] | Bundle] = [m.blocks() for m in self.mirrors] \
+            if mirrored else []
         choice = self.opts.choice  # --mirror-include/--mirror-exclude choose these too
         found: list[Block] = []
         try:
-            now = self._targets(mirror)
+            now = self._targets(self.mirrors)
             found = processes.blocks([p for p, _g in now])
             found += goseries.blocks([g for _p, g in now if g is not None], self.runtimes)
         except (OSError, NoopError) as exc:  # /proc unreadable: the rest is served
@@ -371,7 +388,7 @@ class Daemon(Following):
                 logs.WARNING)
         return [*parts, [b for b in found if choice.wants(b.name.decode())]]
 
-    def _targets(self, mirror: Mirror | None
+    def _targets(self, mirrors: list[Mirror]
                  ) -> list[tuple[processes.Target, goseries.Target | None]]:
         """The targets' processes now: the mirror's own (with what their registries
         hold), the others' from one scan of /proc; a Go target's twice, for its
@@ -381,7 +398,8 @@ class Daemon(Following):
         scan: list[discover.Process] | None = None
         for t in plan.targets:
             go = t.language == "go"
-            if mirror is not None and t.binary == mirror.path:
+            mirror = next((m for m in mirrors if t.binary == m.path), None)
+            if mirror is not None:
                 pids = mirror.pids()
                 out.append((processes.Target(mirror.target, pids, mirror.collectors),
                             goseries.Target(mirror.target, t.binary, pids,

@@ -142,6 +142,23 @@ class _Process:
     members: tuple[Found, list[Vec], Now] | None = None
 
 
+@dataclass
+class Unseen:
+    """What a mirror's processes hold that their pages do not show: collectors it does
+    not read (by type), the families of functions called at each scrape, what could
+    not be read, series past the cap, registries gathered once (shown after their next
+    gather), processes with no registry found yet, processes whose memory noop may not
+    read."""
+
+    unmirrored: dict[str, int] = field(default_factory=dict)
+    funcs: set[str] = field(default_factory=set)
+    damaged: list[str] = field(default_factory=list)
+    capped: int = 0
+    pending: int = 0
+    bare: int = 0
+    refused: int = 0
+
+
 class Mirror:
     """The collector of one target's mirrored metrics. ``follow(pids)`` says which
     processes run its build now; ``close()`` stops the walks."""
@@ -330,6 +347,26 @@ class Mirror:
         scrape (``members``). While the members are those of the last scrape and every
         one of them is read, the page is the last one's with this scrape's values (one
         ``Bundle``, checked once); else a ``Block`` a family."""
+        reads = self._reads()
+        shape = tuple((p.pid, current) for p, current, _read in reads)
+        t = self._template
+        if t is not None and len(t.shape) == len(shape) and \
+                all(a[0] == b[0] and a[1] is b[1] for a, b in zip(t.shape, shape, strict=True)):
+            text = t.fill([read for _p, _c, read in reads])
+            if text is not None:
+                return Bundle(text, t.types, t.owned, lambda: self._blocks(reads))
+        got = self._blocks(reads)
+        self._template = _Template.made(shape, got, reads, self)
+        return got
+
+    def values(self) -> list[tuple[int, Found, Read]]:
+        """What a scrape reads, not written out: each process's families (their series
+        by address) and the values read, by address (``noop top``)."""
+        return [(p.pid, current, read) for p, current, read in self._reads()]
+
+    def _reads(self) -> list[tuple[_Process, Found, Read]]:
+        """A scrape of every process running the build now: its members' families, and
+        their values."""
         if self._find is not None:
             self.follow(self._find())
         with self._lock:
@@ -348,16 +385,7 @@ class Mirror:
             p.torn += len(read.torn)
             p.gone += len(read.gone)
             reads.append((p, current, read))
-        shape = tuple((p.pid, current) for p, current, _read in reads)
-        t = self._template
-        if t is not None and len(t.shape) == len(shape) and \
-                all(a[0] == b[0] and a[1] is b[1] for a, b in zip(t.shape, shape, strict=True)):
-            text = t.fill([read for _p, _c, read in reads])
-            if text is not None:
-                return Bundle(text, t.types, t.owned, lambda: self._blocks(reads))
-        got = self._blocks(reads)
-        self._template = _Template.made(shape, got, reads, self)
-        return got
+        return reads
 
     def _blocks(self, reads: list[tuple[_Process, Found, Read]]) -> list[Block]:
         """A Block a family of what ``reads`` read."""
@@ -415,6 +443,30 @@ class Mirror:
         with self._lock:
             p = self._processes.get(pid)
         return set(p.found.funcs) if p is not None else set()
+
+    def unseen(self) -> Unseen:
+        """What the processes' last scrapes could not show, all processes together."""
+        out = Unseen()
+        with self._lock:
+            processes = list(self._processes.values())
+            out.refused = len(self._refused)
+            pending = {pid: sum(1 for n, _c, _l in seen.values() if n < SERVED_AFTER)
+                       for pid, seen in self._gathered.items()}
+        own = self.library.own_pid_fns()
+        for p in processes:
+            for t, n in p.found.unmirrored.items():
+                out.unmirrored[t] = out.unmirrored.get(t, 0) + n
+            custom = sum(c.kind == "process" and c.pid_fn - p.gm.bias not in own
+                         for c in p.processes)
+            if custom:
+                t = self.library.process_type
+                out.unmirrored[t] = out.unmirrored.get(t, 0) + custom
+            out.funcs |= p.found.funcs
+            out.damaged += p.found.damaged
+            out.capped += p.capped
+            out.pending += pending.get(p.pid, 0)
+            out.bare += bool(p.walked) and not p.found.registries
+        return out
 
     def pids(self) -> list[int]:
         """The processes the last scrape mirrored."""

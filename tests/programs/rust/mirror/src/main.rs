@@ -30,6 +30,14 @@
 //!   0 to 3), N rounds; then prints `{"hot_total": .., "hot_gauge": .., "hot_int_gauge":
 //!   ..}` and the updates made of each.
 //!
+//! - `paced`: as tests/programs/go/paced: series moved at known, steady paces (each
+//!   brought every millisecond to what its pace says it should hold by then):
+//!   hot_total 5,000 incs a second, bulk_total inc_by(100) 10 times a second,
+//!   warm_total 500, requests_total{code="200"} 300 and {code="500"} 30, level set to
+//!   200 a second since start, latency_seconds observing 0.25 200 times a second,
+//!   idle_total 7 once. Prints its pid and `listening ADDR`; answers each line on stdin
+//!   with a JSON object of the counts it made and the seconds since it started.
+//!
 //! Every mode serves GET /metrics (all its registries, gathered) and GET /step.
 
 use std::collections::HashMap;
@@ -441,6 +449,62 @@ fn hot(args: &[String]) {
              c.get(), g.get(), ig.get(), 9 * rounds, 8 * rounds, 3 * rounds);
 }
 
+fn paced() {
+    let hot = prometheus::register_int_counter!("hot_total", "5000 a second.").unwrap();
+    let bulk = prometheus::register_int_counter!("bulk_total", "100, 10 times a second.")
+        .unwrap();
+    let warm = prometheus::register_int_counter!("warm_total", "500 a second.").unwrap();
+    let requests = prometheus::register_int_counter_vec!("requests_total", "By code.",
+                                                         &["code"]).unwrap();
+    let level = prometheus::register_gauge!("level", "200 a second since start.").unwrap();
+    let latency = prometheus::register_histogram!(HistogramOpts::new(
+        "latency_seconds", "0.25, 200 times a second.").buckets(vec![0.1, 0.5, 1.0])).unwrap();
+    let idle = prometheus::register_int_counter!("idle_total", "Never moves.").unwrap();
+    idle.inc_by(7);
+    let (ok, fail) = (requests.with_label_values(&["200"]), requests.with_label_values(&["500"]));
+    let updates: Vec<(&str, f64, Box<dyn Fn() + Send>)> = vec![
+        ("hot_total", 5000.0, Box::new(move || hot.inc())),
+        ("bulk_updates", 10.0, Box::new(move || bulk.inc_by(100))),
+        ("warm_total", 500.0, Box::new(move || warm.inc())),
+        ("requests_200", 300.0, Box::new(move || ok.inc())),
+        ("requests_500", 30.0, Box::new(move || fail.inc())),
+        ("latency_observations", 200.0, Box::new(move || latency.observe(0.25))),
+    ];
+    let done: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; updates.len()]));
+    let names: Vec<&str> = updates.iter().map(|u| u.0).collect();
+    let start = std::time::Instant::now();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    println!("{}", std::process::id());
+    println!("listening {}", listener.local_addr().unwrap());
+    thread::spawn(move || serve(listener));
+    let counts = done.clone();
+    thread::spawn(move || loop {
+        {
+            let mut d = counts.lock().unwrap();
+            let elapsed = start.elapsed().as_secs_f64();
+            for (i, (_, every, update)) in updates.iter().enumerate() {
+                let want = (elapsed * every) as u64;
+                while d[i] < want {
+                    update();
+                    d[i] += 1;
+                }
+            }
+            level.set(((elapsed * 200.0) as u64) as f64);
+        }
+        thread::sleep(Duration::from_millis(1));
+    });
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+        let d = done.lock().unwrap();
+        let mut out = format!("{{\"seconds\": {}", start.elapsed().as_secs_f64());
+        for (name, n) in names.iter().zip(d.iter()) {
+            out += &format!(", \"{name}\": {n}");
+        }
+        println!("{out}}}");
+        line.clear();
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -449,8 +513,9 @@ fn main() {
         Some("torn") => torn(&args[1..]),
         Some("hostile") => hostile(&args[1..]),
         Some("hot") => hot(&args[1..]),
+        Some("paced") => paced(),
         _ => {
-            eprintln!("usage: mirror full|members|torn|hostile|hot [flags]");
+            eprintln!("usage: mirror full|members|torn|hostile|hot|paced [flags]");
             std::process::exit(2)
         }
     }
