@@ -35,12 +35,13 @@ fetch() { "$here/deploy/fetch-retry" "$@"; }
 #    unrelated project and is never installed. iptables: podman's network helper
 #    (netavark) runs it, and --no-install-recommends leaves it out. procps: /bin/kill,
 #    which the systemd unit's ExecReload runs (a minimal Debian lacks it). gcc and
-#    python3-dev build noop's DWARF walk in C (agent/binary/dwarf/_walk.c).
+#    python3-dev build noop's DWARF walk in C (agent/binary/dwarf/_walk.c). tmux: the
+#    real terminal the tests drive noop top's full screen in.
 packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
 	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
-	iptables mmdebstrap procps)
+	iptables mmdebstrap procps tmux)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)

@@ -31,7 +31,7 @@ BUILDING = frozenset({
     "rust_example_unoptimized", "rust_mirror", "rust_mirror_limited", "rust_mirror_mixed",
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
     "hotloop", "program", "example_image", "noop_image", "small", "same_names",
-    "go_formatter", "go_many", "go_locals", "locals_program",
+    "go_formatter", "go_many", "go_locals", "locals_program", "go_paced", "go_paced_119",
 })
 TIERS = ("privileged", "builds", "slow", "fast")
 

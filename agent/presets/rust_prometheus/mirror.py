@@ -35,6 +35,9 @@ class CrateLibrary:
         self.path = path
         with ElfFile(path) as elf:
             self._segments = tuple((s.vaddr, s.offset) for s in elf.segments)
+            # the file's own bytes, where no Arc's allocation is
+            self._image = (min((s.vaddr for s in elf.segments), default=0),
+                           max((s.vaddr + s.filesz for s in elf.segments), default=0))
             self._pie = elf.e_type == 3  # ET_DYN
             with damage_said(path):
                 dwarf = Dwarf(elf, debuginfo.locate(elf, None, debuginfo.Given(debug)))
@@ -52,13 +55,16 @@ class CrateLibrary:
         return open_process(pid, self.path, self._segments, self._pie)
 
     def registries(self, mem: CrateMemory) -> list[int]:
-        """The registries the statics hold now (0: one not made yet)."""
+        """The registries the statics hold now: not one not made yet (0, or a LazyLock's
+        initializer where its value will be: a pointer into the binary's own image, where
+        no Arc is allocated)."""
         holders = self.layout.holders
         got = mem.memory.read_many([(h.address + mem.bias + h.arc, 8) for h in holders])
+        lo, hi = self._image[0] + mem.bias, self._image[1] + mem.bias
         out: list[int] = []
         for raw in got:
             reg = int.from_bytes(raw, "little") if raw is not None else 0
-            if reg and reg not in out:
+            if reg and not lo <= reg < hi and reg not in out:
                 out.append(reg)
         return out
 
