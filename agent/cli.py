@@ -272,7 +272,8 @@ def _top_command(add: _Add) -> None:
                     "first)")
     sp.add_argument("--reverse", action="store_true", help="the other way round")
     sp.add_argument("--filter", metavar="PATTERN", help="only the series a glob matches "
-                    "(on the family's name, or on name{labels}), or /a regex/ finds")
+                    "(on the family's name, or on name{labels}), or /a regex/ finds; "
+                    "!PATTERN: those it does not")
     sp.add_argument("--fold", action="store_true",
                     help="each family's series as one row (summed)")
     sp.add_argument("-n", "--limit", type=_count, metavar="N",

@@ -367,15 +367,19 @@ class Rates:
 
 class Filter:
     """Which series to show: a glob on the family's name or on the whole series
-    (``family{label="value"}``), or ``/regex/`` searched in the whole series; an empty
-    one shows them all. ValueError for a regex that does not compile."""
+    (``family{label="value"}``), or ``/regex/`` searched in the whole series; either
+    after ``!``: those it does not match. An empty one shows them all. ValueError for a
+    regex that does not compile."""
 
     def __init__(self, text: str = "") -> None:
         self.text = text
+        self._not = text.startswith("!")
+        self._glob = text[1:] if self._not else text
         self._re: re.Pattern[str] | None = None
-        if len(text) >= 2 and text.startswith("/") and text.endswith("/"):
+        body = self._glob
+        if len(body) >= 2 and body.startswith("/") and body.endswith("/"):
             try:
-                self._re = re.compile(text[1:-1])
+                self._re = re.compile(body[1:-1])
             except re.error as exc:
                 raise ValueError(f"{text}: not a regular expression: {exc}") from None
 
@@ -386,9 +390,11 @@ class Filter:
         if not self.text:
             return True
         if self._re is not None:
-            return self._re.search(s.text()) is not None
-        return fnmatch.fnmatchcase(s.family, self.text) or \
-            fnmatch.fnmatchcase(s.text(), self.text)
+            found = self._re.search(s.text()) is not None
+        else:
+            found = fnmatch.fnmatchcase(s.family, self._glob) or \
+                fnmatch.fnmatchcase(s.text(), self._glob)
+        return found != self._not
 
 
 def ordered(rows: list[Row], column: str = "rate", reverse: bool = False) -> list[Row]:

@@ -247,7 +247,7 @@ class _Screen:
         for j, line in enumerate(status):
             self._put(h - 1 - len(status) + j, " " + line, curses.A_BOLD)
         if self.prompt is not None:
-            self._put(h - 1, f"filter (glob, or /regex/): {self.prompt}")
+            self._put(h - 1, f"filter (glob, /regex/, ! for the others): {self.prompt}")
         else:
             self._put(h - 1, " " + KEYS, curses.A_DIM)
         scr.noutrefresh()
