@@ -254,7 +254,8 @@ def _order_and_rates(binary: Path, p: Paced, *flags: str) -> dict[str, Any]:
     assert shown["level"]["rate"] == pytest.approx(200, rel=0.10)  # a gauge's change/s
     assert shown["idle_total"]["rate"] == 0 and shown["idle_total"]["value"] == 7
     assert obj["processes"] == [p.pid]
-    assert not obj["unseen"], obj["unseen"]  # every collector read, nothing damaged
+    # every collector read, nothing damaged; not scraped: a local registry would not show
+    assert [n for n in obj["unseen"] if "not scraped yet" not in n] == [], obj["unseen"]
     return shown
 
 
@@ -279,6 +280,42 @@ def test_rust_rates_are_the_programs(privileged: None, rust_mirror: Path) -> Non
         assert "process_cpu_seconds_total" in shown
     finally:
         p.stop()
+
+
+def test_a_registry_only_a_local_holds(privileged: None, rust_mirror: Path) -> None:
+    """A registry only main's local holds (the Rust mirror program's "full" mode) shows
+    once the program serves its /metrics twice, found by the Gather probe; until then
+    the status says it may be missing."""
+    import threading
+    import urllib.request
+
+    prog = subprocess.Popen([str(rust_mirror), "full"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert prog.stdout is not None
+        url = "http://" + prog.stdout.readline().split()[1] + "/metrics"
+        obj, _err = _once(rust_mirror, prog.pid)
+        assert not any(s["family"].startswith("local_") for s in obj["series"])
+        assert any("not scraped yet" in n for n in obj["unseen"]), obj["unseen"]
+        done = threading.Event()
+
+        def scrape() -> None:  # as Prometheus would, while noop top runs
+            while not done.wait(1.1):
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    r.read()
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            obj, _err = _once(rust_mirror, prog.pid, "-d", "5")
+        finally:
+            done.set()
+            scraper.join()
+        families = {s["family"] for s in obj["series"]}
+        assert {"local_calls_total", "local_reset", "local_again_total"} <= families
+        assert not any("not scraped yet" in n for n in obj["unseen"]), obj["unseen"]
+    finally:
+        prog.kill()
+        prog.wait()
 
 
 def test_probes_count_updates_apart_from_moves(privileged: None, go_paced_119: Path) -> None:

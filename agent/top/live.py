@@ -142,11 +142,15 @@ class Top(Daemon):
             if u.pending:
                 out.append(f"{u.pending} registr{'ies' if u.pending != 1 else 'y'} gathered "
                            "once: shown after the program gathers it again")
+            how = " (the Gather probe is on)" if finding else " (needs the Gather probe: BPF)"
             if u.bare:
                 out.append(f"{u.bare} process{'es' * (u.bare != 1)} with no registry found "
                            "yet: one only a local holds shows once the program serves its "
-                           "/metrics twice" + (" (the Gather probe is on)" if finding else
-                                               " (needs the Gather probe: BPF)"))
+                           "/metrics twice" + how)
+            elif u.ungathered:
+                out.append(f"{u.ungathered} process{'es' * (u.ungathered != 1)} not scraped "
+                           "yet: a registry only a local variable holds shows once the "
+                           "program serves its /metrics twice" + how)
             if u.capped:
                 out.append(f"{u.capped} series past --mirror-max-series")
             if u.damaged:

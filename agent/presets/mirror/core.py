@@ -148,7 +148,8 @@ class Unseen:
     not read (by type), the families of functions called at each scrape, what could
     not be read, series past the cap, registries gathered once (shown after their next
     gather), processes with no registry found yet, processes whose memory noop may not
-    read."""
+    read, processes not seen gathering a registry yet (one only a local holds is found
+    when it is gathered)."""
 
     unmirrored: dict[str, int] = field(default_factory=dict)
     funcs: set[str] = field(default_factory=set)
@@ -157,6 +158,7 @@ class Unseen:
     pending: int = 0
     bare: int = 0
     refused: int = 0
+    ungathered: int = 0  # processes seen gathering no registry yet
 
 
 class Mirror:
@@ -452,6 +454,7 @@ class Mirror:
             out.refused = len(self._refused)
             pending = {pid: sum(1 for n, _c, _l in seen.values() if n < SERVED_AFTER)
                        for pid, seen in self._gathered.items()}
+            out.ungathered = sum(1 for pid in self._processes if not self._gathered.get(pid))
         own = self.library.own_pid_fns()
         for p in processes:
             for t, n in p.found.unmirrored.items():
