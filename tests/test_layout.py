@@ -18,7 +18,7 @@ SHARED = ("agent", "agent.errors", "agent.files", "agent.logs", "agent.cache", "
           "agent.numbers",
           "agent.heap")
 STAGES = ("config", "binary", "plan", "live", "kernel", "output", "presets", "service",
-          "tools")
+          "top", "tools")
 TOP = ("agent.cli", "agent.commands", "agent.__main__")
 
 

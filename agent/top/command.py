@@ -97,27 +97,33 @@ def _plan(args: argparse.Namespace, notes: list[str]) -> tuple[Any, str]:
 
 def _preset(args: argparse.Namespace, binary: str, pid: int | None, debuginfo: str | None,
             notes: list[str]) -> Any:
-    from agent import commands
+    """The preset's plan for ``binary``: the Gather probe alone (``--probes``: every
+    update's probe too); none where the library's layout cannot be read (said)."""
+    from agent.plan.model import Plan
     from agent.presets import plans as presets
+    from agent.presets.client_golang.rules import NoMetrics
+    from agent.presets.mirror.core import library_of
 
-    asked = argparse.Namespace(**{**vars(args), "binary": binary, "pid": pid,
-                                  "debuginfo": debuginfo, "config": None,
-                                  "mirror": "both" if args.probes else "auto"})
-    plan = commands._plan(asked, True)
-    t = plan.targets[0]
-    if plan.source == presets.RUNTIME:
+    try:
+        plan = presets.plan(binary, pid, True, debuginfo)
+    except NoMetrics as exc:  # its runtime's and process's series all the same
         notes.append(f"{Path(binary).name} keeps no client_golang metrics: its runtime's "
                      "and process's series only")
-    elif asked.mirror == "off":  # the crate's layout is not in the build
-        notes.append(f"{Path(binary).name}: the prometheus crate's layout is not in its "
-                     "DWARF: its own metrics are not shown (build it with debug = 2)")
-        if not args.probes:
-            plan = presets.memory_only(plan)
-    if t.language not in ("go", "rust"):
-        raise _usage(f"{binary} is a {t.language.upper()} program", "noop top shows the "
-                     "metrics a Go or Rust program keeps (client_golang, the prometheus "
-                     "crate)")
-    return plan
+        return Plan(presets.RUNTIME, (replace(exc.target, pid=pid),), ())
+    except NoopError as exc:
+        exc.exit_code = 2  # the command line named something noop cannot use
+        raise
+    if plan.targets[0].language == "rust":
+        try:
+            library_of(binary, debuginfo).close()
+        except NoopError as exc:
+            notes.append(f"{Path(binary).name}: its own metrics are not shown: {exc.message}")
+            return plan if args.probes else presets.memory_only(plan)
+    if args.probes:
+        for warning in plan.warnings:  # updates the preset cannot see, said once
+            logs.say(f"warning: {warning}", logs.WARNING)
+        return plan
+    return presets.finders_only(plan)
 
 
 def _spec_plan(args: argparse.Namespace, notes: list[str]) -> tuple[Any, str]:
