@@ -492,14 +492,17 @@ def test_spec_targets_side_by_side(privileged: None, go_paced_119: Path, rust_mi
         rust.stop()
 
 
-def test_mistakes_are_one_line(privileged: None, go_paced_119: Path) -> None:
-    """Nothing named, a regex that does not compile, no such process, and no right to
-    read another process's memory: one line each, nothing loaded."""
+def test_mistakes_are_one_line(privileged: None, go_paced_119: Path, c_layouts: Path) -> None:
+    """Nothing named, a regex that does not compile, no such process, a C program, one
+    interval of a program nothing runs, and no right to read another process's memory:
+    one line each, nothing loaded."""
     capsh = shutil.which("capsh")
     assert capsh, "capsh not found: run ./setup.sh"
     cases = [((), 2, "nothing to show"),
              (("--binary", str(go_paced_119), "--filter", "/[/"), 2, "not a regular"),
-             (("--pid", "4194304"), 2, "no process 4194304")]
+             (("--pid", "4194304"), 2, "no process 4194304"),
+             (("--binary", str(c_layouts)), 2, "neither a Go nor a Rust program"),
+             (("--binary", str(go_paced_119), "--once"), 1, "no process runs paced")]
     for args, code, said in cases:
         r = run("top", *args)
         assert r.returncode == code and said in r.stderr, (args, r.stderr)

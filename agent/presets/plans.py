@@ -75,9 +75,13 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
             raise NoopError(f"{path}: {exc.message}: noop puts a uprobe only where it can "
                             "show that an instruction starts",
                             "report it, with the binary") from None
-    raise NoopError(f"{path} is a {language.upper()} program: the built-in presets mirror "
-                    "Go's client_golang and Rust's prometheus crate",
-                    "write a probes.yaml for it and use --config")
+    raise Unsupported(f"{path} is a {language.upper()} program: the built-in presets mirror "
+                      "Go's client_golang and Rust's prometheus crate",
+                      "write a probes.yaml for it and use --config")
+
+
+class Unsupported(NoopError):
+    """A program in a language no preset reads (C)."""
 
 
 def memory_only(p: Plan) -> Plan:

@@ -110,6 +110,10 @@ def _preset(args: argparse.Namespace, binary: str, pid: int | None, debuginfo: s
         notes.append(f"{Path(binary).name} keeps no client_golang metrics: its runtime's "
                      "and process's series only")
         return Plan(presets.RUNTIME, (replace(exc.target, pid=pid),), ())
+    except presets.Unsupported:
+        raise _usage(f"{binary} is neither a Go nor a Rust program", "noop top shows the "
+                     "metrics a Go program keeps with client_golang or a Rust one with the "
+                     "prometheus crate") from None
     except NoopError as exc:
         exc.exit_code = 2  # the command line named something noop cannot use
         raise

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent import logs
+from agent.errors import NoopError
 from agent.kernel import budget
 from agent.output.loop import Every, Loop
 from agent.presets.client_golang.facts import GATHERED
@@ -22,6 +23,8 @@ from agent.service.daemon import Daemon, Options
 from agent.service.sweep import PRUNE_EVERY
 from agent.service.watch import SCAN_EVERY
 from agent.top.model import Filter, Parser, Part, Rates, Reading, Row, ordered, short
+
+MAX_SERIES = 1 << 20  # series ever seen, before their ids are given again from 0
 
 
 @dataclass
@@ -69,6 +72,9 @@ class Top(Daemon):
     def refresh(self) -> list[Row]:
         """A reading of the page now, and its rows against the last one."""
         t0 = time.process_time()
+        if len(self.parser.series) > MAX_SERIES:  # series came and went: start again
+            self.parser = Parser()
+            self.rates = Rates(self.parser.series, delay=self.view.delay)
         reading = self.parser.reading(self._timed())
         if self.view.probes:
             reading.updates = self._updates(reading)
@@ -116,6 +122,7 @@ class Top(Daemon):
         o = s.overhead if s is not None else None
         if o is None or self.costs is None or not self.view.probes:
             return
+        self.hold_budgets()  # the hits since the last look folded into their cost
         total = sum(p.cost_ns for p in o.probes) / 1e9
         if self._cost is not None and at > self._cost[0]:
             self.probe_share = (total - self._cost[1]) / (at - self._cost[0])
@@ -142,7 +149,7 @@ class Top(Daemon):
             if u.pending:
                 out.append(f"{u.pending} registr{'ies' if u.pending != 1 else 'y'} gathered "
                            "once: shown after the program gathers it again")
-            how = " (the Gather probe is on)" if finding else " (needs the Gather probe: BPF)"
+            how = " (the Gather probe is on)" if finding else ""
             if u.bare:
                 out.append(f"{u.bare} process{'es' * (u.bare != 1)} with no registry found "
                            "yet: one only a local holds shows once the program serves its "
@@ -210,7 +217,10 @@ def once(top: Top, as_json: bool) -> int:
         if loop.caught:
             return 130 if loop.caught[0] == signal.SIGINT else 143
         top.drain()
+        seen = set(top.pids)
         rows = top.view.rows(top.rates, top.refresh())
+    if not seen and not top.pids:
+        raise NoopError(f"no process runs {top.named}", "start it, or give --pid")
     if top.view.limit is not None:
         rows = rows[:top.view.limit]
     notes = top.unseen()
