@@ -32,6 +32,7 @@ BUILDING = frozenset({
     "calls", "two_builds", "go_lines_twins", "other_build", "twins", "ifaces", "workloads",
     "hotloop", "program", "example_image", "noop_image", "small", "same_names",
     "go_formatter", "go_many", "go_locals", "locals_program", "go_paced", "go_paced_119",
+    "vm_program",
 })
 TIERS = ("privileged", "builds", "slow", "fast")
 

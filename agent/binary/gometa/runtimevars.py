@@ -161,6 +161,12 @@ def locate(program: GoProgram) -> RuntimeVars:
     return RuntimeVars(go_version, program.version, found, offsets)
 
 
+def code_of(program: GoProgram) -> _Code:
+    """The instructions of ``program``'s functions, by name (a library's globals are
+    found in them as the runtime's are)."""
+    return _Code(program, {f.name: f for f in program.functions})
+
+
 def _need(offsets: dict[str, int | None], name: str) -> int:
     got = offsets.get(name)
     if got is None:

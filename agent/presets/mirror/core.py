@@ -1008,6 +1008,11 @@ def library_of(path: str, debug: str | None = None) -> Library:
     with ElfFile(path) as elf:
         is_go = elf.go_version is not None
     if is_go:
+        from agent.presets.vmetrics.library import VMLibrary, uses
+
+        if uses(path):
+            vm: Library = VMLibrary(path)
+            return vm
         from agent.presets.client_golang.mirror import GoLibrary
 
         go: Library = GoLibrary(path)

@@ -1,0 +1,150 @@
+"""Where VictoriaMetrics/metrics keeps what the mirror reads, in one Go binary: every
+offset from the binary's own type descriptors (stripped builds keep them), the global
+``registeredSets`` (the map of every registered Set, the default one among them) from
+the code of ``RegisterSet`` (its map assignment's map), and the vmrange text of each
+histogram bucket, computed as the library computes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from agent.errors import NoopError
+
+PKG = "github.com/VictoriaMetrics/metrics"
+FAST = "github.com/valyala/histogram.Fast"
+DECADES = 27  # e10Max - e10Min: 1e-9 to 1e18
+BUCKETS_PER_DECADE = 18
+_E10_MIN, _E10_MAX = -9, 18
+
+
+class NoLayout(NoopError):
+    """The library is not in the binary, or not as noop knows it."""
+
+
+@lru_cache(maxsize=1)
+def _ranges() -> tuple[str, ...]:
+    """Each bucket's vmrange, as initBucketRanges makes them (the same float steps: Go's
+    math.Pow(10, 1/18) and Python's agree bit for bit here, as do their %.3e)."""
+    step = math.pow(10, 1.0 / BUCKETS_PER_DECADE)
+    v = math.pow(10, _E10_MIN)
+    start = f"{v:.3e}"
+    out = []
+    for _ in range(DECADES * BUCKETS_PER_DECADE):
+        v *= step
+        end = f"{v:.3e}"
+        out.append(f"{start}...{end}")
+        start = end
+    return tuple(out)
+
+
+def vmrange(index: int) -> str:
+    """The vmrange label of bucket ``index`` (-1: below every decade; past the last:
+    above)."""
+    if index < 0:
+        return f"0...{10.0 ** _E10_MIN:.3e}"
+    if index >= DECADES * BUCKETS_PER_DECADE:
+        return f"{10.0 ** _E10_MAX:.3e}...+Inf"
+    return _ranges()[index]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The offsets and types the mirror reads, and the global it starts from."""
+
+    pkg: str
+    registered: int  # link-time address of registeredSets (a map[*Set]struct{})
+    sets_map: Any  # its type
+    set_mu: int
+    set_a: int
+    counter_n: int
+    float_n: int
+    h_decades: int
+    h_lower: int
+    h_upper: int
+    h_sum: int
+    s_curr: int
+    s_quantiles: int
+    s_sum: int
+    s_count: int
+    fast_max: int
+    fast_min: int
+    fast_a: int
+    kinds: dict[str, str]  # type name of a metric's pointer -> its kind
+    functions: tuple[tuple[int, ...], tuple[str, ...]]  # entries and names, by entry
+
+    def kind(self, type_name: str) -> str | None:
+        return self.kinds.get(type_name)
+
+
+def layout(program: Any) -> Layout:
+    """The library's layout in ``program`` (a GoProgram); NoLayout when it is not there
+    or not as this version of noop knows it."""
+    types = program.types
+    need: dict[str, Any] = {}
+    for short in ("Set", "namedMetric", "Counter", "FloatCounter", "Histogram", "Summary",
+                  "quantileValue"):
+        t = types.find(f"{PKG}.{short}")
+        if t is None:
+            raise NoLayout(f"the binary has no {PKG}.{short} type", "")
+        need[short] = t
+    fast = types.find(FAST)
+    sets_map = types.find(f"map[*{PKG}.Set]struct {{}}")
+    if fast is None or sets_map is None:
+        raise NoLayout("the binary's VictoriaMetrics/metrics types are not all there", "")
+
+    def at(short: str, name: str, size: int = 8) -> int:
+        t = need[short] if short != "Fast" else fast
+        for f in t.fields:
+            if f.name == name:
+                if f.type.size != size:
+                    break
+                return int(f.offset)
+        raise NoLayout(f"{PKG}.{short}.{name} is not as noop knows it (1.x with a "
+                       f"{size}-byte {name})", "")
+
+    decades = next((f for f in need["Histogram"].fields if f.name == "decimalBuckets"), None)
+    if decades is None or decades.type.size != 8 * DECADES:
+        raise NoLayout(f"{PKG}.Histogram has not {DECADES} decades of buckets", "")
+    functions = sorted((f.entry, f.name) for f in program.functions)
+    return Layout(
+        pkg=PKG, registered=_registered(program), sets_map=sets_map,
+        set_mu=at("Set", "mu"), set_a=at("Set", "a", 24), counter_n=at("Counter", "n"),
+        float_n=at("FloatCounter", "n"),
+        h_decades=int(decades.offset), h_lower=at("Histogram", "lower"),
+        h_upper=at("Histogram", "upper"), h_sum=at("Histogram", "sum"),
+        s_curr=at("Summary", "curr"), s_quantiles=at("Summary", "quantiles", 24),
+        s_sum=at("Summary", "sum"), s_count=at("Summary", "count"),
+        fast_max=at("Fast", "max"), fast_min=at("Fast", "min"), fast_a=at("Fast", "a", 24),
+        kinds={f"*{PKG}.Counter": "counter", f"*{PKG}.FloatCounter": "float",
+               f"*{PKG}.Histogram": "histogram", f"*{PKG}.Summary": "summary",
+               f"*{PKG}.quantileValue": "quantile", f"*{PKG}.Gauge": "gauge"},
+        functions=(tuple(e for e, _n in functions), tuple(n for _e, n in functions)))
+
+
+def _registered(program: Any) -> int:
+    """registeredSets: the map ``RegisterSet`` (or ``init.0``, where it is inlined)
+    assigns to, the last global loaded into RBX (mapassign's map) before its call of
+    ``runtime.mapassign*``."""
+    from agent.binary.gometa.runtimevars import NotVerified, code_of
+
+    code = code_of(program)
+    for function in (f"{PKG}.RegisterSet", f"{PKG}.init.0"):
+        try:
+            instructions = code.instructions(function)
+        except NotVerified:
+            continue
+        last: int | None = None
+        for mnemonic, reg, rip, called in instructions:
+            if mnemonic == "mov" and reg == "rbx/8" and rip is not None:
+                last = rip
+            elif called is not None and called.startswith("runtime.mapassign"):
+                if last is not None:
+                    return last
+            elif mnemonic == "call":
+                last = None
+    raise NoLayout(f"{PKG}.registeredSets is not where noop looks for it (RegisterSet's "
+                   "map assignment)", "")

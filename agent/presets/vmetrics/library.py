@@ -1,0 +1,112 @@
+"""VictoriaMetrics/metrics as the mirror (``presets.mirror.core``) reads it: the Sets
+``registeredSets`` holds (the default one among them), their named metrics and values,
+through the type descriptors of the binary the process runs."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from agent.config.decoders import go_float
+from agent.errors import NoopError
+from agent.live.gomemory import GoMemory, open_process
+from agent.live.memory import Damaged, Reads
+from agent.presets.mirror.model import Found, Last, Now
+from agent.presets.vmetrics import walk as walking
+from agent.presets.vmetrics.layout import Layout, NoLayout, layout
+from agent.presets.vmetrics.values import Reader
+
+MAX_SETS = 1 << 12
+MAX_PROCESSES = 256
+
+
+class VMLibrary:
+    """VictoriaMetrics/metrics in the Go program at ``path``."""
+
+    name = "VictoriaMetrics/metrics"
+    process_type = ""
+
+    def __init__(self, path: str) -> None:
+        from agent.binary.elf import ElfFile
+        from agent.binary.gometa.program import GoProgram
+
+        self.path = path
+        self._elf = ElfFile(path)
+        try:
+            program = GoProgram(self._elf)
+            self._types = program.types
+            self.layout: Layout = layout(program)
+        except NoLayout as exc:
+            self._elf.close()
+            raise NoopError(f"{path}: its VictoriaMetrics/metrics series cannot be read from "
+                            f"its memory: {exc.message}", "noop reads the library's 1.x "
+                            "layouts it can verify in the binary's type descriptors") \
+                from None
+        except BaseException:
+            self._elf.close()
+            raise
+        self._segments = tuple((s.vaddr, s.offset) for s in self._elf.segments)
+        self._pie = self._elf.e_type == 3  # ET_DYN
+        # each process's named metrics read before (walk.members), by its memory's id
+        self._named: dict[int, tuple[GoMemory, walking.Named]] = {}
+
+    def open(self, pid: int) -> GoMemory:
+        return open_process(pid, self.path, self._types, self._segments, self._pie)
+
+    def registries(self, gm: GoMemory) -> list[int]:
+        """The Sets registeredSets holds now, by address."""
+        header = gm.word(self.layout.registered + gm.bias)
+        got = gm.map_pairs([(header, self.layout.sets_map)], Reads(gm.memory))[0]
+        if isinstance(got, Damaged):
+            raise got
+        sets = sorted({struct.unpack("<Q", k)[0] for k, _v in got} - {0})
+        if len(sets) > MAX_SETS:
+            raise Damaged(f"registeredSets holds {len(sets)} Sets", "")
+        return sets
+
+    def walk(self, gm: GoMemory, served: dict[int, tuple[int, int]]) -> Found:
+        try:
+            sets = self.registries(gm)
+        except Damaged as exc:
+            return Found(damaged=[exc.message])
+        return walking.walk(gm, self.layout, sets)
+
+    def walker(self, gm: GoMemory, found: Found | None = None) -> walking.Walker:
+        return walking.Walker(gm, self.layout, found)
+
+    def members(self, gm: GoMemory, found: Found, vecs: list[Any], last: Last | None = None,
+                once: bool = False) -> tuple[Now, Last | None]:
+        named = self._named.setdefault(id(gm), (gm, {}))
+        if len(self._named) > MAX_PROCESSES:  # processes gone: their memos with them
+            self._named = {k: v for k, v in self._named.items() if v[0] is gm}
+            named = self._named.setdefault(id(gm), (gm, {}))
+        return walking.members(gm, self.layout, found, vecs, last, once, named[1])
+
+    def reader(self, gm: GoMemory) -> Reader:
+        return Reader(gm, self.layout)
+
+    def gathered(self, gm: GoMemory, values: dict[str, Any]) -> tuple[int, int, int] | None:
+        return None  # no probe finds a Set the program writes itself yet
+
+    def bound(self, x: float) -> str:
+        return go_float(x)
+
+    def own_pid_fns(self) -> frozenset[int]:
+        return frozenset()
+
+    def close(self) -> None:
+        self._elf.close()
+
+
+def uses(path: str) -> bool:
+    """Whether the Go program at ``path`` keeps metrics with VictoriaMetrics/metrics and
+    not with client_golang (whose mirror it gets then)."""
+    from agent.binary.elf import ElfFile
+    from agent.binary.gometa.program import GoProgram
+    from agent.plan.libraries import CLIENT_GOLANG
+    from agent.presets.vmetrics.layout import PKG
+
+    with ElfFile(path) as elf:
+        types = GoProgram(elf).types
+        return types.find(f"{PKG}.Set") is not None and \
+            types.find(f"{CLIENT_GOLANG}.Registry") is None

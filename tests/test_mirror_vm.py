@@ -1,0 +1,157 @@
+"""A Go program's VictoriaMetrics/metrics series, mirrored from its memory by ``noop run
+--binary``: tests/programs/go/vmetrics keeps every kind (counters made up front and on
+the fly, float counters, histograms over many decades and outside them, summaries with
+the default and their own quantiles past the 1,000 samples a window keeps, a callback
+gauge, a second registered Set). Every series the program writes on its /metrics is on
+noop's page with the same value and labels (noop's ``target`` and ``pid`` apart), and
+nothing else of the library's; the callback gauge is listed with its function. Go 1.19
+and the newest Go, with DWARF and stripped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness.metrics import Samples, get, samples
+from harness.noop import Agent, start
+from harness.programs import PROGRAMS, go_build, go_toolchain
+
+from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, vmrange
+
+SOURCE = PROGRAMS / "go" / "vmetrics"
+VARIANTS = [("1.19", ()), ("1.19", ("-ldflags=-s -w",)), ("newest", ()),
+            ("newest", ("-ldflags=-s -w",))]
+READY = r"ready: mirroring"
+
+
+def _id(v: tuple[str, tuple[str, ...]]) -> str:
+    return f"go{v[0]}" + ("-stripped" if v[1] else "")
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=_id)
+def vm_program(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+               ) -> Path:
+    version, flags = request.param
+    return go_build(go_toolchain(version), tmp_path_factory.mktemp("vm") / "vmetrics", None,
+                    SOURCE, flags)
+
+
+class Program:
+    def __init__(self, binary: Path, *flags: str) -> None:
+        self.proc = subprocess.Popen([str(binary), *flags], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = "http://" + self.proc.stdout.readline().split()[1] + "/metrics"
+
+    def page(self) -> str:
+        return get(self.url)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def running(vm_program: Path, privileged: None) -> Iterator[tuple[Program, Agent]]:
+    p = Program(vm_program)
+    noop = start("--binary", vm_program, "--pid", str(p.proc.pid), ready=READY)
+    try:
+        yield p, noop
+    finally:
+        noop.stop()
+        p.stop()
+
+
+def _own(got: Samples, pid: int) -> Samples:
+    """noop's series of the program's library (``vm_``), without noop's labels."""
+    out: Samples = {}
+    for (name, labels), v in got.items():
+        if not name.startswith("vm_"):
+            continue
+        mine = dict(labels)
+        assert mine.pop("pid") == str(pid) and mine.pop("target")
+        out[(name, tuple(sorted(mine.items())))] = v
+    return out
+
+
+def _theirs(text: str) -> Samples:
+    return {(n, tuple(sorted(labels))): v for (n, labels), v in samples(text).items()
+            if n != "vm_goroutines_now"}  # a callback's: no value in memory
+
+
+def test_every_series_equals_the_programs_own(running: tuple[Program, Agent]) -> None:
+    p, noop = running
+    mine = _own(noop.metrics(), p.proc.pid)  # before the program's own write (its
+    theirs = _theirs(p.page())  # summaries' quantiles are computed there, from the same
+    assert mine.keys() == theirs.keys(), sorted(set(mine) ^ set(theirs))[:10]  # window)
+    wrong = {k: (v, theirs[k]) for k, v in mine.items() if v != theirs[k]}
+    assert not wrong, list(wrong.items())[:10]
+    # what the program wrote is all there: both Sets, the buckets outside every decade,
+    # quantiles of a window that sampled 1,000 of 1,500 observations
+    assert theirs[("vm_set_total", (("set", "second"),))] == 9
+    assert theirs[("vm_latency_seconds_bucket", (("handler", "/q"),
+                                                 ("vmrange", "0...1.000e-09")))] == 2
+    assert theirs[("vm_latency_seconds_bucket", (("handler", "/q"),
+                                                 ("vmrange", "1.000e+18...+Inf")))] == 1
+    assert ("vm_duration_seconds", (("op", "read"), ("quantile", "0.97"))) in theirs
+    assert not any(k[0].startswith("vm_empty") for k in theirs)
+
+
+def test_callback_gauge_listed_with_its_function(running: tuple[Program, Agent]) -> None:
+    _p, noop = running
+    got = noop.metrics()
+    listed = {dict(labels)["type"]: v for (name, labels), v in got.items()
+              if name == "noop_mirror_unmirrored_collectors"}
+    assert listed == {"*github.com/VictoriaMetrics/metrics.Gauge (main.main.func1)": 1}
+
+
+def test_page_is_one_exposition(running: tuple[Program, Agent]) -> None:
+    _p, noop = running
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: run ./setup.sh"
+    lint = subprocess.run([promtool, "check", "metrics"], input=get(noop.url + "/metrics"),
+                          text=True, capture_output=True, check=False)
+    assert "error while linting" not in lint.stdout + lint.stderr, lint
+
+
+def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> None:
+    """A program updating all along and making a series every millisecond: on a quiet
+    pair (two writes of the program that agree around noop's read) noop's value is the
+    program's; series made since noop started are there."""
+    p = Program(vm_program, "-churn")
+    noop = start("--binary", vm_program, "--pid", str(p.proc.pid), ready=READY)
+    try:
+        checked = 0
+        for _ in range(20):
+            before = _theirs(p.page())
+            mine = _own(noop.metrics(), p.proc.pid)
+            after = _theirs(p.page())
+            # a Set the program never stops growing is on every page, not left out
+            assert sum(1 for k in mine if k[0] == "vm_items_total") == 20
+            for k, v in mine.items():  # a quantile moves both ways: not from a pair
+                if k in before and before[k] == after.get(k) and \
+                        not any(n == "quantile" for n, _v in k[1]):
+                    assert v == before[k], (k, v, before[k])
+                    checked += 1
+            time.sleep(0.05)
+        assert checked > 100
+        churned = {k for k in _own(noop.metrics(), p.proc.pid) if k[0] == "vm_churn_total"}
+        assert len(churned) > 50
+    finally:
+        noop.stop()
+        p.stop()
+
+
+def test_vmranges_are_the_librarys() -> None:
+    """Each bucket's range text as initBucketRanges writes it: contiguous, %.3e, the
+    first from 1e-9 and the last to 1e18."""
+    texts = [vmrange(i) for i in range(DECADES * BUCKETS_PER_DECADE)]
+    assert texts[0].startswith("1.000e-09...") and texts[-1].endswith("...1.000e+18")
+    assert all(a.split("...")[1] == b.split("...")[0] for a, b in itertools.pairwise(texts))
+    assert texts[17] == "8.799e-09...1.000e-08"
+    assert vmrange(-1) == "0...1.000e-09" and vmrange(10**6) == "1.000e+18...+Inf"
