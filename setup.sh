@@ -41,7 +41,7 @@ packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
 	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
-	iptables mmdebstrap procps tmux)
+	iptables mmdebstrap procps tmux golang-github-victoriametrics-metrics-dev victoria-metrics)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
@@ -57,12 +57,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fetch env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		"${missing[@]}" >/dev/null
 fi
-# The pushgateway and the blackbox exporter are here for the tests, which start their own
-# on loopback ports. Their packages enable each service and, where systemd runs, start it
-# on every interface at its default port (9091, the demo's port too; 9115): stopped and
-# disabled here, every time, so that none listens beside the tests. Without systemd as
-# init (a chroot, a container) systemctl can only disable the unit, on its files.
-for unit in prometheus-pushgateway.service prometheus-blackbox-exporter.service; do
+# The pushgateway, the blackbox exporter and victoria-metrics are here for the tests,
+# which start their own on loopback ports. Their packages enable each service and, where
+# systemd runs, start it on every interface at its default port (9091, the demo's port
+# too; 9115; 8428): stopped and disabled here, every time, so that none listens beside
+# the tests. Without systemd as init (a chroot, a container) systemctl can only disable
+# the unit, on its files. golang-github-victoriametrics-metrics-dev: the library the
+# tests build VictoriaMetrics/metrics programs with, offline.
+for unit in prometheus-pushgateway.service prometheus-blackbox-exporter.service \
+	victoria-metrics.service; do
 	if [ -d /run/systemd/system ]; then
 		systemctl disable --now --quiet "$unit"
 	elif systemctl is-enabled --quiet "$unit" 2>/dev/null; then

@@ -105,8 +105,13 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
                 exc.exit_code = 2
                 raise
             # noop run: the program's process series all the same, no probe
-            logs.say(f"{args.binary} has no client_golang metrics: serving its Go "
-                     "runtime's and its process's series", logs.WARNING)
+            from agent.presets.vmetrics.library import uses
+            if uses(args.binary):
+                logs.say(f"{args.binary} keeps its metrics with VictoriaMetrics/metrics: "
+                         "mirrored from its memory, no probe")
+            else:
+                logs.say(f"{args.binary} has no client_golang metrics: serving its Go "
+                         "runtime's and its process's series", logs.WARNING)
             from dataclasses import replace
 
             from agent.plan.model import Plan

@@ -107,8 +107,10 @@ def _preset(args: argparse.Namespace, binary: str, pid: int | None, debuginfo: s
     try:
         plan = presets.plan(binary, pid, True, debuginfo)
     except NoMetrics as exc:  # its runtime's and process's series all the same
-        notes.append(f"{Path(binary).name} keeps no client_golang metrics: its runtime's "
-                     "and process's series only")
+        from agent.presets.vmetrics.library import uses
+        if not uses(binary):  # VictoriaMetrics/metrics: mirrored, with no probe
+            notes.append(f"{Path(binary).name} keeps no client_golang metrics: its "
+                         "runtime's and process's series only")
         return Plan(presets.RUNTIME, (replace(exc.target, pid=pid),), ())
     except presets.Unsupported:
         raise _usage(f"{binary} is neither a Go nor a Rust program", "noop top shows the "

@@ -154,7 +154,7 @@ class Top(Daemon):
                 out.append(f"{u.bare} process{'es' * (u.bare != 1)} with no registry found "
                            "yet: one only a local holds shows once the program serves its "
                            "/metrics twice" + how)
-            elif u.ungathered:
+            elif u.ungathered and finding:
                 out.append(f"{u.ungathered} process{'es' * (u.ungathered != 1)} not scraped "
                            "yet: a registry only a local variable holds shows once the "
                            "program serves its /metrics twice" + how)
