@@ -527,14 +527,36 @@ class Mirror:
                 if got is not None:
                     read = reader.read(got)
                     if self._confirm(p, read, last):
-                        return got, read
+                        return got, self._gone_again(p, reader, got, read)
                 p.reread += 1
             current = self._current(p)
             read = reader.read(current)
             self._confirm(p, read, True)
-            return current, read
+            return current, self._gone_again(p, reader, current, read)
         finally:
             p.unsettled = min(p.unsettled, was + 1)
+
+    def _gone_again(self, p: _Process, reader: Reader, found: Found, read: Read) -> Read:
+        """``read``, with the values of the series it read as gone (their object not
+        itself: freed, or another's) while the members read after the values still
+        held them, read once more, and the members read again after that (a value of an
+        object that is no member then is left out, as ``_confirm`` does): an object
+        caught as it was being written reads as itself a moment later, and is not left
+        out of the page; one that is gone stays out."""
+        if not read.gone:
+            return read
+        again = reader.read(found)
+        kept: list[Series] = []
+        for s in read.gone:
+            v = again.values.get(s.address)
+            if v is None:
+                kept.append(s)
+            else:
+                read.values[s.address] = v
+        if len(kept) < len(read.gone):
+            read.gone = kept
+            self._confirm(p, read, True)
+        return read
 
     @overload
     def _current(self, p: _Process) -> Found: ...
