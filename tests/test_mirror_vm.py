@@ -29,7 +29,8 @@ from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, vmrange
 SOURCE = PROGRAMS / "go" / "vmetrics"
 VARIANTS = [("1.19", ()), ("1.19", ("-ldflags=-s -w",)), ("newest", ()),
             ("newest", ("-ldflags=-s -w",))]
-READY = r"ready: mirroring"
+READY = r"ready: (mirroring|\d+ uprobes? attached)"
+LOCAL = {("vm_local_total", (("set", "local"),)), ("vm_local_float_total", ())}
 
 
 def _id(v: tuple[str, tuple[str, ...]]) -> str:
@@ -86,8 +87,23 @@ def _theirs(text: str) -> Samples:
             if n != "vm_goroutines_now" and not n.startswith(("go_", "process_"))}
 
 
+def _found_local(p: Program, noop: Agent) -> None:
+    """The program scraped twice, a second apart (as Prometheus would): the Set it writes
+    without registering it is found through the probe on its writer, then mirrored."""
+    p.page()
+    time.sleep(1.1)
+    p.page()
+    deadline = time.monotonic() + 15
+    while not set(_own(noop.metrics(), p.proc.pid)) >= LOCAL:
+        assert time.monotonic() < deadline, "the unregistered Set was not found"
+        time.sleep(0.3)
+
+
 def test_every_series_equals_the_programs_own(running: tuple[Program, Agent]) -> None:
     p, noop = running
+    before = _own(noop.metrics(), p.proc.pid)
+    assert not LOCAL & set(before)  # not yet written: not found
+    _found_local(p, noop)
     mine = _own(noop.metrics(), p.proc.pid)  # before the program's own write (its
     theirs = _theirs(p.page())  # summaries' quantiles are computed there, from the same
     assert mine.keys() == theirs.keys(), sorted(set(mine) ^ set(theirs))[:10]  # window)
@@ -102,6 +118,26 @@ def test_every_series_equals_the_programs_own(running: tuple[Program, Agent]) ->
                                                  ("vmrange", "1.000e+18...+Inf")))] == 1
     assert ("vm_duration_seconds", (("op", "read"), ("quantile", "0.97"))) in theirs
     assert not any(k[0].startswith("vm_empty") for k in theirs)
+    assert theirs[("vm_local_total", (("set", "local"),))] == 5
+
+
+def test_memory_alone_finds_registered_sets(vm_program: Path, privileged: None) -> None:
+    """--mirror memory: no probe, no BPF: the registered Sets, not the one the program
+    writes without registering it."""
+    p = Program(vm_program)
+    noop = start("--binary", vm_program, "--pid", str(p.proc.pid), "--mirror", "memory",
+                 ready=READY)
+    try:
+        p.page()
+        time.sleep(1.1)
+        p.page()
+        time.sleep(1)
+        mine = _own(noop.metrics(), p.proc.pid)
+        assert ("vm_set_total", (("set", "second"),)) in mine and not LOCAL & set(mine)
+        assert any("ready: mirroring" in line for line in noop.log)
+    finally:
+        noop.stop()
+        p.stop()
 
 
 def test_callback_gauge_listed_with_its_function(running: tuple[Program, Agent]) -> None:

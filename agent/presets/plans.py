@@ -19,9 +19,10 @@ from agent.presets.rust_prometheus import facts as rust_prometheus
 
 # The library each preset mirrors, by the plan's source (the meta-metrics' label).
 RUNTIME = "go runtime"  # the plan of a Go program without client_golang: no probe
-MIRRORED = frozenset({"client_golang", rust_prometheus.LIBRARY})  # read from memory too
+VMETRICS = ("VictoriaMetrics/metrics preset", "VictoriaMetrics/metrics")  # (source, library)
+MIRRORED = frozenset({"client_golang", rust_prometheus.LIBRARY, VMETRICS[1]})  # from memory
 LIBRARIES = {"client_golang preset": "client_golang",
-             rust_prometheus.SOURCE: rust_prometheus.LIBRARY}
+             rust_prometheus.SOURCE: rust_prometheus.LIBRARY, VMETRICS[0]: VMETRICS[1]}
 
 
 def plan(path: str, pid: int | None = None, aggregate: bool = False,
@@ -67,8 +68,15 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
     if language in ("go", "rust"):
-        made = golang_rules.make(b, aggregate) if language == "go" else \
-            crate_rules.make(b, aggregate)
+        try:
+            made = golang_rules.make(b, aggregate) if language == "go" else \
+                crate_rules.make(b, aggregate)
+        except golang_rules.NoMetrics:
+            from agent.presets.vmetrics import library as vmetrics
+            if not aggregate or not vmetrics.uses(path):
+                raise
+            from agent.presets.vmetrics import rules as vm_rules
+            made = vm_rules.make(b)
         try:
             return replace(made, probes=tuple(b.proven(p) for p in made.probes))
         except proof.Unprovable as exc:

@@ -111,7 +111,9 @@ RULES = (
 # What a stripped build's DWARF made from Go metadata must hold for this preset: the
 # package's functions (with every function they are inlined into, and the types they
 # refer to), its metrics' structs, and the goroutine's (its id's offset).
-SCOPE = Scope(functions=(PKG + ".",),
+SCOPE = Scope(functions=(PKG + ".",
+                         # VictoriaMetrics/metrics' writer of a Set (its preset's probe)
+                         "github.com/VictoriaMetrics/metrics.(*Set).WritePrometheus"),
               types=(*sorted({f"{PKG}.{r.struct}" for r in RULES}), "runtime.g"))
 # The functions that make client_golang's metric objects: the constructors of counters and
 # gauges (and the closures that make a *Vec's children), and the one maker of each of

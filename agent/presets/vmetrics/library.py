@@ -65,11 +65,13 @@ class VMLibrary:
         return sets
 
     def walk(self, gm: GoMemory, served: dict[int, tuple[int, int]]) -> Found:
+        """Every registered Set, and every Set the program writes (``served``: seen by
+        the probe) while every named metric of it is one of the library's."""
         try:
             sets = self.registries(gm)
         except Damaged as exc:
             return Found(damaged=[exc.message])
-        return walking.walk(gm, self.layout, sets)
+        return walking.walk(gm, self.layout, sets, sorted(set(served) - set(sets)))
 
     def walker(self, gm: GoMemory, found: Found | None = None) -> walking.Walker:
         return walking.Walker(gm, self.layout, found)
@@ -86,7 +88,11 @@ class VMLibrary:
         return Reader(gm, self.layout)
 
     def gathered(self, gm: GoMemory, values: dict[str, Any]) -> tuple[int, int, int] | None:
-        return None  # no probe finds a Set the program writes itself yet
+        """The Set ``(*Set).WritePrometheus`` was called on (a Set has no map whose
+        seed tells it from another at its address: a freed one's memory is checked at
+        its walk instead)."""
+        s = values.get("registry")
+        return (s, 0, 0) if isinstance(s, int) and s else None
 
     def bound(self, x: float) -> str:
         return go_float(x)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.live.gomemory import GoMemory
-from agent.live.memory import Damaged, Reads
+from agent.live.memory import Damaged, Reads, Unreadable
 from agent.presets.mirror import model
 from agent.presets.mirror.model import Found, Key, Last, Now, Series, Unit
 from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, Layout, vmrange
@@ -134,12 +134,20 @@ class Walker:
         return Series(labels, data, ("bucket", vec.histogram), vec.name)
 
 
-def walk(gm: GoMemory, lay: Layout, sets: list[int]) -> Found:
-    """Every Set of ``sets`` (their addresses), walked."""
+def walk(gm: GoMemory, lay: Layout, sets: list[int], written: list[int] | None = None
+         ) -> Found:
+    """Every Set of ``sets`` (their addresses, registered) and of ``written`` (Sets the
+    program was seen writing: one whose memory is no Set any more, a named metric of a
+    type not the library's in it, is left out), walked."""
     w = Walker(gm, lay)
-    w.found.considered = set(sets)
-    now = _once(gm, lay, [Reg(s) for s in sets], [], Reads(gm.memory))
-    for s, keys in zip(sets, now.regs, strict=True):
+    written = written or []
+    everyone = [*sets, *written]
+    w.found.considered = set(everyone)
+    now = _once(gm, lay, [Reg(s) for s in everyone], [], Reads(gm.memory))
+    for s, keys in zip(everyone, now.regs, strict=True):
+        if keys is not None and s in written and not all(_ours(gm, lay, itab)
+                                                         for _nm, itab, _d in keys):
+            keys = None
         if keys is None:
             w.found.damaged.append(f"the Set at {s:#x} cannot be read")
             w.found.considered.discard(s)
@@ -156,6 +164,16 @@ def walk(gm: GoMemory, lay: Layout, sets: list[int]) -> Found:
 
 
 Named = dict[int, tuple[int, int]]  # a namedMetric's address -> its metric (itab, data)
+
+
+def _ours(gm: GoMemory, lay: Layout, itab: int) -> bool:
+    """Whether ``itab`` is one of the library's metric types' (read from memory that
+    may be another's: unreadable is not)."""
+    try:
+        t = gm.iface_type(itab) if itab else None
+    except Unreadable:
+        return False
+    return t is not None and lay.kind(gm.types.name(t)) is not None
 
 
 def members(gm: GoMemory, lay: Layout, found: Found, vecs: list[Any], last: Last | None,

@@ -2,9 +2,10 @@
 // tests of noop's mirror of that library: counters (made up front and on the fly by
 // GetOrCreateCounter, labels in their names), float counters, histograms whose
 // observations fall in many decades and below and above every bucket, summaries
-// (default quantiles and their own, their window), a callback gauge, and a second
-// registered Set. It makes them, updates them, prints "listening ADDR" and serves
-// metrics.WritePrometheus on /metrics; with -churn it goes on updating them (and
+// (default quantiles and their own, their window), a callback gauge, a second
+// registered Set and one its handler writes without registering it. It makes them,
+// updates them, prints "listening ADDR" and serves metrics.WritePrometheus (and the
+// unregistered Set) on /metrics; with -churn it goes on updating them (and
 // making new series) every millisecond.
 package main
 
@@ -59,6 +60,9 @@ func main() {
 	metrics.RegisterSet(set)
 	set.NewCounter(`vm_set_total{set="second"}`).Add(9)
 	set.NewHistogram("vm_set_seconds").Update(0.3)
+	local := metrics.NewSet() // not registered: written by the handler itself
+	local.NewCounter(`vm_local_total{set="local"}`).Add(5)
+	local.NewFloatCounter("vm_local_float_total").Add(2.5)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,6 +71,7 @@ func main() {
 	}
 	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		metrics.WritePrometheus(w, false)
+		local.WritePrometheus(w)
 	})
 	fmt.Printf("listening %s\n", ln.Addr())
 	if *churn {
