@@ -1,6 +1,7 @@
 """The mirror's page is a set of members that existed during its scrape: a program
-(tests/programs/go/members; tests/programs/rust/mirror's ``members``, the same sequence
-with the prometheus crate) makes and deletes a *Vec's children and registers and
+(tests/programs/go/members; tests/programs/rust/mirror's ``members`` and
+tests/programs/go/vmetrics' ``-members``, the same sequence with the prometheus crate
+and VictoriaMetrics/metrics) makes and deletes a *Vec's children and registers and
 unregisters counters in a sequence drawn from a seed, a step every 200 µs, while the
 mirror is scraped; each scrape is bracketed by the program's step counter, and its page
 must equal what the sequence held after one of the steps in that bracket: no deleted
@@ -69,13 +70,16 @@ def _members(version: str, tmp_path: Path, request: pytest.FixtureRequest) -> li
     stripped, or the Rust program's ``members`` mode."""
     if version == "rust":
         return [str(request.getfixturevalue("rust_mirror")), "members"]
+    if version == "vm":  # VictoriaMetrics/metrics, the newest Go, stripped
+        return [str(go_build(go_toolchain("newest"), tmp_path / "vmetrics", None,
+                             PROGRAMS / "go" / "vmetrics", ("-ldflags=-s -w",))), "-members"]
     return [str(go_build(go_toolchain(version), tmp_path / "members", None,
                          PROGRAMS / "go" / "members", ("-ldflags=-s -w",)))]
 
 
 @pytest.mark.parametrize(("version", "ids", "collide"), [
     ("1.19", IDS, False), ("newest", IDS, False), ("1.19", 4, True), ("newest", 4, True),
-    ("rust", IDS, False)])
+    ("rust", IDS, False), ("vm", IDS, False)])
 def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
         version: str, ids: int, collide: bool, tmp_path: Path, privileged: None,
         request: pytest.FixtureRequest) -> None:

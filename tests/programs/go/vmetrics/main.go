@@ -6,7 +6,8 @@
 // registered Set and one its handler writes without registering it. It makes them,
 // updates them, prints "listening ADDR" and serves metrics.WritePrometheus (and the
 // unregistered Set) on /metrics; with -churn it goes on updating them (and
-// making new series) every millisecond.
+// making new series) every millisecond; with -members it runs tests/test_members.py's
+// sequence instead.
 package main
 
 import (
@@ -16,14 +17,70 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 )
 
+// members runs tests/programs/go/members' sequence with this library: a step every
+// -pace makes or unregisters one counter, id's child members_total{id="ID"} or, every
+// -every'th step, members_extra_ID_total (an odd id's labelled id="ID"), each holding
+// id+1; GET /step answers the steps made.
+func members(seed uint64, ids, every int, pace time.Duration) {
+	var step uint64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		metrics.WritePrometheus(w, false)
+	})
+	http.HandleFunc("/step", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, atomic.LoadUint64(&step))
+	})
+	fmt.Printf("listening %s\n", ln.Addr())
+	go http.Serve(ln, nil)
+	s := seed
+	held := map[string]bool{}
+	for n := uint64(1); ; n++ {
+		if pace > 0 {
+			time.Sleep(pace)
+		}
+		s ^= s >> 12
+		s ^= s << 25
+		s ^= s >> 27
+		id := int((s * 2685821657736338717) % uint64(ids))
+		name := fmt.Sprintf(`members_total{id="%d"}`, id)
+		if n%uint64(every) == 0 {
+			name = fmt.Sprintf("members_extra_%d_total", id)
+			if id%2 == 1 {
+				name = fmt.Sprintf(`members_extra_%d_total{id="%d"}`, id, id)
+			}
+		}
+		if held[name] {
+			metrics.UnregisterMetric(name)
+			delete(held, name)
+		} else {
+			metrics.GetOrCreateCounter(name).Add(id + 1)
+			held[name] = true
+		}
+		atomic.StoreUint64(&step, n)
+	}
+}
+
 func main() {
 	churn := flag.Bool("churn", false, "keep updating")
+	member := flag.Bool("members", false, "run the members sequence instead")
+	seed := flag.Uint64("seed", 1, "-members: the sequence's seed (not 0)")
+	ids := flag.Int("ids", 64, "-members: ids drawn")
+	every := flag.Int("every", 16, "-members: every this many steps, an extra counter")
+	pace := flag.Duration("pace", 200*time.Microsecond, "-members: wait before each step")
 	flag.Parse()
+	if *member {
+		members(*seed, *ids, *every, *pace)
+	}
 
 	requests := metrics.NewCounter(`vm_requests_total{path="/api",code="200"}`)
 	requests.Add(41)
