@@ -106,6 +106,9 @@ def layout(program: Any) -> Layout:
         raise NoLayout(f"{PKG}.{short}.{name} is not as noop knows it (1.x with a "
                        f"{size}-byte {name})", "")
 
+    named = [(f.name, int(f.offset), int(f.type.size)) for f in need["namedMetric"].fields]
+    if named[:3] != [("name", 0, 16), ("metric", 16, 16), ("isAux", 32, 1)]:
+        raise NoLayout(f"{PKG}.namedMetric is not {{name string; metric; isAux bool}}", "")
     decades = next((f for f in need["Histogram"].fields if f.name == "decimalBuckets"), None)
     if decades is None or decades.type.size != 8 * DECADES:
         raise NoLayout(f"{PKG}.Histogram has not {DECADES} decades of buckets", "")

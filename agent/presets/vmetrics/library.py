@@ -74,7 +74,9 @@ class VMLibrary:
         return walking.walk(gm, self.layout, sets, sorted(set(served) - set(sets)))
 
     def walker(self, gm: GoMemory, found: Found | None = None) -> walking.Walker:
-        return walking.Walker(gm, self.layout, found)
+        known = self._named.get(id(gm))
+        return walking.Walker(gm, self.layout, found,
+                              known[1] if known is not None and known[0] is gm else None)
 
     def members(self, gm: GoMemory, found: Found, vecs: list[Any], last: Last | None = None,
                 once: bool = False) -> tuple[Now, Last | None]:

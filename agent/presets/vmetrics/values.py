@@ -31,8 +31,12 @@ class Reader:
         scalars: list[tuple[int, str]] = []
         histograms: dict[int, list[tuple[int, str]]] = {}
         summaries: dict[int, list[tuple[int, str, float]]] = {}
+        bad = self._not_themselves(found)
         for f in found.families.values():
             for s in f.series:
+                if s.desc in bad:
+                    out.gone.append(s)  # its named metric is another's now
+                    continue
                 tag = s.type[0]
                 if tag in ("u64", "f64"):
                     scalars.append((s.address, tag))
@@ -49,6 +53,25 @@ class Reader:
         self._histograms(histograms, out)
         self._summaries(summaries, out)
         return out
+
+    def _not_themselves(self, found: Found) -> set[int]:
+        """The named metrics of ``found`` that do not hold what the walk read of them
+        (their name's pointer and length, their metric's itab and object, their name's
+        bytes): the garbage collector gave a dropped one's memory to another, whose
+        value would be served under the dropped one's name. Two batched reads."""
+        memory = self.gm.memory
+        checks: dict[int, tuple[bytes, bytes]] = {}
+        for f in found.families.values():
+            for s in f.series:
+                checks.setdefault(s.desc, s.type[-1])
+        nms = list(checks)
+        heads = memory.read_many([(nm, 32) for nm in nms])
+        bad = {nm for nm, head in zip(nms, heads, strict=True) if head != checks[nm][0]}
+        named = [nm for nm in nms if nm not in bad and checks[nm][1]]
+        got = memory.read_many([(struct.unpack_from("<Q", checks[nm][0])[0],
+                                 len(checks[nm][1])) for nm in named])
+        bad.update(nm for nm, raw in zip(named, got, strict=True) if raw != checks[nm][1])
+        return bad
 
     def _histograms(self, wanted: dict[int, list[tuple[int, str]]], out: Read) -> None:
         lay, memory = self.lay, self.gm.memory

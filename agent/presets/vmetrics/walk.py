@@ -28,9 +28,11 @@ from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, Layout, v
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _NM = struct.Struct("<QQQQB")  # a namedMetric: name (data, len), metric (itab, data), isAux
+_METRIC = struct.Struct("<QQ")  # its metric, 16 bytes in (layout checks it is there)
 MAX_NAME = 1 << 16
 MAX_NAMED = 1 << 22  # named metrics of one Set
 SPINS = 16  # reads of the Sets' mutexes, at most, before a pass starts
+WALK_TRIES = 32  # passes a walk makes, at most, while a Set's mutex is held
 LOWER, UPPER = -1, DECADES * BUCKETS_PER_DECADE  # the buckets below and above every decade
 
 
@@ -63,6 +65,7 @@ class Buckets:
     labels: tuple[tuple[str, str], ...]
     histogram: int
     name: int  # the namedMetric: what names the series
+    check: tuple[bytes, bytes] = (b"", b"")  # what it held, and its name (walk.Check)
     help: str = ""
     kind: str = ""
     children: dict[Key, Series | None] = field(default_factory=dict)
@@ -71,42 +74,60 @@ class Buckets:
 class Walker:
     """The units of named metrics and the children of histograms' buckets."""
 
-    def __init__(self, gm: GoMemory, lay: Layout, found: Found | None = None) -> None:
+    def __init__(self, gm: GoMemory, lay: Layout, found: Found | None = None,
+                 known: dict[int, tuple[int, int]] | None = None) -> None:
+        """``known``: the named metrics the members' reads know (``members``): one found
+        not to be what they knew (the garbage collector gave a freed one's address to
+        another) is forgotten, read again at the next read of the members."""
         self.gm, self.lay = gm, lay
         self.found = found if found is not None else Found()
+        self.known = known
 
     def unit(self, itab: int, data: int, id_: int = -1, reg: Any = None) -> Unit:
         """The unit of the named metric at ``id_`` whose interface holds (``itab``,
         ``data``)."""
         gm, lay = self.gm, self.lay
         unit = Unit()
-        raw = gm.read(id_, _NM.size)
-        name_at, n, itab_now, data_now, _aux = _NM.unpack(raw)
-        if (itab_now, data_now) != (itab, data) or n > MAX_NAME or (n and not name_at):
-            raise model.Torn(f"a named metric at {id_:#x} is not itself", "")
-        family, labels = split(gm.read(name_at, n).decode(errors="replace") if n else "")
+        try:  # a name in memory the program gave back (unmapped) is no member's any more
+            raw = gm.read(id_, _NM.size)
+            name_at, n, itab_now, data_now, _aux = _NM.unpack(raw)
+            if (itab_now, data_now) != (itab, data) or n > MAX_NAME or (n and not name_at):
+                raise model.Torn(f"a named metric at {id_:#x} is not itself", "")
+            name_bytes = gm.read(name_at, n) if n else b""
+            name = name_bytes.decode(errors="replace")
+        except (model.Torn, Unreadable) as exc:
+            if self.known is not None:
+                self.known.pop(id_, None)
+            raise model.Torn(f"a named metric at {id_:#x} is not itself", "") from exc
+        family, labels = split(name)
+        check = (raw[:32], name_bytes)  # what each read checks it still is (values.Reader)
         t = gm.iface_type(itab) if itab else None
         kind = lay.kind(gm.types.name(t)) if t is not None else None
         if kind == "counter":
-            unit.series.append((family, Series(labels, data + lay.counter_n, ("u64",), id_)))
+            unit.series.append((family, Series(labels, data + lay.counter_n, ("u64", check),
+                                               id_)))
         elif kind == "float":
-            unit.series.append((family, Series(labels, data + lay.float_n, ("f64",), id_)))
+            unit.series.append((family, Series(labels, data + lay.float_n, ("f64", check),
+                                               id_)))
         elif kind == "histogram":
-            unit.vecs.append(Buckets(family + "_bucket", labels, data, id_))
+            unit.vecs.append(Buckets(family + "_bucket", labels, data, id_, check))
             unit.series += [
-                (family + "_sum", Series(labels, data + lay.h_sum, ("hsum", data), id_)),
-                (family + "_count", Series(labels, data, ("hcount", data), id_))]
+                (family + "_sum", Series(labels, data + lay.h_sum, ("hsum", data, check),
+                                         id_)),
+                (family + "_count", Series(labels, data, ("hcount", data, check), id_))]
         elif kind == "summary":
             unit.series += [
-                (family + "_sum", Series(labels, data + lay.s_sum, ("ssum", data), id_)),
-                (family + "_count", Series(labels, data + lay.s_count, ("scount", data), id_))]
+                (family + "_sum", Series(labels, data + lay.s_sum, ("ssum", data, check),
+                                         id_)),
+                (family + "_count", Series(labels, data + lay.s_count, ("scount", data, check),
+                                           id_))]
         elif kind == "quantile":
             sm, idx = gm.words(data, 2)
             qs, nq = gm.slice(sm + lay.s_quantiles)
             if not 0 <= idx < nq:
                 raise model.Torn(f"a quantile value at {data:#x}: index {idx} of {nq}", "")
             phi = struct.unpack("<d", gm.read(qs + 8 * idx, 8))[0]
-            unit.series.append((family, Series(labels, data, ("q", sm, phi), id_)))
+            unit.series.append((family, Series(labels, data, ("q", sm, phi, check), id_)))
         elif kind == "gauge":
             self._unmirrored(f"*{lay.pkg}.Gauge ({self._func(gm.word(data))})")
             self.found.funcs.add(family)
@@ -131,7 +152,7 @@ class Walker:
         is at ``data``."""
         assert isinstance(vec, Buckets)
         labels = tuple(sorted((*vec.labels, ("vmrange", vmrange(hash_)))))
-        return Series(labels, data, ("bucket", vec.histogram), vec.name)
+        return Series(labels, data, ("bucket", vec.histogram, vec.check), vec.name)
 
 
 def walk(gm: GoMemory, lay: Layout, sets: list[int], written: list[int] | None = None
@@ -143,7 +164,14 @@ def walk(gm: GoMemory, lay: Layout, sets: list[int], written: list[int] | None =
     written = written or []
     everyone = [*sets, *written]
     w.found.considered = set(everyone)
-    now = _once(gm, lay, [Reg(s) for s in everyone], [], Reads(gm.memory))
+    regs = [Reg(s) for s in everyone]
+    now = _once(gm, lay, regs, [], Reads(gm.memory))
+    for _try in range(WALK_TRIES):  # a Set whose mutex was held: read again
+        if all(keys is not None for keys in now.regs):
+            break
+        again = _once(gm, lay, regs, [], Reads(gm.memory))
+        now.regs = [keys if keys is not None else more
+                    for keys, more in zip(now.regs, again.regs, strict=True)]
     for s, keys in zip(everyone, now.regs, strict=True):
         if keys is not None and s in written and not all(_ours(gm, lay, itab)
                                                          for _nm, itab, _d in keys):
@@ -183,6 +211,12 @@ def members(gm: GoMemory, lay: Layout, found: Found, vecs: list[Any], last: Last
     are read, so that a pass is two small reads a Set, and two passes agree even while
     the program makes a series a millisecond), kept to those still members."""
     known: Named = named if named is not None else {}
+    if known:  # each known one still itself (an address the collector gave another: not)
+        addrs = list(known)
+        for nm, raw in zip(addrs, gm.memory.read_many([(nm + 16, 16) for nm in addrs]),
+                           strict=True):
+            if raw is None or _METRIC.unpack(raw) != known[nm]:
+                del known[nm]
     got = model.members(gm.memory, found, vecs,
                         lambda reads: _once(gm, lay, found.regs, vecs, reads, known), last,
                         once)

@@ -7,7 +7,7 @@
 // updates them, prints "listening ADDR" and serves metrics.WritePrometheus (and the
 // unregistered Set) on /metrics; with -churn it goes on updating them (and
 // making new series) every millisecond; with -members it runs tests/test_members.py's
-// sequence instead.
+// sequence instead, with -hostile tests/test_hostile.py's loop.
 package main
 
 import (
@@ -17,8 +17,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/metrics"
 )
@@ -70,8 +76,102 @@ func members(seed uint64, ids, every int, pace time.Duration) {
 	}
 }
 
+// paged is a string whose bytes are in a page mapped for it alone.
+type paged struct {
+	s    string
+	page []byte
+}
+
+func newPaged(text string) paged {
+	page, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE,
+		syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		panic(err)
+	}
+	copy(page, text)
+	var s string // its header made by hand: Go 1.19 has no unsafe.String
+	h := (*reflect.StringHeader)(unsafe.Pointer(&s))
+	h.Data, h.Len = uintptr(unsafe.Pointer(&page[0])), len(text)
+	return paged{s, page}
+}
+
+// hostile does what tests/programs/go/hostile does, with this library: in a tight loop
+// it makes and unregisters counters named hostile_total{id="ID"} (holding id+1) and,
+// every 8th step, hostile_ID_total (a counter holding id+1, an even id) or
+// hostile_ID_seconds (a histogram with one observation of id+1, an odd id), each name
+// in a page of its own, unmapped once it is unregistered; it collects garbage and
+// returns memory every -gc steps and maps and unmaps a larger region all along; it
+// prints "ready" once its first objects exist, and exits or becomes /bin/sleep when
+// told.
+func hostile(ids, gc int, exitAfter, execAfter time.Duration) {
+	start := time.Now()
+	s := uint64(0x2545F4914F6CDD1D)
+	held := map[string]paged{}
+	var big []byte
+	for n := 1; ; n++ {
+		if n == 4*ids {
+			fmt.Println("ready")
+			os.Stdout.Sync()
+		}
+		if n%64 == 0 {
+			since := time.Since(start)
+			if exitAfter > 0 && since > exitAfter {
+				os.Exit(0)
+			}
+			if execAfter > 0 && since > execAfter {
+				syscall.Exec("/bin/sleep", []string{"sleep", "60"}, os.Environ())
+			}
+			if big != nil {
+				syscall.Munmap(big)
+				big = nil
+			} else {
+				big, _ = syscall.Mmap(-1, 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE,
+					syscall.MAP_ANON|syscall.MAP_PRIVATE)
+			}
+		}
+		if n%gc == 0 {
+			runtime.GC()
+			debug.FreeOSMemory()
+		}
+		s ^= s >> 12
+		s ^= s << 25
+		s ^= s >> 27
+		id := int((s * 2685821657736338717) % uint64(ids))
+		text := fmt.Sprintf(`hostile_total{id="%d"}`, id)
+		if n%8 == 0 {
+			text = fmt.Sprintf("hostile_%d_total", id)
+			if id%2 == 1 {
+				text = fmt.Sprintf("hostile_%d_seconds", id)
+			}
+		}
+		if name, ok := held[text]; ok {
+			metrics.UnregisterMetric(name.s)
+			delete(held, text)
+			name.unmap()
+			continue
+		}
+		name := newPaged(text)
+		if strings.HasSuffix(text, "_seconds") {
+			metrics.GetOrCreateHistogram(name.s).Update(float64(id + 1))
+		} else {
+			metrics.GetOrCreateCounter(name.s).Add(id + 1)
+		}
+		held[text] = name
+	}
+}
+
+func (p paged) unmap() {
+	if err := syscall.Munmap(p.page); err != nil {
+		panic(err)
+	}
+}
+
 func main() {
 	churn := flag.Bool("churn", false, "keep updating")
+	hostileMode := flag.Bool("hostile", false, "run the hostile loop instead")
+	gc := flag.Int("gc", 500, "-hostile: every this many steps, a garbage collection")
+	exitAfter := flag.Duration("exit-after", 0, "-hostile: then exit (0: never)")
+	execAfter := flag.Duration("exec-after", 0, "-hostile: then exec /bin/sleep (0: never)")
 	member := flag.Bool("members", false, "run the members sequence instead")
 	seed := flag.Uint64("seed", 1, "-members: the sequence's seed (not 0)")
 	ids := flag.Int("ids", 64, "-members: ids drawn")
@@ -80,6 +180,9 @@ func main() {
 	flag.Parse()
 	if *member {
 		members(*seed, *ids, *every, *pace)
+	}
+	if *hostileMode {
+		hostile(48, *gc, *exitAfter, *execAfter)
 	}
 
 	requests := metrics.NewCounter(`vm_requests_total{path="/api",code="200"}`)
