@@ -149,7 +149,7 @@ class Top(Daemon):
             if u.pending:
                 out.append(f"{u.pending} registr{'ies' if u.pending != 1 else 'y'} gathered "
                            "once: shown after the program gathers it again")
-            how = " (the Gather probe is on)" if finding else ""
+            how = " (the probe where it gathers or writes one is on)" if finding else ""
             if u.bare:
                 out.append(f"{u.bare} process{'es' * (u.bare != 1)} with no registry found "
                            "yet: one only a local holds shows once the program serves its "
