@@ -165,12 +165,24 @@ def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> No
     noop = start("--binary", vm_program, "--pid", str(p.proc.pid), ready=READY)
     try:
         checked = 0
+        whole: dict[str, int] = {}  # pages with each of the two, read whole
         for _ in range(20):
             before = _theirs(p.page())
             mine = _own(noop.metrics(), p.proc.pid)
             after = _theirs(p.page())
             # a Set the program never stops growing is on every page, not left out
             assert sum(1 for k in mine if k[0] == "vm_items_total") == 20
+            # a histogram and a summary updated all along, each observing 1: every read
+            # of one is of one instant (its sum its count; buckets summing to its count)
+            for name in ("vm_ones", "vm_ones_summary"):
+                if (name + "_count", ()) in mine:
+                    whole[name] = whole.get(name, 0) + 1
+                    assert mine[(name + "_sum", ())] == mine[(name + "_count", ())], name
+                    ones = torn_or_whole = mine[(name + "_count", ())]
+                    if name == "vm_ones":
+                        torn_or_whole = sum(v for k, v in mine.items()
+                                            if k[0] == "vm_ones_bucket")
+                    assert torn_or_whole == ones, name
             for k, v in mine.items():  # a quantile moves both ways: not from a pair
                 if k in before and before[k] == after.get(k) and \
                         not any(n == "quantile" for n, _v in k[1]):
@@ -178,6 +190,7 @@ def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> No
                     checked += 1
             time.sleep(0.05)
         assert checked > 100
+        assert whole.get("vm_ones", 0) > 10 and whole.get("vm_ones_summary", 0) > 10, whole
         churned = {k for k in _own(noop.metrics(), p.proc.pid) if k[0] == "vm_churn_total"}
         assert len(churned) > 50
     finally:

@@ -62,10 +62,12 @@ class Layout:
     set_a: int
     counter_n: int
     float_n: int
+    h_mu: int
     h_decades: int
     h_lower: int
     h_upper: int
     h_sum: int
+    s_mu: int
     s_curr: int
     s_quantiles: int
     s_sum: int
@@ -117,9 +119,11 @@ def layout(program: Any) -> Layout:
         pkg=PKG, registered=_registered(program), sets_map=sets_map,
         set_mu=at("Set", "mu"), set_a=at("Set", "a", 24), counter_n=at("Counter", "n"),
         float_n=at("FloatCounter", "n"),
-        h_decades=int(decades.offset), h_lower=at("Histogram", "lower"),
+        h_mu=at("Histogram", "mu"), h_decades=int(decades.offset),
+        h_lower=at("Histogram", "lower"),
         h_upper=at("Histogram", "upper"), h_sum=at("Histogram", "sum"),
-        s_curr=at("Summary", "curr"), s_quantiles=at("Summary", "quantiles", 24),
+        s_mu=at("Summary", "mu"), s_curr=at("Summary", "curr"),
+        s_quantiles=at("Summary", "quantiles", 24),
         s_sum=at("Summary", "sum"), s_count=at("Summary", "count"),
         fast_max=at("Fast", "max"), fast_min=at("Fast", "min"), fast_a=at("Fast", "a", 24),
         kinds={f"*{PKG}.Counter": "counter", f"*{PKG}.FloatCounter": "float",

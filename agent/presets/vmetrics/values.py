@@ -15,10 +15,11 @@ import math
 import struct
 
 from agent.live.gomemory import GoMemory
-from agent.presets.mirror.model import Found, Read, Value
+from agent.presets.mirror.model import Found, Read, Series, Value
 from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, Layout
 
 MAX_SAMPLES = 1000  # histogram.Fast's maxSamples: a window holds no more
+TRIES = 4  # pairs of reads of a histogram or summary, at most, for two that agree
 
 
 class Reader:
@@ -29,7 +30,7 @@ class Reader:
         gm = self.gm
         out = Read()
         scalars: list[tuple[int, str]] = []
-        histograms: dict[int, list[tuple[int, str]]] = {}
+        histograms: dict[int, list[tuple[int, str, Series]]] = {}
         summaries: dict[int, list[tuple[int, str, float]]] = {}
         bad = self._not_themselves(found)
         for f in found.families.values():
@@ -41,7 +42,7 @@ class Reader:
                 if tag in ("u64", "f64"):
                     scalars.append((s.address, tag))
                 elif tag in ("hsum", "hcount", "bucket"):
-                    histograms.setdefault(s.type[1], []).append((s.address, tag))
+                    histograms.setdefault(s.type[1], []).append((s.address, tag, s))
                 elif tag in ("ssum", "scount"):
                     summaries.setdefault(s.type[1], []).append((s.address, tag, 0.0))
                 elif tag == "q":
@@ -73,37 +74,79 @@ class Reader:
         bad.update(nm for nm, raw in zip(named, got, strict=True) if raw != checks[nm][1])
         return bad
 
-    def _histograms(self, wanted: dict[int, list[tuple[int, str]]], out: Read) -> None:
+    def _pass(self, hs: list[int]) -> list[tuple[bytes, tuple[bytes, ...], tuple[int, ...]]
+                                             | None]:
+        """Each histogram of ``hs`` read once: its struct, and every decade it has made
+        (their addresses and bytes); None for one that cannot be read."""
         lay, memory = self.lay, self.gm.memory
-        hs = list(wanted)
         heads = memory.read_many([(h, lay.h_sum + 8) for h in hs])
         arrays: list[tuple[int, int]] = []
-        plan: list[tuple[int, int]] = []  # (histogram's index, decade)
+        plan: list[int] = []
         for i, head in enumerate(heads):
-            if head is None:
+            if head is not None:
+                for a in struct.unpack_from(f"<{DECADES}Q", head, lay.h_decades):
+                    if a:
+                        arrays.append((a, 8 * BUCKETS_PER_DECADE))
+                        plan.append(i)
+        got: list[list[tuple[int, bytes | None]]] = [[] for _ in hs]
+        for i, (a, _n), raw in zip(plan, arrays, memory.read_many(arrays), strict=True):
+            got[i].append((a, raw))
+        out: list[tuple[bytes, tuple[bytes, ...], tuple[int, ...]] | None] = []
+        for head, decades in zip(heads, got, strict=True):
+            if head is None or any(raw is None for _a, raw in decades):
+                out.append(None)  # freed meanwhile: not written
+            else:
+                out.append((head, tuple(raw for _a, raw in decades if raw is not None),
+                            tuple(a for a, _raw in decades)))
+        return out
+
+    def _histograms(self, wanted: dict[int, list[tuple[int, str, Series]]], out: Read
+                    ) -> None:
+        """Each histogram as two reads in a row found it with its mutex free (the
+        program updates a bucket and the sum under it): its buckets, ``_count`` their
+        sum and ``_sum`` of one instant. One updated between every two reads of
+        ``TRIES`` (a loop observing all the time) is served as the last read found it
+        with its mutex free: ``_count`` still the sum of the buckets written, ``_sum``
+        read a moment before them (it may lack the observations made meanwhile)."""
+        lay = self.lay
+        hs = list(wanted)
+        pending = list(range(len(hs)))
+        settled: dict[int, tuple[bytes, tuple[bytes, ...], tuple[int, ...]] | None] = {}
+        for _try in range(TRIES):
+            first = self._pass([hs[i] for i in pending])
+            second = self._pass([hs[i] for i in pending])
+            still = []
+            for i, x, y in zip(pending, first, second, strict=True):
+                free = [r for r in (y, x) if r is not None and
+                        not struct.unpack_from("<I", r[0], lay.h_mu)[0] & 1]
+                if x is None and y is None:
+                    settled[i] = None
+                elif x is not None and x == y and free:
+                    settled[i] = x
+                else:
+                    if free:
+                        settled[i] = free[0]  # the best so far, if no pair agrees
+                    still.append(i)
+            pending = still
+            if not pending:
+                break
+        for i in pending:
+            if i not in settled:
+                out.torn += [s for _a, _t, s in wanted[hs[i]]]
+        for i, got in settled.items():
+            if got is None:
                 continue
-            for d, a in enumerate(struct.unpack_from(f"<{DECADES}Q", head, lay.h_decades)):
-                if a:
-                    arrays.append((a, 8 * BUCKETS_PER_DECADE))
-                    plan.append((i, d))
-        counts: dict[int, dict[int, int]] = {}  # histogram -> bucket counter -> count
-        decades = memory.read_many(arrays)
-        for (i, _d), (a, _n), raw in zip(plan, arrays, decades, strict=True):
-            if raw is None:
-                heads[i] = None  # freed meanwhile: the histogram is not written
-                continue
-            mine = counts.setdefault(i, {})
-            for j, c in enumerate(struct.unpack(f"<{BUCKETS_PER_DECADE}Q", raw)):
-                mine[a + 8 * j] = c
-        for i, (h, head) in enumerate(zip(hs, heads, strict=True)):
-            if head is None:
-                continue
+            h = hs[i]
+            head, decades, addresses = got
+            mine: dict[int, int] = {}
+            for a, raw in zip(addresses, decades, strict=True):
+                for j, c in enumerate(struct.unpack(f"<{BUCKETS_PER_DECADE}Q", raw)):
+                    mine[a + 8 * j] = c
             lower, upper = struct.unpack_from("<QQ", head, lay.h_lower)
             (total,) = struct.unpack_from("<d", head, lay.h_sum)
-            mine = counts.get(i, {})
             mine[h + lay.h_lower], mine[h + lay.h_upper] = lower, upper
             count = sum(mine.values())
-            for address, tag in wanted[h]:
+            for address, tag, _s in wanted[h]:
                 v: Value | None
                 if tag == "bucket":
                     c = mine.get(address, 0)
@@ -113,10 +156,35 @@ class Reader:
                 if v is not None:
                     out.values[address] = v
 
+    def _summary_heads(self, sms: list[int]) -> list[bytes | None]:
+        """Each summary's struct as two reads in a row found it with its mutex free (the
+        program adds to its sum, then its count, under it), else as the last read found
+        it with its mutex free; None for one that cannot be read (or never free)."""
+        lay, memory = self.lay, self.gm.memory
+        ranges = [(sm, lay.s_count + 8) for sm in sms]
+        out: list[bytes | None] = [None] * len(sms)
+        pending = list(range(len(sms)))
+        for _try in range(TRIES):
+            first = memory.read_many([ranges[i] for i in pending])
+            second = memory.read_many([ranges[i] for i in pending])
+            still = []
+            for i, x, y in zip(pending, first, second, strict=True):
+                free = [r for r in (y, x) if r is not None and
+                        not struct.unpack_from("<I", r, lay.s_mu)[0] & 1]
+                if x is not None and x == y and free:
+                    out[i] = x
+                elif x is not None or y is not None:
+                    out[i] = free[0] if free else out[i]  # the best so far
+                    still.append(i)
+            pending = still
+            if not pending:
+                break
+        return out
+
     def _summaries(self, wanted: dict[int, list[tuple[int, str, float]]], out: Read) -> None:
         lay, memory = self.lay, self.gm.memory
         sms = list(wanted)
-        heads = memory.read_many([(sm, lay.s_count + 8) for sm in sms])
+        heads = self._summary_heads(sms)
         currs = [struct.unpack_from("<Q", h, lay.s_curr)[0] if h is not None else 0
                  for h in heads]
         fasts = memory.read_many([(c, lay.fast_a + 24) for c in currs])

@@ -235,6 +235,17 @@ func main() {
 	})
 	fmt.Printf("listening %s\n", ln.Addr())
 	if *churn {
+		// each observes 1, 10,000 times a second: read at one instant, its sum is its
+		// count
+		ones := metrics.NewHistogram("vm_ones")
+		onesSummary := metrics.NewSummary("vm_ones_summary")
+		go func() {
+			for {
+				ones.Update(1)
+				onesSummary.Update(1)
+				time.Sleep(100 * time.Microsecond)
+			}
+		}()
 		go func() {
 			for i := 0; ; i++ {
 				requests.Inc()
