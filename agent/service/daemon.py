@@ -320,14 +320,19 @@ class Daemon(Following):
         finally:
             self.notify.stop_extending()
             server.close()
-            if self.files is not None:
-                self.files.close()
-            if self.loaded is not None:
-                self.loaded.close()
-            if self.run_times is not None:
-                self.run_times.close()
-            for mirror in self.mirrors:
-                mirror.close()
+            self.close()
+
+    def close(self) -> None:
+        """Everything the session holds let go: the file watch, the probes, the run-time
+        counters, the mirrors' walks."""
+        if self.files is not None:
+            self.files.close()
+        if self.loaded is not None:
+            self.loaded.close()
+        if self.run_times is not None:
+            self.run_times.close()
+        for mirror in self.mirrors:
+            mirror.close()
 
     def _mirror(self) -> None:
         """The preset on a Go or Rust program (``noop top``: on each of its targets): its

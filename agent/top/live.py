@@ -194,15 +194,6 @@ class Top(Daemon):
         self._mirror()
         self.priced(session)
 
-    def close(self) -> None:
-        if self.files is not None:
-            self.files.close()
-        if self.loaded is not None:
-            self.loaded.close()
-        if self.run_times is not None:
-            self.run_times.close()
-        for m in self.mirrors:
-            m.close()
 
 
 def once(top: Top, as_json: bool) -> int:

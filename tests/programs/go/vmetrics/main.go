@@ -29,12 +29,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 )
 
-// members runs tests/programs/go/members' sequence with this library: a step every
-// -pace makes or unregisters one counter, id's child members_total{id="ID"} or, every
-// -every'th step, members_extra_ID_total (an odd id's labelled id="ID"), each holding
-// id+1; GET /step answers the steps made.
-func members(seed uint64, ids, every int, pace time.Duration) {
-	var step uint64
+// listen serves /metrics (every registered Set, then also) on a loopback port and
+// says where: "listening ADDR".
+func listen(also ...*metrics.Set) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -42,12 +39,24 @@ func members(seed uint64, ids, every int, pace time.Duration) {
 	}
 	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		metrics.WritePrometheus(w, false)
+		for _, s := range also {
+			s.WritePrometheus(w)
+		}
 	})
+	fmt.Printf("listening %s\n", ln.Addr())
+	return ln
+}
+
+// members runs tests/programs/go/members' sequence with this library: a step every
+// -pace makes or unregisters one counter, id's child members_total{id="ID"} or, every
+// -every'th step, members_extra_ID_total (an odd id's labelled id="ID"), each holding
+// id+1; GET /step answers the steps made.
+func members(seed uint64, ids, every int, pace time.Duration) {
+	var step uint64
 	http.HandleFunc("/step", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, atomic.LoadUint64(&step))
 	})
-	fmt.Printf("listening %s\n", ln.Addr())
-	go http.Serve(ln, nil)
+	go http.Serve(listen(), nil)
 	s := seed
 	held := map[string]bool{}
 	for n := uint64(1); ; n++ {
@@ -224,16 +233,7 @@ func main() {
 	local.NewCounter(`vm_local_total{set="local"}`).Add(5)
 	local.NewFloatCounter("vm_local_float_total").Add(2.5)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		metrics.WritePrometheus(w, false)
-		local.WritePrometheus(w)
-	})
-	fmt.Printf("listening %s\n", ln.Addr())
+	ln := listen(local)
 	if *churn {
 		// each observes 1, 10,000 times a second: read at one instant, its sum is its
 		// count
