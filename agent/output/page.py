@@ -282,6 +282,17 @@ def label_value(v: str) -> str:
     return v.replace("\\", "\\\\").replace("\"", '\\"').replace("\n", "\\n")
 
 
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def labels_of(text: str) -> dict[str, str]:
+    """The labels of a sample's ``{name="value",...}`` text, their values unescaped
+    (``label_value``'s inverse)."""
+    return {k: re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], v) if "\\" in v else v
+            for k, v in _LABEL.findall(text)}
+
+
 def with_noops(labels: Iterable[tuple[str, str]], target: str, pid: int
                ) -> list[tuple[str, str]]:
     """A program's series' labels and noop's ``target`` and ``pid`` beside them, sorted

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agent.output.page import Block, Bundle, label_value, owned
+from agent.output.page import Block, Bundle, label_value, labels_of, owned
 from agent.presets.mirror.model import Found, Histogram, Read, Summary
 
 # A series: (pid, or 0 where the page has none; family; its own labels, sorted)
@@ -30,14 +30,6 @@ _SCALAR, _COUNT, _SUM, _SKIP = 0, 1, 2, 3
 KINDS = ("counter", "gauge", "histogram", "summary", "untyped")
 COLUMNS = ("rate", "value", "mean", "updates", "name", "kind", "pid")
 TREND_SECONDS = 60.0
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-def _unescape(text: str) -> str:
-    return re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], text) if "\\" in text \
-        else text
-
 
 @dataclass(frozen=True, slots=True)
 class Series:
@@ -211,7 +203,7 @@ def _parse(key: bytes, owned: dict[bytes, bytes], types: dict[bytes, bytes], par
     elif kind == "summary":
         role = _SKIP  # a quantile
     text = key[len(name):].decode("utf-8", "replace")
-    labels = {k: _unescape(v) for k, v in _LABEL.findall(text)}
+    labels = labels_of(text)
     labels.pop("le", None) if kind == "histogram" else None
     labels.pop("quantile", None) if kind == "summary" else None
     pid_text = labels.pop("noop_pid", None)

@@ -14,19 +14,17 @@ its function's name.
 from __future__ import annotations
 
 import bisect
-import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.live.gomemory import GoMemory
 from agent.live.memory import Damaged, Reads, Unreadable
+from agent.output.page import labels_of
 from agent.presets.mirror import model
 from agent.presets.mirror.model import Found, Key, Last, Now, Series, Unit
 from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, Layout, vmrange
 
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _NM = struct.Struct("<QQQQB")  # a namedMetric: name (data, len), metric (itab, data), isAux
 _METRIC = struct.Struct("<QQ")  # its metric, 16 bytes in (layout checks it is there)
 MAX_NAME = 1 << 16
@@ -41,9 +39,7 @@ def split(name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     brace = name.find("{")
     if brace < 0:
         return name, ()
-    labels = {k: re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], v)
-              for k, v in _LABEL.findall(name[brace:])}
-    return name[:brace], tuple(sorted(labels.items()))
+    return name[:brace], tuple(sorted(labels_of(name[brace:]).items()))
 
 
 @dataclass(eq=False)
