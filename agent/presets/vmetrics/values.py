@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
+from typing import TypeVar
 
 from agent.live.gomemory import GoMemory
 from agent.presets.mirror.model import Found, Read, Series, Value
@@ -110,30 +112,12 @@ class Reader:
         read a moment before them (it may lack the observations made meanwhile)."""
         lay = self.lay
         hs = list(wanted)
-        pending = list(range(len(hs)))
-        settled: dict[int, tuple[bytes, tuple[bytes, ...], tuple[int, ...]] | None] = {}
-        for _try in range(TRIES):
-            first = self._pass([hs[i] for i in pending])
-            second = self._pass([hs[i] for i in pending])
-            still = []
-            for i, x, y in zip(pending, first, second, strict=True):
-                free = [r for r in (y, x) if r is not None and
-                        not struct.unpack_from("<I", r[0], lay.h_mu)[0] & 1]
-                if x is None and y is None:
-                    settled[i] = None
-                elif x is not None and x == y and free:
-                    settled[i] = x
-                else:
-                    if free:
-                        settled[i] = free[0]  # the best so far, if no pair agrees
-                    still.append(i)
-            pending = still
-            if not pending:
-                break
-        for i in pending:
-            if i not in settled:
-                out.torn += [s for _a, _t, s in wanted[hs[i]]]
-        for i, got in settled.items():
+        settled, torn = _agreed(
+            len(hs), lambda pending: self._pass([hs[i] for i in pending]),
+            lambda r: bool(struct.unpack_from("<I", r[0], lay.h_mu)[0] & 1))
+        for i in torn:
+            out.torn += [s for _a, _t, s in wanted[hs[i]]]
+        for i, got in enumerate(settled):
             if got is None:
                 continue
             h = hs[i]
@@ -162,24 +146,10 @@ class Reader:
         it with its mutex free; None for one that cannot be read (or never free)."""
         lay, memory = self.lay, self.gm.memory
         ranges = [(sm, lay.s_count + 8) for sm in sms]
-        out: list[bytes | None] = [None] * len(sms)
-        pending = list(range(len(sms)))
-        for _try in range(TRIES):
-            first = memory.read_many([ranges[i] for i in pending])
-            second = memory.read_many([ranges[i] for i in pending])
-            still = []
-            for i, x, y in zip(pending, first, second, strict=True):
-                free = [r for r in (y, x) if r is not None and
-                        not struct.unpack_from("<I", r, lay.s_mu)[0] & 1]
-                if x is not None and x == y and free:
-                    out[i] = x
-                elif x is not None or y is not None:
-                    out[i] = free[0] if free else out[i]  # the best so far
-                    still.append(i)
-            pending = still
-            if not pending:
-                break
-        return out
+        got, _torn = _agreed(len(sms), lambda pending: memory.read_many(
+            [ranges[i] for i in pending]),
+            lambda r: bool(struct.unpack_from("<I", r, lay.s_mu)[0] & 1))
+        return got
 
     def _summaries(self, wanted: dict[int, list[tuple[int, str, float]]], out: Read) -> None:
         lay, memory = self.lay, self.gm.memory
@@ -217,6 +187,36 @@ class Reader:
                     v = _quantile(ordered, phi, low, high)
                 if v is not None and not (isinstance(v, float) and math.isnan(v)):
                     out.values[address] = v
+
+
+T = TypeVar("T")
+
+
+def _agreed(n: int, read: Callable[[list[int]], list[T | None]], locked: Callable[[T], bool]
+            ) -> tuple[list[T | None], list[int]]:
+    """Each of ``n`` objects as two reads in a row (``read`` of the indices still
+    wanted) found it with its mutex free (``locked`` says it was not); one read between
+    every two of ``TRIES`` pairs as the last read that found it free; None for one that
+    cannot be read. And the objects never found free (torn)."""
+    best: list[T | None] = [None] * n
+    pending = list(range(n))
+    for _try in range(TRIES):
+        first, second = read(pending), read(pending)
+        still = []
+        for i, x, y in zip(pending, first, second, strict=True):
+            free = [r for r in (y, x) if r is not None and not locked(r)]
+            if x is None and y is None:
+                best[i] = None  # freed meanwhile: not written
+            elif x is not None and x == y and free:
+                best[i] = x
+            else:
+                if free:
+                    best[i] = free[0]  # the best so far, if no pair agrees
+                still.append(i)
+        pending = still
+        if not pending:
+            break
+    return best, [i for i in pending if best[i] is None]
 
 
 def _quantile(ordered: list[float], phi: float, low: float, high: float) -> float | None:
