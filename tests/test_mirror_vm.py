@@ -11,6 +11,7 @@ and the newest Go, with DWARF and stripped.
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import socket
 import subprocess
@@ -119,6 +120,75 @@ def test_every_series_equals_the_programs_own(running: tuple[Program, Agent]) ->
     assert ("vm_duration_seconds", (("op", "read"), ("quantile", "0.97"))) in theirs
     assert not any(k[0].startswith("vm_empty") for k in theirs)
     assert theirs[("vm_local_total", (("set", "local"),))] == 5
+
+
+# Series the program's own scrape moves while it writes them: the goroutines serving it,
+# the descriptors of its connection and of /proc/self/fd (docs/limits.md)
+_SERVING = {"go_goroutines": 3, "process_open_fds": 3}
+# what ReadMemStats' flush of the stack caches moves (docs/limits.md): whole pages
+_STACKS = {f"go_memstats_{n}_bytes" for n in ("heap_idle", "heap_inuse", "heap_sys",
+                                              "stack_inuse", "stack_sys")}
+_PAGE, _PAGES = 8192, 8
+# what only grows: between the program's two scrapes around noop's
+_GROWING = re.compile(r"go_memstats_(alloc_bytes_total|mallocs_total|frees_total)|"
+                      r"go_gc_duration_seconds_(sum|count)|go_gc_forced_count|"
+                      r"go_cgo_calls_count|process_cpu_seconds_.*|process_.*pagefaults_total|"
+                      r"process_io_.*")
+
+
+def _runtime(text: str) -> Samples:
+    return {(n, tuple(sorted(labels))): v for (n, labels), v in samples(text).items()
+            if n.startswith(("go_", "process_"))}
+
+
+def _runtime_mine(got: Samples, pid: int) -> Samples:
+    out: Samples = {}
+    for (name, labels), v in got.items():
+        if name.startswith(("go_", "process_")):
+            mine = dict(labels)
+            assert mine.pop("pid") == str(pid) and mine.pop("target")
+            out[(name, tuple(sorted(mine.items())))] = v
+    return out
+
+
+def _runtime_wrong(before: Samples, mine: Samples, after: Samples) -> tuple[list[str], int]:
+    """The library's go_* and process_* series of noop's page against the program's two
+    pages around it: quiet, equal (those the program's scrape moves by at most a few);
+    else what only grows lies between. And how many were quiet."""
+    wrong, quiet = [], 0
+    for k, v in mine.items():
+        a, b = before[k], after[k]
+        if k[0] in _SERVING:
+            if not 0 <= a - v <= _SERVING[k[0]]:
+                wrong.append(f"{k}: noop {v}, the program {a}")
+        elif a == b:
+            quiet += 1
+            pages = k[0] in _STACKS and (v - a) % _PAGE == 0 and abs(v - a) <= _PAGE * _PAGES
+            if v != a and not pages:
+                wrong.append(f"{k}: noop {v}, the program {a} twice")
+        elif _GROWING.fullmatch(k[0]) and not min(a, b) <= v <= max(a, b):
+            wrong.append(f"{k}: noop {v}, the program {a} then {b}")
+    return wrong, quiet
+
+
+def test_runtime_series_are_the_librarys(running: tuple[Program, Agent]) -> None:
+    """The go_* and process_* set the library writes (WritePrometheus(w, true) and
+    WriteFDMetrics), not client_golang's: the same names and labels, untyped, and the
+    values ReadMemStats, /proc and the library's own start time give (the GC pause
+    quantiles over all 256 slots, GOROOT as the linker wrote it)."""
+    p, noop = running
+    p.page()
+    time.sleep(0.5)
+    before = _runtime(p.page())
+    mine = _runtime_mine(noop.metrics(), p.proc.pid)
+    after = _runtime(p.page())
+    assert mine.keys() == before.keys(), sorted(set(mine) ^ set(before))
+    wrong, quiet = _runtime_wrong(before, mine, after)
+    assert not wrong, wrong
+    assert quiet >= 10
+    assert ("go_gc_duration_seconds", (("quantile", "0.25"),)) in mine
+    assert any(k[0] == "go_info_ext" and dict(k[1])["GOROOT"] for k in mine)
+    assert "# TYPE go_goroutines untyped" in get(noop.url + "/metrics")
 
 
 def test_memory_alone_finds_registered_sets(vm_program: Path, privileged: None) -> None:
@@ -276,6 +346,19 @@ def test_debian_victoria_metrics(privileged: None, tmp_path: Path) -> None:
         assert len(quiet) > len(mine) * 0.8
         wrong = {k: (mine[k], before[k]) for k in quiet if mine[k] != before[k]}
         assert not wrong, list(wrong.items())[:10]
+        # the library's go_* and process_* set, but for the two the service writes itself
+        theirs = _runtime(get(url + "/metrics"))
+        time.sleep(1.2)
+        runtime = _runtime_mine(noop.metrics(), proc.pid)
+        time.sleep(1.2)
+        later = _runtime(get(url + "/metrics"))
+        assert set(theirs) - set(runtime) == {("process_cpu_cores_available", ()),
+                                               ("process_memory_limit_bytes", ())}
+        assert set(runtime) <= set(theirs)
+        wrong, quiet = _runtime_wrong(theirs, runtime, later)
+        assert not wrong and quiet >= 10, (wrong, quiet)
+        assert (("go_info_ext", (("GOARCH", "amd64"), ("GOOS", "linux"), ("GOROOT", ""),
+                                 ("compiler", "gc"))) in runtime)
         listed = [dict(labels)["type"] for (name, labels), _v in noop.metrics().items()
                   if name == "noop_mirror_unmirrored_collectors"]
         assert len(listed) > 100 and all(t.startswith(

@@ -2,7 +2,10 @@
 computed as the program itself would compute them: ``runtime/metrics`` (whose values
 client_golang's Go collector turns into go_memstats_*), ``NumGoroutine``, the thread
 count, ``debug.ReadGCStats`` (go_gc_duration_seconds), GOGC, the memory limit and
-GOMAXPROCS.
+GOMAXPROCS; with ``stopped``, also ``runtime.ReadMemStats``' values (VictoriaMetrics/
+metrics writes them): ReadMemStats stops the world and flushes every P's mcache first,
+which counts the objects allocated from each span the mcache holds since it took it and
+the tiny allocations it holds; noop reads each mcache and adds those as the flush would.
 
 What is read while the program runs is checked before it is kept: the heap statistics'
 ring (three generations, one of them zero between the runtime's own reads of it, the
@@ -32,7 +35,9 @@ _MIN_RUNWAY = 64 << 10  # the pacer's minRunway
 _MIN_HEADROOM = 1 << 20  # memoryLimitMinHeapGoalHeadroom (memoryLimitHeapGoalHeadroom)
 _HEADROOM_PERCENT = 3  # memoryLimitHeapGoalHeadroomPercent, since 1.21
 _NUM_CLASSES = len(CLASS_TO_SIZE)
+_SPAN_CLASSES = 2 * _NUM_CLASSES  # numSpanClasses: with and without pointers
 _MASK = (1 << 64) - 1
+MAX_M = 1 << 16  # Ms walked at most (the runtime's default limit is 10,000 threads)
 
 
 class Unsettled(Unreadable):
@@ -53,17 +58,32 @@ class Snapshot:
     pause_total_ns: int
     numgc: int
     last_gc_unix_ns: int
+    stopped: Stopped | None = None  # ReadMemStats' values (read with ``stopped``)
 
 
-def read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
-    """The runtime numbers of the process ``gm`` reads; Unsettled when every try
-    failed a check, Unreadable when its memory cannot be read."""
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """What ``runtime.ReadMemStats`` and its neighbours give: MemStats' fields as
+    ReadMemStats fills them (every mcache flushed), and the other numbers
+    VictoriaMetrics/metrics writes."""
+
+    memstats: dict[str, int]  # by MemStats' field names
+    gc_cpu_fraction: float
+    numforcedgc: int
+    cgo_calls: int  # runtime.NumCgoCall()
+    ncpu: int  # runtime.NumCPU()
+
+
+def read(gm: GoMemory, rv: RuntimeVars, stopped: bool = False) -> Snapshot:
+    """The runtime numbers of the process ``gm`` reads (with ``stopped``, ReadMemStats'
+    too); Unsettled when every try failed a check, Unreadable when its memory cannot
+    be read."""
     why = ""
     for i in range(TRIES):
         if i:
             time.sleep(_FIRST_PAUSE * (1 << (i - 1)))
         try:
-            return _read(gm, rv)
+            return _read(gm, rv, stopped)
         except Unsettled as exc:
             why = exc.message
     raise Unsettled(f"the runtime's numbers changed under {TRIES} reads: {why}", "")
@@ -84,9 +104,44 @@ def _u(data: bytes, at: int | None, size: int = 8, signed: bool = False) -> int:
     return int.from_bytes(data[at:at + size], "little", signed=signed)
 
 
-def _read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
+def memstats_of(m: dict[str, int]) -> dict[str, int]:
+    """runtime.MemStats from runtime/metrics' values as client_golang (>= 1.12) fills it
+    (memStatsFromRM), which is ReadMemStats' own arithmetic on the same statistics, in
+    uint64 arithmetic."""
+    def g(name: str) -> int:
+        return m.get(name, 0)
+
+    tiny = g("/gc/heap/tiny/allocs:objects")
+    heap_alloc = g("/memory/classes/heap/objects:bytes")
+    heap_inuse = heap_alloc + g("/memory/classes/heap/unused:bytes")
+    heap_idle = g("/memory/classes/heap/released:bytes") + g("/memory/classes/heap/free:bytes")
+    stack_inuse = g("/memory/classes/heap/stacks:bytes")
+    span = g("/memory/classes/metadata/mspan/inuse:bytes")
+    cache = g("/memory/classes/metadata/mcache/inuse:bytes")
+    out = {
+        "Alloc": heap_alloc, "TotalAlloc": g("/gc/heap/allocs:bytes"),
+        "Sys": g("/memory/classes/total:bytes"), "Lookups": 0,
+        "Mallocs": g("/gc/heap/allocs:objects") + tiny,
+        "Frees": g("/gc/heap/frees:objects") + tiny, "HeapAlloc": heap_alloc,
+        "HeapSys": heap_inuse + heap_idle, "HeapIdle": heap_idle, "HeapInuse": heap_inuse,
+        "HeapReleased": g("/memory/classes/heap/released:bytes"),
+        "HeapObjects": g("/gc/heap/objects:objects"), "StackInuse": stack_inuse,
+        "StackSys": stack_inuse + g("/memory/classes/os-stacks:bytes"),
+        "MSpanInuse": span, "MSpanSys": span + g("/memory/classes/metadata/mspan/free:bytes"),
+        "MCacheInuse": cache,
+        "MCacheSys": cache + g("/memory/classes/metadata/mcache/free:bytes"),
+        "BuckHashSys": g("/memory/classes/profiling/buckets:bytes"),
+        "GCSys": g("/memory/classes/metadata/other:bytes"),
+        "OtherSys": g("/memory/classes/other:bytes"), "NextGC": g("/gc/heap/goal:bytes"),
+    }
+    return {k: v & _MASK for k, v in out.items()}
+
+
+def _read(gm: GoMemory, rv: RuntimeVars, stopped: bool = False) -> Snapshot:
     o, g, b = rv.offsets, rv.globals, gm.bias
     ms_size = _off(o, "mstats.numforcedgc") + 4
+    if stopped:
+        ms_size = max(ms_size, _off(o, "mstats.gc_cpu_fraction") + 8)
     gc_size = max(v for k, v in o.items() if k.startswith("gcControllerState.")
                   and v is not None) + 8
     sc_fields = [k for k in o if k.startswith("schedt.") and o[k] is not None]
@@ -115,14 +170,17 @@ def _read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
     seq_at = _off(o, "p.statsSeq")
     gen_at = _off(o, "mstats.heapStats") + _off(o, "consistentHeapStats.gen")
     per_p: list[tuple[int, int]] = []
+    k = 4 if stopped else 3
     for p in p_addrs:
         per_p += [(p, 4), (p + _off_or(free_at), 4), (p + seq_at, 4)]
+        if stopped:
+            per_p.append((p + _off(o, "p.mcache"), 8))
     again = gm.memory.read_many([*per_p, (g["memstats"] + gen_at + b, 4)])
     if any(x is None for x in again):
         raise Unsettled("a P is not mapped", "")
     free_p = 0
     for i in range(nprocs):
-        pid, free, seq = (_u(again[3 * i + k] or b"", 0, 4, signed=True) for k in range(3))
+        pid, free, seq = (_u(again[k * i + j] or b"", 0, 4, signed=True) for j in range(3))
         if pid != i:
             raise Unsettled(f"allp[{i}] has id {pid}", "")
         if seq % 2:
@@ -132,6 +190,15 @@ def _read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
     if _u(again[-1] or b"", 0, 4) != heap.pop("gen"):
         raise Unsettled("the heap statistics' generation moved", "")
     metrics = _metrics(ms, gc, span, cache, heap, o, rv.version)
+    held = None
+    if stopped:
+        mcaches = [_u(again[k * i + 3] or b"", 0) for i in range(nprocs)]
+        flushed = _flushed(gm, o, [c for c in mcaches if c], dict(heap))
+        held = Stopped(
+            memstats_of(_metrics(ms, gc, span, cache, flushed, o, rv.version)),
+            struct.unpack_from("<d", ms, _off(o, "mstats.gc_cpu_fraction"))[0],
+            _u(ms, _off(o, "mstats.numforcedgc"), 4), _cgo_calls(gm, rv),
+            _u(gm.memory.read_many([(g["ncpu"] + b, 4)])[0] or b"", 0, 4, signed=True))
     allglen = _u(allglen_b, 0)
     free_s = sum(_u(sc, o.get(k), 4, signed=True) for k in (
         "schedt.gFree.n", "schedt.gFree.stack.size", "schedt.gFree.noStack.size"))
@@ -147,7 +214,52 @@ def _read(gm: GoMemory, rv: RuntimeVars) -> Snapshot:
         go_version=rv.go_version, goroutines=max(goroutines, 1), threads=threads,
         metrics=metrics, pauses=pauses,
         pause_total_ns=_u(ms, _off(o, "mstats.pause_total_ns")), numgc=numgc,
-        last_gc_unix_ns=_u(ms, _off(o, "mstats.last_gc_unix")))
+        last_gc_unix_ns=_u(ms, _off(o, "mstats.last_gc_unix")), stopped=held)
+
+
+def _flushed(gm: GoMemory, o: dict[str, int | None], mcaches: list[int],
+             heap: dict[str, int]) -> dict[str, int]:
+    """``heap`` as it is after ReadMemStats' flush of ``mcaches`` (mcache.releaseAll):
+    each span's objects allocated since the mcache took it (allocCount -
+    allocCountBeforeCache) counted in its size class, the tiny allocations counted.
+    An mcache holds the empty span (no objects, none counted) for a class it has none
+    of."""
+    tiny_at, alloc_at = _off(o, "mcache.tinyAllocs"), _off(o, "mcache.alloc")
+    got = gm.memory.read_many([r for c in mcaches for r in
+                               ((c + tiny_at, 8), (c + alloc_at, 8 * _SPAN_CLASSES))])
+    if any(x is None for x in got):
+        raise Unsettled("an mcache is not mapped", "")
+    spans: list[tuple[int, int]] = []  # (span, size class)
+    for i in range(len(mcaches)):
+        heap["tinyAllocCount"] += _u(got[2 * i] or b"", 0)
+        table = struct.unpack(f"<{_SPAN_CLASSES}Q", got[2 * i + 1] or b"")
+        spans += [(s, c >> 1) for c, s in enumerate(table) if s]
+    at, before = _off(o, "mspan.allocCount"), _off(o, "mspan.allocCountBeforeCache")
+    counts = gm.memory.read_many([(s + at, before + 2 - at) for s, _c in spans])
+    for (_s, c), raw in zip(spans, counts, strict=True):
+        if raw is None:
+            raise Unsettled("a span an mcache holds is not mapped", "")
+        used = _u(raw, 0, 2) - _u(raw, before - at, 2)
+        heap["smallAllocCount"] += used
+        heap["smallAllocCountBytes"] += used * CLASS_TO_SIZE[c]
+    return heap
+
+
+def _cgo_calls(gm: GoMemory, rv: RuntimeVars) -> int:
+    """runtime.NumCgoCall(): the exited Ms' count and every M's own, along allm."""
+    o, g, b = rv.offsets, rv.globals, gm.bias
+    total = gm.word(g["ncgocall"] + b)
+    calls_at, link_at = _off(o, "m.ncgocall"), _off(o, "m.alllink")
+    m = gm.word(g["allm"] + b)
+    for _ in range(MAX_M):
+        if not m:
+            return total & _MASK
+        raw = gm.memory.read_many([(m + calls_at, 8), (m + link_at, 8)])
+        if raw[0] is None or raw[1] is None:
+            raise Unsettled("an M on allm is not mapped", "")
+        total += _u(raw[0], 0)
+        m = _u(raw[1], 0)
+    raise Unsettled(f"allm holds more than {MAX_M} Ms", "")
 
 
 def _off(o: dict[str, int | None], name: str) -> int:

@@ -104,6 +104,15 @@ def values(pid: int, network: bool = False, btime: float | None = None
     return out
 
 
+def open_files_limit(pid: int) -> int:
+    """Process ``pid``'s soft limit of open files ("unlimited": 2^64 - 1); OSError or
+    ValueError when it cannot be read."""
+    limits = _limits((_PROC / str(pid) / "limits").read_text())
+    if "Max open files" not in limits:
+        raise ValueError("no limit of open files")
+    return limits["Max open files"]
+
+
 def _limits(text: str) -> dict[str, int]:
     """Each limit's soft value, by its name ("unlimited": 2^64 - 1)."""
     out: dict[str, int] = {}

@@ -26,38 +26,6 @@ Collectors = Callable[[int], Sequence[tuple[Sequence[tuple[str, str]],
 _MASK = (1 << 64) - 1
 
 
-def _memstats(m: dict[str, int]) -> dict[str, int]:
-    """runtime.MemStats as client_golang (>= 1.12) fills it from runtime/metrics
-    (memStatsFromRM), in uint64 arithmetic."""
-    def g(name: str) -> int:
-        return m.get(name, 0)
-
-    tiny = g("/gc/heap/tiny/allocs:objects")
-    heap_alloc = g("/memory/classes/heap/objects:bytes")
-    heap_inuse = heap_alloc + g("/memory/classes/heap/unused:bytes")
-    heap_idle = g("/memory/classes/heap/released:bytes") + g("/memory/classes/heap/free:bytes")
-    stack_inuse = g("/memory/classes/heap/stacks:bytes")
-    span = g("/memory/classes/metadata/mspan/inuse:bytes")
-    cache = g("/memory/classes/metadata/mcache/inuse:bytes")
-    out = {
-        "Alloc": heap_alloc, "TotalAlloc": g("/gc/heap/allocs:bytes"),
-        "Sys": g("/memory/classes/total:bytes"), "Lookups": 0,
-        "Mallocs": g("/gc/heap/allocs:objects") + tiny,
-        "Frees": g("/gc/heap/frees:objects") + tiny, "HeapAlloc": heap_alloc,
-        "HeapSys": heap_inuse + heap_idle, "HeapIdle": heap_idle, "HeapInuse": heap_inuse,
-        "HeapReleased": g("/memory/classes/heap/released:bytes"),
-        "HeapObjects": g("/gc/heap/objects:objects"), "StackInuse": stack_inuse,
-        "StackSys": stack_inuse + g("/memory/classes/os-stacks:bytes"),
-        "MSpanInuse": span, "MSpanSys": span + g("/memory/classes/metadata/mspan/free:bytes"),
-        "MCacheInuse": cache,
-        "MCacheSys": cache + g("/memory/classes/metadata/mcache/free:bytes"),
-        "BuckHashSys": g("/memory/classes/profiling/buckets:bytes"),
-        "GCSys": g("/memory/classes/metadata/other:bytes"),
-        "OtherSys": g("/memory/classes/other:bytes"), "NextGC": g("/gc/heap/goal:bytes"),
-    }
-    return {k: v & _MASK for k, v in out.items()}
-
-
 # client_golang's MemStats series: (name, the MemStats field it is)
 MEMSTATS = (
     ("go_memstats_alloc_bytes", "Alloc"), ("go_memstats_alloc_bytes_total", "TotalAlloc"),
@@ -217,9 +185,22 @@ class Runtimes:
         got = self._binaries[key]
         return (key, got) if got is not None else None
 
-    def snapshot(self, path: str, pid: int) -> goruntime.Snapshot | None:
-        """Process ``pid``'s runtime numbers now; None (said once per process and
-        reason) when they cannot be read."""
+    def memory(self, path: str, pid: int) -> GoMemory | None:
+        """Process ``pid``'s memory, open (None: its binary's runtime is not read)."""
+        with self._lock:
+            located = self._binary(path)
+            if located is None:
+                return None
+            key, binary = located
+            held = self._memory.get(pid)
+            if held is None or held[0] != key:
+                held = self._memory[pid] = (key, binary.open(pid))
+            return held[1]
+
+    def snapshot(self, path: str, pid: int, stopped: bool = False
+                 ) -> goruntime.Snapshot | None:
+        """Process ``pid``'s runtime numbers now (with ``stopped``, ReadMemStats' too);
+        None (said once per process and reason) when they cannot be read."""
         with self._lock:
             located = self._binary(path)
             if located is None:
@@ -229,7 +210,7 @@ class Runtimes:
                 held = self._memory.get(pid)
                 if held is None or held[0] != key:
                     held = self._memory[pid] = (key, binary.open(pid))
-                return goruntime.read(held[1], binary.vars)
+                return goruntime.read(held[1], binary.vars, stopped)
             except (Unreadable, OSError) as exc:
                 self._memory.pop(pid, None)
                 why = exc.message if isinstance(exc, NoopError) else str(exc.strerror)
@@ -284,7 +265,7 @@ def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
             if snap is None:
                 continue
             sets = [(_defaults(snap), ())] if held is None else held
-            memstats = _memstats(snap.metrics)
+            memstats = goruntime.memstats_of(snap.metrics)
             for series, labels in sets:
                 mine = with_noops(labels, t.name, pid)
                 for name, help_ in series:

@@ -34,6 +34,7 @@ from agent.output.usermetrics import UserMetrics
 from agent.plan.model import Plan
 from agent.presets.client_golang.facts import GATHERED, Choice
 from agent.presets.meta import PresetMeta
+from agent.presets.vmetrics import runtime as vmruntime
 from agent.service.filewatch import FileWatch
 from agent.service.following import Following, log
 from agent.service.sdnotify import Notifier
@@ -385,27 +386,35 @@ class Daemon(Following):
         choice = self.opts.choice  # --mirror-include/--mirror-exclude choose these too
         found: list[Block] = []
         try:
-            now = self._targets(self.mirrors)
+            now, own = self._targets(self.mirrors)
             found = processes.blocks([p for p, _g in now])
             found += goseries.blocks([g for _p, g in now if g is not None], self.runtimes)
+            found += vmruntime.blocks(own, self.runtimes)
         except (OSError, NoopError) as exc:  # /proc unreadable: the rest is served
             log(f"the targets' process and runtime series are not served: {exc}",
                 logs.WARNING)
         return [*parts, [b for b in found if choice.wants(b.name.decode())]]
 
     def _targets(self, mirrors: list[Mirror]
-                 ) -> list[tuple[processes.Target, goseries.Target | None]]:
+                 ) -> tuple[list[tuple[processes.Target, goseries.Target | None]],
+                            list[vmruntime.Target]]:
         """The targets' processes now: the mirror's own (with what their registries
         hold), the others' from one scan of /proc; a Go target's twice, for its
-        process_* and its go_* series."""
+        process_* and its go_* series. Apart: those of a library that writes its own
+        set of both (VictoriaMetrics/metrics)."""
         plan = self.plan
         out: list[tuple[processes.Target, goseries.Target | None]] = []
+        own: list[vmruntime.Target] = []
         scan: list[discover.Process] | None = None
         for t in plan.targets:
             go = t.language == "go"
             mirror = next((m for m in mirrors if t.binary == m.path), None)
             if mirror is not None:
                 pids = mirror.pids()
+                theirs = vmruntime.target_of(mirror.library, mirror.target, t.binary, pids)
+                if theirs is not None:
+                    own.append(theirs)
+                    continue
                 out.append((processes.Target(mirror.target, pids, mirror.collectors),
                             goseries.Target(mirror.target, t.binary, pids,
                                             mirror.go_collectors) if go else None))
@@ -418,7 +427,7 @@ class Daemon(Following):
                     if ids.of(p) == t.build_id]
             out.append((processes.Target(t.name, pids),
                         goseries.Target(t.name, t.binary, pids) if go else None))
-        return out
+        return out, own
 
     def _step(self, loop: Loop) -> str | None:
         """The watchdog fed, the signals answered (SIGHUP: reload; the others: stop),

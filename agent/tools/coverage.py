@@ -16,6 +16,7 @@ from typing import Any
 from agent.errors import NoopError
 from agent.output import goseries, page, processes
 from agent.output.page import Bundle
+from agent.presets.vmetrics import runtime as vmruntime
 
 # Why a family of the program's page has no object noop reads, by its name
 _WHY = ((re.compile(r"go_.+"), "the Go collector's: a series of the runtime/metrics noop "
@@ -44,9 +45,13 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
         try:
             got = mirror.blocks()
             pids = mirror.pids()
-            blocks = [*(got.split() if isinstance(got, Bundle) else got), *processes.blocks(
-                [processes.Target(name, pids, mirror.collectors)])]
-            if language == "go":
+            blocks = [*(got.split() if isinstance(got, Bundle) else got)]
+            theirs = vmruntime.target_of(mirror.library, name, binary, pids)
+            if theirs is not None:  # the library writes its own go_* and process_* set
+                blocks += vmruntime.blocks([theirs], runtimes)
+            else:
+                blocks += processes.blocks([processes.Target(name, pids, mirror.collectors)])
+            if theirs is None and language == "go":
                 blocks += goseries.blocks(
                     [goseries.Target(name, binary, pids, mirror.go_collectors)], runtimes)
             health = {m.name: m for m in mirror.collect()}

@@ -1,8 +1,9 @@
 """Where a Go binary's runtime keeps the numbers of its own metrics (client_golang's
 Go collector reads them through ``runtime.ReadMemStats``, ``runtime/metrics`` and
 ``debug.ReadGCStats``): the globals ``memstats``, ``gcController``, ``sched``,
-``mheap_``, ``allglen``, ``allp``, ``allm`` and ``gomaxprocs``, and the offsets of the
-fields read in them.
+``mheap_``, ``allglen``, ``allp``, ``allm``, ``gomaxprocs``, ``ncgocall`` and ``ncpu``,
+and the offsets of the fields read in them (with every P's mcache and the spans it
+holds, for ``runtime.ReadMemStats``' values).
 
 The globals are found the same way with a symbol table or without one (a stripped
 build places them elsewhere than its unstripped twin): by the instructions of runtime
@@ -51,8 +52,11 @@ _CHANGES: dict[tuple[int, int], dict[str, int | None]] = {
         "schedt.gFree.n": 176, "schedt.gFree.stack.size": None,
         "schedt.gFree.noStack.size": None,
         "p.gFree.n": 2472, "p.gFree.size": None, "p.statsSeq": 8828,
-        "m.alllink": 336,
+        "m.alllink": 336, "m.ncgocall": 304,
         "mheap.spanalloc.inuse": 92272, "mheap.cachealloc.inuse": 92344,
+        # ReadMemStats' flush of every P's mcache (VictoriaMetrics/metrics' go_memstats_*)
+        "mstats.gc_cpu_fraction": 7712, "p.mcache": 64, "mcache.tinyAllocs": 32,
+        "mcache.alloc": 40, "mspan.allocCount": 96, "mspan.allocCountBeforeCache": 102,
     },
     (1, 21): {
         "gcControllerState.heapMarked": 152, "gcControllerState.triggered": 88,
@@ -61,11 +65,14 @@ _CHANGES: dict[tuple[int, int], dict[str, int | None]] = {
         "gcControllerState.totalAlloc": 296, "gcControllerState.totalFree": 304,
         "gcControllerState.mappedReady": 312, "schedt.gFree.n": 184,
         "mheap.spanalloc.inuse": 92280, "mheap.cachealloc.inuse": 92352,
+        "mspan.allocCount": 104, "mspan.allocCountBeforeCache": 110,
     },
-    (1, 22): {"m.alllink": 328, "mheap.spanalloc.inuse": 92344,
-              "mheap.cachealloc.inuse": 92416, "p.statsSeq": 8860},
-    (1, 23): {"p.gFree.n": 2464, "p.statsSeq": 8836},
-    (1, 24): {"m.alllink": 352},
+    (1, 22): {"m.alllink": 328, "m.ncgocall": 296, "mheap.spanalloc.inuse": 92344,
+              "mheap.cachealloc.inuse": 92416, "p.statsSeq": 8860, "mspan.allocCount": 96,
+              "mspan.allocCountBeforeCache": 102},
+    (1, 23): {"p.gFree.n": 2464, "p.statsSeq": 8836, "p.mcache": 56},
+    (1, 24): {"m.alllink": 352, "m.ncgocall": 320, "mcache.tinyAllocs": 40,
+              "mcache.alloc": 48},
     (1, 25): {
         "mstats.stacks_sys": 3520, "mstats.mspan_sys": 3528, "mstats.mcache_sys": 3536,
         "mstats.buckhash_sys": 3544, "mstats.gcMiscSys": 3552, "mstats.other_sys": 3560,
@@ -78,12 +85,14 @@ _CHANGES: dict[tuple[int, int], dict[str, int | None]] = {
         "heapStatsDelta.smallFreeCount": 624, "schedt.lock": 32, "schedt.mnext": 56,
         "schedt.nmfreed": 72, "schedt.ngsys": 80, "schedt.gFree.n": None,
         "schedt.gFree.stack.size": 184, "schedt.gFree.noStack.size": 200,
-        "p.gFree.n": None, "p.gFree.size": 2464, "m.alllink": 344,
+        "p.gFree.n": None, "p.gFree.size": 2464, "m.alllink": 344, "m.ncgocall": 312,
+        "mstats.gc_cpu_fraction": 7688,
         "mheap.spanalloc.inuse": 92368, "mheap.cachealloc.inuse": 92440, "p.statsSeq": 9388,
     },
     (1, 26): {"schedt.mnext": 72, "schedt.nmfreed": 88, "schedt.ngsys": 96,
               "schedt.gFree.stack.size": 200, "schedt.gFree.noStack.size": 216,
-              "p.gFree.size": 2472, "m.alllink": 352, "mheap.cachealloc.inuse": 92512,
+              "p.gFree.size": 2472, "m.alllink": 352, "m.ncgocall": 320,
+              "mheap.cachealloc.inuse": 92512,
               "p.statsSeq": 13668},
     (1, 27): {},
 }
@@ -98,7 +107,7 @@ CLASS_TO_SIZE = (
 
 # The globals ``locate`` finds, by their names in the runtime
 GLOBALS = ("memstats", "gcController", "sched", "mheap_", "allglen", "allp", "allm",
-           "gomaxprocs")
+           "gomaxprocs", "ncgocall", "ncpu")
 
 
 class NotVerified(NoopError):
@@ -157,6 +166,14 @@ def locate(program: GoProgram) -> RuntimeVars:
         "allglen": code.before_unlock("runtime.allgadd"),
         "allp": code.first_slice("runtime.procresize"),
         "gomaxprocs": code.first_int32("runtime.procresize"),
+        # the cgo calls of the Ms that exited: mexit adds its M's count to it just after
+        # it unlocks sched (runtime.NumCgoCall adds every live M's own)
+        "ncgocall": code.after_call("runtime.mexit", "runtime.unlock2", "lea"),
+        # runtime.NumCPU(): osinit stores the CPU count it is given there (ncpu, named
+        # numCPUStartup since Go 1.25)
+        "ncpu": code.after_call("runtime.osinit", "runtime.getCPUCount"
+                                if program.version >= (1, 25) else "runtime.getproccount",
+                                "mov"),
     }
     return RuntimeVars(go_version, program.version, found, offsets)
 
@@ -253,6 +270,20 @@ class _Code:
                 if base in used and base + 8 in used and base + 16 in used:
                     return base
         raise self._missing(function, "allp")
+
+    def after_call(self, function: str, callee: str, mnemonic: str) -> int:
+        """The address the first ``mnemonic`` (``lea``: taken; ``mov``: loaded or
+        stored) after ``function``'s first call of ``callee`` names, before any other
+        call."""
+        called = False
+        for m, _r, rip, c in self.instructions(function):
+            if called and (c is not None or m == "call"):
+                break
+            if c == callee:
+                called = True
+            elif called and m == mnemonic and rip is not None:
+                return rip
+        raise self._missing(function, f"the global it names after calling {callee}")
 
     def first_int32(self, function: str) -> int:
         """procresize's ``old := gomaxprocs``: its first 32-bit load of a global."""

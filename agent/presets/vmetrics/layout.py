@@ -76,6 +76,9 @@ class Layout:
     fast_min: int
     fast_a: int
     kinds: dict[str, str]  # type name of a metric's pointer -> its kind
+    start_time: int | None  # link-time address of startTimeSeconds (None: not found)
+    fds: bool  # the program calls WriteFDMetrics (the linker keeps what is called)
+    goroot: str  # what runtime.GOROOT() returns without a GOROOT variable
     functions: tuple[tuple[int, ...], tuple[str, ...]]  # entries and names, by entry
 
     def kind(self, type_name: str) -> str | None:
@@ -129,7 +132,43 @@ def layout(program: Any) -> Layout:
         kinds={f"*{PKG}.Counter": "counter", f"*{PKG}.FloatCounter": "float",
                f"*{PKG}.Histogram": "histogram", f"*{PKG}.Summary": "summary",
                f"*{PKG}.quantileValue": "quantile", f"*{PKG}.Gauge": "gauge"},
+        start_time=_start_time(program), goroot=goroot(program),
+        fds=any(n == f"{PKG}.writeFDMetrics" for _e, n in functions),
         functions=(tuple(e for e, _n in functions), tuple(n for _e, n in functions)))
+
+
+def goroot(program: Any) -> str:
+    """The GOROOT the linker wrote into the program (runtime.defaultGOROOT): the root
+    its runtime's file names start from; empty for a -trimpath build, whose names are
+    relative (and whose defaultGOROOT the linker leaves empty)."""
+    main = next((f for f in program.functions if f.name == "runtime.main"), None)
+    if main is None:
+        return ""
+    try:
+        name = program.pclntab.file_at_entry(main.func)
+    except NoopError:
+        return ""
+    root, found, _rest = name.rpartition("/src/runtime/")
+    return root if found and name.startswith("/") else ""
+
+
+def _start_time(program: Any) -> int | None:
+    """startTimeSeconds: the one 8-byte global without pointers (``.noptrbss``: set as
+    the package is initialised) writeProcessMetrics loads into a register; None when
+    it has not exactly one (the process's start from /proc is served then)."""
+    from agent.binary.gometa.runtimevars import NotVerified, code_of
+
+    section = program.elf.section(".noptrbss")
+    try:
+        instructions = code_of(program).instructions(f"{PKG}.writeProcessMetrics")
+    except NotVerified:
+        return None
+    if section is None:
+        return None
+    loads = {rip for mnemonic, reg, rip, _c in instructions
+             if mnemonic == "mov" and reg.endswith("/8") and rip is not None and
+             section.addr <= rip < section.addr + section.size}
+    return loads.pop() if len(loads) == 1 else None
 
 
 def _registered(program: Any) -> int:

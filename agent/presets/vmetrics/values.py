@@ -184,7 +184,7 @@ class Reader:
                 else:
                     (high,) = struct.unpack_from("<d", fast, lay.fast_max)
                     (low,) = struct.unpack_from("<d", fast, lay.fast_min)
-                    v = _quantile(ordered, phi, low, high)
+                    v = fast_quantile(ordered, phi, low, high)
                 if v is not None and not (isinstance(v, float) and math.isnan(v)):
                     out.values[address] = v
 
@@ -219,7 +219,7 @@ def _agreed(n: int, read: Callable[[list[int]], list[T | None]], locked: Callabl
     return best, [i for i in pending if best[i] is None]
 
 
-def _quantile(ordered: list[float], phi: float, low: float, high: float) -> float | None:
+def fast_quantile(ordered: list[float], phi: float, low: float, high: float) -> float | None:
     """histogram.Fast's quantile ``phi`` of its samples (``ordered``), its minimum and
     maximum ``low`` and ``high``; None for an empty window."""
     if not ordered or math.isnan(phi):

@@ -11,7 +11,9 @@
 //	procs N      runtime.GOMAXPROCS(N)
 //	snap         read its runtime/metrics values, NumGoroutine, the thread count and
 //	             debug.ReadGCStats (before anything is allocated) and answer "read"
-//	print        what the last snap read, as JSON
+//	memstats     runtime.ReadMemStats (which flushes every P's mcache), NumCgoCall and
+//	             NumCPU, answered "read"
+//	print        what the last snap and memstats read, as JSON
 //
 // The first line it writes is its pid. Nothing is allocated from the reading of a
 // command to the answer to snap, so that noop's reads just before and just after see
@@ -30,6 +32,9 @@ import (
 )
 
 var kept [][]byte
+var ms runtime.MemStats
+var cgoCalls int64
+var ncpu int
 var block = make(chan struct{})
 
 func main() {
@@ -100,6 +105,11 @@ func main() {
 			debug.ReadGCStats(&stats)
 			os.Stdout.Write(read)
 			continue
+		case "memstats":
+			runtime.ReadMemStats(&ms)
+			cgoCalls, ncpu = runtime.NumCgoCall(), runtime.NumCPU()
+			os.Stdout.Write(read)
+			continue
 		case "print":
 			out := map[string]interface{}{"goroutines": goroutines, "threads": threads,
 				"numgc": stats.NumGC, "pause_total_ns": int64(stats.PauseTotal),
@@ -114,6 +124,19 @@ func main() {
 				q = append(q, int64(d))
 			}
 			out["quantiles"] = q
+			out["memstats"] = map[string]uint64{"Alloc": ms.Alloc, "TotalAlloc": ms.TotalAlloc,
+				"Sys": ms.Sys, "Lookups": ms.Lookups, "Mallocs": ms.Mallocs, "Frees": ms.Frees,
+				"HeapAlloc": ms.HeapAlloc, "HeapSys": ms.HeapSys, "HeapIdle": ms.HeapIdle,
+				"HeapInuse": ms.HeapInuse, "HeapReleased": ms.HeapReleased,
+				"HeapObjects": ms.HeapObjects, "StackInuse": ms.StackInuse,
+				"StackSys": ms.StackSys, "MSpanInuse": ms.MSpanInuse, "MSpanSys": ms.MSpanSys,
+				"MCacheInuse": ms.MCacheInuse, "MCacheSys": ms.MCacheSys,
+				"BuckHashSys": ms.BuckHashSys, "GCSys": ms.GCSys, "OtherSys": ms.OtherSys,
+				"NextGC": ms.NextGC}
+			out["gc_cpu_fraction"] = ms.GCCPUFraction
+			out["numforcedgc"] = ms.NumForcedGC
+			out["cgo_calls"] = cgoCalls
+			out["ncpu"] = ncpu
 			b, _ := json.Marshal(out)
 			fmt.Println(string(b))
 			continue

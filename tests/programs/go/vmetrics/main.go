@@ -4,8 +4,9 @@
 // observations fall in many decades and below and above every bucket, summaries
 // (default quantiles and their own, their window), a callback gauge, a second
 // registered Set and one its handler writes without registering it. It makes them,
-// updates them, prints "listening ADDR" and serves metrics.WritePrometheus (and the
-// unregistered Set) on /metrics; with -churn it goes on updating them (and
+// updates them, prints "listening ADDR" and serves metrics.WritePrometheus with the
+// library's go_* and process_* series, WriteFDMetrics and the unregistered Set on
+// /metrics; with -churn it goes on updating them (and
 // making new series) every millisecond; with -members it runs tests/test_members.py's
 // sequence instead, with -hostile tests/test_hostile.py's loop.
 package main
@@ -38,7 +39,8 @@ func listen(also ...*metrics.Set) net.Listener {
 		os.Exit(1)
 	}
 	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		metrics.WritePrometheus(w, false)
+		metrics.WritePrometheus(w, true)
+		metrics.WriteFDMetrics(w)
 		for _, s := range also {
 			s.WritePrometheus(w)
 		}
