@@ -268,6 +268,27 @@ def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> No
         p.stop()
 
 
+def test_a_program_with_both_libraries_is_client_golangs(privileged: None,
+                                                        tmp_path: Path) -> None:
+    """A program that keeps metrics with client_golang and VictoriaMetrics/metrics: its
+    client_golang series mirrored, equal to its page; the other library's not, and said
+    in one line at the start."""
+    binary = go_build(go_toolchain("1.19"), tmp_path / "both", None, PROGRAMS / "go" / "both",
+                      ("-ldflags=-s -w",))
+    p = Program(binary)
+    noop = start("--binary", binary, "--pid", str(p.proc.pid), ready=READY)
+    try:
+        theirs = samples(p.page())
+        assert theirs[("both_cg_total", ())] == 3 and theirs[("both_vm_total", ())] == 5
+        got = {n: v for (n, _l), v in noop.metrics().items() if n.startswith("both_")}
+        assert got == {"both_cg_total": 3}
+    finally:
+        _code, log = noop.stop()
+        p.stop()
+    said = [line for line in log.splitlines() if "VictoriaMetrics/metrics as well" in line]
+    assert len(said) == 1 and "noop reads client_golang's only" in said[0], log
+
+
 def test_vmranges_are_the_librarys() -> None:
     """Each bucket's range text as initBucketRanges writes it: contiguous, %.3e, the
     first from 1e-9 and the last to 1e18."""

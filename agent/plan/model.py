@@ -289,6 +289,7 @@ class Plan:
     probes: tuple[ProbePlan, ...]
     # targets no process runs yet (noop run waits for them), and how each is named
     waiting: tuple[tuple[str, Selector], ...] = ()
+    notes: tuple[str, ...] = ()  # about the program, whichever probes are kept
 
     def target(self, name: str) -> TargetPlan:
         return next(t for t in self.targets if t.name == name)
@@ -304,7 +305,8 @@ class Plan:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(f"probe {p.name}: {u}" for p in self.probes for u in p.unseen)
+        return (*self.notes,
+                *(f"probe {p.name}: {u}" for p in self.probes for u in p.unseen))
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "targets": [t.to_json() for t in self.targets],

@@ -5,6 +5,7 @@ crate, chosen by the binary's language. Plans are kept in noop's cache by build-
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from agent import cache, files, heap
 from agent.binary import debuginfo, proof
@@ -77,6 +78,8 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
                 raise
             from agent.presets.vmetrics import rules as vm_rules
             made = vm_rules.make(b)
+        else:
+            made = _both(b, made)
         try:
             return replace(made, probes=tuple(b.proven(p) for p in made.probes))
         except proof.Unprovable as exc:
@@ -86,6 +89,19 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
     raise Unsupported(f"{path} is a {language.upper()} program: the built-in presets mirror "
                       "Go's client_golang and Rust's prometheus crate",
                       "write a probes.yaml for it and use --config")
+
+
+def _both(b: Any, made: Plan) -> Plan:
+    """``made`` (client_golang's), saying once that the program keeps metrics with
+    VictoriaMetrics/metrics as well: those are not mirrored, nor their updates shown."""
+    from agent.presets.vmetrics.layout import PKG
+
+    if b.dwarf.language != "go" or not made.probes or \
+            not any(n.startswith(f"{PKG}.") for n in b.functions.symbols):
+        return made
+    return replace(made, notes=(*made.notes, f"{b.path} keeps metrics with "
+                                "VictoriaMetrics/metrics as well as with client_golang: "
+                                "noop reads client_golang's only"))
 
 
 class Unsupported(NoopError):
