@@ -103,14 +103,6 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
         except NoMetrics as exc:
             if mode == "off":
                 exc.exit_code = 2
-                from agent.presets.vmetrics.library import uses
-                if uses(args.binary):
-                    err = NoopError(f"{args.binary} keeps its metrics with "
-                                    "VictoriaMetrics/metrics: noop does not probe its "
-                                    "updates yet", "noop run --binary mirrors them from its "
-                                    "memory; noop top shows which move")
-                    err.exit_code = 2
-                    raise err from None
                 raise
             # noop run: the program's process series all the same, no probe
             logs.say(f"{args.binary} has no client_golang metrics: serving its Go "

@@ -2,9 +2,10 @@
 baselines in one run: each update kind of bench/programs/vm-loop (Counter.Inc,
 FloatCounter.Add, Histogram.Update, Summary.Update, GetOrCreateCounter(name).Inc) timed
 unprobed, under ``noop run --binary`` as it runs by default (values read from memory at
-each scrape, one probe where the program writes a Set) and under bpftrace counting at
-the update's function where it has one of its own; the program scraped twice a second
-all along; the arms' order rotated at each repetition.
+each scrape, one probe where the program writes a Set), under ``--mirror both`` (every
+update probed and counted: at most ``BOTH_CALLS`` calls a round, each one a uprobe hit)
+and under bpftrace counting at the update's function where it has one of its own; the
+program scraped twice a second all along; the arms' order rotated at each repetition.
 
 Usage: python bench/vm.py [--calls N] [--rounds R] [--repeats K]   (as root)
 """
@@ -38,6 +39,9 @@ ENTRY = {"floatcounter.Add": f"{PKG}.(*FloatCounter).Add",
          "summary.Update": f"{PKG}.(*Summary).Update"}
 
 
+BOTH_CALLS = 100_000  # a hit costs microseconds: fewer calls, the same ns per call
+
+
 def build(out: Path) -> Path:
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOFLAGS": "",
            "CGO_ENABLED": "0", "GOCACHE": str(out.parent / ".gocache")}
@@ -48,6 +52,8 @@ def build(out: Path) -> Path:
 
 def once(binary: Path, op: str, arm: str, calls: int, rounds: int) -> float:
     """The median ns a call of ``op`` under ``arm``."""
+    if arm == "both":
+        calls = min(calls, BOTH_CALLS)
     prog = subprocess.Popen([str(binary), "-op", op, "-n", str(calls), "-rounds", str(rounds)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert prog.stdin is not None and prog.stdout is not None
@@ -65,8 +71,9 @@ def once(binary: Path, op: str, arm: str, calls: int, rounds: int) -> float:
                     r.read()
 
     try:
-        if arm == "default":
-            noop = start_noop(None, None, "--binary", str(binary), "--pid", str(prog.pid))
+        if arm in ("default", "both"):
+            noop = start_noop(None, None, "--binary", str(binary), "--pid", str(prog.pid),
+                              *(("--mirror", "both") if arm == "both" else ()))
         elif arm == "bpftrace":
             other = subprocess.Popen(["bpftrace", "-e", f'uprobe:{binary}:"{ENTRY[op]}" '
                                       "{ @n = count(); }"], stdout=subprocess.DEVNULL,
@@ -100,18 +107,19 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         binary = build(Path(tmp) / "vm-loop")
-        print(f"{'op':<18} {'none':>8} {'default':>8} {'bpftrace':>9}   (ns per call)")
+        print(f"{'op':<18} {'none':>8} {'default':>8} {'both':>8} {'bpftrace':>9}"
+              "   (ns per call)")
         for op in OPS:
-            arms = ["none", "default"] + (["bpftrace"] if op in ENTRY and
-                                          shutil.which("bpftrace") else [])
+            arms = ["none", "default", "both"] + (["bpftrace"] if op in ENTRY and
+                                                  shutil.which("bpftrace") else [])
             times: dict[str, list[float]] = {a: [] for a in arms}
             for r in range(args.repeats):
                 for a in arms[r % len(arms):] + arms[:r % len(arms)]:
                     times[a].append(once(binary, op, a, args.calls, args.rounds))
             med = {a: statistics.median(v) for a, v in times.items()}
             print(f"{op:<18} {med['none']:>8.1f} {med['default']:>8.1f} "
-                  f"{med.get('bpftrace', float('nan')):>9.1f}   default adds "
-                  f"{med['default'] - med['none']:+.1f} ns")
+                  f"{med['both']:>8.1f} {med.get('bpftrace', float('nan')):>9.1f}   "
+                  f"default adds {med['default'] - med['none']:+.1f} ns")
 
 
 if __name__ == "__main__":

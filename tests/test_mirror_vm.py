@@ -18,11 +18,12 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from harness.metrics import Samples, get, samples
-from harness.noop import Agent, start
+from harness.noop import Agent, start, tracing
 from harness.programs import PROGRAMS, go_build, go_toolchain
 
 from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, vmrange
@@ -191,6 +192,87 @@ def test_runtime_series_are_the_librarys(running: tuple[Program, Agent]) -> None
     assert "# TYPE go_goroutines untyped" in get(noop.url + "/metrics")
 
 
+REQ = ("vm_requests_total", {"code": "200", "path": "/api"})
+BYTES = ("vm_bytes_total", {"dir": "in"})
+# One GET /bump of the program, in order: (kind, op, metric, labels, value after; None:
+# a histogram's or summary's sum, checked against the page); the negative observation
+# is not an update
+BUMP = [("counter", "Inc", *REQ, 43), ("counter", "Inc", *REQ, 44),
+        ("counter", "Add", *REQ, 49), ("counter", "Dec", *REQ, 48),
+        ("counter", "Set", "vm_bare_total", {}, 7),
+        ("counter", "Add", *BYTES, 2.25), ("counter", "Sub", *BYTES, 2),
+        ("counter", "Set", *BYTES, 10),
+        ("histogram", "Update", "vm_latency_seconds", {"handler": "/q"}, None),
+        ("histogram", "Update", "vm_latency_seconds", {"handler": "/q"}, None),
+        ("summary", "Update", "vm_duration_seconds", {"op": "read"}, None),
+        ("summary", "Update", "vm_own_seconds", {}, None),
+        ("counter", "Inc", "vm_bumped_total", {"n": "1"}, 1)]
+
+
+def test_terminal_prints_each_update_with_its_name(vm_program: Path, privileged: None,
+                                                    tmp_path: Path) -> None:
+    """``noop --binary`` on the program: each update of one /bump a line, in the
+    program's order, with its series' name and labels (a counter made on the fly
+    included) and its value; a histogram's and a summary's sum as the page then has it,
+    a summary's count. Counter updates are the copies inlined into the handler."""
+    p = Program(vm_program)
+    try:
+        with tracing(tmp_path, "--binary", vm_program, "--pid", str(p.proc.pid)) as noop:
+            assert get(p.url.replace("/metrics", "/bump")).strip() == "bumped"
+            time.sleep(1.5)
+        page = samples(p.page())
+    finally:
+        p.stop()
+    assert noop.exit == 0, noop.stderr
+    got = [(x["kind"], x["op"], x["metric"], x["labels"], x["value"]) for x in noop.lines]
+    want = [(k, o, m, lb, v if v is not None else page[(f"{m}_sum", tuple(lb.items()))])
+            for k, o, m, lb, v in BUMP]
+    want[8] = (*want[8][:4], got[8][4])  # the first of two observations: its own sum
+    assert got == want
+    assert noop.lines[10]["note"] == "sum; count 1501" and noop.lines[11]["note"] == \
+        "sum; count 11"
+    assert got[8][4] <= got[9][4]
+    assert noop.lines[2]["inc"] == 5 and noop.lines[3]["inc"] == -1
+
+
+def test_mirror_both_counts_each_update(vm_program: Path, privileged: None) -> None:
+    """``noop run --mirror both``: the meta-metrics count each update of one /bump by
+    its series and method (the negative observation none), with the series' value and
+    the increments seen, beside the mirror's page."""
+    p = Program(vm_program)
+    noop = start("--binary", vm_program, "--pid", str(p.proc.pid), "--mirror", "both")
+    try:
+        assert get(p.url.replace("/metrics", "/bump")).strip() == "bumped"
+        deadline = time.monotonic() + 15
+        while True:
+            got = noop.metrics()
+            counts = {(dict(lb)["metric"], dict(lb)["labels"], dict(lb)["op"]): v
+                      for (n, lb), v in got.items() if n == "noop_metric_updates_total"}
+            if len(counts) >= 11 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+    finally:
+        noop.stop()
+        p.stop()
+    assert counts == {
+        ("vm_requests_total", "code=200,path=/api", "Inc"): 2,
+        ("vm_requests_total", "code=200,path=/api", "Add"): 1,
+        ("vm_requests_total", "code=200,path=/api", "Dec"): 1,
+        ("vm_bare_total", "", "Set"): 1, ("vm_bytes_total", "dir=in", "Add"): 1,
+        ("vm_bytes_total", "dir=in", "Sub"): 1, ("vm_bytes_total", "dir=in", "Set"): 1,
+        ("vm_latency_seconds", "handler=/q", "Update"): 2,
+        ("vm_duration_seconds", "op=read", "Update"): 1,
+        ("vm_own_seconds", "", "Update"): 1, ("vm_bumped_total", "n=1", "Inc"): 1}
+    values = {(dict(lb)["metric"], dict(lb)["labels"]): v for (n, lb), v in got.items()
+              if n == "noop_metric_value"}
+    assert values[("vm_requests_total", "code=200,path=/api")] == 48
+    assert values[("vm_bytes_total", "dir=in")] == 10
+    assert values[("vm_duration_seconds", "op=read")] == 1501
+    increments = {(dict(lb)["metric"], dict(lb)["labels"]): v for (n, lb), v in got.items()
+                  if n == "noop_metric_increments"}
+    assert increments[("vm_requests_total", "code=200,path=/api")] == 6
+
+
 def test_memory_alone_finds_registered_sets(vm_program: Path, privileged: None) -> None:
     """--mirror memory: no probe, no BPF: the registered Sets, not the one the program
     writes without registering it."""
@@ -320,11 +402,10 @@ def _about_its_own_scrape(key: tuple[str, tuple[tuple[str, str], ...]]) -> bool:
     return labels.get("path") == "/metrics" or key[0].startswith("vm_tcplistener_")
 
 
-def test_debian_victoria_metrics(privileged: None, tmp_path: Path) -> None:
-    """Debian's victoria-metrics (stripped, Go 1.19, VictoriaMetrics/metrics 1.23) under
-    local load: every series noop mirrors is on the service's own page, each equal to
-    it where two scrapes of the service agree around noop's (its own /metrics request's
-    series aside); the callback gauges listed; the service healthy after."""
+@contextmanager
+def _debian_service(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """Debian's victoria-metrics, a copy, on a loopback port with a temporary data
+    directory, once it answers: (process, URL, binary)."""
     installed = Path("/usr/bin/victoria-metrics")
     assert installed.exists(), "victoria-metrics is missing: ./setup.sh installs it"
     binary = Path(shutil.copy2(installed, tmp_path / "victoria-metrics"))
@@ -334,7 +415,6 @@ def test_debian_victoria_metrics(privileged: None, tmp_path: Path) -> None:
         proc = subprocess.Popen([str(binary), f"-storageDataPath={tmp_path / 'data'}",
                                  f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=1d"],
                                 cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
-    noop: Agent | None = None
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -345,49 +425,126 @@ def test_debian_victoria_metrics(privileged: None, tmp_path: Path) -> None:
                 assert proc.poll() is None and time.monotonic() < deadline, \
                     (tmp_path / "service.log").read_text()
                 time.sleep(0.2)
-        noop = start("--binary", binary, ready=READY)
-        now = int(time.time())
-        for i in range(23):  # load: samples written, then read back
-            lines = "".join(f'load_total{{n="{j}"}} {i * j} {now + i}\n' for j in range(50))
-            assert _post(url + "/api/v1/import/prometheus", lines.encode()) == 204
-            get(url + f"/api/v1/query?query=sum(load_total)&time={now + i}")
-        time.sleep(2)  # its in-memory buffers flushed, its background work settled
-        # The service writes its /metrics again at most once a second (it serves the
-        # last page until then): scrapes a second apart are made when they are served.
-        before = _theirs(get(url + "/metrics"))
-        time.sleep(1.2)
-        mine = _own(noop.metrics(), proc.pid)
-        time.sleep(1.2)
-        after = _theirs(get(url + "/metrics"))
-        assert len(mine) > 200
-        stray = [k for k in mine if k not in before and k not in after]
-        assert not stray, stray  # on the service's page (one its scrape made: on the next)
-        quiet = [k for k in mine if k in before and before[k] == after.get(k) and
-                 not _about_its_own_scrape(k)]
-        assert len(quiet) > len(mine) * 0.8
-        wrong = {k: (mine[k], before[k]) for k in quiet if mine[k] != before[k]}
-        assert not wrong, list(wrong.items())[:10]
-        # the library's go_* and process_* set, but for the two the service writes itself
-        theirs = _runtime(get(url + "/metrics"))
-        time.sleep(1.2)
-        runtime = _runtime_mine(noop.metrics(), proc.pid)
-        time.sleep(1.2)
-        later = _runtime(get(url + "/metrics"))
-        assert set(theirs) - set(runtime) == {("process_cpu_cores_available", ()),
-                                               ("process_memory_limit_bytes", ())}
-        assert set(runtime) <= set(theirs)
-        wrong, quiet = _runtime_wrong(theirs, runtime, later)
-        assert not wrong and quiet >= 10, (wrong, quiet)
-        assert (("go_info_ext", (("GOARCH", "amd64"), ("GOOS", "linux"), ("GOROOT", ""),
-                                 ("compiler", "gc"))) in runtime)
-        listed = [dict(labels)["type"] for (name, labels), _v in noop.metrics().items()
-                  if name == "noop_mirror_unmirrored_collectors"]
-        assert len(listed) > 100 and all(t.startswith(
-            "*github.com/VictoriaMetrics/metrics.Gauge (github.com/VictoriaMetrics/")
-            for t in listed)
-        assert get(url + "/health").strip() == "OK"
+        yield proc, url, binary
     finally:
-        if noop is not None:
-            noop.stop()
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def _load(url: str, rounds: int) -> None:
+    """Samples written to the service, then read back."""
+    now = int(time.time())
+    for i in range(rounds):
+        lines = "".join(f'load_total{{n="{j}"}} {i * j} {now + i}\n' for j in range(50))
+        assert _post(url + "/api/v1/import/prometheus", lines.encode()) == 204
+        get(url + f"/api/v1/query?query=sum(load_total)&time={now + i}")
+
+
+def test_debian_victoria_metrics(privileged: None, tmp_path: Path) -> None:
+    """Debian's victoria-metrics (stripped, Go 1.19, VictoriaMetrics/metrics 1.23) under
+    local load: every series noop mirrors is on the service's own page, each equal to
+    it where two scrapes of the service agree around noop's (its own /metrics request's
+    series aside); the callback gauges listed; the service healthy after."""
+    noop: Agent | None = None
+    with _debian_service(tmp_path) as (proc, url, binary):
+        try:
+            noop = start("--binary", binary, ready=READY)
+            _load(url, 23)
+            time.sleep(2)  # its in-memory buffers flushed, its background work settled
+            # The service writes its /metrics again at most once a second (it serves the
+            # last page until then): scrapes a second apart are made when they are served.
+            before = _theirs(get(url + "/metrics"))
+            time.sleep(1.2)
+            mine = _own(noop.metrics(), proc.pid)
+            time.sleep(1.2)
+            after = _theirs(get(url + "/metrics"))
+            assert len(mine) > 200
+            stray = [k for k in mine if k not in before and k not in after]
+            assert not stray, stray  # on the service's page (one its scrape made: on the next)
+            quiet = [k for k in mine if k in before and before[k] == after.get(k) and
+                     not _about_its_own_scrape(k)]
+            assert len(quiet) > len(mine) * 0.8
+            wrong = {k: (mine[k], before[k]) for k in quiet if mine[k] != before[k]}
+            assert not wrong, list(wrong.items())[:10]
+            # the library's go_* and process_* set, but for the two the service writes itself
+            theirs = _runtime(get(url + "/metrics"))
+            time.sleep(1.2)
+            runtime = _runtime_mine(noop.metrics(), proc.pid)
+            time.sleep(1.2)
+            later = _runtime(get(url + "/metrics"))
+            assert set(theirs) - set(runtime) == {("process_cpu_cores_available", ()),
+                                                   ("process_memory_limit_bytes", ())}
+            assert set(runtime) <= set(theirs)
+            wrong, quiet = _runtime_wrong(theirs, runtime, later)
+            assert not wrong and quiet >= 10, (wrong, quiet)
+            assert (("go_info_ext", (("GOARCH", "amd64"), ("GOOS", "linux"), ("GOROOT", ""),
+                                     ("compiler", "gc"))) in runtime)
+            listed = [dict(labels)["type"] for (name, labels), _v in noop.metrics().items()
+                      if name == "noop_mirror_unmirrored_collectors"]
+            assert len(listed) > 100 and all(t.startswith(
+                "*github.com/VictoriaMetrics/metrics.Gauge (github.com/VictoriaMetrics/")
+                for t in listed)
+            assert get(url + "/health").strip() == "OK"
+        finally:
+            if noop is not None:
+                noop.stop()
+
+
+def _at_rest(url: str, noop: Agent) -> tuple[Samples, dict[tuple[str, str], float]]:
+    """The service's series that two of its scrapes 2.4 s apart agree on (its own
+    /metrics request's aside), and noop's update counts by series read between them."""
+    first = _theirs(get(url + "/metrics"))
+    time.sleep(1.2)
+    counts: dict[tuple[str, str], float] = {}
+    for (name, labels), v in noop.metrics().items():
+        if name == "noop_metric_updates_total":
+            lb = dict(labels)
+            key = (lb["metric"], lb["labels"])
+            counts[key] = counts.get(key, 0) + v
+    time.sleep(1.2)
+    second = _theirs(get(url + "/metrics"))
+    return {k: v for k, v in first.items() if second.get(k) == v and
+            not _about_its_own_scrape(k)}, counts
+
+
+def test_debian_victoria_metrics_updates_counted(privileged: None, tmp_path: Path) -> None:
+    """``--mirror both`` on Debian's victoria-metrics under load: between two moments
+    at rest, the observations noop counted of each histogram and summary equal its
+    _count's change on the service's own page, and the increments of each counter only
+    ever incremented (Inc: its copies inlined all over the service, each probed) its
+    value's change; the service healthy after."""
+    noop: Agent | None = None
+    with _debian_service(tmp_path) as (_proc, url, binary):
+        try:
+            noop = start("--binary", binary, "--mirror", "both", ready=READY)
+            _load(url, 3)
+            time.sleep(2)
+            a, na = _at_rest(url, noop)
+            _load(url, 23)
+            time.sleep(2)
+            b, nb = _at_rest(url, noop)
+            ops = {(dict(lb)["metric"], dict(lb)["labels"]): dict(lb)["op"]
+                   for (n, lb), _v in noop.metrics().items()
+                   if n == "noop_metric_updates_total"}
+            assert get(url + "/health").strip() == "OK"
+        finally:
+            if noop is not None:
+                noop.stop()
+    compared, moved, wrong = 0, 0, []
+    for (name, labels), v in b.items():
+        text = ",".join(f"{k}={x}" for k, x in labels)
+        if name.endswith("_count") and (name, labels) in a:
+            key = (name[:-len("_count")], text)  # a histogram's or a summary's
+        elif name.endswith("_total") and ops.get((name, text)) == "Inc" and \
+                (name, labels) in a:
+            key = (name, text)
+        else:
+            continue
+        compared += 1
+        page = v - a[(name, labels)]
+        counted = nb.get(key, 0) - na.get(key, 0)
+        moved += page > 0
+        if page != counted:
+            wrong.append(f"{key}: its page moved {page}, noop counted {counted}")
+    assert not wrong, wrong
+    assert compared >= 10 and moved >= 5, (compared, moved)

@@ -67,6 +67,8 @@ class PresetMeta:
         self.processes = processes or Processes()
         self.library = library(plan)
         self._decoder = updates.decoder(self.library)
+        # a library whose updates carry no name: the mirror's walk names their objects
+        self._unnamed_events = bool(getattr(self._decoder, "UNNAMED", False))
         self._lock = threading.Lock()
         self._names: dict[Object, tuple[str, str]] = {}
         self._retired: dict[Series, _Retired] = {}
@@ -84,12 +86,26 @@ class PresetMeta:
         event tells no update of the preset's."""
         probe = probe_of(self.plan, replace(event, probe=probe_index))
         u = updates.update(event, probe, self.library)
-        if u.metric == "?":  # the name could not be read; try again on the next one
+        generation = int(event.values.get(generations.NAME) or 0)
+        key = (event.pid, u.object, generation)
+        if u.metric == "?":  # no name in the event: the mirror's, else on the next one
+            self._from_mirror(key)
             return
         labels = ",".join(f"{k}={v}" for k, v in sorted(u.labels.items()))
-        generation = int(event.values.get(generations.NAME) or 0)
         with self._lock:
-            self._names[(event.pid, u.object, generation)] = (u.metric, labels)
+            self._names[key] = (u.metric, labels)
+
+    def _from_mirror(self, key: Object) -> tuple[str, str] | None:
+        """The name and labels the mirror's last walk found the object at ``key``'s
+        address under, kept as its name: for an update that carries none
+        (VictoriaMetrics/metrics keeps names apart from values)."""
+        if not self._unnamed_events or self.served is None:
+            return None
+        got = self.served(key[0], key[1])
+        if got is not None:
+            with self._lock:
+                self._names.setdefault(key, got)
+        return got
 
     def _as_served(self, key: Object, name: tuple[str, str]) -> tuple[str, str]:
         """``name`` (its Desc's name and its own labels) as the program serves it, where
@@ -159,6 +175,10 @@ class PresetMeta:
         for pid, address, generation in keys:
             latest[(pid, address)] = max(latest.get((pid, address), 0), generation)
         with self._lock:
+            unnamed = [k for k in keys if k not in self._names]
+        for k in unnamed:  # outside the lock: the mirror has its own
+            self._from_mirror(k)
+        with self._lock:
             # Nameless at two sweeps in a row: a row is made before its event is sent,
             # so at one sweep its name may still be on its way.
             now = {k for k in keys if k not in self._names}
@@ -179,6 +199,8 @@ class PresetMeta:
         """Every row of some objects, about to leave the kernel's map: what they counted
         stays in their series. Called with the session's lock held."""
         for key, o in self.objects(rows, tally).items():
+            if key not in self._names:
+                self._from_mirror(key)
             with self._lock:
                 name = self._names.pop(key, None)
             if name is not None:
@@ -225,7 +247,7 @@ class PresetMeta:
             retired = {k: replace(r, updates=dict(r.updates)) for k, r in self._retired.items()}
         series: dict[Series, list[tuple[Object, MetricObject]]] = {}
         for key, o in self.objects(rows, tally).items():
-            name = names.get(key)
+            name = names.get(key) or self._from_mirror(key)
             if name is not None:
                 name = self._as_served(key, name)
             if name is not None:  # else its description is still in the ring buffer

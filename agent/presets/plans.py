@@ -1,6 +1,7 @@
 """The built-in presets behind ``noop --binary`` and ``noop run --binary``: every update
-of the program's own Prometheus metrics, for Go's client_golang and Rust's prometheus
-crate, chosen by the binary's language. Plans are kept in noop's cache by build-id."""
+of the program's own Prometheus metrics, for Go's client_golang (or
+VictoriaMetrics/metrics) and Rust's prometheus crate, chosen by the binary's language.
+Plans are kept in noop's cache by build-id."""
 
 from __future__ import annotations
 
@@ -74,10 +75,10 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
                 crate_rules.make(b, aggregate)
         except golang_rules.NoMetrics:
             from agent.presets.vmetrics import library as vmetrics
-            if not aggregate or not vmetrics.uses(path):
+            if not vmetrics.uses(path):
                 raise
             from agent.presets.vmetrics import rules as vm_rules
-            made = vm_rules.make(b)
+            made = vm_rules.make(b, aggregate)
         else:
             made = _both(b, made)
         try:
@@ -94,7 +95,7 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
 def _both(b: Any, made: Plan) -> Plan:
     """``made`` (client_golang's), saying once that the program keeps metrics with
     VictoriaMetrics/metrics as well: those are not mirrored, nor their updates shown."""
-    from agent.presets.vmetrics.layout import PKG
+    from agent.presets.vmetrics.facts import PKG
 
     if b.dwarf.language != "go" or not made.probes or \
             not any(n.startswith(f"{PKG}.") for n in b.functions.symbols):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from dataclasses import replace
+from typing import TYPE_CHECKING, TextIO
 
 from agent.kernel.events import Event
 from agent.output.printer import Sink, _clock, _iso, number
@@ -13,19 +14,29 @@ from agent.presets import updates
 from agent.presets.common import Update
 from agent.presets.plans import library
 
+if TYPE_CHECKING:
+    from agent.presets.vmetrics.names import Names
+
 
 def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
     """prometheusnoop's lines: one per metric update. A value read from the metric's
     memory apart from the update (it may include another thread's) is shown ``~N``,
-    ``"racy": true`` in JSON."""
+    ``"racy": true`` in JSON. A metric whose name noop has not found (a
+    VictoriaMetrics/metrics Set it did not walk) is ``?``."""
     lib = library(plan)
     header = [] if as_json else [
         f"{'TIME':<15} {'PID':>7} {'OBJECT':<14} {'OP':<9} METRIC VALUE (INC)\n"]
+    names = _names(plan) if getattr(updates.decoder(lib), "UNNAMED", False) else None
 
     def emit(e: Event) -> None:
         probe = probe_of(plan, e)
         try:
-            line = _preset_line(updates.update(e, probe, lib), e, as_json)
+            u = updates.update(e, probe, lib)
+            if names is not None and u.metric == "?":
+                got = names.name(e.pid, u.object)
+                if got is not None:
+                    u = replace(u, metric=got[0], labels=got[1])
+            line = _preset_line(u, e, as_json)
         except Exception as exc:  # an update noop cannot show: counted by the caller
             raise why(exc, probe.name, shown(e)) from exc
         if header:
@@ -34,6 +45,15 @@ def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
         out.flush()
 
     return emit
+
+
+def _names(plan: Plan) -> Names:
+    """Where a library's updates carry no name (VictoriaMetrics/metrics), the names its
+    Sets give the objects, walked in the process's memory."""
+    from agent.presets.vmetrics.names import Names
+
+    (target,) = plan.targets
+    return Names(target.name, target.binary)
 
 
 def _preset_line(u: Update, e: Event, as_json: bool) -> str:

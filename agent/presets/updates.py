@@ -1,7 +1,7 @@
 """Metric updates as the presets' events tell them (client_golang's, the prometheus
-crate's): the metric, its labels, the value and the increment. What is a set, an add
-or an increment comes from each preset's own rules and site tags (its ``decode``); an
-event they do not describe is Undecodable."""
+crate's, VictoriaMetrics/metrics'): the metric, its labels, the value and the
+increment. What is a set, an add or an increment comes from each preset's own rules and
+site tags (its ``decode``); an event they do not describe is Undecodable."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from agent.plan.model import ProbePlan
 from agent.presets.client_golang import decode as client_golang
 from agent.presets.common import Update
 from agent.presets.rust_prometheus import decode as rust_prometheus
+from agent.presets.vmetrics import decode as vmetrics
 
 # Each preset's decoder, by the library it mirrors: ``operation(probe, tag)``,
 # ``update(event, probe, kind, op)`` and ``fold(probe, site, object, columns, hits)``.
-DECODERS: dict[str, ModuleType] = {m.LIBRARY: m for m in (client_golang, rust_prometheus)}
+DECODERS: dict[str, ModuleType] = {m.LIBRARY: m for m in (client_golang, rust_prometheus,
+                                                           vmetrics)}
 
 
 def decoder(library: str) -> ModuleType:

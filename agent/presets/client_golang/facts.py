@@ -112,8 +112,11 @@ RULES = (
 # package's functions (with every function they are inlined into, and the types they
 # refer to), its metrics' structs, and the goroutine's (its id's offset).
 SCOPE = Scope(functions=(PKG + ".",
-                         # VictoriaMetrics/metrics' writer of a Set (its preset's probe)
-                         "github.com/VictoriaMetrics/metrics.(*Set).WritePrometheus"),
+                         # VictoriaMetrics/metrics' writer of a Set and update methods
+                         # (its preset's probes)
+                         "github.com/VictoriaMetrics/metrics.(*Set).WritePrometheus",
+                         *(f"github.com/VictoriaMetrics/metrics.(*{t})." for t in (
+                             "Counter", "FloatCounter", "Histogram", "Summary"))),
               types=(*sorted({f"{PKG}.{r.struct}" for r in RULES}), "runtime.g"))
 # The functions that make client_golang's metric objects: the constructors of counters and
 # gauges (and the closures that make a *Vec's children), and the one maker of each of

@@ -133,7 +133,7 @@ class _Process:
     reader: Reader | None = None  # kept: what it learnt holds while p runs
     vecs: list[Vec] = field(default_factory=list)  # the walk's *Vecs, once each
     # the last scrape's series: (name, labels) each object is served under, by address
-    served: dict[int, tuple[str, str]] = field(default_factory=dict)
+    served: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, Now, Found] | None = None
@@ -487,6 +487,14 @@ class Mirror:
         ``address`` under, as the last scrape read them; None for one it did not."""
         with self._lock:
             p = self._processes.get(pid)
+        got = p.served.get(address) if p is not None else None
+        return None if got is None else (got[0], ",".join(f"{k}={v}" for k, v in got[1]))
+
+    def labelled(self, pid: int, address: int
+                 ) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        """``served``'s name and labels, the labels as pairs."""
+        with self._lock:
+            p = self._processes.get(pid)
         return p.served.get(address) if p is not None else None
 
     def _confirm(self, p: _Process, read: Read, last_try: bool) -> bool:
@@ -637,8 +645,11 @@ class Mirror:
                 p.unsettled += 1
             p.members = (found, vecs, again)
         p.last = (found, now, current) if now.settled and not lost else None
-        p.served = {s.address: (f.name, ",".join(f"{k}={v}" for k, v in s.labels))
+        p.served = {s.address: (f.name, s.labels)
                     for f in current.families.values() for s in f.series}
+        objects = getattr(self.library, "objects", None)
+        if objects is not None:  # metric objects apart from their series (updates name them)
+            p.served.update(objects(current))
         p.processes = current.processes
         return current
 

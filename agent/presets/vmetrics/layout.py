@@ -13,8 +13,8 @@ from functools import lru_cache
 from typing import Any
 
 from agent.errors import NoopError
+from agent.presets.vmetrics.facts import PKG
 
-PKG = "github.com/VictoriaMetrics/metrics"
 FAST = "github.com/valyala/histogram.Fast"
 DECADES = 27  # e10Max - e10Min: 1e-9 to 1e18
 BUCKETS_PER_DECADE = 18

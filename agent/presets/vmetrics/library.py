@@ -96,6 +96,23 @@ class VMLibrary:
         s = values.get("registry")
         return (s, 0, 0) if isinstance(s, int) and s else None
 
+    def objects(self, current: Found) -> dict[int, tuple[str, tuple[tuple[str, str], ...]]]:
+        """Each metric object of ``current`` by its own address (an update's probe reads
+        that, not a series' field): its name as the program writes it (a histogram's and a
+        summary's without ``_count``) and its labels."""
+        lay = self.layout
+        out: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = {}
+        for f in current.families.values():
+            for s in f.series:
+                tag = s.type[0]
+                if tag == "u64":
+                    out[s.address - lay.counter_n] = (f.name, s.labels)
+                elif tag == "f64":
+                    out[s.address - lay.float_n] = (f.name, s.labels)
+                elif tag in ("hcount", "scount") and f.name.endswith("_count"):
+                    out[s.type[1]] = (f.name[:-len("_count")], s.labels)
+        return out
+
     def bound(self, x: float) -> str:
         return go_float(x)
 
@@ -112,7 +129,7 @@ def uses(path: str) -> bool:
     from agent.binary.elf import ElfFile
     from agent.binary.gometa.program import GoProgram
     from agent.plan.libraries import CLIENT_GOLANG
-    from agent.presets.vmetrics.layout import PKG
+    from agent.presets.vmetrics.facts import PKG
 
     with ElfFile(path) as elf:
         types = GoProgram(elf).types

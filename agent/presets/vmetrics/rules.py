@@ -1,8 +1,10 @@
-"""The VictoriaMetrics/metrics preset of ``noop run --binary``: no probe on any update
-(the mirror reads every value from memory), one where the program writes a Set
+"""The VictoriaMetrics/metrics preset: the probes on its updates (``probes``: every
+update in ``noop --binary``'s terminal lines, the update counts of ``noop run --mirror
+both``), and for ``noop run`` the one where the program writes a Set
 (``(*Set).WritePrometheus``: the receiver in RAX under Go's register ABI), which finds a
 Set the program writes without registering it, as client_golang's ``Gather`` probe finds
-a registry only a local holds."""
+a registry only a local holds. By default (``--mirror auto``) only that one is kept: the
+mirror reads every value from memory."""
 
 from __future__ import annotations
 
@@ -17,19 +19,43 @@ from agent.plan.placement.entry import entry_site
 from agent.presets.client_golang.facts import TARGET
 from agent.presets.client_golang.values import register
 from agent.presets.mirror import GATHERED
-from agent.presets.vmetrics.layout import PKG
+from agent.presets.vmetrics.facts import PKG
+from agent.presets.vmetrics.probes import probes as updates
 
 SOURCE = "VictoriaMetrics/metrics preset"  # plans.VMETRICS
 WRITE = f"{PKG}.(*Set).WritePrometheus"
 
 
-def make(b: Binary) -> Plan:
+def make(b: Binary, aggregate: bool) -> Plan:
     """The preset's plan for ``b``, a Go program that keeps metrics with
-    VictoriaMetrics/metrics (``library.uses``): the one probe, where it has code."""
-    probes = [p for p in (_written(b),) if p is not None]
+    VictoriaMetrics/metrics (``library.uses``): its update probes (with ``aggregate``,
+    folding hits into rows, and the Set writer's probe beside them). No update found
+    in the terminal: one line, what to do."""
+    from agent.binary.gometa.program import GoProgram
+    from agent.presets.vmetrics.layout import NoLayout, layout
+
     here = Selector(path=str(Path(b.path).resolve()))
-    return Plan(SOURCE, (b.plan(TARGET, None, selector=here, modules=b.modules(PKG)),),
-                tuple(probes))
+    target = b.plan(TARGET, None, selector=here, modules=b.modules(PKG))
+    try:
+        lay = layout(GoProgram(b.elf))
+    except NoLayout as exc:
+        if aggregate:  # the mirror says why, once; nothing to probe
+            return Plan(SOURCE, (target,), ())
+        raise NoopError(f"{b.path}: its VictoriaMetrics/metrics updates cannot be probed: "
+                        f"{exc.message}", "noop reads the library's 1.x layouts it can "
+                        "verify in the binary's type descriptors") from None
+    probes, unseen = updates(b, lay, aggregate)
+    if not probes and not aggregate:
+        raise NoopError(f"{b.path} keeps metrics with VictoriaMetrics/metrics but none of "
+                        "its counter, float counter, histogram or summary updates was "
+                        "found in its code", "noop run --binary mirrors its series from "
+                        "its memory")
+    if probes and unseen:  # said once, with the first probe
+        probes[0] = replace(probes[0], unseen=(*probes[0].unseen, *unseen))
+    written = _written(b) if aggregate else None
+    if written is not None:
+        probes.append(written)
+    return Plan(SOURCE, (target,), tuple(probes))
 
 
 def _written(b: Binary) -> ProbePlan | None:

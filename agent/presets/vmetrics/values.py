@@ -55,6 +55,15 @@ class Reader:
                 out.values[address] = struct.unpack("<Q" if tag == "u64" else "<d", raw)[0]
         self._histograms(histograms, out)
         self._summaries(summaries, out)
+        # and again after: a named metric dropped while its values were read may have
+        # had its metric's memory given to another's (the garbage collector runs
+        # meanwhile): what was read at its address is not served
+        later = self._not_themselves(found) - bad
+        if later:
+            for f in found.families.values():
+                for s in f.series:
+                    if s.desc in later and out.values.pop(s.address, None) is not None:
+                        out.gone.append(s)
         return out
 
     def _not_themselves(self, found: Found) -> set[int]:

@@ -6,7 +6,7 @@
 // registered Set and one its handler writes without registering it. It makes them,
 // updates them, prints "listening ADDR" and serves metrics.WritePrometheus with the
 // library's go_* and process_* series, WriteFDMetrics and the unregistered Set on
-// /metrics; with -churn it goes on updating them (and
+// /metrics, and one of each update on GET /bump; with -churn it goes on updating them (and
 // making new series) every millisecond; with -members it runs tests/test_members.py's
 // sequence instead, with -hostile tests/test_hostile.py's loop.
 package main
@@ -235,6 +235,25 @@ func main() {
 	local.NewCounter(`vm_local_total{set="local"}`).Add(5)
 	local.NewFloatCounter("vm_local_float_total").Add(2.5)
 
+	// GET /bump: one of each update, the same every time (tests/test_mirror_vm.py's
+	// BUMP), a counter made on the fly among them; the negative observation is none
+	http.HandleFunc("/bump", func(w http.ResponseWriter, _ *http.Request) {
+		requests.Inc()
+		requests.Inc()
+		requests.Add(5)
+		requests.Dec()
+		bare.Set(7)
+		float.Add(0.5)
+		float.Sub(0.25)
+		float.Set(10)
+		hist.Update(0.25)
+		hist.Update(-1)
+		hist.Update(2)
+		sum.Update(4)
+		own.Update(1)
+		metrics.GetOrCreateCounter(`vm_bumped_total{n="1"}`).Inc()
+		fmt.Fprintln(w, "bumped")
+	})
 	ln := listen(local)
 	if *churn {
 		// each observes 1, 10,000 times a second: read at one instant, its sum is its
