@@ -3,7 +3,8 @@ baselines in one run: each update kind of bench/programs/vm-loop (Counter.Inc,
 FloatCounter.Add, Histogram.Update, Summary.Update, GetOrCreateCounter(name).Inc) timed
 unprobed, under ``noop run --binary`` as it runs by default (values read from memory at
 each scrape, one probe where the program writes a Set), under ``--mirror both`` (every
-update probed and counted: at most ``BOTH_CALLS`` calls a round, each one a uprobe hit)
+update probed and counted, without a budget, which would take a probe this busy off:
+at most ``BOTH_CALLS`` calls a round, each one a uprobe hit)
 and under bpftrace counting at the update's function where it has one of its own; the
 program scraped twice a second all along; the arms' order rotated at each repetition.
 
@@ -73,7 +74,8 @@ def once(binary: Path, op: str, arm: str, calls: int, rounds: int) -> float:
     try:
         if arm in ("default", "both"):
             noop = start_noop(None, None, "--binary", str(binary), "--pid", str(prog.pid),
-                              *(("--mirror", "both") if arm == "both" else ()))
+                              *(("--mirror", "both", "--max-overhead", "none")
+                                if arm == "both" else ()))
         elif arm == "bpftrace":
             other = subprocess.Popen(["bpftrace", "-e", f'uprobe:{binary}:"{ENTRY[op]}" '
                                       "{ @n = count(); }"], stdout=subprocess.DEVNULL,

@@ -33,7 +33,7 @@ class Reader:
         out = Read()
         scalars: list[tuple[int, str]] = []
         histograms: dict[int, list[tuple[int, str, Series]]] = {}
-        summaries: dict[int, list[tuple[int, str, float]]] = {}
+        summaries: dict[int, list[tuple[int, str, float, Series]]] = {}
         bad = self._not_themselves(found)
         for f in found.families.values():
             for s in f.series:
@@ -46,9 +46,10 @@ class Reader:
                 elif tag in ("hsum", "hcount", "bucket"):
                     histograms.setdefault(s.type[1], []).append((s.address, tag, s))
                 elif tag in ("ssum", "scount"):
-                    summaries.setdefault(s.type[1], []).append((s.address, tag, 0.0))
+                    summaries.setdefault(s.type[1], []).append((s.address, tag, 0.0, s))
                 elif tag == "q":
-                    summaries.setdefault(s.type[1], []).append((s.address, tag, s.type[2]))
+                    summaries.setdefault(s.type[1], []).append((s.address, tag, s.type[2],
+                                                                 s))
         got = gm.memory.read_many([(a, 8) for a, _t in scalars])
         for (address, tag), raw in zip(scalars, got, strict=True):
             if raw is not None:
@@ -149,21 +150,24 @@ class Reader:
                 if v is not None:
                     out.values[address] = v
 
-    def _summary_heads(self, sms: list[int]) -> list[bytes | None]:
+    def _summary_heads(self, sms: list[int]) -> tuple[list[bytes | None], list[int]]:
         """Each summary's struct as two reads in a row found it with its mutex free (the
         program adds to its sum, then its count, under it), else as the last read found
-        it with its mutex free; None for one that cannot be read (or never free)."""
+        it with its mutex free; None for one that cannot be read (or never free). And
+        the indices of those never found free (torn)."""
         lay, memory = self.lay, self.gm.memory
         ranges = [(sm, lay.s_count + 8) for sm in sms]
-        got, _torn = _agreed(len(sms), lambda pending: memory.read_many(
+        return _agreed(len(sms), lambda pending: memory.read_many(
             [ranges[i] for i in pending]),
             lambda r: bool(struct.unpack_from("<I", r, lay.s_mu)[0] & 1))
-        return got
 
-    def _summaries(self, wanted: dict[int, list[tuple[int, str, float]]], out: Read) -> None:
+    def _summaries(self, wanted: dict[int, list[tuple[int, str, float, Series]]], out: Read
+                   ) -> None:
         lay, memory = self.lay, self.gm.memory
         sms = list(wanted)
-        heads = self._summary_heads(sms)
+        heads, torn = self._summary_heads(sms)
+        for i in torn:  # never found with its mutex free: counted as a histogram's is
+            out.torn += [s for _a, _t, _p, s in wanted[sms[i]]]
         currs = [struct.unpack_from("<Q", h, lay.s_curr)[0] if h is not None else 0
                  for h in heads]
         fasts = memory.read_many([(c, lay.fast_a + 24) for c in currs])
@@ -182,7 +186,7 @@ class Reader:
             raw = next(it) if size else b""
             ordered = sorted(struct.unpack(f"<{len(raw) // 8}d", raw)) \
                 if raw is not None else None
-            for address, tag, phi in wanted[sm]:
+            for address, tag, phi, _s in wanted[sm]:
                 v: Value | None
                 if tag == "ssum":
                     v = total if count else None
