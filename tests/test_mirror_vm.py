@@ -11,6 +11,7 @@ and the newest Go, with DWARF and stripped.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from harness.metrics import Samples, get, samples
-from harness.noop import Agent, start, tracing
+from harness.noop import Agent, run, start, tracing
 from harness.programs import PROGRAMS, go_build, go_toolchain
 
 from agent.presets.vmetrics.layout import BUCKETS_PER_DECADE, DECADES, vmrange
@@ -548,3 +549,31 @@ def test_debian_victoria_metrics_updates_counted(privileged: None, tmp_path: Pat
             wrong.append(f"{key}: its page moved {page}, noop counted {counted}")
     assert not wrong, wrong
     assert compared >= 10 and moved >= 5, (compared, moved)
+
+
+def test_coverage_lists_what_the_library_keeps(vm_program: Path, privileged: None,
+                                               tmp_path: Path) -> None:
+    """``noop check --coverage`` on the program: its page (no TYPE line: an untyped
+    family per sample name) all mirrored, the library's go_* and process_* set
+    included, but the callback gauge, said to be one, and the Set the program writes
+    without registering it (check loads no probe: ``noop run`` finds it through one)."""
+    p = Program(vm_program)
+    try:
+        done = run("check", "--binary", vm_program, "--pid", str(p.proc.pid), "--coverage",
+                   "--url", p.url, "--json", cache=tmp_path / "cache")
+    finally:
+        p.stop()
+    assert done.returncode == 0, done.stderr
+    page = json.loads(done.stdout)["page"]
+    rows = {r["family"]: r for r in page["families"]}
+    assert rows["vm_goroutines_now"]["status"] == "not" and \
+        "GaugeFunc" in rows["vm_goroutines_now"]["why"]
+    for local in ("vm_local_total", "vm_local_float_total"):
+        assert rows[local]["status"] == "not" and "registered" in rows[local]["why"]
+    rest = {f: r["status"] for f, r in rows.items()
+            if f not in ("vm_goroutines_now", "vm_local_total", "vm_local_float_total")}
+    assert set(rest.values()) == {"mirrored"}, {f: s for f, s in rest.items()
+                                                if s != "mirrored"}
+    assert {"vm_latency_seconds_bucket", "vm_latency_seconds_count", "go_gc_forced_count",
+            "process_io_read_bytes_total"} <= set(rows)
+    assert page["mirrored_series"] == page["series"] - 3

@@ -129,3 +129,19 @@ def test_what_is_dropped_is_said_once_a_family(capsys: object) -> None:
     assert pages.dropped == {"duplicate": 9}
     said = [line for line in capsys.readouterr().err.splitlines() if "x_total" in line]
     assert len(said) == 1 and "the first one served is kept" in said[0], said
+
+
+def test_a_page_without_type_lines_is_a_family_per_sample_name() -> None:
+    """As VictoriaMetrics/metrics writes a page (no HELP, no TYPE): each sample name an
+    untyped family of its own, in the order met, its samples together; samples after a
+    TYPE line are that family's."""
+    from agent.output.page import text_families
+
+    page = (b'a_total{x="1"} 1\nb_seconds_bucket{vmrange="1...2"} 3\nb_seconds_sum 4\n'
+            b'a_total{x="2"} 2\nb_seconds_count 3\n# TYPE c gauge\nc 5\n')
+    got = [(n, t, k) for n, _h, t, _text, k in text_families(page)]
+    assert got == [(b"a_total", b"untyped", [b'a_total{x="1"}', b'a_total{x="2"}']),
+                   (b"b_seconds_bucket", b"untyped", [b'b_seconds_bucket{vmrange="1...2"}']),
+                   (b"b_seconds_sum", b"untyped", [b"b_seconds_sum"]),
+                   (b"b_seconds_count", b"untyped", [b"b_seconds_count"]),
+                   (b"c", b"gauge", [b"c"])]

@@ -226,19 +226,28 @@ def _merged(f: _Family, text: bytes, keys: list[bytes]) -> tuple[int, int]:
 
 def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, list[bytes]]]:
     """Each family of a page part: its name, help, type, the text of its samples and
-    their keys (name and labels). Samples before any HELP or TYPE line make an untyped
-    family of their name; a comment that is neither is left out."""
+    their keys (name and labels). Samples before any HELP or TYPE line are untyped, a
+    family of each sample name (as a program that writes no TYPE line means them:
+    VictoriaMetrics/metrics'); a comment that is neither is left out."""
     name = help_ = type_ = b""
     part = b"\n" + part  # a header line is one after a newline
     at = 0
     have = False
     chunks: list[bytes] = []
 
-    def block() -> tuple[bytes, bytes, bytes, bytes, list[bytes]]:
+    def blocks() -> Iterator[tuple[bytes, bytes, bytes, bytes, list[bytes]]]:
         text = b"".join(chunks)
-        keys = _KEYS.findall(text)
-        n = name or (keys[0].partition(b"{")[0] if keys else b"")
-        return n, help_, type_ or b"untyped", text, keys
+        if have:
+            yield name, help_, type_ or b"untyped", text, _KEYS.findall(text)
+            return
+        by_name: dict[bytes, list[bytes]] = {}  # headerless: untyped, by sample name
+        for line in text.splitlines(keepends=True):
+            key = _KEYS.match(line)
+            if key is not None:
+                by_name.setdefault(key.group(1).partition(b"{")[0], []).append(line)
+        for n, lines in by_name.items():
+            body = b"".join(x if x.endswith(b"\n") else x + b"\n" for x in lines)
+            yield n, b"", b"untyped", body, _KEYS.findall(body)
 
     said: set[bytes] = set()  # the current block's header lines (HELP, TYPE)
     for m in _HEADER.finditer(part):
@@ -248,7 +257,7 @@ def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, lis
         samples = any(c.strip() for c in chunks)
         if fam != name or not have or which in said or samples:  # another block
             if have or samples:
-                yield block()
+                yield from blocks()
             name, help_, type_, chunks, have, said = fam, b"", b"", [], True, set()
         said.add(which)
         if which == b"HELP":
@@ -257,7 +266,7 @@ def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, lis
             type_ = rest or b"untyped"
     chunks.append(part[at:])
     if have or any(c.strip() for c in chunks):
-        yield block()
+        yield from blocks()
 
 
 def number(x: float) -> str:

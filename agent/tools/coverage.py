@@ -39,6 +39,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
                   *goseries.blocks([goseries.Target(name, binary, [pid])], runtimes)]
         unread: dict[str, int] = {}
         funcs: set[str] = set()
+        library = ""
     else:
         mirror = Mirror(name, binary, walk_every=3600, find=lambda: [pid],
                         library=library_of(binary, debug))
@@ -56,6 +57,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
                     [goseries.Target(name, binary, pids, mirror.go_collectors)], runtimes)
             health = {m.name: m for m in mirror.collect()}
             funcs = mirror.funcs(pid)
+            library = str(getattr(mirror.library, "name", ""))
         finally:
             mirror.close()
         if pid not in pids:
@@ -85,7 +87,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
         status = "mirrored" if have == len(keys) else "partly" if have else "not"
         rows.append({"family": family, "type": kind, "series": len(keys), "mirrored": have,
                      "status": status, "why": "" if status == "mirrored" else
-                     _why(family, status, unread, funcs, language)})
+                     _why(family, status, unread, funcs, language, library)})
     refused = runtimes.refused.get(binary)
     for r in rows:  # the runtime's numbers not read at all: why
         if refused and r["status"] == "not" and str(r["family"]).startswith("go_"):
@@ -96,7 +98,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
 
 
 def _why(family: str, status: str, unread: dict[str, int], funcs: set[str],
-         language: str = "go") -> str:
+         language: str = "go", library: str = "") -> str:
     for pattern, why in _WHY:
         if pattern.fullmatch(family):
             return why
@@ -105,6 +107,10 @@ def _why(family: str, status: str, unread: dict[str, int], funcs: set[str],
     if status == "partly":
         return "some series were not members when read (made or deleted since), or " \
             "past --mirror-max-series"
+    if library == "VictoriaMetrics/metrics":
+        return "written by the program itself, not kept by the library (a line it writes " \
+            "by hand, as flag{…}), or in a Set noop has not found (written without being " \
+            "registered: noop run finds it through its probe on the Set's writer)"
     if language == "rust":
         kinds = ", ".join(sorted(unread))
         return "in a registry no static holds (noop run finds it through its probe where " \
