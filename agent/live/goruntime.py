@@ -70,8 +70,8 @@ class Stopped:
     memstats: dict[str, int]  # by MemStats' field names
     gc_cpu_fraction: float
     numforcedgc: int
-    cgo_calls: int  # runtime.NumCgoCall()
-    ncpu: int  # runtime.NumCPU()
+    cgo_calls: int | None  # runtime.NumCgoCall() (None: its global not found)
+    ncpu: int | None  # runtime.NumCPU()
 
 
 def read(gm: GoMemory, rv: RuntimeVars, stopped: bool = False) -> Snapshot:
@@ -197,8 +197,10 @@ def _read(gm: GoMemory, rv: RuntimeVars, stopped: bool = False) -> Snapshot:
         held = Stopped(
             memstats_of(_metrics(ms, gc, span, cache, flushed, o, rv.version)),
             struct.unpack_from("<d", ms, _off(o, "mstats.gc_cpu_fraction"))[0],
-            _u(ms, _off(o, "mstats.numforcedgc"), 4), _cgo_calls(gm, rv),
-            _u(gm.memory.read_many([(g["ncpu"] + b, 4)])[0] or b"", 0, 4, signed=True))
+            _u(ms, _off(o, "mstats.numforcedgc"), 4),
+            _cgo_calls(gm, rv) if "ncgocall" in g else None,
+            _u(gm.memory.read_many([(g["ncpu"] + b, 4)])[0] or b"", 0, 4, signed=True)
+            if "ncpu" in g else None)
     allglen = _u(allglen_b, 0)
     free_s = sum(_u(sc, o.get(k), 4, signed=True) for k in (
         "schedt.gFree.n", "schedt.gFree.stack.size", "schedt.gFree.noStack.size"))

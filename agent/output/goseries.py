@@ -253,8 +253,10 @@ class _Binary:
         return open_process(pid, self.path, self.types, self.segments, self.elf.e_type == 3)
 
 
-def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
-    """The go_* families of ``targets``' processes, read now."""
+def blocks(targets: list[Target], runtimes: Runtimes, keep: frozenset[int] = frozenset()
+           ) -> list[Block]:
+    """The go_* families of ``targets``' processes, read now; the memory of processes
+    neither theirs nor in ``keep`` (another writer's of the same ``runtimes``) let go."""
     families: dict[str, tuple[str, str, list[str], list[bytes]]] = {}
     live: set[int] = set()
     for t in targets:
@@ -274,7 +276,7 @@ def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
                                         _FROM_METRICS[base] not in snap.metrics):
                         continue  # not one noop computes (or not this runtime's)
                     _add(families, name, help_, base, snap, memstats, mine)
-    runtimes.forget(live)
+    runtimes.forget(live | keep)
     return [Block(name.encode(), help_text(help_).encode(), kind.encode(),
                   "".join(lines).encode(), keys)
             for name, (help_, kind, lines, keys) in sorted(families.items())]

@@ -241,12 +241,12 @@ def text_families(part: bytes) -> Iterator[tuple[bytes, bytes, bytes, bytes, lis
             yield name, help_, type_ or b"untyped", text, _KEYS.findall(text)
             return
         by_name: dict[bytes, list[bytes]] = {}  # headerless: untyped, by sample name
-        for line in text.splitlines(keepends=True):
+        for line in text.split(b"\n"):  # not splitlines: a label value may hold \r
             key = _KEYS.match(line)
             if key is not None:
                 by_name.setdefault(key.group(1).partition(b"{")[0], []).append(line)
         for n, lines in by_name.items():
-            body = b"".join(x if x.endswith(b"\n") else x + b"\n" for x in lines)
+            body = b"".join(x + b"\n" for x in lines)
             yield n, b"", b"untyped", body, _KEYS.findall(body)
 
     said: set[bytes] = set()  # the current block's header lines (HELP, TYPE)

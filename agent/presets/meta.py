@@ -102,9 +102,9 @@ class PresetMeta:
         if not self._unnamed_events or self.served is None:
             return None
         got = self.served(key[0], key[1])
-        if got is not None:
-            with self._lock:
-                self._names.setdefault(key, got)
+        if got is not None:  # the walk's latest: an address given to another metric since
+            with self._lock:  # names it from then on
+                self._names[key] = got
         return got
 
     def _as_served(self, key: Object, name: tuple[str, str]) -> tuple[str, str]:
@@ -232,7 +232,9 @@ class PresetMeta:
             "minus the value before the first update it saw", labels=list(LABELS))
         unnamed = CounterMetricFamily(
             "noop_metric_unnamed_updates", "Updates of metric objects whose name noop "
-            "never read (its ring-buffer event was lost): in no series",
+            "never read (its ring-buffer event was lost, or, for a library whose updates "
+            "carry no name, no walk of the program's metrics found the object): in no "
+            "series",
             labels=["target", "pid", "library"])
         overflow = CounterMetricFamily(
             "noop_metric_overflow_updates", "Updates of metric objects past the rows the "
@@ -247,7 +249,8 @@ class PresetMeta:
             retired = {k: replace(r, updates=dict(r.updates)) for k, r in self._retired.items()}
         series: dict[Series, list[tuple[Object, MetricObject]]] = {}
         for key, o in self.objects(rows, tally).items():
-            name = names.get(key) or self._from_mirror(key)
+            name = (self._from_mirror(key) or names.get(key)) if self._unnamed_events \
+                else names.get(key)
             if name is not None:
                 name = self._as_served(key, name)
             if name is not None:  # else its description is still in the ring buffer

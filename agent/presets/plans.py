@@ -97,8 +97,11 @@ def _both(b: Any, made: Plan) -> Plan:
     VictoriaMetrics/metrics as well: those are not mirrored, nor their updates shown."""
     from agent.presets.vmetrics.facts import PKG
 
+    # its Sets or metrics' methods linked (not a dependency's import of the package)
+    used = (f"{PKG}.(*Set).", f"{PKG}.(*Counter).", f"{PKG}.(*FloatCounter).",
+            f"{PKG}.(*Histogram).", f"{PKG}.(*Summary).")
     if b.dwarf.language != "go" or not made.probes or \
-            not any(n.startswith(f"{PKG}.") for n in b.functions.symbols):
+            not any(n.startswith(used) for n in b.functions.symbols):
         return made
     return replace(made, notes=(*made.notes, f"{b.path} keeps metrics with "
                                 "VictoriaMetrics/metrics as well as with client_golang: "

@@ -388,8 +388,9 @@ class Daemon(Following):
         try:
             now, own = self._targets(self.mirrors)
             found = processes.blocks([p for p, _g in now])
-            found += goseries.blocks([g for _p, g in now if g is not None], self.runtimes)
             found += vmruntime.blocks(own, self.runtimes)
+            found += goseries.blocks([g for _p, g in now if g is not None], self.runtimes,
+                                     frozenset(pid for t in own for pid in t.pids))
         except (OSError, NoopError) as exc:  # /proc unreadable: the rest is served
             log(f"the targets' process and runtime series are not served: {exc}",
                 logs.WARNING)

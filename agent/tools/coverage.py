@@ -50,6 +50,7 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
             theirs = vmruntime.target_of(mirror.library, name, binary, pids)
             if theirs is not None:  # the library writes its own go_* and process_* set
                 blocks += vmruntime.blocks([theirs], runtimes)
+                runtimes.forget(set())
             else:
                 blocks += processes.blocks([processes.Target(name, pids, mirror.collectors)])
             if theirs is None and language == "go":

@@ -17,7 +17,8 @@ a version outside the table gives no runtime series and says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from agent.binary.gometa.program import Function, GoProgram
@@ -107,7 +108,10 @@ CLASS_TO_SIZE = (
 
 # The globals ``locate`` finds, by their names in the runtime
 GLOBALS = ("memstats", "gcController", "sched", "mheap_", "allglen", "allp", "allm",
-           "gomaxprocs", "ncgocall", "ncpu")
+           "gomaxprocs")
+# Found where they can be (ReadMemStats' neighbours: VictoriaMetrics/metrics' set): a
+# binary without them still has client_golang's go_* series
+OPTIONAL = ("ncgocall", "ncpu")
 
 
 class NotVerified(NoopError):
@@ -166,15 +170,21 @@ def locate(program: GoProgram) -> RuntimeVars:
         "allglen": code.before_unlock("runtime.allgadd"),
         "allp": code.first_slice("runtime.procresize"),
         "gomaxprocs": code.first_int32("runtime.procresize"),
+    }
+    optional: dict[str, Callable[[], int]] = {
         # the cgo calls of the Ms that exited: mexit adds its M's count to it just after
         # it unlocks sched (runtime.NumCgoCall adds every live M's own)
-        "ncgocall": code.after_call("runtime.mexit", "runtime.unlock2", "lea"),
+        "ncgocall": lambda: code.after_call("runtime.mexit", "runtime.unlock2", "lea"),
         # runtime.NumCPU(): osinit stores the CPU count it is given there (ncpu, named
         # numCPUStartup since Go 1.25)
-        "ncpu": code.after_call("runtime.osinit", "runtime.getCPUCount"
-                                if program.version >= (1, 25) else "runtime.getproccount",
-                                "mov"),
+        "ncpu": lambda: code.after_call("runtime.osinit", "runtime.getCPUCount"
+                                        if program.version >= (1, 25) else
+                                        "runtime.getproccount", "mov"),
     }
+    for name, find in optional.items():
+        # not found: its series left out (VictoriaMetrics/metrics' go_cgo_calls_count, ...)
+        with contextlib.suppress(NotVerified):
+            found[name] = find()
     return RuntimeVars(go_version, program.version, found, offsets)
 
 

@@ -134,6 +134,8 @@ class _Process:
     vecs: list[Vec] = field(default_factory=list)  # the walk's *Vecs, once each
     # the last scrape's series: (name, labels) each object is served under, by address
     served: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    # the library's metric objects by their own address, where not a series' (updates)
+    objects: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     # the last scrape's walk, members and their families (while the members are the
     # same, so are the families)
     last: tuple[Found, Now, Found] | None = None
@@ -485,17 +487,19 @@ class Mirror:
     def served(self, pid: int, address: int) -> tuple[str, str] | None:
         """The name and labels (``k=v,...``, sorted) the program serves the object at
         ``address`` under, as the last scrape read them; None for one it did not."""
-        with self._lock:
-            p = self._processes.get(pid)
-        got = p.served.get(address) if p is not None else None
+        got = self.labelled(pid, address)
         return None if got is None else (got[0], ",".join(f"{k}={v}" for k, v in got[1]))
 
     def labelled(self, pid: int, address: int
                  ) -> tuple[str, tuple[tuple[str, str], ...]] | None:
-        """``served``'s name and labels, the labels as pairs."""
+        """``served``'s name and labels, the labels as pairs: of a series, or of a
+        metric object the library names apart from its series (an update's address)."""
         with self._lock:
             p = self._processes.get(pid)
-        return p.served.get(address) if p is not None else None
+        if p is None:
+            return None
+        got = p.objects.get(address)  # an object first: a histogram's is its _count's too
+        return got if got is not None else p.served.get(address)
 
     def _confirm(self, p: _Process, read: Read, last_try: bool) -> bool:
         """Whether every object whose value ``read`` holds is still a member, as when
@@ -648,8 +652,8 @@ class Mirror:
         p.served = {s.address: (f.name, s.labels)
                     for f in current.families.values() for s in f.series}
         objects = getattr(self.library, "objects", None)
-        if objects is not None:  # metric objects apart from their series (updates name them)
-            p.served.update(objects(current))
+        # metric objects apart from their series (updates name them), made whole first
+        p.objects = objects(current) if objects is not None else {}
         p.processes = current.processes
         return current
 

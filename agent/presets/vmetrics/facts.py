@@ -22,7 +22,7 @@ class Rule:
 
 
 RULES = (
-    Rule("vm_counter", "counter", "Counter", ("Inc", "Dec", "Add"), "xadd"),
+    Rule("vm_counter", "counter", "Counter", ("Inc", "Dec", "Add", "AddInt64"), "xadd"),
     Rule("vm_counter_set", "counter", "Counter", ("Set",), "xchg"),
     Rule("vm_float", "counter", "FloatCounter", ("Add", "Sub", "Set"), "store"),
     Rule("vm_histogram", "histogram", "Histogram", ("Update",), "store"),

@@ -3,12 +3,14 @@ counter, float counter, histogram or summary is one instruction of the program, 
 what is read there (for ``noop --binary`` in the terminal, and ``noop run --mirror
 both``'s update counts; the mirror reads every value from memory without them).
 
-- ``Counter``'s ``Inc``, ``Dec`` and ``Add`` are one ``lock xadd`` on ``Counter.n``
-  (inlined into every caller: each copy is searched within its own code ranges only,
-  as the program's inlining records give them), probed on the instruction after it
-  (the kernel will not probe a LOCK one): the source register holds the old value
-  there; ``Set`` is one ``xchg``, probed on itself (its source register holds the new
-  value).
+- ``Counter``'s ``Inc``, ``Dec``, ``Add`` (and ``AddInt64`` where the library has it)
+  are one ``lock xadd`` on ``Counter.n`` (inlined into every caller: each copy is
+  searched within its own code ranges only, as the program's inlining records give
+  them), probed on the instruction after it (the kernel will not probe a LOCK one): the
+  source register holds the old value there. Where another path joins that instruction
+  (or it cannot be probed), on the instruction just before the xadd when only it leads
+  there (``c.n`` read before the update). ``Set`` is one ``xchg``, probed on itself (its
+  source register holds the new value).
 - ``FloatCounter``'s ``Add``, ``Sub`` and ``Set``, ``Histogram.Update`` and
   ``Summary.Update`` store the new float value or sum (``movsd``) under their mutex:
   probed after that store, on the first one-byte ``nop`` (emulated: Go's mark of the
@@ -159,7 +161,8 @@ def _site(insns: tuple[sites.Insn, ...], n: int, what: str, base: str,
     the site (its hits would not all be updates)."""
     if what == "xchg":
         return insns[n]
-    if n + 1 >= len(insns) or insns[n + 1].address in targets:
+    if n + 1 >= len(insns) or insns[n + 1].address in targets or \
+            sites.handling(insns[n + 1].raw) == sites.REFUSED:  # a LOCK one: no uprobe
         return None
     if what == "store":
         for k in range(n + 1, min(n + 8, len(insns))):
@@ -168,30 +171,25 @@ def _site(insns: tuple[sites.Insn, ...], n: int, what: str, base: str,
                 break
             if sites.handling(j.raw) == sites.EMULATED and j.mnemonic == "nop":
                 return j
-            if sites.is_branch(j) or _aliases(base) & set(j.writes):
+            # not past a branch, a write of the struct's register or a LOCK instruction
+            # (the inlined Unlock's: the value would be read outside the lock)
+            if sites.is_branch(j) or j.lock or _aliases(base) & set(j.writes):
                 break
     return insns[n + 1]
 
 
 def _before(insns: tuple[sites.Insn, ...], n: int, base: str, targets: set[int]
             ) -> sites.Insn | None:
-    """For the xadd at ``insns[n]`` whose next instruction another path joins: the
-    nearest instruction before it that only leads to it (no branch from it to the
-    xadd, none of those after it a branch target) with ``base`` already what the xadd
-    uses; None when there is none."""
+    """For the xadd at ``insns[n]`` whose next instruction another path joins (or cannot
+    be probed): the instruction just before it, when it only leads to it (not a branch,
+    the xadd no branch target) and ``base`` is already what the xadd uses; else None."""
     if n == 0 or insns[n].address in targets:
         return None
-    for k in range(n - 1, max(n - 8, -1), -1):
-        j = insns[k]
-        if sites.is_branch(j) or j.mnemonic in ("ret", "int3") or \
-                sites.handling(j.raw) == sites.REFUSED:
-            return None
-        if _aliases(base) & set(j.writes):
-            return None
-        if k < n - 1 and insns[k + 1].address in targets:
-            return None
-        return j
-    return None
+    j = insns[n - 1]
+    if sites.is_branch(j) or j.mnemonic in ("ret", "int3") or \
+            sites.handling(j.raw) == sites.REFUSED or _aliases(base) & set(j.writes):
+        return None
+    return j
 
 
 _LEGACY = {"ax": "a", "bx": "b", "cx": "c", "dx": "d"}

@@ -87,13 +87,12 @@ class Target:
 
 
 def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
-    """The library's go_* and process_* families of ``targets``' processes, read now."""
+    """The library's go_* and process_* families of ``targets``' processes, read now
+    (``goseries.blocks`` lets go of the memory of processes gone: it is given these)."""
     families: dict[str, tuple[list[str], list[bytes]]] = {}
-    live: set[int] = set()
     btime = procstat.boot_time()
     for t in targets:
         for pid in t.pids:
-            live.add(pid)
             samples: list[tuple[str, tuple[tuple[str, str], ...], float]] = []
             snap = runtimes.snapshot(t.path, pid, stopped=True)
             if snap is not None and snap.stopped is not None:
@@ -107,7 +106,6 @@ def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
                 key = f"{name}{{{text}}}"
                 f[0].append(f"{key} {number(value)}\n")
                 f[1].append(key.encode())
-    runtimes.forget(live)
     return [Block(name.encode(), b"", b"untyped", "".join(lines).encode(), keys)
             for name, (lines, keys) in sorted(families.items())]
 
@@ -126,8 +124,8 @@ def _go(snap: goruntime.Snapshot, st: goruntime.Stopped, goroot: str) -> Samples
         else:
             value = float(ms[field])
         out.append((name, (), value))
-    out += [("go_cgo_calls_count", (), float(st.cgo_calls)),
-            ("go_cpu_count", (), float(st.ncpu))]
+    out += [(name, (), float(v)) for name, v in (("go_cgo_calls_count", st.cgo_calls),
+                                                 ("go_cpu_count", st.ncpu)) if v is not None]
     ring = sorted([p / 1e9 for p in snap.pauses] + [0.0] * (PAUSE_SLOTS - len(snap.pauses)))
     for phi in PHIS:
         q = fast_quantile(ring, phi, ring[0], ring[-1])
