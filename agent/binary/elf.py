@@ -15,10 +15,10 @@ from functools import cached_property
 from pathlib import Path
 
 from agent import files
+from agent.binary import arch
 from agent.errors import BinaryError
 
 _ELF_MAGIC = b"\x7fELF"
-_EM_X86_64 = 62
 _SHT_SYMTAB = 2
 _SHT_STRTAB = 3
 # The DWARF sections only a .debug_info gives a meaning to.
@@ -96,10 +96,12 @@ class ElfFile:
         (self.e_type, machine, _v, self.entry, self.phoff, self.shoff, _fl, _eh, self.phentsize,
          self.phnum, self.shentsize, self.shnum, self.shstrndx) = struct.unpack_from(
             "<HHIQQQIHHHHHH", head, 16)
-        if machine != _EM_X86_64:
+        found = arch.of_machine(machine)
+        if found is None:
             self._f.close()
-            raise BinaryError(f"{self.path}: ELF machine {machine} is not x86-64",
-                              "noop supports x86-64 binaries")
+            raise BinaryError(f"{self.path}: ELF machine {machine} is neither x86-64 nor "
+                              "arm64", "noop reads x86-64 and arm64 binaries")
+        self.arch = found
         if self.e_type in (_ET_REL, _ET_CORE):
             self._f.close()
             what = "an object file (made by cc -c), not linked: its functions have no " \

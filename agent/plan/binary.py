@@ -19,7 +19,7 @@ from agent.binary.gometa import buildinfo
 from agent.binary.gometa.image import Image
 from agent.binary.gometa.scope import Scope
 from agent.config.selector import Selector, through_proc
-from agent.errors import NoopError
+from agent.errors import BinaryError, NoopError
 from agent.plan.model import ProbePlan, Site, TargetPlan
 from agent.plan.selectors.walker import Walker
 
@@ -34,6 +34,9 @@ class Binary:
     def __init__(self, path: str, scope: Scope | None = None,
                  given: debuginfo.Given = debuginfo.NOTHING) -> None:
         elf = ElfFile(path)
+        if not elf.arch.probes:  # read (noop funcs, struct, vars, lines), not probed
+            elf.close()
+            raise BinaryError(*elf.arch.refused(path))
         dwarf = Dwarf(elf, debuginfo.locate(elf, scope, given))
         self._use(path, given, elf, dwarf, TypeNamer(dwarf))
 

@@ -51,15 +51,17 @@ def run_build(command: list[str], *, cwd: Path, env: dict[str, str] | None = Non
 
 def go_build(go: Path, out: Path, _cache: Path | None = None,
               src: Path = PROGRAMS / "go" / "layouts", flags: tuple[str, ...] = (),
-              cgo: bool = False) -> Path:
+              cgo: bool = False, goarch: str = "") -> Path:
     """``go build FLAGS`` of the package at ``src`` (GOPATH mode, Debian's libraries),
-    kept by its inputs (``harness.builds``), copied to ``out``. Every build of one
-    toolchain shares its Go build cache (the third argument is not used)."""
+    kept by its inputs (``harness.builds``), copied to ``out``; for ``goarch`` (arm64:
+    cross-compiled) when given. Every build of one toolchain shares its Go build cache
+    (the third argument is not used)."""
     need(CLIENT_GOLANG, "client_golang sources (golang-github-prometheus-client-golang-dev)")
     cc = {"CC": str(installed("gcc"))} if cgo else {}  # the compiler the key names
     env = builds.environment(go, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="",
                              GOPROXY="off", GOTOOLCHAIN="local", GOENV="off",
-                             CGO_ENABLED="1" if cgo else "0", **cc)
+                             CGO_ENABLED="1" if cgo else "0", **cc,
+                             **({"GOARCH": goarch} if goarch else {}))
     inputs = {"tool": builds.tool(str(go)), "flags": flags, "env": env,
               "sources": builds.tree(src), "libraries": builds.packages("golang-*"),
               **({"cc": builds.tool(cc["CC"]), "libc": builds.packages("libc6-dev")}

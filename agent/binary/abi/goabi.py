@@ -1,9 +1,12 @@
-"""Go's internal register ABI on amd64 (Go ≥ 1.17): where each argument and result lives.
+"""Go's internal register ABI (Go ≥ 1.17 on amd64, 1.18 on arm64): where each argument
+and result lives.
 
 Follows "Go internal ABI specification" (src/cmd/compile/abi-internal.md): each value
 is register-assigned as a whole or stack-assigned as a whole; results start again from
 the first registers; stack offsets here are from SP at the callee's first instruction,
-so the first stack-assigned argument is at 8 (past the return address).
+so the first stack-assigned argument is at 8 (amd64: past the return address; arm64:
+past the word the callee saves the link register in). The registers are the
+architecture's (``agent.binary.arch``).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.binary.abi.shape import Shape, align_up
-from agent.binary.amd64 import GO_FLOAT_REGS, GO_INT_REGS, RETURN_ADDRESS_SIZE
+from agent.binary.arch import AMD64, Arch
 from agent.binary.dwarf.locations import Location, Piece
 
 
@@ -26,9 +29,10 @@ class Assignment:
 
 
 class _Regs:
-    def __init__(self) -> None:
+    def __init__(self, arch: Arch) -> None:
         self.ints = 0
         self.floats = 0
+        self.int_regs, self.float_regs = arch.go_int_regs, arch.go_float_regs
 
     def try_assign(self, shape: Shape) -> list[Piece] | None:
         saved = (self.ints, self.floats)
@@ -62,34 +66,34 @@ class _Regs:
         return False
 
     def _take_int(self, size: int, out: list[Piece]) -> bool:
-        if self.ints >= len(GO_INT_REGS):
+        if self.ints >= len(self.int_regs):
             return False
-        out.append(Piece(size, reg=GO_INT_REGS[self.ints]))
+        out.append(Piece(size, reg=self.int_regs[self.ints]))
         self.ints += 1
         return True
 
     def _take_float(self, size: int, out: list[Piece]) -> bool:
-        if self.floats >= len(GO_FLOAT_REGS):
+        if self.floats >= len(self.float_regs):
             return False
-        out.append(Piece(size, reg=GO_FLOAT_REGS[self.floats]))
+        out.append(Piece(size, reg=self.float_regs[self.floats]))
         self.floats += 1
         return True
 
 
 def assign(args: Sequence[Shape], results: Sequence[Shape],
-           registers: bool = True) -> Assignment:
+           registers: bool = True, arch: Arch = AMD64) -> Assignment:
     """Assign locations per the Go internal ABI (``registers=False``: ABI0, all on stack)."""
     offset = 0
 
     def place(values: Sequence[Shape]) -> tuple[Location, ...]:
         nonlocal offset
-        regs = _Regs()
+        regs = _Regs(arch)
         out: list[Location] = []
         for s in values:
             pieces = regs.try_assign(s) if registers else None
             if pieces is None:
                 offset = align_up(offset, s.align)
-                pieces = [Piece(s.size, stack=RETURN_ADDRESS_SIZE + offset)]
+                pieces = [Piece(s.size, stack=arch.go_stack_args + offset)]
                 offset += s.size
             out.append(tuple(pieces))
         offset = align_up(offset, 8)

@@ -21,7 +21,7 @@ from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.dwarfinfo import DWARFInfo
 
 from agent import cache
-from agent.binary.amd64 import DWARF_REGS
+from agent.binary.arch import AMD64, ARM64
 from agent.binary.dwarf import scan
 from agent.binary.dwarf.sections import section_bytes
 
@@ -30,8 +30,10 @@ class CallFrames:
     """The call-frame information of one binary, each entry parsed when a pc needs it."""
 
     def __init__(self, info: DWARFInfo, key: Callable[[], str],
-                 eh_index: Callable[[], tuple[int, bytes] | None] = lambda: None) -> None:
+                 eh_index: Callable[[], tuple[int, bytes] | None] = lambda: None,
+                 regs: dict[int, str] = AMD64.dwarf_regs) -> None:
         self.info = info
+        self.regs = regs  # the architecture's register names by DWARF number
         self.key = key  # the binary's key in noop's cache ('' keeps nothing): Dwarf.cache_id
         # .eh_frame_hdr of the same file, (address, bytes): its table finds an FDE
         self.eh_index = eh_index
@@ -151,16 +153,19 @@ class CallFrames:
             if row["pc"] > pc:
                 break
             rule = row.get("cfa")
-        if rule is None or rule.expr is not None or rule.reg not in DWARF_REGS:
+        if rule is None or rule.expr is not None or rule.reg not in self.regs:
             return None
-        return DWARF_REGS[rule.reg], int(rule.offset)
+        return self.regs[rule.reg], int(rule.offset)
+
+
+_NAMES = frozenset(AMD64.dwarf_regs.values()) | frozenset(ARM64.dwarf_regs.values())
 
 
 def _cfa_entry(value: Any) -> tuple[tuple[str, int] | None]:
     """A cached CFA rule, ``{"rule": [register, offset] | null}``, for ``cache.get``:
     the rule in a 1-tuple (so that no rule is not a miss); anything else raises."""
     rule = cache.check(dict[str, tuple[str, int] | None], value)["rule"]
-    if rule is not None and rule[0] not in DWARF_REGS.values():
+    if rule is not None and rule[0] not in _NAMES:
         raise ValueError(f"no register {rule[0]!r}")
     return ((rule[0], rule[1]) if rule is not None else None,)
 

@@ -202,6 +202,11 @@ class Functions(Listing):
         ('' where it may): see agent.binary.dwarf.convention. Go keeps its ABI everywhere."""
         if lang == "go":
             return [""] * len(params), ""
+        arch = self.dwarf.elf.arch
+        if not arch.probes:  # noop assigns no C ABI of this architecture: DWARF alone says
+            why = f"noop does not assign {arch.name}'s C calling convention yet: DWARF's " \
+                "location only"
+            return [why] * len(params), why
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
         changed = convention.changed(symbol, die, origin)
@@ -241,13 +246,17 @@ class Functions(Listing):
                 # DWARF does not list it, so it is assigned here and not shown.
                 args = [Shape("int", 8, 8), *args]
                 hidden = 1
+            arch = self.dwarf.elf.arch
             if b"regabi" in producer:
-                a = goabi.assign(args, results)
+                a = goabi.assign(args, results, arch=arch)
                 return "go-internal (register)", list(a.args)[hidden:], list(a.results)
-            a = goabi.assign(args, results, registers=False)
+            a = goabi.assign(args, results, registers=False, arch=arch)
             return "go ABI0 (stack)", list(a.args)[hidden:], list(a.results)
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
+        if not self.dwarf.elf.arch.probes:  # System V's assignment is x86-64's alone
+            return f"{self.dwarf.elf.arch.name} (not assigned: DWARF's locations only)", \
+                [() for _a in args], [() for _r in ([result] if result else [])]
         s = sysv.assign(args, result, rust=lang == "rust")
         name = "rust (sysv-based, approximate)" if lang == "rust" else "sysv"
         return name, list(s.args), list(s.results)

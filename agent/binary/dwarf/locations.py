@@ -17,7 +17,6 @@ from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarf_expr import DWARFExprParser
 from elftools.dwarf.locationlists import BaseAddressEntry, LocationEntry
 
-from agent.binary.amd64 import DWARF_REGS, RETURN_ADDRESS_SIZE, SP
 from agent.binary.dwarf.dies import attr
 from agent.binary.dwarf.reader import Dwarf
 
@@ -69,6 +68,8 @@ class LocationReader:
     def __init__(self, dwarf: Dwarf) -> None:
         self.dwarf = dwarf
         self._lists = dwarf.info.location_lists()
+        arch = dwarf.elf.arch  # its registers' DWARF numbers, the CFA at entry
+        self._regs, self._sp, self._entry_cfa = arch.dwarf_regs, arch.sp, arch.cfa_at_entry
 
     def expression_at(self, var: DIE, pc: int) -> list[int] | None:
         """The raw location expression of ``var`` valid at ``pc``, or None if none covers it."""
@@ -135,16 +136,16 @@ class LocationReader:
         first = ops[0].op_name
         if len(ops) == 1 and first.startswith("DW_OP_reg"):
             num = ops[0].args[0] if first == "DW_OP_regx" else int(first[9:])
-            return Piece(size, reg=DWARF_REGS.get(num, f"dwarf{num}"))
+            return Piece(size, reg=self._regs.get(num, f"dwarf{num}"))
         if len(ops) == 2 and first.startswith("DW_OP_breg") \
                 and ops[1].op_name == "DW_OP_stack_value":
             num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
-            if num != SP and num in DWARF_REGS:  # the value is reg + offset (an address)
-                return Piece(size, reg=DWARF_REGS[num], add=ops[0].args[-1])
+            if num != self._sp and num in self._regs:  # the value is reg + offset
+                return Piece(size, reg=self._regs[num], add=ops[0].args[-1])
         if len(ops) == 1 and first.startswith("DW_OP_breg"):
             num = ops[0].args[0] if first == "DW_OP_bregx" else int(first[10:])
-            if num != SP and num in DWARF_REGS:  # the value is in memory at reg + offset
-                return Piece(size, reg=DWARF_REGS[num], at=ops[0].args[-1])
+            if num != self._sp and num in self._regs:  # in memory at reg + offset
+                return Piece(size, reg=self._regs[num], at=ops[0].args[-1])
         base, offset = self._stack_address(ops, frame_base, at_entry, cfa, cfa_reg)
         if base != "sp":
             return Piece(size, reg=base, at=offset)
@@ -157,8 +158,9 @@ class LocationReader:
         to the stack pointer (at entry, or where ``cfa`` was taken), or (register,
         offset) relative to the frame register the CFA or frame base is kept in."""
         stack: list[tuple[str, int]] = []  # (base, offset): base "sp", a register, or ""
-        here = cfa if cfa is not None else RETURN_ADDRESS_SIZE
-        cfa_base = "sp" if cfa_reg == "rsp" else cfa_reg
+        here = cfa if cfa is not None else self._entry_cfa
+        cfa_base = "sp" if cfa_reg in ("rsp", "sp") else cfa_reg
+        sp = self._sp
         for op in ops:
             name, args = op.op_name, op.args
             if name == "DW_OP_call_frame_cfa":
@@ -168,7 +170,7 @@ class LocationReader:
                     raise Unavailable("DW_OP_fbreg without a frame base")
                 base, off = self._frame_base(frame_base, at_entry, here, cfa_base)
                 stack.append((base, off + args[0]))
-            elif name == f"DW_OP_breg{SP}" or (name == "DW_OP_bregx" and args[0] == SP):
+            elif name == f"DW_OP_breg{sp}" or (name == "DW_OP_bregx" and args[0] == sp):
                 if not at_entry and cfa is None:
                     raise Unavailable("rsp-relative location away from entry")
                 stack.append(("sp", args[-1]))
@@ -192,29 +194,31 @@ class LocationReader:
         if len(stack) != 1 or not stack[0][0]:
             raise Unavailable("not a stack address")
         base, offset = stack[0]
-        if at_entry and offset < RETURN_ADDRESS_SIZE:
+        if at_entry and offset < self._entry_cfa:
             # Below the return address: the callee's own frame, written by its prologue.
-            raise Unavailable(f"frame slot {offset - RETURN_ADDRESS_SIZE:+d}(cfa) is filled "
+            raise Unavailable(f"frame slot {offset - self._entry_cfa:+d}(cfa) is filled "
                               "by the prologue")
         return base, offset
 
-    def _frame_base(self, expr: list[int], at_entry: bool, cfa: int = RETURN_ADDRESS_SIZE,
+    def _frame_base(self, expr: list[int], at_entry: bool, cfa: int | None = None,
                     cfa_base: str = "sp") -> tuple[str, int]:
+        cfa = self._entry_cfa if cfa is None else cfa
         ops = DWARFExprParser(self.dwarf.info.structs).parse_expr(expr)
         if len(ops) == 1 and ops[0].op_name == "DW_OP_call_frame_cfa":
             return cfa_base, cfa
         number = ops[0].op_name[9:] if len(ops) == 1 and \
             ops[0].op_name.startswith("DW_OP_reg") else ""
-        if not at_entry and number.isdigit() and int(number) != SP and \
-                int(number) in DWARF_REGS:
+        sp = self._sp
+        if not at_entry and number.isdigit() and int(number) != sp and \
+                int(number) in self._regs:
             # A frame pointer (rbp at -O0): valid inside the body, after the prologue.
-            return DWARF_REGS[int(number)], 0
-        if not at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{SP}":
+            return self._regs[int(number)], 0
+        if not at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_reg{sp}":
             # The frame base is rsp itself at the PC (inside the function's body, as at
             # an inlined copy; a single expression for a whole -O0 function is valid
             # only after the prologue, not at entry).
             return "sp", 0
-        if at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_breg{SP}":
+        if at_entry and len(ops) == 1 and ops[0].op_name == f"DW_OP_breg{sp}":
             return "sp", ops[0].args[0]
         # rbp- or post-prologue rsp-based frames say nothing about the first instruction.
         raise Unavailable("frame base is set up by the prologue")

@@ -305,7 +305,8 @@ class Dwarf:
     @cached_property
     def frames(self) -> CallFrames:
         """The call-frame information: the canonical frame address at a pc."""
-        return CallFrames(self.info, lambda: self.cache_id, self._eh_index)
+        return CallFrames(self.info, lambda: self.cache_id, self._eh_index,
+                          self.elf.arch.dwarf_regs)
 
     def _eh_index(self) -> tuple[int, bytes] | None:
         """.eh_frame_hdr of the file .eh_frame is read from: its address and bytes."""
