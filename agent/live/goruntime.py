@@ -194,6 +194,11 @@ def _read(gm: GoMemory, rv: RuntimeVars, stopped: bool = False) -> Snapshot:
     if stopped:
         mcaches = [_u(again[k * i + 3] or b"", 0) for i in range(nprocs)]
         flushed = _flushed(gm, o, [c for c in mcaches if c], dict(heap))
+        # a refill meanwhile (it moves a span's counts into the heap statistics, under
+        # its P's statistics sequence) would be counted twice or not at all: read again
+        seqs = gm.memory.read_many([(p + seq_at, 4) for p in p_addrs])
+        if any(now is None or now != again[k * i + 2] for i, now in enumerate(seqs)):
+            raise Unsettled("a P refilled its mcache while noop read them", "")
         held = Stopped(
             memstats_of(_metrics(ms, gc, span, cache, flushed, o, rv.version)),
             struct.unpack_from("<d", ms, _off(o, "mstats.gc_cpu_fraction"))[0],
@@ -242,6 +247,8 @@ def _flushed(gm: GoMemory, o: dict[str, int | None], mcaches: list[int],
         if raw is None:
             raise Unsettled("a span an mcache holds is not mapped", "")
         used = _u(raw, 0, 2) - _u(raw, before - at, 2)
+        if used < 0:  # the span was given to another mcache between the reads
+            raise Unsettled("a span an mcache holds changed while noop read it", "")
         heap["smallAllocCount"] += used
         heap["smallAllocCountBytes"] += used * CLASS_TO_SIZE[c]
     return heap

@@ -69,9 +69,7 @@ def values(pid: int, network: bool = False, btime: float | None = None
     base = _PROC / str(pid)
     out: dict[str, float] = {}
     try:
-        stat = (base / "stat").read_bytes()
-        # the fields after the command, which may hold spaces and parentheses
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat_fields(pid)
         utime, stime = int(fields[11]), int(fields[12])
         start, vsize, rss = int(fields[19]), int(fields[20]), int(fields[21])
     except (OSError, ValueError, IndexError):
@@ -102,6 +100,13 @@ def values(pid: int, network: bool = False, btime: float | None = None
             out["process_network_receive_bytes_total"] = float(rx)
             out["process_network_transmit_bytes_total"] = float(tx)
     return out
+
+
+def stat_fields(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command (which may hold spaces and
+    parentheses): the state first; OSError or ValueError when it cannot be read."""
+    stat = (_PROC / str(pid) / "stat").read_bytes()
+    return stat[stat.rindex(b")") + 2:].split()
 
 
 def open_files_limit(pid: int) -> int:

@@ -189,13 +189,14 @@ class Runtimes:
         """Process ``pid``'s memory, open (None: its binary's runtime is not read)."""
         with self._lock:
             located = self._binary(path)
-            if located is None:
-                return None
-            key, binary = located
-            held = self._memory.get(pid)
-            if held is None or held[0] != key:
-                held = self._memory[pid] = (key, binary.open(pid))
-            return held[1]
+            return None if located is None else self._held(pid, *located)
+
+    def _held(self, pid: int, key: tuple[str, int, int], binary: _Binary) -> GoMemory:
+        """Process ``pid``'s memory, opened once for its binary (``key``)."""
+        held = self._memory.get(pid)
+        if held is None or held[0] != key:
+            held = self._memory[pid] = (key, binary.open(pid))
+        return held[1]
 
     def snapshot(self, path: str, pid: int, stopped: bool = False
                  ) -> goruntime.Snapshot | None:
@@ -207,10 +208,7 @@ class Runtimes:
                 return None
             key, binary = located
             try:
-                held = self._memory.get(pid)
-                if held is None or held[0] != key:
-                    held = self._memory[pid] = (key, binary.open(pid))
-                return goruntime.read(held[1], binary.vars, stopped)
+                return goruntime.read(self._held(pid, key, binary), binary.vars, stopped)
             except (Unreadable, OSError) as exc:
                 self._memory.pop(pid, None)
                 why = exc.message if isinstance(exc, NoopError) else str(exc.strerror)

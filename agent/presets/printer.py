@@ -47,13 +47,19 @@ def preset_printer(plan: Plan, out: TextIO, as_json: bool) -> Sink:
     return emit
 
 
+_NAMES: dict[tuple[str, str], Names] = {}  # one per build: a trace made again keeps it
+
+
 def _names(plan: Plan) -> Names:
     """Where a library's updates carry no name (VictoriaMetrics/metrics), the names its
     Sets give the objects, walked in the process's memory."""
     from agent.presets.vmetrics.names import Names
 
     (target,) = plan.targets
-    return Names(target.name, target.binary)
+    key = (target.binary, target.build_id)  # a new build: walked afresh
+    if key not in _NAMES:
+        _NAMES[key] = Names(target.name, target.binary)
+    return _NAMES[key]
 
 
 def _preset_line(u: Update, e: Event, as_json: bool) -> str:

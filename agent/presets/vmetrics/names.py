@@ -40,13 +40,15 @@ class Names:
                 self._pids.add(pid)
                 self._walked = 0.0
             got = mirror.labelled(pid, address)
-            if got is None and time.monotonic() - self._walked >= AGAIN:
+            walk = got is None and time.monotonic() - self._walked >= AGAIN
+            if walk:
                 self._walked = time.monotonic()
-                try:
-                    mirror.blocks()
-                except (NoopError, OSError):
-                    return None
-                got = mirror.labelled(pid, address)
+        if walk:  # outside the lock: a walk takes the mirror's own
+            try:
+                mirror.blocks()
+            except (NoopError, OSError):
+                return None
+            got = mirror.labelled(pid, address)
         return None if got is None else (got[0], dict(got[1]))
 
     def _made(self) -> Mirror | None:

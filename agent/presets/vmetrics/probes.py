@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agent.binary import sites
+from agent.binary.amd64 import full_register
 from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
@@ -173,7 +174,7 @@ def _site(insns: tuple[sites.Insn, ...], n: int, what: str, base: str,
                 return j
             # not past a branch, a write of the struct's register or a LOCK instruction
             # (the inlined Unlock's: the value would be read outside the lock)
-            if sites.is_branch(j) or j.lock or _aliases(base) & set(j.writes):
+            if sites.is_branch(j) or j.lock or _writes(j, base):
                 break
     return insns[n + 1]
 
@@ -187,25 +188,14 @@ def _before(insns: tuple[sites.Insn, ...], n: int, base: str, targets: set[int]
         return None
     j = insns[n - 1]
     if sites.is_branch(j) or j.mnemonic in ("ret", "int3") or \
-            sites.handling(j.raw) == sites.REFUSED or _aliases(base) & set(j.writes):
+            sites.handling(j.raw) == sites.REFUSED or _writes(j, base):
         return None
     return j
 
 
-_LEGACY = {"ax": "a", "bx": "b", "cx": "c", "dx": "d"}
-
-
-def _aliases(reg: str) -> set[str]:
-    """A 64-bit general register's names, its lower parts' included."""
-    if reg.startswith("r") and reg[1:].isdigit():
-        return {reg, reg + "d", reg + "w", reg + "b"}
-    r = reg[1:]
-    out = {reg, "e" + r, r}
-    if r in _LEGACY:
-        out |= {_LEGACY[r] + "l", _LEGACY[r] + "h"}
-    else:
-        out.add(r + "l")
-    return out
+def _writes(i: sites.Insn, reg: str) -> bool:
+    """Whether ``i`` writes the 64-bit register ``reg`` or a part of it."""
+    return any(full_register(r) == reg for r in i.writes)
 
 
 def _counted(insns: tuple[sites.Insn, ...], n: int, site: sites.Insn, base: str,

@@ -173,8 +173,7 @@ def _process(pid: int, btime: float | None, start: int | None, fds: bool) -> Sam
     base = _PROC / str(pid)
     out: Samples = []
     try:
-        stat = (base / "stat").read_bytes()
-        f = stat[stat.rindex(b") ") + 2:].split()
+        f = procstat.stat_fields(pid)
         minflt, majflt, utime, stime = int(f[7]), int(f[9]), int(f[11]), int(f[12])
         threads, started, vsize, rss = int(f[17]), int(f[19]), int(f[20]), int(f[21])
     except (OSError, ValueError, IndexError):
