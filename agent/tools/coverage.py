@@ -100,11 +100,11 @@ def coverage(binary: str, pid: int, url: str | None, client_golang: bool = True,
 
 def _why(family: str, status: str, unread: dict[str, int], funcs: set[str],
          language: str = "go", library: str = "") -> str:
-    for pattern, why in _WHY:
-        if pattern.fullmatch(family):
-            return why
     if family in funcs:
         return "a GaugeFunc or CounterFunc: a function called at each scrape, no value kept"
+    for pattern, why in _WHY if library != "VictoriaMetrics/metrics" else ():
+        if pattern.fullmatch(family):  # client_golang's Go collector's options
+            return why
     if status == "partly":
         return "some series were not members when read (made or deleted since), or " \
             "past --mirror-max-series"

@@ -55,7 +55,9 @@ def make(b: Binary, aggregate: bool) -> Plan:
     written = _written(b) if aggregate else None
     if written is not None:
         probes.append(written)
-    return Plan(SOURCE, (target,), tuple(probes))
+    # updates none of whose probes could be made: said once all the same
+    notes = tuple(f"VictoriaMetrics/metrics: {u}" for u in unseen) if not probes else ()
+    return Plan(SOURCE, (target,), tuple(probes), notes=notes)
 
 
 def _written(b: Binary) -> ProbePlan | None:
