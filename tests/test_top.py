@@ -217,8 +217,10 @@ def _check_rates(shown: dict[str, dict[str, Any]], before: dict[str, float],
         got = shown[page]["rate"]
         assert got == pytest.approx(own, rel=0.10), (page, got, own)
         if updates:  # what the probes counted: bulk_total's updates are a hundredth
+            # (ten a second: over noop's 2 s interval two updates more or less are 10 %,
+            # which a loaded host's scheduling gives the paced loop; 15 % here)
             moves = (after[counted] - before[counted]) / span
-            assert shown[page]["updates_rate"] == pytest.approx(moves, rel=0.10), page
+            assert shown[page]["updates_rate"] == pytest.approx(moves, rel=0.15), page
 
 
 def _series(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
