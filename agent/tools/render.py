@@ -110,6 +110,8 @@ def lines_table(v: dict[str, Any]) -> str:
                     "in each copy")
     if v["file"] not in v.get("source_found", []):
         head.append("  source not found on this machine (--source DIR): line numbers only")
+    if v.get("note"):
+        head.append(f"  {v['note']}")
     rows = []
     file = v["file"]
     for e in v["lines"]:
