@@ -125,7 +125,13 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     states = _states(seed, scrapes[-1][1], ids)
     # a settled scrape serves one set of its bracket; one that was not (the machine too
     # busy for two reads to agree) what every read held: members of its bracket only
-    wrong = [(i, lo, hi, len(page), len(states[lo]), sorted(page ^ states[lo])[:6])
+    def nearest(lo: int, hi: int, page: frozenset[tuple[str, int]]) -> dict[str, object]:
+        k = min(range(lo, hi + 1), key=lambda k: len(page ^ states[k]))
+        return {"step": k, "missing": sorted(states[k] - page)[:6],
+                "extra": sorted(page - states[k])[:6],
+                "steps": [sorted(states[j] ^ states[j - 1]) for j in range(lo + 1, hi + 1)][:8]}
+
+    wrong = [(i, lo, hi, len(page), nearest(lo, hi, page))
              for i, (lo, hi, page) in enumerate(scrapes)
              if not any(states[k] == page for k in range(lo, hi + 1)) and
              (i not in unsettled_at or not page <= frozenset().union(*states[lo:hi + 1]))]

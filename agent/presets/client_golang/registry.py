@@ -517,7 +517,7 @@ class Walker:
                 itab, child = _TWO.unpack_from(raw, i * node.elem_size + node.metric_at)
                 try:
                     self.child(node, _WORD.unpack(key)[0], itab, child)
-                except Torn:
+                except Unreadable:  # torn, or freed meanwhile and read as anything
                     continue  # not kept: a scrape reads it again
 
     def child(self, vec: Vec, hash_: int, itab: int, data: int) -> Series | None:

@@ -634,21 +634,25 @@ class Mirror:
             if p.found is found:  # not walked again meanwhile
                 p.vecs = vecs
         read_now: list[tuple[Vec, Key]] = []
-        current = self._families(p, found, units, now, read_now)
+        unread: list[tuple[Vec, Key]] = []
+        current = self._families(p, found, units, now, read_now, unread)
         lost: set[int] = set()
         p.members = (found, vecs, now)
-        if walked or read_now:
+        if walked or read_now or unread:
             again, p.read_members = self.library.members(p.gm, found, vecs, p.read_members)
             lost = _absent(found, vecs, now, again) | _lost(found, again, walked, read_now)
-            if lost and not last_try:
+            # a child whose labels could not be read: gone meanwhile (the page would
+            # hold the members before with it left out: no set that was), or torn
+            if (lost or unread) and not last_try:
                 return None
             if lost:
                 for f in current.families.values():
                     f.series = [s for s in f.series if s.address not in lost]
-                p.torn += len(lost)
+            if lost or unread:
+                p.torn += len(lost) + len(unread)
                 p.unsettled += 1
             p.members = (found, vecs, again)
-        p.last = (found, now, current) if now.settled and not lost else None
+        p.last = (found, now, current) if now.settled and not lost and not unread else None
         p.served = {s.address: (f.name, s.labels)
                     for f in current.families.values() for s in f.series}
         objects = getattr(self.library, "objects", None)
@@ -658,10 +662,10 @@ class Mirror:
         return current
 
     def _families(self, p: _Process, found: Found, units: list[Unit], now: Now,
-                  read_now: list[tuple[Vec, Key]]) -> Found:
+                  read_now: list[tuple[Vec, Key]], unread: list[tuple[Vec, Key]]) -> Found:
         """The families of ``units`` and of their *Vecs' children that are members
-        ``now`` (a child made since the walk read here, and added to ``read_now``; one
-        gone forgotten)."""
+        ``now`` (a child made since the walk read here, and added to ``read_now``, or to
+        ``unread`` when its labels could not be read; one gone forgotten)."""
         out = Found()
         seen: set[int] = set()  # objects (one may be in two registries)
         walker: Walker | None = None
@@ -705,7 +709,8 @@ class Mirror:
                     try:
                         child = walker.child(v, *key)
                     except Unreadable:
-                        continue  # gone already, or torn: the next scrape
+                        unread.append((v, key))  # gone already, or torn
+                        continue
                     read_now.append((v, key))
                 if child is not None:
                     add(v.family, v.help, v.kind, child)

@@ -283,7 +283,8 @@ class Walker:
         self._family(name, desc.help, kind.kind)
         t = kind.children
         for raw in buckets:
-            with contextlib.suppress(Torn):  # not kept: a scrape reads it again
+            # not kept: a scrape reads it again (a child freed meanwhile reads as anything)
+            with contextlib.suppress(Unreadable):
                 self.child(node, u64(raw, t.key), 0, u64(raw, t.value))
 
     def child(self, vec: Vec, hash_: int, itab: int, data: int) -> Series | None:
