@@ -300,7 +300,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.exit_code = 2
         raise err
     if not alone:
-        from agent.kernel.preflight import check_privileges
+        from agent.kernel.preflight import check_arch, check_privileges
+        check_arch(plan)
         check_privileges()  # before anything listens: a supervisor sees the failure at once
     from agent.presets.client_golang.facts import Choice
     choice = Choice(tuple(args.mirror_include), tuple(args.mirror_exclude),

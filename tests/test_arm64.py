@@ -4,14 +4,23 @@ with DWARF and stripped. ``noop funcs`` lists what the symbol table (nm) lists,
 ``struct`` lays a struct out as llvm-dwarfdump reads its DWARF, ``vars`` puts Go's
 register arguments in the registers DWARF names (x0, x1: AADWARF64's numbers) and, on
 a stripped build, where the Go arm64 register ABI assigns them; ``lines`` gives the
-statement addresses of the DWARF line table. A plan (check, run, a trace) is refused in
-one line: noop makes no probes for arm64 yet."""
+statement addresses of the DWARF line table.
+
+Plans (``noop check``): an entry probe of a Go function with a stack check goes on the
+``b.ls`` after ``cmp sp, x16`` (hits taking it dropped: condition LS), an exit probe on
+every ``ret`` llvm-objdump shows in the function, a line probe on a statement of the
+line table; the kernel's handling of every instruction of the build is the class its
+mnemonic (llvm-objdump's) puts it in; the generated C reads arm64's pt_regs and
+compiles. Probing one here is refused in one line (this kernel is x86-64), and so is
+``--binary`` (the presets read x86-64 code)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.noop import run
@@ -108,24 +117,175 @@ def test_lines_are_the_line_tables(built: tuple[str, Path, Path]) -> None:
     variant, binary, twin = built
     got = inspect.function_lines(str(binary), "main.placeOrder")
     mine = {s["address"] for e in got["lines"] for s in e["sites"]}
+    assert mine and mine <= _statements(twin, "main.placeOrder", variant == "dwarf")
+
+
+def _statements(twin: Path, function: str, marked: bool) -> set[int]:
+    """The addresses of the line table's rows in ``function`` (``marked``: is_stmt ones)."""
     table = subprocess.run(["llvm-dwarfdump", "--debug-line", str(twin)], capture_output=True,
                            text=True, check=True).stdout
-    start = inspect.function_list(str(twin), "main.placeOrder")[0]
+    start = inspect.function_list(str(twin), function)[0]
     lo, hi = start["address"], start["address"] + start["size"]
     # address, line, column, file, ISA, discriminator, flags
-    flags = r"\s+is_stmt$" if variant == "dwarf" else r"(?:\s+is_stmt)?\s*$"
-    stmts = {int(m[1], 16) for m in re.finditer(rf"^0x([0-9a-f]+)(?:\s+\d+){{5}}{flags}",
-                                                table, re.M) if lo <= int(m[1], 16) < hi}
-    assert mine and mine <= stmts | {lo}
-    assert got["note"].startswith("noop makes no probes for arm64 yet")
+    flags = r"\s+is_stmt$" if marked else r"(?:\s+is_stmt)?\s*$"
+    return {int(m[1], 16) for m in re.finditer(rf"^0x([0-9a-f]+)(?:\s+\d+){{5}}{flags}",
+                                               table, re.M) if lo <= int(m[1], 16) < hi}
 
 
-def test_a_plan_is_refused_in_one_line(built: tuple[str, Path, Path]) -> None:
+def _objdump(binary: Path, span: tuple[int, int] | None = None) -> list[tuple[int, str, str]]:
+    """(address, mnemonic, operands) of llvm-objdump's disassembly (with the Large
+    System Extensions' atomics), of the addresses ``span`` alone when given."""
+    args = ["llvm-objdump", "-d", "--no-show-raw-insn", "--mattr=+lse,+rcpc"]
+    if span:
+        args += [f"--start-address={span[0]:#x}", f"--stop-address={span[1]:#x}"]
+    text = subprocess.run([*args, str(binary)], capture_output=True, text=True,
+                          check=True).stdout
+    return [(int(m[1], 16), m[2], m[3].strip()) for m in
+            re.finditer(r"^\s*([0-9a-f]+):\s+(\S+)[ \t]*([^\n<]*)", text, re.M)]
+
+
+SPEC = """version: 1
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - name: tick
+    function: main.(*metrics).tick
+    values: {{n: {n}, g: $goid}}
+    metrics: [{{name: ticks_total, type: counter}}]
+  - name: tick_exit
+    function: main.(*metrics).tick
+    at: exit
+    values: {{d: $duration}}
+"""
+
+
+def _check(spec: Path) -> dict[str, Any]:
+    done = run("check", "--config", spec, "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_entry_and_exit_sites_are_objdumps(built: tuple[str, Path, Path],
+                                           tmp_path: Path) -> None:
+    """tick's entry: the b.ls after its stack check's ``cmp sp, x16`` (emulated, hits
+    taking it dropped: condition LS), n in x1, the goroutine's id through x28; its
+    exits: every ``ret`` llvm-objdump shows in it."""
+    variant, binary, twin = built
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(SPEC.format(binary=binary, n="n" if variant == "dwarf" else "p1"))
+    plan = _check(spec)
+    assert plan["targets"][0]["arch"] == "arm64"
+    # where the symbol table (the twin's: the stripped build's code is the same) puts it
+    fn = next(r for r in inspect.function_list(str(twin), "main.(*metrics).tick"))
+    code = _objdump(binary, (fn["address"], fn["address"] + fn["size"]))
+    k = next(k for k, (_a, m, ops) in enumerate(code) if m == "cmp" and ops == "sp, x16")
+    assert code[k + 1][1] == "b.ls" and code[0][1:] == ("ldr", "x16, [x28, #16]")
+    (entry,) = plan["probes"][0]["sites"]
+    assert int(entry["address"], 16) == code[k + 1][0]
+    assert (entry["handling"], entry["skip"]) == ("emulated", "condition ls holds")
+    assert entry["values"]["n"]["regs"] == ["x1"]
+    exits = plan["probes"][1]["sites"]
+    assert int(exits[0]["address"], 16) == code[k + 1][0]  # the call's record
+    assert sorted(int(s["address"], 16) for s in exits[1:]) == \
+        sorted(a for a, m, _ops in code if m == "ret") != []
+    assert all(s["handling"] == "emulated" for s in exits)
+
+
+def test_the_generated_c_reads_arm64s_pt_regs(built: tuple[str, Path, Path],
+                                              tmp_path: Path) -> None:
+    """The C reads x1 as regs[1], g as regs[28], the stack pointer and pstate (LS: C
+    clear or Z set); with arm64's pt_regs (user_pt_regs: regs[31], sp, pc, pstate) in
+    place of this kernel's, BCC compiles it."""
+    from agent.kernel.compile import compile_c
+
+    variant, binary, _twin = built
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(SPEC.format(binary=binary, n="n" if variant == "dwarf" else "p1"))
+    done = run("check", "--config", spec, "--emit-c", timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "e->v0 = ctx->regs[1];" in text and "ctx->regs[28] + " in text
+    assert "hi - ctx->sp" in text
+    assert "!(((ctx->pstate >> 29) & 1) && !((ctx->pstate >> 30) & 1))" in text
+    assert not re.search(r"ctx->(ax|bx|cx|dx|si|di|r\d+|ip|flags)\b", text)
+    shim = ("struct noop_arm64_regs { u64 regs[31]; u64 sp; u64 pc; u64 pstate; };\n"
+            "#define pt_regs noop_arm64_regs\n")
+    at = text.index("#include <linux/stddef.h>")
+    at = text.index("\n", at) + 1
+    compiled = compile_c(text[:at] + shim + text[at:])
+    assert set(compiled.functions) >= {"noop_p0_s0", "noop_p1_s0", "noop_p1_s1"}
+
+
+def test_a_line_probe_goes_on_a_statement(built: tuple[str, Path, Path],
+                                          tmp_path: Path) -> None:
+    """main.go:112 (``total += it.Qty``, in placeOrder's loop): a statement of the line
+    table, total in a register; a stripped build's line probe needs debug info, said in
+    one line."""
+    variant, binary, twin = built
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"version: 1\ntargets:\n  example: {{binary: {binary}}}\nprobes:\n"
+                    "  - name: loop\n    line: main.go:112\n    values: {total: total}\n")
+    if variant == "stripped":
+        done = run("check", "--config", spec, timeout=120)
+        assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+        assert "marks no statements" in done.stderr
+        return
+    (site,) = _check(spec)["probes"][0]["sites"]
+    assert int(site["address"], 16) in _statements(twin, "main.placeOrder", True)
+    assert site["values"]["total"]["kind"] == "reg"
+
+
+# What the kernel does with a uprobe on each instruction, by llvm-objdump's mnemonic:
+# the branches, ADR and ADRP simulated; exclusive loads and stores, literal loads,
+# exception generation, MSR, most hints refused; every other one single-stepped.
+_SIMULATED = re.compile(r"(b|bl|br|blr|ret|cbz|cbnz|tbz|tbnz|adr|adrp|b\.\w+)$")
+_REFUSED = re.compile(r"(ld[a]?xr[bh]?|st[l]?xr[bh]?|ld[a]?xp|st[l]?xp|svc|hvc|smc|brk|hlt|"
+                      r"msr|yield|wfe|wfi|sev|sevl)$")
+
+
+def test_every_instructions_handling_is_its_class(built: tuple[str, Path, Path]) -> None:
+    """Over the whole build, the handling noop gives each instruction (decoded from its
+    word) is the class of the mnemonic llvm-objdump gives it; LDR of a literal refused
+    (a uprobe's simulation of it was wrong until 6.12)."""
+    from agent.binary.elf import ElfFile
+    from agent.binary.isa.arm64 import handling
+
     _variant, binary, _twin = built
-    for args in (("check", "--binary", binary), ("--binary", binary, "--duration", "1"),
-                 ("run", "--binary", binary, "--listen", "127.0.0.1:0")):
-        done = run(*args, timeout=60)
+    seen: dict[str, int] = {}
+    with ElfFile(str(binary)) as elf:
+        text = elf.section(".text")
+        assert text is not None
+        code, base = elf.section_data(text), text.addr
+        for address, mnemonic, ops in _objdump(binary):
+            if not base <= address < base + len(code) or mnemonic.startswith(("<", ".")):
+                continue
+            raw = code[address - base:address - base + 4]
+            literal = mnemonic in ("ldr", "ldrsw", "prfm") and re.fullmatch(
+                r"(\w+, )?0x[0-9a-f]+", ops) is not None
+            want = "refused" if _REFUSED.match(mnemonic) or literal else \
+                "emulated" if _SIMULATED.match(mnemonic) else "single-stepped"
+            assert handling(raw) == want, (hex(address), mnemonic, ops)
+            seen[want] = seen.get(want, 0) + 1
+    assert min(seen.values()) > 10, seen  # every class met, many times
+
+
+def test_probing_here_is_refused_in_one_line(built: tuple[str, Path, Path],
+                                             tmp_path: Path) -> None:
+    """A trace or noop run of the arm64 build on this x86-64 kernel: one line (a uprobe
+    of another instruction set would corrupt the file's code); --binary: the presets read
+    x86-64 code, one line too."""
+    variant, binary, _twin = built
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(SPEC.format(binary=binary, n="n" if variant == "dwarf" else "p1"))
+    for args, said in (
+            (("--config", spec, "--duration", "1"), "is an arm64 binary and this kernel"),
+            (("run", "--config", spec, "--listen", "127.0.0.1:0"),
+             "is an arm64 binary and this kernel"),
+            (("check", "--binary", binary), "x86-64 only for now"),
+            (("--binary", binary, "--duration", "1"), "x86-64 only for now"),
+            (("run", "--binary", binary, "--listen", "127.0.0.1:0"), "x86-64 only for now")):
+        done = run(*args, timeout=120)
         assert done.returncode != 0
         lines = [x for x in done.stderr.splitlines() if x.strip()]
-        assert len(lines) == 1 and "is an arm64 binary" in lines[0] and \
-            "Traceback" not in done.stderr, done.stderr
+        assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr, \
+            done.stderr

@@ -39,8 +39,8 @@ SYSV_SSE_RETURN = ("xmm0", "xmm1")
 
 
 def is_vector(reg: str) -> bool:
-    """XMM registers: a uprobe's pt_regs does not hold them."""
-    return reg.startswith("xmm")
+    """XMM registers (and arm64's v registers): a uprobe's pt_regs does not hold them."""
+    return reg.startswith("xmm") or re.fullmatch(r"v\d+", reg) is not None
 
 
 def full_register(name: str) -> str:

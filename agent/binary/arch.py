@@ -1,23 +1,29 @@
-"""The architectures noop reads binaries of, one part each: what a binary's machine says
-about its registers and calling conventions, for the readers of DWARF and Go metadata.
+"""The architectures noop reads and probes binaries of, one ``Arch`` each: what a
+binary's machine says about its registers and calling conventions (for the readers of
+DWARF and Go metadata), and how the generated C reads a uprobe's registers.
 
 - ``x86-64``: everything noop does (``agent.binary.amd64``: DWARF numbers, ``pt_regs``,
   the Go register ABI and System V's).
-- ``arm64`` (AArch64): read (``noop funcs``, ``struct``, ``vars``, ``lines``): DWARF's
-  register numbers (AADWARF64: x0 to x30, sp, v0 to v31), the Go register ABI (integer
-  arguments in R0 to R15, floating point in F0 to F15; the goroutine in R28) and a call that
-  leaves the return address in the link register, not on the stack. noop makes no plan
-  to probe an arm64 binary yet: that is refused in one line.
+- ``arm64`` (AArch64): DWARF's register numbers (AADWARF64: x0 to x30, sp, v0 to v31),
+  the Go register ABI (integer arguments in R0 to R15, floating point in F0 to F15; the
+  goroutine in R28), a call that leaves the return address in the link register, and
+  pt_regs' ``regs[31]``, ``sp``, ``pc`` and ``pstate``. Probes of Go functions' entries,
+  exits and lines; C's and Rust's parameters where DWARF places them (AAPCS64 is not
+  assigned); no presets (the mirror, update probes) yet.
 
-A third architecture is a new ``Arch`` here (and its instruction decoding where plans
-are made), not edits across the tree.
+The instruction set of each is ``Arch.isa`` (``agent.binary.isa``). A third
+architecture is a new ``Arch`` here and a new part there, not edits across the tree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agent.binary import amd64
+
+if TYPE_CHECKING:
+    from agent.binary.isa import Isa
 
 EM_X86_64, EM_AARCH64 = 62, 183  # ELF e_machine
 
@@ -33,19 +39,48 @@ class Arch:
     go_int_regs: tuple[str, ...]  # Go's internal ABI, in assignment order
     go_float_regs: tuple[str, ...]
     go_g_reg: str  # holds the current goroutine's g
-    probes: bool  # whether noop makes plans (uprobes) for it
+    c_abi: bool  # whether noop assigns C's calling convention (System V) itself
+    # the generated C's access to a uprobe's registers (``struct pt_regs *ctx``): each
+    # register's expression, and those of the stack pointer, the program counter and
+    # the flags (x86-64's eflags, arm64's pstate: NZCV in bits 31..28)
+    c_regs: dict[str, str]
+    c_sp: str
+    c_pc: str
+    c_flags: str
 
-    def refused(self, path: str) -> tuple[str, str]:
-        """The one line (message, hint) for a plan asked of a binary of this
-        architecture, which noop only reads."""
-        return (f"{path} is an {self.name} binary: noop reads it (funcs, struct, vars, "
-                f"lines) but makes no probes for {self.name} yet",
-                "probe an x86-64 build of the program")
+    def c_reg(self, name: str) -> str:
+        return self.c_regs[name]
 
+    @property
+    def c_g(self) -> str:
+        """The current goroutine's g, in Go code."""
+        return self.c_regs[self.go_g_reg]
+
+    def taken_c(self, skip: int) -> str:
+        """C true when the branch a site's ``skip_flags`` describes is taken: on x86-64
+        any of those eflags set (a jbe: CF or ZF), on arm64 the condition
+        ``CONDITION | cond`` holding of pstate's NZCV."""
+        from agent.binary.isa import CONDITION
+
+        if skip & CONDITION:
+            from agent.binary.isa.arm64 import condition_c
+
+            return condition_c(skip & 0xF, self.c_flags)
+        return f"({self.c_flags} & {skip:#x})"
+
+    @property
+    def isa(self) -> Isa:
+        """Its instruction set: decoding, the kernel's handling of a uprobe, Go's
+        stack check and a function's exits."""
+        from agent.binary import isa
+
+        return isa.of(self.name)
 
 AMD64 = Arch("x86-64", EM_X86_64, amd64.DWARF_REGS, amd64.SP, amd64.RETURN_ADDRESS_SIZE,
              amd64.RETURN_ADDRESS_SIZE, amd64.GO_INT_REGS, amd64.GO_FLOAT_REGS,
-             amd64.GO_G_REG, probes=True)
+             amd64.GO_G_REG, c_abi=True,
+             c_regs={name: f"ctx->{field}" for name, field in amd64.PT_REGS.items()},
+             c_sp="ctx->sp", c_pc="ctx->ip", c_flags="ctx->flags")
 
 ARM64 = Arch(
     "arm64", EM_AARCH64,
@@ -57,10 +92,26 @@ ARM64 = Arch(
     31, 0, 8,
     # Go's internal ABI on arm64 (abi-internal.md): R0-R15, F0-F15; g in R28
     tuple(f"x{n}" for n in range(16)), tuple(f"v{n}" for n in range(16)), "x28",
-    probes=False)
+    c_abi=False,  # AAPCS64 not assigned: C's and Rust's parameters where DWARF says
+    # arm64's pt_regs begins with user_pt_regs: regs[31], sp, pc, pstate
+    c_regs={**{f"x{n}": f"ctx->regs[{n}]" for n in range(31)}, "sp": "ctx->sp",
+            "pc": "ctx->pc"},
+    c_sp="ctx->sp", c_pc="ctx->pc", c_flags="ctx->pstate")
 
 _BY_MACHINE = {a.machine: a for a in (AMD64, ARM64)}
 
 
 def of_machine(machine: int) -> Arch | None:
     return _BY_MACHINE.get(machine)
+
+
+def by_name(name: str) -> Arch:
+    """The architecture a plan names (``Arch.name``)."""
+    return next((a for a in _BY_MACHINE.values() if a.name == name), AMD64)
+
+
+def host() -> Arch | None:
+    """The architecture of the running kernel (None: one noop does not know)."""
+    import platform
+
+    return {"x86_64": AMD64, "aarch64": ARM64, "arm64": ARM64}.get(platform.machine())

@@ -20,9 +20,12 @@ class StackCheck:
     runtime.morestack and jumps back to the function's first instruction, so a call
     passes the ``jbe`` not taken exactly once."""
 
-    jbe: Insn
+    jbe: Insn  # the conditional branch to the tail (arm64: a b.ls)
     writes: frozenset[str]  # registers written between the entry and the jbe
     morestack: int  # address of the tail's call to runtime.morestack*
+    # when the branch is taken (a hit to drop), as the architecture's ``taken_c``
+    # reads it: x86-64's flags that take a jbe (CF|ZF), arm64's condition (LS)
+    skip: int = 0x41
 
 
 def stack_check(insns: tuple[Insn, ...], morestack: frozenset[int]) -> StackCheck | None:

@@ -22,11 +22,10 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 
 from agent import cache as disk
 from agent.binary.elf import ElfFile, Stamp, stamp
+from agent.binary.isa import of as of_arch
 from agent.errors import BinaryError, NoopError
 
 MAX_CODE = 1 << 24  # bytes of code a proof may decode (the largest function seen: ~1 MB)
@@ -53,13 +52,6 @@ def digest(code: bytes) -> str:
     return hashlib.sha256(code).hexdigest()[:32]
 
 
-@cache
-def _lite() -> Any:
-    import capstone  # 40 ms: only when a site is proven, not whenever a plan is read
-
-    return capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-
-
 @dataclass(frozen=True, slots=True)
 class Decoded:
     """``code`` decoded from its first byte: ``lengths[i]`` is the length of the
@@ -75,32 +67,29 @@ class Decoded:
         return self.lengths[at] if 0 <= at < len(self.lengths) else 0
 
 
-_DECODED: OrderedDict[tuple[str, int], Decoded] = OrderedDict()
+_DECODED: OrderedDict[tuple[str, int, str], Decoded] = OrderedDict()
 _DECODED_BYTES = 16 << 20  # what the kept tables may take in all
 _lock = threading.Lock()
 
 
-def decoded(code: bytes, digested: str = "") -> Decoded:
-    """``code`` decoded from its first byte (``digested``: its ``digest``, when known).
-    Kept, up to 16 MB of tables in all, by digest: many files of one build, and many
-    sites in one function, decode once."""
-    key = (digested or digest(code), len(code))
+def decoded(code: bytes, digested: str = "", arch: str = "x86-64") -> Decoded:
+    """``code`` of architecture ``arch`` decoded from its first byte (``digested``: its
+    ``digest``, when known). Kept, up to 16 MB of tables in all, by digest: many files
+    of one build, and many sites in one function, decode once."""
+    key = (digested or digest(code), len(code), arch)
     with _lock:
         got = _DECODED.get(key)
         if got is not None:
             _DECODED.move_to_end(key)
             return got
-    name = f"{key[0]}-{key[1]}"
-    got = disk.get("code", "decoded", name, load=lambda v: _kept(v, len(code)))
+    isa = of_arch(arch)
+    name = f"{key[0]}-{key[1]}" + ("" if arch == "x86-64" else f"-{arch}")
+    got = disk.get("code", "decoded", name,
+                   load=lambda v: _kept(v, len(code), isa.max_length))
     if got is None:
-        lengths = bytearray(len(code))
-        end = 0
-        for address, size, _mnemonic, _operands in _lite().disasm_lite(code, 0):
-            lengths[address] = size
-            end = address + size
-        got = Decoded(bytes(lengths), end)
+        got = Decoded(*isa.lengths(code))  # capstone: only when a site is proven
         disk.put("code", "decoded", name, {
-            "lengths": base64.b64encode(zlib.compress(got.lengths)).decode(), "end": end})
+            "lengths": base64.b64encode(zlib.compress(got.lengths)).decode(), "end": got.end})
     with _lock:
         _DECODED[key] = got
         kept = sum(len(d.lengths) for d in _DECODED.values())
@@ -109,7 +98,7 @@ def decoded(code: bytes, digested: str = "") -> Decoded:
     return got
 
 
-def _kept(value: object, size: int) -> Decoded:
+def _kept(value: object, size: int, longest: int = 15) -> Decoded:
     """The table a cache entry keeps for ``size`` bytes of code, checked: the
     instructions it names follow one another from the first byte to ``end`` and no
     other byte starts one (what decoding from the first byte gives); else ValueError.
@@ -123,7 +112,7 @@ def _kept(value: object, size: int) -> Decoded:
     if len(lengths) != size or not 0 <= end <= size:
         raise ValueError("a table of another size")
     while at < end:
-        if not 1 <= lengths[at] <= 15:
+        if not 1 <= lengths[at] <= longest:
             raise ValueError(f"no instruction at +{at}")
         at, starts = at + lengths[at], starts + 1
     if at != end or starts != size - lengths.count(0):
@@ -131,10 +120,11 @@ def _kept(value: object, size: int) -> Decoded:
     return Decoded(lengths, end)
 
 
-def _insn(code: bytes, start: int, offset: int, digested: str = "") -> bytes | None:
+def _insn(code: bytes, start: int, offset: int, digested: str = "", arch: str = "x86-64"
+          ) -> bytes | None:
     """The bytes of the instruction at file ``offset`` of ``code`` (at file offset
     ``start``), decoded from its first byte; None when none starts there."""
-    n = decoded(code, digested).length(offset - start)
+    n = decoded(code, digested, arch).length(offset - start)
     return code[offset - start:offset - start + n] if n else None
 
 
@@ -162,7 +152,7 @@ def make(elf: ElfFile, code: tuple[int, int], address: int, codes: Codes | None 
         raise Unprovable(f"the function holding {address:#x} is {size} bytes long, "
                          f"more than noop decodes ({MAX_CODE})")
     got, digested = _read(elf.read, start, size, codes)
-    return of_code(got, start, offset, elf.build_id, digested)
+    return of_code(got, start, offset, elf.build_id, digested, elf.arch.name)
 
 
 def _read(read: Callable[[int, int], bytes], start: int, size: int, codes: Codes | None
@@ -178,15 +168,15 @@ def _read(read: Callable[[int, int], bytes], start: int, size: int, codes: Codes
     return got
 
 
-def of_code(code: bytes, start: int, offset: int, build: str = "", digested: str = ""
-            ) -> Proof:
+def of_code(code: bytes, start: int, offset: int, build: str = "", digested: str = "",
+            arch: str = "x86-64") -> Proof:
     """The proof for file ``offset`` in ``code`` (at file offset ``start``) of the build
-    ``build`` ('' for a file that is not ELF: its code alone is checked); ``digested``:
-    the code's digest, when known."""
+    ``build`` ('' for a file that is not ELF: its code alone is checked), machine code
+    of ``arch``; ``digested``: the code's digest, when known."""
     digested = digested or digest(code)
-    insn = _insn(code, start, offset, digested)
+    insn = _insn(code, start, offset, digested, arch)
     if insn is None:
-        end = decoded(code, digested).end
+        end = decoded(code, digested, arch).end
         stop = f" (capstone stopped {end:#x} bytes in)" if start + end < offset else ""
         raise Unprovable(f"file offset {offset:#x} does not start an instruction of the "
                          f"code from {start:#x}{stop}")
@@ -215,6 +205,7 @@ class Opened:
                               "it probes")
         self.stamp: Stamp = got
         self._build: str | None = None
+        self._arch = "x86-64"
 
     @property
     def path(self) -> str:
@@ -226,6 +217,7 @@ class Opened:
             try:
                 with ElfFile(self.path) as elf:
                     self._build = elf.build_id
+                    self._arch = elf.arch.name
             except BinaryError as exc:
                 self._build = f"none ({exc.message.removeprefix(self.path + ': ')})"
         return self._build
@@ -259,7 +251,7 @@ class Opened:
         if not proof.start <= offset < proof.start + proof.size:
             return f"file offset {offset:#x} is outside the code the plan names " \
                 f"({proof.start:#x}..{proof.start + proof.size:#x})"
-        at = _insn(code, proof.start, offset, digested)
+        at = _insn(code, proof.start, offset, digested, self._arch)
         if at is None:
             return f"file offset {offset:#x} does not start an instruction"
         if at.hex() != proof.insn:

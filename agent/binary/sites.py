@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 from agent.binary.amd64 import full_register
 from agent.binary.elf import ElfFile
 
+# What an instruction does to the flow (``Insn.kind``): comes back to the next one
+# (CALL), goes elsewhere always (JUMP, direct or not) or on a condition (BRANCH),
+# returns, traps for good (STOP: ud2, int3, hlt; AArch64's udf, brk), or goes on (NEXT).
+CALL, JUMP, BRANCH, RETURN, STOP, NEXT = "call", "jump", "branch", "return", "stop", "next"
+_X86_STOPS = ("ud2", "int3", "hlt")
+
 
 class Insn:
     """One instruction. Address, size, mnemonic, bytes and the target of a direct jump
@@ -81,6 +87,27 @@ class Insn:
     @property
     def end(self) -> int:
         return self.address + self.size
+
+    @property
+    def kind(self) -> str:
+        """Its place in the control flow: CALL, JUMP, BRANCH, RETURN, STOP or NEXT."""
+        m = self.mnemonic
+        if m == "call":
+            return CALL
+        if m == "jmp":
+            return JUMP
+        if m.startswith("j") or m == "xbegin":
+            return BRANCH
+        if m == "ret":
+            return RETURN
+        return STOP if m in _X86_STOPS else NEXT
+
+    @property
+    def stores(self) -> bool:
+        """Whether it may write memory: its destination is memory (compares aside)."""
+        return bool(self.operands) and self.operands[0][0] == "mem" and \
+            self.mnemonic not in ("cmp", "test", "bt", "ucomisd", "ucomiss", "comisd",
+                                  "comiss")
 
     def _key(self) -> tuple[Any, ...]:
         return (self.address, self.size, self.mnemonic, self.lock, self.operands,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.binary.amd64 import PT_REGS
+from agent.binary.arch import AMD64, Arch
 from agent.kernel import ringbuf
 from agent.kernel.events import Layout
 from agent.kernel.prelude import RINGBUF_BYTES
@@ -30,13 +30,14 @@ class Ctx:
     leave: str = "return 0;"
     flags: str = "u32 faults = 0, absent = 0;"
     site_c: str = ""  # C for the site's index: its number, or the cookie's variable
+    arch: Arch = AMD64  # whose pt_regs the program reads (the target's, the kernel's)
 
 
 def builtins_c(ctx: Ctx) -> dict[str, str]:
     """Built-ins outside an event record."""
     goid = "0"
     if ctx.goid_off is not None:
-        goid = f"noop_goid(ctx->{PT_REGS['r14']} + {ctx.goid_off})"
+        goid = f"noop_goid({ctx.arch.c_g} + {ctx.goid_off})"
     return {"pid": "(bpf_get_current_pid_tgid() >> 32)",
             "tid": "(u32)bpf_get_current_pid_tgid()", "goid": goid,
             "timestamp": "bpf_ktime_get_ns()",
@@ -50,13 +51,13 @@ _EVENT_BUILTINS = {"pid": "e->hdr.pid", "tid": "e->hdr.tid", "goid": "e->hdr.goi
 def zf_c(ctx: Ctx) -> list[str]:
     out = []
     if ctx.site.skip_flags:
-        out += [f"if (ctx->flags & {ctx.site.skip_flags:#x})  /* the jump here is taken: not "
+        out += [f"if ({ctx.arch.taken_c(ctx.site.skip_flags)})  /* the jump here is taken: not "
                 "a hit (the site's why above says which) */", "\treturn 0;"]
     if ctx.site.when_zf:
-        out += ["if (!(ctx->flags & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
+        out += [f"if (!({ctx.arch.c_flags} & NOOP_EFLAGS_ZF))  /* the compare-and-swap lost */",
                 "\treturn 0;"]
     if ctx.site.keep_flags:
-        out += [f"if (!(ctx->flags & {ctx.site.keep_flags:#x}))  /* the jump here goes the "
+        out += [f"if (!({ctx.arch.c_flags} & {ctx.site.keep_flags:#x}))  /* the jump here goes the "
                 "other way: not a hit (the site's why above says which) */", "\treturn 0;"]
     if ctx.site.gate is not None:
         g = ctx.site.gate
@@ -65,7 +66,7 @@ def zf_c(ctx: Ctx) -> list[str]:
                            for v in ctx.site.gate_values) or "0"
         out += ["{  /* the gate: " + g.describe().replace("*/", "* /") + " */",
                 "\tu32 faults = 0, absent = 0;", "\tu64 gate = 0;",
-                *("\t" + line for line in fetch_c(g, "gate", 1, builtins_c(ctx))),
+                *("\t" + line for line in fetch_c(g, "gate", 1, builtins_c(ctx), ctx.arch)),
                 f"\tif (faults || absent || !({test}))", "\t\treturn 0;", "}"]
     return out
 
@@ -106,8 +107,8 @@ def event_c(ctx: Ctx, wakeup: bool, tail: bool = True) -> tuple[list[str], dict[
             "\tif (lost)", "\t\t(*lost)++;", f"\t{ctx.leave}" if tail else "\tbreak;", "}",
             f"noop_header(&e->hdr, {ctx.pi}, {ctx.site_c or ctx.si});", ctx.flags]
     if ctx.probe.wants_goid and ctx.goid_off is not None:
-        body.append(f"noop_read(&e->hdr.goid, 8, ctx->{PT_REGS['r14']} + {ctx.goid_off});"
-                    "  /* g (r14) -> goid */")
+        body.append(f"noop_read(&e->hdr.goid, 8, {ctx.arch.c_g} + {ctx.goid_off});"
+                    f"  /* g ({ctx.arch.go_g_reg}) -> goid */")
     fill, why = fill_c(ctx, "e", {**builtins_c(ctx), **_EVENT_BUILTINS})
     body += fill
     every = wake_every(lay.size)
@@ -132,7 +133,8 @@ def fill_c(ctx: Ctx, record: str, builtins: dict[str, str]
         body.append(f"/* {slot.value.name} = {slot.value.selector}: {fetch.describe()} */")
         if fetch.kind == "root":  # a pointer the call's returns read through
             body += [f"c->root[{fetch.slot}] = 0;",
-                     *fetch_c(fetch, f"c->root[{fetch.slot}]", 1 << slot.index, {})]
+                     *fetch_c(fetch, f"c->root[{fetch.slot}]", 1 << slot.index, {},
+                              ctx.arch)]
             continue
         # A string's unused bytes too: the ring holds an older record's there, and noop
         # groups records by their raw label bytes.
@@ -141,21 +143,21 @@ def fill_c(ctx: Ctx, record: str, builtins: dict[str, str]
         if fetch.kind == "later":  # read at the return
             continue
         if fetch.kind == "derived":  # the words noop computes the value from
-            body += [f"{whole}[{n}] = ctx->{PT_REGS[r]};" if slot.words > 1 else
-                     f"{whole} = ctx->{PT_REGS[r]};" for n, r in enumerate(fetch.regs)]
+            body += [f"{whole}[{n}] = {ctx.arch.c_reg(r)};" if slot.words > 1 else
+                     f"{whole} = {ctx.arch.c_reg(r)};" for n, r in enumerate(fetch.regs)]
             continue
         reason = unreadable(fetch, ctx.xmm_helper)
         if reason:
             why[slot.value.name] = reason
             continue
-        body += fetch_c(fetch, f, 1 << slot.index, builtins)
+        body += fetch_c(fetch, f, 1 << slot.index, builtins, ctx.arch)
     return body, why
 
 
 def renew_c(ctx: Ctx) -> list[str]:
     """The address the site's first fetch computes holds another object from now on."""
     out = ["u32 faults = 0, absent = 0;", "u64 o = 0;",
-           *fetch_c(ctx.site.fetches[0], "o", 1, builtins_c(ctx)),
+           *fetch_c(ctx.site.fetches[0], "o", 1, builtins_c(ctx), ctx.arch),
            "if (faults | absent)", "\treturn 0;",
            "struct noop_genkey gk = {.pid = bpf_get_current_pid_tgid() >> 32, .object = o};",
            "u64 now = bpf_ktime_get_ns();", "noop_generations.update(&gk, &now);", "return 0;"]

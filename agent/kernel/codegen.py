@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Literal
 
+from agent.binary.arch import by_name
 from agent.kernel import aggregate, events, shapes
 from agent.kernel.bodies import Ctx, event_c, renew_c
 from agent.kernel.events import Layout
@@ -63,7 +64,8 @@ def generate(plan: Plan, xmm_helper: str | None = None, mode: Mode = "trace",
             # (a renew site's program differs from its probe's others only by index too)
             share = cookies and site.role in ("", "renew") and len(probe.sites) > 1
             ctx = Ctx(pi, si, probe, site, lay, target.goid_offset, xmm_helper,
-                      target.stack_hi_offset, site_c="site" if share else str(si))
+                      target.stack_hi_offset, site_c="site" if share else str(si),
+                      arch=by_name(target.arch))
             _site(out, ctx, agg, mode, plan.targets.index(target), base[pi], share)
     _registers_apart(out)
     all_sites = tuple((pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites)))

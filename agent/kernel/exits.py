@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.binary.amd64 import PT_REGS
 from agent.kernel import aggregate
 from agent.kernel.bodies import Ctx, builtins_c, bump_c, event_c, fill_c, zf_c
 from agent.kernel.events import Layout
@@ -32,14 +31,14 @@ def _key(ctx: Ctx) -> list[str]:
     """The call's key, the same at its entry and at its return: for Go the goroutine
     (g in r14) and the frame's depth below the top of its stack (Go moves stacks, so
     the stack pointer itself changes; the depth does not); else the thread and rsp."""
-    sp = f"ctx->{PT_REGS['rsp']}"
+    sp = ctx.arch.c_sp
     if ctx.site.key is not None:  # a future's: the address of its state, in this process
         return ["struct noop_callkey key = {};", "key.a = bpf_get_current_pid_tgid() >> 32;",
                 "{", "\tu32 faults = 0, absent = 0;", "\tu64 at = 0;",
-                *("\t" + line for line in fetch_c(ctx.site.key, "at", 1, {})),
+                *("\t" + line for line in fetch_c(ctx.site.key, "at", 1, {}, ctx.arch)),
                 "\tif (faults | absent)", f"\t\t{ctx.leave}", "\tkey.b = at;", "}"]
     if ctx.stack_hi_off is not None:
-        g = f"ctx->{PT_REGS['r14']}"
+        g = ctx.arch.c_g
         return ["struct noop_callkey key = {};", "u64 hi = 0;",
                 f"noop_probe_read_user(&hi, 8, (const void *)({g} + {ctx.stack_hi_off}));"
                 "  /* g.stack.hi */", f"key.a = {g};", f"key.b = hi - {sp};"]

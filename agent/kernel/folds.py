@@ -88,7 +88,7 @@ def _read(ctx: Ctx, fetch: Fetch, name: str, dst: str, index: int, why: dict[str
     if reason:
         why[name] = reason
         return [f"absent |= {1 << index:#x};  /* {reason} */"]
-    return fetch_c(fetch, dst, 1 << index, builtins_c(ctx))
+    return fetch_c(fetch, dst, 1 << index, builtins_c(ctx), ctx.arch)
 
 
 def _lazy(ctx: Ctx, f: aggregate.RowField,

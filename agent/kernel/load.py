@@ -17,7 +17,7 @@ from agent.errors import NoopError
 from agent.kernel import ringbuf
 from agent.kernel.attach import BuildChanged, Handle, Uprobe, attach_proven, take_off
 from agent.kernel.objects import Object, build
-from agent.kernel.preflight import check_privileges, check_targets
+from agent.kernel.preflight import check_arch, check_privileges, check_targets
 from agent.kernel.prelude import RINGBUF_BYTES
 from agent.kernel.program import Program
 from agent.kernel.tables import Tables
@@ -62,6 +62,7 @@ class Loaded(Tables):
 
     def __init__(self, plan: Plan, program: Program,
                  progress: Callable[[str], None] | None = None) -> None:
+        check_arch(plan)
         check_privileges()
         check_targets(plan)
         self.plan = plan

@@ -37,6 +37,24 @@ def check_targets(plan: Plan) -> None:
             raise error
 
 
+def check_arch(plan: Plan) -> None:
+    """Every target's architecture must be this kernel's: a uprobe writes a breakpoint
+    of the kernel's instruction set into the file (another's would corrupt its code),
+    and the program reads the kernel's pt_regs."""
+    from agent.binary.arch import host
+
+    here = host()
+    for t in plan.targets:
+        if here is None or t.arch != here.name:
+            error = LoadError(f"target {t.name}: {t.binary} is an {t.arch} binary and this "
+                              f"kernel is {here.name if here else 'of another architecture'}"
+                              ": a uprobe goes only into a binary of the kernel's own",
+                              f"run noop on an {t.arch} machine (noop check plans for one "
+                              "anywhere)")
+            error.exit_code = 2
+            raise error
+
+
 def maps_file(pid: int, path: str) -> bool:
     """Whether process ``pid`` has file ``path`` mapped (its program, or a library):
     the same device and inode, whatever path it was opened by."""

@@ -4,7 +4,8 @@ a value can never be read at its site with this kernel."""
 
 from __future__ import annotations
 
-from agent.binary.amd64 import PT_REGS, is_vector
+from agent.binary.amd64 import is_vector
+from agent.binary.arch import AMD64, Arch
 from agent.plan.fetches import Fetch, Op, fetch_kind
 
 
@@ -13,6 +14,9 @@ def unreadable(fetch: Fetch, xmm_helper: str | None) -> str:
     if fetch.kind == "unavailable":
         return fetch.why
     regs = [r for r in fetch.regs if is_vector(r)]
+    if regs and not regs[0].startswith("xmm"):
+        return (f"in {regs[0]}: a uprobe's registers (pt_regs) do not hold the "
+                "floating-point and vector ones")
     if regs and xmm_helper is None:
         return (f"in {regs[0]}: this kernel has no BPF helper to read XMM registers "
                 "in a uprobe (see noop doctor)")
@@ -34,18 +38,20 @@ def object_address(fetch: Fetch) -> Fetch:
     return Fetch(fetch_kind(fetch.formula), fetch.ops, fetch.offset, 8, fetch.regs)
 
 
-def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str]:
+def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str],
+            arch: Arch = AMD64) -> list[str]:
     """C that reads ``fetch`` into ``dst``, setting ``bit`` in ``faults`` when a read
-    faults and in ``absent`` when the value is not there (an index past a length)."""
+    faults and in ``absent`` when the value is not there (an index past a length);
+    registers as ``arch``'s pt_regs holds them."""
     fault, gone = f"{{ faults |= {bit:#x}; break; }}", f"{{ absent |= {bit:#x}; break; }}"
-    kept = _kept_c(fetch, dst, bit, builtins)
+    kept = _kept_c(fetch, dst, bit, builtins, arch)
     if kept is not None:
         return kept
     if fetch.kind == "gotype":  # a Go interface's dynamic type: its descriptor's address
-        word = [f"\tu64 t = ctx->{PT_REGS[fetch.regs[0]]};"] if fetch.regs else [
+        word = [f"\tu64 t = {arch.c_reg(fetch.regs[0])};"] if fetch.regs else [
             "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({fetch.offset}))) {fault}"]
         return ["do {", "\tu64 a = 0;", *("\t" + line for op in fetch.ops
-                                          for line in _op(op, fault, gone)),
+                                          for line in _op(op, fault, gone, arch)),
                 *word, *([f"\tif (t && noop_read(&t, 8, t + 8)) {fault}"] if fetch.slot
                          else []), f"\t{dst} = t;", "} while (0);"]
     xmm = xmm_register(fetch)
@@ -54,11 +60,12 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
                 f'\t_Static_assert(sizeof({dst}) <= 8, "one XMM register\'s low half");',
                 f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
     if fetch.kind in ("reg", "reg_slice"):
-        return _register_c(fetch, dst, bit, fault, gone)
-    return _memory_c(fetch, dst, fault, gone)
+        return _register_c(fetch, dst, bit, fault, gone, arch)
+    return _memory_c(fetch, dst, fault, gone, arch)
 
 
-def _kept_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[str] | None:
+def _kept_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str], arch: Arch
+            ) -> list[str] | None:
     """C for a value that is no read of the program's registers or memory as they are
     (a built-in, a constant, an object's generation, what a call's entry kept); None
     for any other."""
@@ -72,7 +79,8 @@ def _kept_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
         return ["do {", "\tu64 o = 0;",
                 # (a faulted read leaves o 0: no generation; no branch on the faults,
                 # which would make the verifier keep a state per combination of them)
-                *("\t" + line for line in fetch_c(object_address(fetch), "o", bit, builtins)),
+                *("\t" + line for line in fetch_c(object_address(fetch), "o", bit, builtins,
+                                                      arch)),
                 "\tstruct noop_genkey gk = {.pid = bpf_get_current_pid_tgid() >> 32, "
                 ".object = o};", "\tu64 *g = noop_generations.lookup(&gk);",
                 f"\t{dst} = g ? *g : 0;", "} while (0);"]
@@ -83,32 +91,33 @@ def _kept_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str]) -> list[
     return None
 
 
-def _register_c(fetch: Fetch, dst: str, bit: int, fault: str, gone: str) -> list[str]:
+def _register_c(fetch: Fetch, dst: str, bit: int, fault: str, gone: str, arch: Arch
+                ) -> list[str]:
     """A value in a register (``reg``), or the bytes at the pointer in one register, as
     many as another holds (``reg_slice``); after the checks of its ops."""
     if fetch.kind == "reg":
-        reg = f"ctx->{PT_REGS[fetch.regs[0]]}"
+        reg = arch.c_reg(fetch.regs[0])
         read = [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]
     else:
-        ptr, n = (f"ctx->{PT_REGS[r]}" for r in fetch.regs)
+        ptr, n = (arch.c_reg(r) for r in fetch.regs)
         read = [f"if (noop_copy(&{dst}, {ptr}, {n}))", f"\tfaults |= {bit:#x};"]
     if not fetch.ops:
         return read
     # Checks of registers first (an enum's variant held in one): then the read.
-    guards = ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
+    guards = ["\t" + line for op in fetch.ops for line in _op(op, fault, gone, arch)]
     return ["do {", *guards, *("\t" + line for line in read), "} while (0);"]
 
 
-def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str) -> list[str]:
+def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str, arch: Arch) -> list[str]:
     """A value through the address its ops compute: the address itself, or what is read
     there (a word, a sum with the update to come, a caller, a slice, an array)."""
     out = ["do {", "\tu64 a = 0;"]
-    out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone)]
+    out += ["\t" + line for op in fetch.ops for line in _op(op, fault, gone, arch)]
     at = f"a + ({fetch.offset})" if fetch.offset else "a"
     if fetch.kind in ("root", "addr"):
         out.append(f"\t{dst} = {at if fetch.kind == 'addr' else 'a'};")
     elif fetch.kind == "sum":  # the field, and what the update to come adds to it
-        plus = (f"{'-' if fetch.formula == '-' else '+'} ctx->{PT_REGS[fetch.regs[0]]}"
+        plus = (f"{'-' if fetch.formula == '-' else '+'} {arch.c_reg(fetch.regs[0])}"
                 if fetch.regs else f"+ {fetch.base & 2**64 - 1:#x}ULL")
         out += ["\tu64 old = 0;", f"\tif (noop_read(&old, 8, {at})) {fault}",
                 f"\t{dst} = old {plus};"]
@@ -116,10 +125,10 @@ def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str) -> list[str]:
         out.append(f"\tif (noop_read(&{dst}, {fetch.size}, {at})) {fault}")
     elif fetch.kind == "caller":  # the binary's own address: less the load bias
         out += ["\tu64 r = 0;", f"\tif (noop_read(&r, 8, {at})) {fault}",
-                f"\t{dst} = r - (ctx->{PT_REGS['rip']} - {fetch.base:#x}ULL);"]
+                f"\t{dst} = r - ({arch.c_pc} - {fetch.base:#x}ULL);"]
     elif fetch.kind == "mem_slice" and fetch.regs:  # one word in a register
         mine, other = ("h[0]", "h[1]") if fetch.slot == 0 else ("h[1]", "h[0]")
-        out += ["\tu64 h[2];", f"\t{mine} = ctx->{PT_REGS[fetch.regs[0]]};",
+        out += ["\tu64 h[2];", f"\t{mine} = {arch.c_reg(fetch.regs[0])};",
                 f"\tif (noop_read(&{other}, 8, {at})) {fault}",
                 f"\tif (noop_copy(&{dst}, h[0], h[1])) {fault}"]
     elif fetch.kind == "mem_slice":
@@ -132,11 +141,11 @@ def _memory_c(fetch: Fetch, dst: str, fault: str, gone: str) -> list[str]:
     return [*out, "} while (0);"]
 
 
-def _op(op: Op, fault: str, gone: str) -> list[str]:
+def _op(op: Op, fault: str, gone: str, arch: Arch) -> list[str]:
     if op.op == "reg":
-        return [f"a = ctx->{PT_REGS[op.reg]};"]
+        return [f"a = {arch.c_reg(op.reg)};"]
     if op.op == "sp":
-        return [f"a = ctx->{PT_REGS['rsp']} + ({op.offset});"]
+        return [f"a = {arch.c_sp} + ({op.offset});"]
     if op.op == "root":  # in a return's program: a pointer its call's entry kept
         return [f"a = c->root[{op.index}];"]
     if op.op == "add":
@@ -144,14 +153,14 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
     if op.op == "deref":
         return [f"if (noop_read(&a, 8, a + ({op.offset}))) {fault}"]
     if op.op == "bound":
-        return [f"if (ctx->{PT_REGS[op.reg]} <= {op.index}) {gone}"]
+        return [f"if ({arch.c_reg(op.reg)} <= {op.index}) {gone}"]
     if op.op == "index":
         return ["{", "\tu64 s[2];  /* slice header: ptr, len */",
                 *_header("s", f"a + ({op.offset})", op.length, fault),
                 f"\tif (s[1] <= {op.index}) {gone}",
                 f"\ta = s[0] + {op.index * op.size};", "}"]
     if op.op == "itype":  # a Go type assertion: absent unless the dynamic type is one
-        read = [f"\tu64 t = ctx->{PT_REGS[op.reg]};"] if op.reg else [
+        read = [f"\tu64 t = {arch.c_reg(op.reg)};"] if op.reg else [
             "\tu64 t = 0;", f"\tif (noop_read(&t, 8, a + ({op.offset}))) {fault}"]
         test = " || ".join(f"t == {v:#x}ULL" for v in op.values) or "0"
         return ["{", *read, f"\tif (!t) {gone}",
@@ -159,7 +168,7 @@ def _op(op: Op, fault: str, gone: str) -> list[str]:
                 f"\tif (!({test})) {gone}", "}"]
     if op.op == "when":  # an enum's variant: absent unless the discriminant matches
         mask = (1 << 8 * op.size) - 1 if op.size < 8 else 0
-        read = ([f"\tu64 d = ctx->{PT_REGS[op.reg]}{f' & {mask:#x}ULL' if mask else ''};"]
+        read = ([f"\tu64 d = {arch.c_reg(op.reg)}{f' & {mask:#x}ULL' if mask else ''};"]
                 if op.reg else
                 ["\tu64 d = 0;", f"\tif (noop_read(&d, {op.size}, a + ({op.offset}))) {fault}"])
         test = " || ".join(f"d == {v & ((1 << 8 * op.size) - 1):#x}ULL" for v in op.values)

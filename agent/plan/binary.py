@@ -19,7 +19,7 @@ from agent.binary.gometa import buildinfo
 from agent.binary.gometa.image import Image
 from agent.binary.gometa.scope import Scope
 from agent.config.selector import Selector, through_proc
-from agent.errors import BinaryError, NoopError
+from agent.errors import NoopError
 from agent.plan.model import ProbePlan, Site, TargetPlan
 from agent.plan.selectors.walker import Walker
 
@@ -34,9 +34,6 @@ class Binary:
     def __init__(self, path: str, scope: Scope | None = None,
                  given: debuginfo.Given = debuginfo.NOTHING) -> None:
         elf = ElfFile(path)
-        if not elf.arch.probes:  # read (noop funcs, struct, vars, lines), not probed
-            elf.close()
-            raise BinaryError(*elf.arch.refused(path))
         dwarf = Dwarf(elf, debuginfo.locate(elf, scope, given))
         self._use(path, given, elf, dwarf, TypeNamer(dwarf))
 
@@ -53,6 +50,8 @@ class Binary:
             namer
         self.functions = Functions(dwarf, namer)
         self.walker = Walker(dwarf, namer)
+        self.arch = elf.arch
+        self.isa = elf.arch.isa  # decoding, the kernel's handling of each instruction
         self._insns: dict[str, tuple[sites.Insn, ...]] = {}
         self._codes: proof.Codes = {}  # the code of the functions sites were proven in
 
@@ -102,8 +101,8 @@ class Binary:
             sym = self.functions.symbols.get(function)
             if sym is None:  # said as find says it
                 sym, _die = self.functions.find(function)
-            got = self._insns[function] = sites.disassemble(self.elf, sym.address,
-                                                            max(sym.size, 1))
+            got = self._insns[function] = self.isa.disassemble(self.elf, sym.address,
+                                                               max(sym.size, 1))
         return got
 
     @cached_property
@@ -175,4 +174,4 @@ class Binary:
             else f"{self.dwarf.source.path} ({self.dwarf.source.how})"
         return TargetPlan(name, path, self.elf.build_id, self.dwarf.language, pid,
                           self.goid_offset, self.stack_hi_offset, also, selector, pinned,
-                          where, self.elf.go_version, modules)
+                          where, self.elf.go_version, modules, self.arch.name)

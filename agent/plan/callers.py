@@ -64,6 +64,9 @@ def _fetch(b: Binary, lines: Lines, site: Site) -> Fetch:
     if copy is not None:
         return Fetch("const", offset=INLINED | copy,
                      why="inlined: the caller is the function the copy is in")
+    if b.arch.name != "x86-64":  # the return address in the link register, or saved
+        return Fetch("unavailable", why=f"on {b.arch.name} noop does not find the return "
+                     "address yet (the link register, or where the function saved it)")
     rule = b.dwarf.frames.cfa_rule_at(site.address)
     holder = b.function_at(site.address)
     if rule is None and holder is not None and b.start_of(holder) == site.address:

@@ -14,7 +14,6 @@ from agent.binary.dwarf import source as src
 from agent.binary.dwarf.lines import Scope
 from agent.plan.binary import Binary
 
-STOPS = ("ret", "ud2", "int3", "hlt")
 # Calls that do not come back: the instruction after one is not reached through it.
 _NO_RETURN_PREFIXES = ("runtime.morestack", "runtime.panic", "runtime.goPanic",
                        "runtime.throw", "runtime.fatal", "runtime.gopanic",
@@ -72,13 +71,14 @@ class Flow:
         self._loops()
 
     def _successors(self, i: sites.Insn) -> tuple[int, ...]:
-        if i.mnemonic in STOPS:
+        kind = i.kind
+        if kind in (sites.RETURN, sites.STOP):
             return ()
-        if i.mnemonic == "jmp":
+        if kind == sites.JUMP:
             return (i.target,) if i.target is not None else ()
-        if i.mnemonic.startswith("j"):  # conditional: taken and not
+        if kind == sites.BRANCH:  # conditional: taken and not
             return (i.target, i.end) if i.target is not None else (i.end,)
-        if i.mnemonic == "call" and i.target is not None and \
+        if kind == sites.CALL and i.target is not None and \
                 _no_return(self.b.symbol_name(i.target)):
             return ()
         return (i.end,)

@@ -37,7 +37,7 @@ from agent.errors import NoopError, nearest
 from agent.plan import callers
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
-from agent.plan.flow import STOPS, Flow
+from agent.plan.flow import Flow
 from agent.plan.model import Site, ValueSpec
 from agent.plan.placement.entry import entry_site
 from agent.plan.placement.reads import registers
@@ -235,7 +235,7 @@ def _counted(b: Binary, source: src.Source, probe: Probe, chosen: Chosen
         got, fetches = _values(b, source, probe, chosen.site)
     except (LineError, SelectError):
         return _values(b, source, probe, chosen.before)
-    touched = _changes(insn, registers(fetches) | {"rsp"})
+    touched = _changes(insn, registers(fetches) | {_sp(b)})
     return _values(b, source, probe, chosen.before) if touched else (got, fetches)
 
 
@@ -255,19 +255,20 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
     insns = flow.insns
     n = next(k for k, i in enumerate(insns) if i.address == chosen.address)
     first = insns[n]
-    how = sites.handling(first.raw)
+    how = b.isa.handling_at(insns, n)
     if how == sites.REFUSED:
         raise LineError(f"{probe.line}: the kernel cannot put a uprobe on the instruction "
                         f"at {first.address:#x} ({first.mnemonic})", "probe another line")
-    regs = registers(fetches) | {"rsp"}
+    regs = registers(fetches) | {_sp(b)}
     at, got = first, fetches
-    for prev, i in zip(insns[n:n + _MAX_MOVE], insns[n + 1:n + 1 + _MAX_MOVE], strict=False):
+    for k, (prev, i) in enumerate(zip(insns[n:n + _MAX_MOVE], insns[n + 1:n + 1 + _MAX_MOVE],
+                                      strict=False), start=n + 1):
         if how == sites.EMULATED:
             break
-        if prev.mnemonic in STOPS or prev.mnemonic.startswith("j") or \
-                _changes(prev, regs) or flow.preds[i.address] != [prev.address]:
+        if prev.kind != sites.NEXT or _changes(prev, regs) or \
+                flow.preds[i.address] != [prev.address]:
             break
-        if sites.handling(i.raw) != sites.EMULATED:
+        if b.isa.handling_at(insns, k) != sites.EMULATED:
             continue
         later = source.site_in(chosen.site.chain[0], i.address, chosen.site.subprogram) \
             if chosen.site.chain and chosen.site.chain[0].covers(i.address) else None
@@ -290,15 +291,14 @@ def _emulated(b: Binary, source: src.Source, probe: Probe, chosen: Chosen,
 
 def _changes(i: sites.Insn, regs: set[str] | None = None) -> bool:
     """Whether running ``i`` may change a value read from ``regs`` (None: from any
-    register but rip) or from memory: a call, push or pop, a store, a register
-    written."""
-    if i.mnemonic in ("call", "push", "pop") or _stores(i):
+    register but the program counter) or from memory: a call, push or pop, a store, a
+    register written."""
+    if i.kind == sites.CALL or i.mnemonic in ("push", "pop") or i.stores:
         return True
-    written = set(i.writes) - {"rip"}
+    written = set(i.writes) - {"rip", "pc"}
     return bool(written if regs is None else written & regs)
 
 
-def _stores(i: sites.Insn) -> bool:
-    """Whether ``i`` may write memory: its destination is memory (compares aside)."""
-    return bool(i.operands) and i.operands[0][0] == "mem" and \
-        i.mnemonic not in ("cmp", "test", "bt", "ucomisd", "ucomiss", "comisd", "comiss")
+def _sp(b: Binary) -> str:
+    """The name of the binary's stack pointer (rsp, sp)."""
+    return b.arch.dwarf_regs[b.arch.sp]

@@ -116,7 +116,7 @@ class Site:
                 **({"role": self.role} if self.role else {}),
                 **({"handling": self.handling} if self.handling else {}),
                 **({"when": "zero flag set"} if self.when_zf else {}),
-                **({"skip": f"flags & {self.skip_flags:#x}"} if self.skip_flags else {}),
+                **({"skip": _skip(self.skip_flags)} if self.skip_flags else {}),
                 **({"keep": f"flags & {self.keep_flags:#x}"} if self.keep_flags else {}),
                 **({"tag": self.tag} if self.tag else {}),
                 **({"gate": {**self.gate.to_json(), "values": list(self.gate_values)}}
@@ -266,6 +266,7 @@ class TargetPlan:
     debug: str = "in the binary"  # where its DWARF came from (agent.binary.debuginfo)
     go_version: str | None = None
     modules: tuple[tuple[str, str], ...] = ()  # (module, version) the plan depends on
+    arch: str = "x86-64"  # the binary's architecture (``Arch.name``): its pt_regs
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -277,6 +278,7 @@ class TargetPlan:
                 "language": self.language, "pid": self.pid,
                 "goid_offset": self.goid_offset, "stack_hi_offset": self.stack_hi_offset,
                 "debug": self.debug, "go_version": self.go_version,
+                **({"arch": self.arch} if self.arch != "x86-64" else {}),
                 **({"modules": [{"path": p, "version": v} for p, v in self.modules]}
                    if self.modules else {}),
                 **({"also": list(self.also)} if self.also else {})}
@@ -312,3 +314,15 @@ class Plan:
         return {"source": self.source, "targets": [t.to_json() for t in self.targets],
                 "probes": [p.to_json() for p in self.probes],
                 **({"waiting": [n for n, _ in self.waiting]} if self.waiting else {})}
+
+
+def _skip(flags: int) -> str:
+    """When a site's hits are dropped, said as the architecture reads it: x86-64's
+    eflags, or an arm64 condition of pstate's NZCV."""
+    from agent.binary.isa import CONDITION
+
+    if flags & CONDITION:
+        from agent.binary.isa.arm64 import condition_name
+
+        return f"condition {condition_name(flags & 0xF)} holds"
+    return f"flags & {flags:#x}"

@@ -148,6 +148,10 @@ def _function(b: Binary, user: Probe, fn: str, got: _Gathered, out: Collector,
     probe = user
     body = async_body(b, fn)
     future: Future | None = None
+    if body is not None and b.arch.name != "x86-64":
+        raise NoopError(f"{fn} is an async fn: noop follows a future's polls on x86-64 "
+                        f"only for now, not on {b.arch.name}",
+                        "probe a plain function it calls")
     if body is not None:
         polled = first_poll(b, fn, body, user, out)
         if polled is None:

@@ -36,6 +36,13 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
     build-id, and a start that finds it opens no DWARF."""
     here = Selector(path=files.resolved(path, "binary"))
     elf = ElfFile(path)
+    if elf.arch.name != "x86-64":  # its libraries' code read as x86-64's: not yet
+        elf.close()
+        raise Unsupported(f"{path} is an {elf.arch.name} binary: noop --binary (the "
+                          f"mirror of its metrics library and its update probes) is "
+                          f"x86-64 only for now",
+                          f"write a probes.yaml for it (entry, exit and line probes work "
+                          f"on {elf.arch.name}) and use --config")
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
     given = debuginfo.Given(debug)
     build_id = debuginfo.cache_id(elf, given=given)

@@ -198,12 +198,10 @@ def bench_plan(site: Site, aggregate: str, first: bool = False, value: str | Non
 
 def _where(site: Site, plan: Plan) -> str:
     """Where noop's arm probed, when that is not the bench's site."""
-    from agent.plan.placement.entry import FLAGS_BELOW_OR_EQUAL  # reads DWARF: not at every start
-
     chosen = plan.probes[0].sites
     if [s.address for s in chosen] == [site.address]:
         return ""
-    how = "stack-check jbe" if chosen[0].skip_flags == FLAGS_BELOW_OR_EQUAL else "instruction"
+    how = "stack-check branch" if chosen[0].skip_flags else "instruction"
     more = f" and {len(chosen) - 1} more" if len(chosen) > 1 else ""
     return f"{chosen[0].address:#x} ({chosen[0].handling} {how}){more}"
 

@@ -86,6 +86,7 @@ def measure(plan: Plan, seconds: float, costs: Costs, default: float
     time is taken off at once, and said so (``stopped``)."""
     from agent.kernel import attach, objects, preflight, prelude, tables
 
+    preflight.check_arch(plan)
     preflight.check_privileges()
     preflight.check_targets(plan)
     index = [(pi, si) for pi, p in enumerate(plan.probes) for si in range(len(p.sites))]

@@ -317,10 +317,6 @@ def function_lines(binary: str, function: str, source_dir: str | None = None,
         return Source(Functions(dwarf, namer)).listing(function)
 
     got = dict(_answer(binary, debug, "lines", function, compute))
-    with ElfFile(binary) as elf:
-        if not elf.arch.probes:  # the statements, where no probe goes yet
-            got["note"] = f"noop makes no probes for {elf.arch.name} yet: these are the " \
-                "statements a probe would go at"
     from agent.binary.dwarf.lines import read_source
 
     texts: dict[str, list[str] | None] = {}

@@ -203,7 +203,7 @@ class Functions(Listing):
         if lang == "go":
             return [""] * len(params), ""
         arch = self.dwarf.elf.arch
-        if not arch.probes:  # noop assigns no C ABI of this architecture: DWARF alone says
+        if not arch.c_abi:  # noop assigns no C ABI of this architecture: DWARF alone says
             why = f"noop does not assign {arch.name}'s C calling convention yet: DWARF's " \
                 "location only"
             return [why] * len(params), why
@@ -254,7 +254,7 @@ class Functions(Listing):
             return "go ABI0 (stack)", list(a.args)[hidden:], list(a.results)
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
-        if not self.dwarf.elf.arch.probes:  # System V's assignment is x86-64's alone
+        if not self.dwarf.elf.arch.c_abi:  # System V's assignment is x86-64's alone
             return f"{self.dwarf.elf.arch.name} (not assigned: DWARF's locations only)", \
                 [() for _a in args], [() for _r in ([result] if result else [])]
         s = sysv.assign(args, result, rust=lang == "rust")

@@ -13,7 +13,7 @@ from functools import partial
 
 from elftools.dwarf.die import DIE
 
-from agent.binary import passes, sites
+from agent.binary import sites
 from agent.binary.dwarf.functions import FunctionVars
 from agent.config.model import Probe
 from agent.errors import NoopError
@@ -23,8 +23,6 @@ from agent.plan.model import Site, ValueSpec
 from agent.plan.placement.asyncfn import straight_on, unresumed_arm
 from agent.plan.placement.floats import later_site, update_sites
 from agent.plan.placement.reads import fetches_at, is_vector_fetch, registers
-
-FLAGS_BELOW_OR_EQUAL = 0x41  # CF|ZF: when jbe branches
 
 
 def entry_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
@@ -40,12 +38,14 @@ def entry_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, 
     site = entry_site(b, function, fetches)
     vector = [v.name for v, f in zip(probe.values, fetches, strict=True)
               if is_vector_fetch(f)]
-    if vector and xmm_readable:
+    if vector and xmm_readable and b.arch.name == "x86-64":
         site = replace(site, why=site.why + f"; {', '.join(vector)} read from "
                        "XMM registers through the kernel's helper")
         vector = []
-    later = later_site(b, function, probe, specs, fv, types, vector) if vector else None
-    if vector and later is None:
+    # (x86-64's: where Go spills an XMM argument, or a client_golang update reads it)
+    spills = vector and b.arch.name == "x86-64"
+    later = later_site(b, function, probe, specs, fv, types, vector) if spills else None
+    if spills and later is None:
         found = update_sites(b, function, probe, specs, fv, types)
         if found is not None:
             return found
@@ -64,34 +64,41 @@ def entry_site(b: Binary, function: str, fetches: tuple[Fetch, ...]) -> Site:
     sym, die = b.functions.find(function)
     insns = b.instructions(function)
     first = insns[0] if insns else None
-    how = sites.handling(first.raw) if first is not None else sites.SINGLE_STEPPED
+    how = b.isa.handling_at(insns, 0) if first is not None else sites.SINGLE_STEPPED
     name = first.mnemonic if first is not None else "?"
     if how == sites.REFUSED:
         raise NoopError(f"{function}: the kernel cannot put a uprobe on its first "
-                        f"instruction ({name}, prefixed LOCK or segment)",
-                        "probe a function that calls it")
+                        f"instruction ({name})", "probe a function that calls it")
     site = Site(function, sym.address, b.elf.file_offset(sym.address),
                 f"entry: the first instruction ({name}, {how})", fetches, handling=how)
+    check = b.isa.stack_check(insns, b.morestack) \
+        if how != sites.EMULATED and b.dwarf.language == "go" else None
+    if check is None and first is not None and \
+            any(i.target == first.address and i.kind != sites.CALL for i in insns):
+        # (a Go leaf's compare-and-swap loop on arm64 goes back to its entry)
+        raise NoopError(f"{function}: its first instruction is also the head of a loop in "
+                        "it (a retry), so a probe there would count each pass, not each "
+                        "call", "probe a function that calls it")
     if how == sites.EMULATED or b.dwarf.language != "go":
         return site
-    check = passes.stack_check(insns, b.morestack)
     if check is None:
         return replace(site, why=site.why + "; no stack check, so each call passes it "
                        "once")
     jbe = check.jbe
     clobbered = sorted(registers(fetches) & check.writes)
     if clobbered:
-        return replace(site, why=site.why + f"; not the stack check's jbe: the prologue "
-                       f"writes {', '.join(clobbered)} before it")
+        return replace(site, why=site.why + f"; not the stack check's {jbe.mnemonic}: the "
+                       f"prologue writes {', '.join(clobbered)} before it")
     moved = b.functions.moved_params(die, sym.address, jbe.address)
     if moved:
-        return replace(site, why=site.why + f"; not the stack check's jbe: DWARF places "
-                       f"{', '.join(moved)} elsewhere there")
+        return replace(site, why=site.why + f"; not the stack check's {jbe.mnemonic}: DWARF "
+                       f"places {', '.join(moved)} elsewhere there")
+    at = b.isa.handling(jbe)
     return Site(function, jbe.address, b.elf.file_offset(jbe.address),
-                f"the stack check's jbe at +{jbe.address - sym.address:#x} ({how} first "
-                f"instruction {name}; the jbe is {sites.handling(jbe.raw)}); hits that "
-                "branch to morestack are dropped, so each call counts once", fetches,
-                skip_flags=FLAGS_BELOW_OR_EQUAL, handling=sites.handling(jbe.raw))
+                f"the stack check's {jbe.mnemonic} at +{jbe.address - sym.address:#x} ({how} "
+                f"first instruction {name}; the {jbe.mnemonic} is {at}); hits that branch to "
+                "morestack are dropped, so each call counts once", fetches,
+                skip_flags=check.skip, handling=at)
 
 
 def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec, ...],
@@ -110,11 +117,12 @@ def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec
     for copy in b.functions.inlined(function):
         caller = b.function_at(copy.entry)
         insns = b.instructions(caller) if caller else ()
-        insn = next((i for i in insns if i.address == copy.entry), None)
-        if insn is None:
+        k = sites.index_at(insns, copy.entry)
+        insn = insns[k] if k is not None else None
+        if insn is None or k is None:
             missed["its code is not in a function noop can read"] += 1
             continue
-        how = sites.handling(insn.raw)
+        how = b.isa.handling_at(insns, k)
         if how == sites.REFUSED:
             missed[f"its first instruction ({insn.mnemonic}) cannot be probed"] += 1
             continue
@@ -128,7 +136,7 @@ def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec
                        "dispatched through a jump table)"] += 1
                 continue
             insn = arm
-            how = sites.handling(insn.raw)
+            how = b.isa.handling(insn)
         got = fetches_at(b, probe, specs, types, sizes,
                          partial(b.functions.inlined_location, copy, pc=insn.address),
                          vector_ok=True)
@@ -136,7 +144,7 @@ def inlined_sites(b: Binary, function: str, probe: Probe, specs: tuple[ValueSpec
             later = straight_on(b, copy, insns, insn, probe, specs, types, sizes)
             if later is not None:
                 insn, got = later
-                how = sites.handling(insn.raw)
+                how = b.isa.handling(insn)
         if isinstance(got, str):
             missed[f"DWARF places {got} in no register there"] += 1
             continue

@@ -5,7 +5,6 @@ sum, as an exit probe's call and return.
 
 from __future__ import annotations
 
-from agent.binary import passes, sites
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import Site
@@ -17,12 +16,12 @@ def exit_sites(b: Binary, function: str, fetches: tuple[Fetch, ...],
     call: there the results are the callee's, so ``tail_fetches``)."""
     sym, _die = b.functions.find(function)
     out = []
-    for e in passes.exits(b.instructions(function), sym.address, sym.address + sym.size):
-        how = sites.handling(e.insn.raw)
+    for e in b.isa.exits(b.instructions(function), sym.address, sym.address + sym.size):
+        how = b.isa.handling(e.insn)
         if e.tail:
             why = f"exit: tail jump to {b.symbol_name(e.insn.target or 0)} ({how})"
         else:
-            why = f"exit: ret at +{e.insn.address - sym.address:#x} ({how})"
+            why = f"exit: {e.insn.mnemonic} at +{e.insn.address - sym.address:#x} ({how})"
         out.append(Site(function, e.insn.address, b.elf.file_offset(e.insn.address),
                         why, tail_fetches if e.tail else fetches, handling=how,
                         role="return"))

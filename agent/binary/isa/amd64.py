@@ -1,0 +1,50 @@
+"""x86-64's instruction set for plans: capstone's decoding (``sites``), the kernel's
+handling of a uprobe on each instruction (``arch/x86/kernel/uprobes.c``: relative
+jumps and calls, ``push`` of a register and ``nop`` emulated, LOCK- and
+segment-prefixed ones refused, the rest single-stepped), Go's stack check and the
+exits (``passes``)."""
+
+from __future__ import annotations
+
+from agent.binary import passes, sites
+from agent.binary.elf import ElfFile
+from agent.binary.passes import Exit, StackCheck
+from agent.binary.sites import Insn
+
+_MAX_LENGTH = 15
+
+
+class _Amd64:
+    name = "x86-64"
+
+    def disassemble(self, elf: ElfFile, address: int, size: int) -> tuple[Insn, ...]:
+        return sites.disassemble(elf, address, size)
+
+    def decode(self, code: bytes, address: int) -> tuple[Insn, ...]:
+        return sites.decode(code, address)
+
+    def handling(self, insn: Insn) -> str:
+        return sites.handling(insn.raw)
+
+    def handling_at(self, insns: tuple[Insn, ...], n: int) -> str:
+        return sites.handling(insns[n].raw)
+
+    def stack_check(self, insns: tuple[Insn, ...], morestack: frozenset[int]
+                    ) -> StackCheck | None:
+        return passes.stack_check(insns, morestack)
+
+    def exits(self, insns: tuple[Insn, ...], start: int, end: int) -> tuple[Exit, ...]:
+        return passes.exits(insns, start, end)
+
+    def lengths(self, code: bytes) -> tuple[bytes, int]:
+        lengths = bytearray(len(code))
+        end = 0
+        for address, size, _mnemonic, _operands in sites._light().disasm_lite(code, 0):
+            lengths[address] = size
+            end = address + size
+        return bytes(lengths), end
+
+    max_length = _MAX_LENGTH
+
+
+AMD64 = _Amd64()
