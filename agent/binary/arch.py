@@ -18,14 +18,15 @@ architecture is a new ``Arch`` here and a new part there, not edits across the t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agent.binary import amd64
 
-if TYPE_CHECKING:
-    from agent.binary.isa import Isa
-
 EM_X86_64, EM_AARCH64 = 62, 183  # ELF e_machine
+# A site's ``skip_flags`` with this bit is a condition (arm64's 4-bit encoding in its
+# low bits) that takes the branch at the site, not a mask of x86-64's eflags.
+CONDITION = 1 << 16
+_CONDITIONS = ("eq", "ne", "hs", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt",
+               "gt", "le", "al", "nv")
 
 
 @dataclass(frozen=True)
@@ -60,21 +61,10 @@ class Arch:
         """C true when the branch a site's ``skip_flags`` describes is taken: on x86-64
         any of those eflags set (a jbe: CF or ZF), on arm64 the condition
         ``CONDITION | cond`` holding of pstate's NZCV."""
-        from agent.binary.isa import CONDITION
-
         if skip & CONDITION:
-            from agent.binary.isa.arm64 import condition_c
-
             return condition_c(skip & 0xF, self.c_flags)
-        return f"({self.c_flags} & {skip:#x})"
+        return f"{self.c_flags} & {skip:#x}"
 
-    @property
-    def isa(self) -> Isa:
-        """Its instruction set: decoding, the kernel's handling of a uprobe, Go's
-        stack check and a function's exits."""
-        from agent.binary import isa
-
-        return isa.of(self.name)
 
 AMD64 = Arch("x86-64", EM_X86_64, amd64.DWARF_REGS, amd64.SP, amd64.RETURN_ADDRESS_SIZE,
              amd64.RETURN_ADDRESS_SIZE, amd64.GO_INT_REGS, amd64.GO_FLOAT_REGS,
@@ -115,3 +105,19 @@ def host() -> Arch | None:
     import platform
 
     return {"x86_64": AMD64, "aarch64": ARM64, "arm64": ARM64}.get(platform.machine())
+
+
+def condition_c(cond: int, pstate: str) -> str:
+    """C that is true when condition ``cond`` (AArch64's 4-bit encoding) holds of the
+    NZCV flags in ``pstate``."""
+    n, z, c, v = (f"(({pstate} >> {b}) & 1)" for b in (31, 30, 29, 28))
+    base = {0: z, 1: z, 2: c, 3: c, 4: n, 5: n, 6: v, 7: v, 8: f"({c} && !{z})",
+            9: f"({c} && !{z})", 10: f"({n} == {v})", 11: f"({n} == {v})",
+            12: f"(!{z} && {n} == {v})", 13: f"(!{z} && {n} == {v})", 14: "1", 15: "1"}
+    expr = base[cond & 0xF]
+    # odd conditions are the even ones' negations (but AL/NV: always)
+    return f"!{expr}" if cond & 1 and cond < 14 else expr
+
+
+def condition_name(cond: int) -> str:
+    return _CONDITIONS[cond & 0xF]

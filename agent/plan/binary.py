@@ -9,7 +9,7 @@ from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
-from agent.binary import debuginfo, proof, sites
+from agent.binary import debuginfo, isa, proof, sites
 from agent.binary.dwarf.functions import Functions
 from agent.binary.dwarf.lookup import find_type
 from agent.binary.dwarf.reader import Dwarf
@@ -51,7 +51,7 @@ class Binary:
         self.functions = Functions(dwarf, namer)
         self.walker = Walker(dwarf, namer)
         self.arch = elf.arch
-        self.isa = elf.arch.isa  # decoding, the kernel's handling of each instruction
+        self.isa = isa.of(elf.arch.name)  # decoding, the kernel's handling of a uprobe
         self._insns: dict[str, tuple[sites.Insn, ...]] = {}
         self._codes: proof.Codes = {}  # the code of the functions sites were proven in
 

@@ -319,10 +319,8 @@ class Plan:
 def _skip(flags: int) -> str:
     """When a site's hits are dropped, said as the architecture reads it: x86-64's
     eflags, or an arm64 condition of pstate's NZCV."""
-    from agent.binary.isa import CONDITION
+    from agent.binary.arch import CONDITION, condition_name
 
     if flags & CONDITION:
-        from agent.binary.isa.arm64 import condition_name
-
         return f"condition {condition_name(flags & 0xF)} holds"
     return f"flags & {flags:#x}"

@@ -201,7 +201,8 @@ def _where(site: Site, plan: Plan) -> str:
     chosen = plan.probes[0].sites
     if [s.address for s in chosen] == [site.address]:
         return ""
-    how = "stack-check branch" if chosen[0].skip_flags else "instruction"
+    how = "stack-check branch" if chosen[0].why.startswith("the stack check's") \
+        else "instruction"
     more = f" and {len(chosen) - 1} more" if len(chosen) > 1 else ""
     return f"{chosen[0].address:#x} ({chosen[0].handling} {how}){more}"
 

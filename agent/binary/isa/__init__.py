@@ -6,7 +6,7 @@ trap, single-stepped out of line, or refused), a Go function's stack check, a
 function's exits, and where instruction boundaries are (a plan's proofs).
 
 ``amd64`` wraps what ``sites`` and ``passes`` do for x86-64; ``arm64`` is AArch64's.
-The architecture of a binary is ``ElfFile.arch``; its ``Arch.isa`` is one of these.
+The architecture of a binary is ``ElfFile.arch``; ``of(arch.name)`` its instruction set.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ if TYPE_CHECKING:
     from agent.binary.elf import ElfFile
     from agent.binary.passes import Exit, StackCheck
     from agent.binary.sites import Insn
-
-
-# A site's ``skip_flags`` with this bit is a condition (arm64's 4-bit encoding in its
-# low bits) that takes the branch at the site, not a mask of x86-64's eflags.
-CONDITION = 1 << 16
 
 
 class Isa(Protocol):

@@ -30,8 +30,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from agent.binary import sites
+from agent.binary.arch import CONDITION
 from agent.binary.elf import ElfFile
-from agent.binary.isa import CONDITION
 from agent.binary.passes import Exit, StackCheck
 from agent.binary.sites import BRANCH, CALL, JUMP, NEXT, RETURN, STOP, Insn
 
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
 _WORD = struct.Struct("<I")
 LS = 0b1001  # the condition "unsigned lower or same" (C clear or Z set)
-_CONDITIONS = ("eq", "ne", "hs", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt",
-               "gt", "le", "al", "nv")
 _MRS_DAIF = 0xD53B4220  # mrs x0, daif: its system-register field
 _SYSREG = 0x1FFFE0
 # hints a uprobe may single-step: NOP, the pointer-authentication signs (PACIASP and
@@ -328,22 +326,6 @@ def _restarts(insns: tuple[Insn, ...], start: int | None, entry: int,
         elif i.kind != NEXT:
             return None
     return None
-
-
-def condition_c(cond: int, pstate: str) -> str:
-    """C that is true when condition ``cond`` (AArch64's 4-bit encoding) holds of the
-    NZCV flags in ``pstate``."""
-    n, z, c, v = (f"(({pstate} >> {b}) & 1)" for b in (31, 30, 29, 28))
-    base = {0: z, 1: z, 2: c, 3: c, 4: n, 5: n, 6: v, 7: v, 8: f"({c} && !{z})",
-            9: f"({c} && !{z})", 10: f"({n} == {v})", 11: f"({n} == {v})",
-            12: f"(!{z} && {n} == {v})", 13: f"(!{z} && {n} == {v})", 14: "1", 15: "1"}
-    expr = base[cond & 0xF]
-    # odd conditions are the even ones' negations (but AL/NV: always)
-    return f"!{expr}" if cond & 1 and cond < 14 else expr
-
-
-def condition_name(cond: int) -> str:
-    return _CONDITIONS[cond & 0xF]
 
 
 ARM64 = _Arm64()
