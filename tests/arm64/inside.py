@@ -1,0 +1,232 @@
+"""What the emulated arm64 machine runs as its init (tests/arm64-machine): noop's checks
+on arm64, from the committed tree (/noop), its pinned dependencies' arm64 wheels
+(/wheels) and the programs cross-built on the host (/programs). Each check prints one
+line, ``noop-inside: ok NAME`` or ``noop-inside: FAIL NAME: WHY``, and the last line is
+``noop-inside: result N passed, N failed``. Standard library only: the guest has no
+pytest.
+
+For each build of the example (Go 1.19 and the newest, with DWARF and stripped) a
+``noop run`` of a spec with an entry probe (the tick's argument, its goroutine's id),
+an exit probe (the call's duration) and, with DWARF, a line probe in a loop: attached to
+the file before the program starts, then the program makes a known number of ticks and
+serves its own page. Every count must be the program's (ticks, items), the last tick's
+argument the one the program's own gauge was set from, and noop must leave no uprobe
+behind when it stops. Then the exactly-once check: a plain function called 100,000
+times (examples/bench/go-loop), counted by an entry probe, with Go's asynchronous
+preemption on and off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+NOOP = Path("/noop")
+PY = "/venv/bin/python"
+results: list[tuple[str, str]] = []
+
+
+def say(line: str) -> None:
+    print(f"noop-inside: {line}", flush=True)
+
+
+def check(name: str, ok: bool, why: str = "") -> None:
+    results.append((name, "" if ok else why or "failed"))
+    say(f"ok {name}" if ok else f"FAIL {name}: {why}")
+
+
+def setup() -> None:
+    """A venv beside Debian's BCC, with noop's dependencies from the wheels."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "/venv"],
+                   check=True)
+    wheels = sorted(str(p) for p in Path("/wheels").glob("*.whl"))
+    subprocess.run([PY, "-m", "pip", "install", "--quiet", "--no-index", *wheels],
+                   check=True)
+
+
+def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(NOOP), "NOOP_CACHE_DIR": "/tmp/noop-cache"}
+    return subprocess.Popen([PY, "-m", "agent", *args], cwd=NOOP, env=env, text=True,
+                            **kw)  # type: ignore[call-overload]
+
+
+def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
+    """Wait for ``noop run``'s "ready: N uprobes attached"; its address and log."""
+    assert proc.stderr is not None
+    log: list[str] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+        if re.search(r"ready: \d+ uprobes? attached", line):
+            addr = next(m.group(1) for x in log if (m := re.search(r"//(\S+)/metrics", x)))
+            return addr, log
+    raise RuntimeError("noop run never attached: " + "".join(log[-10:]))
+
+
+def scrape(addr: str) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[re.sub(r',?(pid|target)="[^"]*"', "", name).replace("{}", "")] = float(value)
+    return out
+
+
+def left_attached(binary: str) -> list[str]:
+    events = Path("/sys/kernel/tracing/uprobe_events")
+    text = events.read_text() if events.exists() else ""
+    return [x for x in text.splitlines() if binary in x]
+
+
+SPEC = """version: 1
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - name: tick
+    function: main.(*metrics).tick
+    values: {{n: {n}, g: $goid}}
+    metrics:
+      - {{name: arm_ticks_total, type: counter}}
+      - {{name: arm_last_n, type: gauge, value: n}}
+  - name: tick_done
+    function: main.(*metrics).tick
+    at: exit
+    values: {{took: $duration}}
+    metrics:
+      - {{name: arm_ticks_done_total, type: counter}}
+      - {{name: arm_tick_seconds, type: histogram, value: took, buckets: [1e3, 1e6, 1e9]}}
+"""
+LINE = """  - name: items
+    line: main.go:112
+    values: {total: total}
+    metrics:
+      - {name: arm_items_total, type: counter}
+"""
+TICKS = 40
+
+
+def example(build: Path) -> None:
+    binary = str(build / "go-prometheus")
+    tag = build.name
+    stripped = tag.endswith("stripped")
+    spec = Path(f"/tmp/{tag}.yaml")
+    spec.write_text(SPEC.format(binary=binary, n="p1" if stripped else "n")
+                    + ("" if stripped else LINE))
+    started = time.monotonic()
+    agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        addr, _log = ready(agent, 600)
+        say(f"{tag}: attached in {time.monotonic() - started:.0f} s")
+        prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", str(TICKS),
+                                 "-period", "20ms", "-linger", "600s"],
+                                stderr=subprocess.PIPE, text=True)
+        assert prog.stderr is not None
+        own_addr = re.search(r"http://(\S+)/metrics", prog.stderr.readline())
+        assert own_addr is not None
+        try:
+            own: dict[str, float] = {}
+            got: dict[str, float] = {}
+            for _ in range(300):
+                own, got = scrape(own_addr.group(1)), scrape(addr)
+                if own.get("fake_counter") == TICKS and \
+                        got.get("arm_ticks_done_total") == TICKS:
+                    break
+                time.sleep(0.5)
+            check(f"{tag}: entry probe counts each tick", got.get("arm_ticks_total") == TICKS,
+                  f"{got.get('arm_ticks_total')} for {TICKS}")
+            check(f"{tag}: exit probe counts each return",
+                  got.get("arm_ticks_done_total") == TICKS,
+                  f"{got.get('arm_ticks_done_total')} for {TICKS}")
+            check(f"{tag}: each call's duration paired", got.get("arm_tick_seconds_count")
+                  == TICKS, str(got.get("arm_tick_seconds_count")))
+            # the program sets its gauge to 1.5 times the tick's argument
+            want_n = own.get("fake_set_gauge", -1) / 1.5
+            check(f"{tag}: the argument in x1 is the program's", got.get("arm_last_n") == want_n,
+                  f"{got.get('arm_last_n')}, the program's {want_n}")
+            if not stripped:  # two items an order, summed in placeOrder's loop
+                check(f"{tag}: line probe counts each pass", got.get("arm_items_total")
+                      == 2 * TICKS, f"{got.get('arm_items_total')} for {2 * TICKS}")
+        finally:
+            prog.terminate()
+            prog.wait()
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(60)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+    check(f"{tag}: noop exits 0", agent.returncode == 0, f"exit {agent.returncode}")
+    check(f"{tag}: no uprobe left", not left_attached(binary), str(left_attached(binary)))
+
+
+WORK = """version: 1
+targets:
+  loop: {{binary: {binary}}}
+probes:
+  - name: work
+    function: main.work
+    metrics: [{{name: arm_work_calls_total, type: counter}}]
+"""
+
+
+def exactly_once(build: Path) -> None:
+    """main.work called 5 x 20,000 times: the entry probe's count, with asynchronous
+    preemption on (Go's default) and off."""
+    binary = str(build / "go-loop")
+    spec = Path(f"/tmp/work-{build.name}.yaml")
+    spec.write_text(WORK.format(binary=binary))
+    for preempt in ("on", "off"):
+        agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            addr, _log = ready(agent, 600)
+            env = {**os.environ, "GODEBUG": f"asyncpreemptoff={int(preempt == 'off')}"}
+            done = subprocess.run([binary, "-op", "func", "-n", "20000", "-rounds", "5"],
+                                  capture_output=True, text=True, env=env, check=True)
+            calls = json.loads(done.stdout.strip().splitlines()[-1])["calls_total"]
+            got = 0.0
+            for _ in range(60):
+                got = scrape(addr).get("arm_work_calls_total", 0.0)
+                if got >= calls:
+                    break
+                time.sleep(0.5)
+            check(f"{build.name}: exactly once, asynchronous preemption {preempt}",
+                  got == calls, f"{got:.0f} hits for {calls} calls")
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(60)
+
+
+def main() -> int:
+    started = time.monotonic()
+    try:
+        setup()
+        say(f"uname {os.uname().release} {os.uname().machine}; set up in "
+            f"{time.monotonic() - started:.0f} s")
+        for build in sorted(Path("/programs").iterdir()):
+            if (build / "go-prometheus").exists():
+                example(build)
+            elif (build / "go-loop").exists():
+                exactly_once(build)
+    except Exception as exc:  # the run goes on to its result line
+        check("the guest's run", False, f"{type(exc).__name__}: {exc}")
+    failed = sum(1 for _n, why in results if why)
+    say(f"took {time.monotonic() - started:.0f} s")
+    say(f"result {len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
