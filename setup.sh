@@ -2,13 +2,15 @@
 # Sets a Debian/Ubuntu machine up for noop (idempotent), then runs one job:
 #   ./setup.sh demo   build and start the bundled example, show noop on it
 #   ./setup.sh test   run the whole test suite, lint and type checks
+#   ./setup.sh test-arm64   noop's checks on arm64, in an emulated machine (opt-in; the
+#                     guest's image is made once, ~10-25 min, and kept; a run ~10 min)
 # Run as root: it installs Debian packages, and BPF needs root to load.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 job=${1:-demo}
-case "$job" in demo|test|setup) ;; *) echo "usage: $0 demo|test|setup" >&2; exit 2 ;; esac
+case "$job" in demo|test|setup|test-arm64) ;; *) echo "usage: $0 demo|test|setup|test-arm64" >&2; exit 2 ;; esac
 if [ "$(id -u)" != 0 ]; then
 	echo "setup.sh: run as root (it installs packages and loads BPF programs)" >&2
 	exit 1
@@ -44,6 +46,8 @@ packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	iptables mmdebstrap procps tmux golang-github-victoriametrics-metrics-dev victoria-metrics)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
+# test-arm64: qemu's arm64 machine, and qemu-user (binfmt) to make its image
+[ "$job" != test-arm64 ] || packages+=(qemu-system-arm qemu-user-static binfmt-support arch-test cpio)
 command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
 command -v cargo >/dev/null 2>&1 || packages+=(cargo-web)
 phase "Debian packages"
@@ -130,6 +134,11 @@ cp build/rust-target/release/rust-prometheus build/rust-prometheus
 if [ "$job" = setup ]; then
 	phase ""
 	exit 0
+fi
+
+if [ "$job" = test-arm64 ]; then
+	phase ""
+	exec tests/arm64-machine
 fi
 
 if [ "$job" = test ]; then
