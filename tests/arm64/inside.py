@@ -70,7 +70,11 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
         if re.search(r"ready: \d+ uprobes? attached", line):
             addr = next(m.group(1) for x in log if (m := re.search(r"//(\S+)/metrics", x)))
             return addr, log
-    raise RuntimeError("noop run never attached: " + "".join(log[-10:]))
+    if proc.poll() is None:
+        proc.kill()
+    rest = proc.stderr.read()
+    raise RuntimeError(f"noop run never attached (exit {proc.wait()}): "
+                       + "".join(log[-10:]) + rest[-2000:])
 
 
 def scrape(addr: str) -> dict[str, float]:
@@ -215,6 +219,9 @@ def main() -> int:
         setup()
         say(f"uname {os.uname().release} {os.uname().machine}; set up in "
             f"{time.monotonic() - started:.0f} s")
+        doctor = noop("doctor", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for line in doctor.communicate(timeout=600)[0].splitlines():
+            say(f"doctor: {line}")
         for build in sorted(Path("/programs").iterdir()):
             if (build / "go-prometheus").exists():
                 example(build)
