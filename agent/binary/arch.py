@@ -48,6 +48,9 @@ class Arch:
     c_sp: str
     c_pc: str
     c_flags: str
+    # the system calls noop makes by number (libc has no wrapper for them)
+    nr_bpf: int
+    nr_perf_event_open: int
 
     def c_reg(self, name: str) -> str:
         return self.c_regs[name]
@@ -70,7 +73,8 @@ AMD64 = Arch("x86-64", EM_X86_64, amd64.DWARF_REGS, amd64.SP, amd64.RETURN_ADDRE
              amd64.RETURN_ADDRESS_SIZE, amd64.GO_INT_REGS, amd64.GO_FLOAT_REGS,
              amd64.GO_G_REG, c_abi=True,
              c_regs={name: f"ctx->{field}" for name, field in amd64.PT_REGS.items()},
-             c_sp="ctx->sp", c_pc="ctx->ip", c_flags="ctx->flags")
+             c_sp="ctx->sp", c_pc="ctx->ip", c_flags="ctx->flags",
+             nr_bpf=321, nr_perf_event_open=298)  # arch/x86/entry/syscalls/syscall_64.tbl
 
 ARM64 = Arch(
     "arm64", EM_AARCH64,
@@ -86,7 +90,8 @@ ARM64 = Arch(
     # arm64's pt_regs begins with user_pt_regs: regs[31], sp, pc, pstate
     c_regs={**{f"x{n}": f"ctx->regs[{n}]" for n in range(31)}, "sp": "ctx->sp",
             "pc": "ctx->pc"},
-    c_sp="ctx->sp", c_pc="ctx->pc", c_flags="ctx->pstate")
+    c_sp="ctx->sp", c_pc="ctx->pc", c_flags="ctx->pstate",
+    nr_bpf=280, nr_perf_event_open=241)  # include/uapi/asm-generic/unistd.h
 
 _BY_MACHINE = {a.machine: a for a in (AMD64, ARM64)}
 

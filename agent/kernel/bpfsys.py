@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from agent.binary.arch import AMD64, host
 from agent.errors import NoopError
 
-_SYS_BPF = 321
-_SYS_PERF_EVENT_OPEN = 298
+# this machine's numbers (x86-64's where noop does not know the machine: it fails then)
+_HOST = host() or AMD64
+_SYS_BPF = _HOST.nr_bpf
+_SYS_PERF_EVENT_OPEN = _HOST.nr_perf_event_open
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 

@@ -30,7 +30,6 @@ XMM_HELPERS = ("bpf_get_fp_reg",)
 
 # --- the bpf() system call -------------------------------------------------
 
-_NR_BPF = {"x86_64": 321, "aarch64": 280}
 BPF_MAP_CREATE, BPF_PROG_LOAD = 0, 5
 BPF_MAP_TYPE_RINGBUF = 27
 BPF_PROG_TYPE_KPROBE = 2  # uprobe programs are of this type
@@ -38,9 +37,12 @@ BPF_PROG_TYPE_KPROBE = 2  # uprobe programs are of this type
 
 def _bpf(cmd: int, attr: bytes) -> int:
     """Call bpf(cmd, attr) and close the new fd; return 0 or the errno."""
-    nr = _NR_BPF.get(platform.machine())
-    if nr is None:
+    from agent.binary.arch import host
+
+    machine = host()
+    if machine is None:
         return errno.ENOSYS
+    nr = machine.nr_bpf
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     buf = ctypes.create_string_buffer(attr, len(attr))
