@@ -24,6 +24,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -69,6 +70,10 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
         log.append(line)
         if re.search(r"ready: \d+ uprobes? attached", line):
             addr = next(m.group(1) for x in log if (m := re.search(r"//(\S+)/metrics", x)))
+            # the rest of its log read on (a full pipe would stop noop), kept in ``log``
+            err = proc.stderr
+            threading.Thread(target=lambda: log.extend(iter(err.readline, "")),
+                             daemon=True).start()
             return addr, log
     if proc.poll() is None:
         proc.kill()
@@ -130,8 +135,9 @@ def example(build: Path) -> None:
     started = time.monotonic()
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log: list[str] = []
     try:
-        addr, _log = ready(agent, 600)
+        addr, log = ready(agent, 600)
         say(f"{tag}: attached in {time.monotonic() - started:.0f} s")
         prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", str(TICKS),
                                  "-period", "20ms", "-linger", "600s"],
@@ -143,7 +149,12 @@ def example(build: Path) -> None:
             own: dict[str, float] = {}
             got: dict[str, float] = {}
             for _ in range(300):
-                own, got = scrape(own_addr.group(1)), scrape(addr)
+                try:
+                    own, got = scrape(own_addr.group(1)), scrape(addr)
+                except OSError as exc:  # said, and tried again
+                    say(f"{tag}: a scrape failed: {exc}")
+                    time.sleep(1)
+                    continue
                 if own.get("fake_counter") == TICKS and \
                         got.get("arm_ticks_done_total") == TICKS:
                     break
@@ -172,6 +183,9 @@ def example(build: Path) -> None:
         except subprocess.TimeoutExpired:
             agent.kill()
     check(f"{tag}: noop exits 0", agent.returncode == 0, f"exit {agent.returncode}")
+    if any(why for _n, why in results):
+        for line in log[-15:]:
+            say(f"{tag}: noop said: {line.rstrip()}")
     check(f"{tag}: no uprobe left", not left_attached(binary), str(left_attached(binary)))
 
 
@@ -220,13 +234,18 @@ def main() -> int:
         say(f"uname {os.uname().release} {os.uname().machine}; set up in "
             f"{time.monotonic() - started:.0f} s")
         doctor = noop("doctor", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for line in doctor.communicate(timeout=600)[0].splitlines():
+        said = doctor.communicate(timeout=600)[0]
+        for line in said.splitlines():
             say(f"doctor: {line}")
+        say(f"doctor: exit {doctor.returncode}, {len(said)} characters")
         for build in sorted(Path("/programs").iterdir()):
-            if (build / "go-prometheus").exists():
-                example(build)
-            elif (build / "go-loop").exists():
-                exactly_once(build)
+            try:
+                if (build / "go-prometheus").exists():
+                    example(build)
+                elif (build / "go-loop").exists():
+                    exactly_once(build)
+            except Exception as exc:  # the next build all the same
+                check(f"{build.name}: its run", False, f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # the run goes on to its result line
         check("the guest's run", False, f"{type(exc).__name__}: {exc}")
     failed = sum(1 for _n, why in results if why)
