@@ -71,8 +71,7 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
         if re.search(r"ready: \d+ uprobes? attached", line):
             addr = next(m.group(1) for x in log if (m := re.search(r"//(\S+)/metrics", x)))
             # the rest of its log read on (a full pipe would stop noop), kept in ``log``
-            err = proc.stderr
-            threading.Thread(target=lambda: log.extend(iter(err.readline, "")),
+            threading.Thread(target=log.extend, args=(iter(proc.stderr.readline, ""),),
                              daemon=True).start()
             return addr, log
     if proc.poll() is None:
