@@ -53,7 +53,8 @@ def setup() -> None:
 
 
 def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(NOOP), "NOOP_CACHE_DIR": "/tmp/noop-cache"}
+    env = {**os.environ, "PYTHONPATH": str(NOOP), "NOOP_CACHE_DIR": "/tmp/noop-cache",
+           "PYTHONFAULTHANDLER": "1"}  # a fatal signal says where
     return subprocess.Popen([PY, "-m", "agent", *args], cwd=NOOP, env=env, text=True,
                             **kw)  # type: ignore[call-overload]
 
