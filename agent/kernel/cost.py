@@ -46,6 +46,17 @@ CLASSES = (sites.EMULATED, sites.SINGLE_STEPPED)
 #  10: c3         ret
 LOOP = bytes.fromhex("eb00" "4889f8" "48ffcf" "75f6" "c3")
 AT = {sites.EMULATED: 0, sites.SINGLE_STEPPED: 2}
+# arm64's: x0 iterations of one simulated and one single-stepped instruction.
+#   0: 14000001  b 4               (simulated: a branch)
+#   4: aa0003e1  mov x1, x0        (single-stepped)
+#   8: f1000400  subs x0, x0, #1
+#  12: 54ffffa1  b.ne 0
+#  16: d65f03c0  ret
+LOOP_ARM64 = b"".join(w.to_bytes(4, "little") for w in (
+    0x14000001, 0xAA0003E1, 0xF1000400, 0x54FFFFA1, 0xD65F03C0))
+# each architecture's loop, where its two classes are in it, and its padding (a trap)
+_LOOPS = {"x86-64": (LOOP, AT, b"\xcc"),
+          "arm64": (LOOP_ARM64, {sites.EMULATED: 0, sites.SINGLE_STEPPED: 4}, b"\0")}
 HITS = {sites.EMULATED: 20_000, sites.SINGLE_STEPPED: 4_000}  # ~15 ms and ~40 ms here
 ROUNDS = 5
 
@@ -115,18 +126,23 @@ def _ns(value: object) -> dict[str, float]:
 
 def calibrate() -> Costs:
     """Measure what a hit costs at each site class, in this process."""
+    from agent.binary import isa
+    from agent.binary.arch import AMD64, host
     from agent.kernel import objects
 
-    for c, at in AT.items():  # the loop's bytes are what the names say
-        assert sites.handling(LOOP[at:]) == c, c
-    with _loop() as (path, run):
+    arch = (host() or AMD64).name
+    loop, where, _pad = _LOOPS[arch]
+    decoded = isa.of(arch).decode(loop, 0)
+    for c, at in where.items():  # the loop's bytes are what the names say
+        assert isa.of(arch).handling(next(i for i in decoded if i.address == at)) == c, c
+    with _loop(arch) as (path, run):
         ns = {}
         for c in CLASSES:
             n = HITS[c]
             run(n)  # fault the page in, warm the caches
             samples = []
-            with objects.Bare(None, path, AT[c], "noop_bench_empty",  # no compiler: fast
-                           proof.of_code(LOOP, 0, AT[c])):
+            with objects.Bare(None, path, where[c], "noop_bench_empty",  # no compiler: fast
+                              proof.of_code(loop, 0, where[c], arch=arch)):
                 run(n)
                 for _ in range(ROUNDS):
                     samples.append(_time(run, n))
@@ -142,9 +158,11 @@ def _time(run: Callable[[int], object], n: int) -> float:
 
 
 @contextlib.contextmanager
-def _loop() -> Iterator[tuple[str, Callable[[int], object]]]:
-    """The loop in a file of its own, mapped executable into this process: its path and
-    a function running it ``n`` times. A directory mounted noexec is skipped."""
+def _loop(arch: str = "x86-64") -> Iterator[tuple[str, Callable[[int], object]]]:
+    """The loop (``arch``'s) in a file of its own, mapped executable into this process:
+    its path and a function running it ``n`` times. A directory mounted noexec is
+    skipped."""
+    loop, _where, pad = _LOOPS[arch]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -162,7 +180,7 @@ def _loop() -> Iterator[tuple[str, Callable[[int], object]]]:
         try:
             try:  # a full or read-only disk: the next directory
                 with open(path, "wb") as f:
-                    f.write(LOOP.ljust(mmap.PAGESIZE, b"\xcc"))
+                    f.write(loop.ljust(mmap.PAGESIZE, pad))
                 fd = os.open(path, os.O_RDONLY)
             except OSError as exc:
                 why = f"{parent}: {exc.strerror or exc}"
