@@ -11,8 +11,9 @@ Plans (``noop check``): an entry probe of a Go function with a stack check goes 
 every ``ret`` llvm-objdump shows in the function, a line probe on a statement of the
 line table; the kernel's handling of every instruction of the build is the class its
 mnemonic (llvm-objdump's) puts it in; the generated C reads arm64's pt_regs and
-compiles. Probing one here is refused in one line (this kernel is x86-64), and so is
-``--binary`` (the presets read x86-64 code)."""
+compiles; an entry whose first instruction heads a loop is refused. Probing one here is
+refused in one line (this kernel is x86-64), and so is ``--binary`` (the presets read
+x86-64 code)."""
 
 from __future__ import annotations
 
@@ -289,3 +290,24 @@ def test_probing_here_is_refused_in_one_line(built: tuple[str, Path, Path],
         lines = [x for x in done.stderr.splitlines() if x.strip()]
         assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr, \
             done.stderr
+
+
+def test_an_entry_that_heads_a_loop_is_refused(built: tuple[str, Path, Path],
+                                               tmp_path: Path) -> None:
+    """client_golang's (*gauge).Add on arm64 is a leaf whose compare-and-swap, lost to
+    a race, branches back to its first instruction (llvm-objdump shows it): a probe
+    there would count each pass, so the plan is refused in one line."""
+    _variant, binary, twin = built
+    fn = "github.com/prometheus/client_golang/prometheus.(*gauge).Add"
+    row = inspect.function_list(str(twin), fn)[0]
+    start, end = row["address"], row["address"] + row["size"]
+    back = [a for a, m, ops in _objdump(binary, (start, end))
+            if m.startswith(("b", "cb", "tb")) and re.search(rf"\b{start:#x}\b", ops)]
+    assert back, "no branch back to the entry"
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"version: 1\ntargets:\n  example: {{binary: {binary}}}\nprobes:\n"
+                    f"  - name: add\n    function: {fn}\n")
+    done = run("check", "--config", spec, timeout=120)
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode != 0 and len(lines) == 1 and "head of a loop" in lines[0], \
+        done.stderr

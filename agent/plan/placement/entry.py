@@ -73,9 +73,10 @@ def entry_site(b: Binary, function: str, fetches: tuple[Fetch, ...]) -> Site:
                 f"entry: the first instruction ({name}, {how})", fetches, handling=how)
     check = b.isa.stack_check(insns, b.morestack) \
         if how != sites.EMULATED and b.dwarf.language == "go" else None
-    if check is None and first is not None and \
+    if check is None and first is not None and b.dwarf.language == "go" and \
             any(i.target == first.address and i.kind != sites.CALL for i in insns):
-        # (a Go leaf's compare-and-swap loop on arm64 goes back to its entry)
+        # (a Go leaf's compare-and-swap loop on arm64 goes back to its entry; Go makes no
+        # tail calls, so this is a loop, where C's tail recursion would be a call)
         raise NoopError(f"{function}: its first instruction is also the head of a loop in "
                         "it (a retry), so a probe there would count each pass, not each "
                         "call", "probe a function that calls it")
