@@ -38,12 +38,14 @@ fetch() { "$here/deploy/fetch-retry" "$@"; }
 #    (netavark) runs it, and --no-install-recommends leaves it out. procps: /bin/kill,
 #    which the systemd unit's ExecReload runs (a minimal Debian lacks it). gcc and
 #    python3-dev build noop's DWARF walk in C (agent/binary/dwarf/_walk.c). tmux: the
-#    real terminal the tests drive noop top's full screen in.
+#    real terminal the tests drive noop top's full screen in. gcc-aarch64-linux-gnu: an
+#    arm64 C test program (tests/test_arm64.py).
 packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
 	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
-	iptables mmdebstrap procps tmux golang-github-victoriametrics-metrics-dev victoria-metrics)
+	iptables mmdebstrap procps tmux golang-github-victoriametrics-metrics-dev victoria-metrics
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 # test-arm64: qemu's arm64 machine, and qemu-user (binfmt) to make its image

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import builds
 from harness.noop import run
-from harness.programs import go_build, go_toolchain
+from harness.programs import PROGRAMS, go_build, go_toolchain, installed, run_build
 
 from agent.binary.abi import goabi
 from agent.binary.abi.shape import Shape, word
@@ -311,3 +312,43 @@ def test_an_entry_that_heads_a_loop_is_refused(built: tuple[str, Path, Path],
     lines = [x for x in done.stderr.splitlines() if x.strip()]
     assert done.returncode != 0 and len(lines) == 1 and "head of a loop" in lines[0], \
         done.stderr
+
+
+@pytest.fixture(scope="module")
+def c_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/c/lines.c cross-built for arm64 at -O2 with DWARF (Debian's
+    gcc-aarch64-linux-gnu)."""
+    cc = installed("aarch64-linux-gnu-gcc")
+    src = PROGRAMS / "c" / "lines.c"
+    out = tmp_path_factory.mktemp("c-arm64") / "lines"
+    inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", "-O2"], "sources": builds.tree(src),
+              "env": builds.environment(cc), "libc": builds.packages("libc6-dev-arm64-cross")}
+    return builds.kept("lines", inputs, lambda d: run_build(
+        [str(cc), "-g", "-O2", "-o", str(d / "lines"), str(src)], cwd=d), out)
+
+
+def test_a_c_arm64_build_is_planned_from_its_dwarf(c_arm64: Path, tmp_path: Path) -> None:
+    """C on arm64 (AAPCS64 not assigned: DWARF's locations): process(round, orders, n,
+    limit)'s parameters in x0 to x3 as llvm-dwarfdump's location lists say at its entry;
+    an entry probe on its first instruction (no stack check in C), an exit probe on
+    every ``ret`` llvm-objdump shows."""
+    got = inspect.function_vars(str(c_arm64), "process")
+    regs = {p["name"]: [x.get("reg") for x in p["location"]] for p in got["params"]}
+    assert regs == {"round": ["x0"], "orders": ["x1"], "n": ["x2"], "limit": ["x3"]}
+    text = subprocess.run(["llvm-dwarfdump", "--debug-info", "--name", "process", "-c",
+                           str(c_arm64)], capture_output=True, text=True, check=True).stdout
+    assert all(f"DW_OP_reg{n} W{n}" in text or f"DW_OP_reg{n} X{n}" in text for n in range(4))
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"version: 1\ntargets:\n  c: {{binary: {c_arm64}}}\nprobes:\n"
+                    "  - name: p\n    function: process\n    values: {n: n, round: round}\n"
+                    "  - name: done\n    function: process\n    at: exit\n"
+                    "    values: {d: $duration}\n")
+    plan = _check(spec)
+    row = inspect.function_list(str(c_arm64), "process")[0]
+    code = _objdump(c_arm64, (row["address"], row["address"] + row["size"]))
+    (entry,) = plan["probes"][0]["sites"]
+    assert int(entry["address"], 16) == code[0][0] and "skip" not in entry
+    assert [entry["values"][v]["regs"] for v in ("n", "round")] == [["x2"], ["x0"]]
+    exits = plan["probes"][1]["sites"][1:]
+    assert sorted(int(s["address"], 16) for s in exits) == \
+        sorted(a for a, m, _ops in code if m == "ret") != []
