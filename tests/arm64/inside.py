@@ -13,7 +13,8 @@ serves its own page. Every count must be the program's (ticks, items), the last 
 argument the one the program's own gauge was set from, and noop must leave no uprobe
 behind when it stops. Then the exactly-once check: a plain function called 100,000
 times (examples/bench/go-loop), counted by an entry probe, with Go's asynchronous
-preemption on and off.
+preemption on and off. And a C program by Debian's cross compiler (entry, exit, a
+line).
 """
 
 from __future__ import annotations
@@ -227,6 +228,63 @@ def exactly_once(build: Path) -> None:
             agent.wait(60)
 
 
+C_SPEC = """version: 1
+targets:
+  c: {{binary: {binary}}}
+probes:
+  - name: process
+    function: process
+    values: {{round: round}}
+    metrics:
+      - {{name: arm_c_calls_total, type: counter}}
+      - {{name: arm_c_last_round, type: gauge, value: round}}
+  - name: process_done
+    function: process
+    at: exit
+    metrics: [{{name: arm_c_returns_total, type: counter}}]
+  - name: accepted
+    line: lines.c:{accepted}
+    metrics: [{{name: arm_c_accepted_total, type: counter}}]
+"""
+
+
+def c_program(build: Path) -> None:
+    """tests/programs/c/lines.c by gcc-aarch64-linux-gnu: each call of process, each
+    return, the last round's number, and each pass through the accepted line are what
+    the program printed."""
+    binary = str(build / "lines")
+    source = (NOOP / "tests" / "programs" / "c" / "lines.c").read_text().splitlines()
+    accepted = next(n for n, line in enumerate(source, 1) if "at: accepted" in line)
+    spec = Path("/tmp/c.yaml")
+    spec.write_text(C_SPEC.format(binary=binary, accepted=accepted))
+    agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        addr, _log = ready(agent, 600)
+        rounds = 50
+        done = subprocess.run([binary, str(rounds)], capture_output=True, text=True,
+                              check=True)
+        items = [json.loads(x) for x in done.stdout.splitlines()]
+        want = {"arm_c_calls_total": rounds, "arm_c_returns_total": rounds,
+                "arm_c_last_round": rounds - 1,
+                "arm_c_accepted_total": sum(1 for x in items if x["accepted"])}
+        got: dict[str, float] = {}
+        for _ in range(60):
+            got = scrape(addr)
+            if all(got.get(k) == v for k, v in want.items()):
+                break
+            time.sleep(0.5)
+        for name, value in want.items():
+            check(f"{build.name}: {name}", got.get(name) == value,
+                  f"{got.get(name)}, the program's {value}")
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(60)
+    check(f"{build.name}: noop exits 0", agent.returncode == 0, f"exit {agent.returncode}")
+    check(f"{build.name}: no uprobe left", not left_attached(binary),
+          str(left_attached(binary)))
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -244,6 +302,8 @@ def main() -> int:
                     example(build)
                 elif (build / "go-loop").exists():
                     exactly_once(build)
+                elif (build / "lines").exists():
+                    c_program(build)
             except Exception as exc:  # the next build all the same
                 check(f"{build.name}: its run", False, f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # the run goes on to its result line
