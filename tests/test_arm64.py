@@ -137,7 +137,7 @@ def _statements(twin: Path, function: str, marked: bool) -> set[int]:
 def _objdump(binary: Path, span: tuple[int, int] | None = None) -> list[tuple[int, str, str]]:
     """(address, mnemonic, operands) of llvm-objdump's disassembly (with the Large
     System Extensions' atomics), of the addresses ``span`` alone when given."""
-    args = ["llvm-objdump", "-d", "--no-show-raw-insn", "--mattr=+lse,+rcpc"]
+    args = ["llvm-objdump", "-d", "--no-show-raw-insn", "--mattr=+lse,+rcpc,+pauth"]
     if span:
         args += [f"--start-address={span[0]:#x}", f"--stop-address={span[1]:#x}"]
     text = subprocess.run([*args, str(binary)], capture_output=True, text=True,
@@ -352,3 +352,37 @@ def test_a_c_arm64_build_is_planned_from_its_dwarf(c_arm64: Path, tmp_path: Path
     exits = plan["probes"][1]["sites"][1:]
     assert sorted(int(s["address"], 16) for s in exits) == \
         sorted(a for a, m, _ops in code if m == "ret") != []
+
+
+def test_a_word_capstone_cannot_decode_leaves_the_rest_decoded() -> None:
+    """A constant in code (a word no instruction) is one word: what follows it keeps its
+    mnemonic, its kind and whether it stores."""
+    from agent.binary.isa.arm64 import decode
+
+    words = (0xD503201F, 0xFFFFFFFF, 0xF9000020, 0xD65F03C0)  # nop; .word; str; ret
+    got = [(i.mnemonic, i.kind, i.stores) for i in
+           decode(b"".join(w.to_bytes(4, "little") for w in words), 0x1000)]
+    assert got == [("nop", "next", False), (".word", "next", False), ("str", "next", True),
+                   ("ret", "return", False)]
+
+
+def test_an_authenticated_return_refuses_an_exit_probe(tmp_path: Path) -> None:
+    """A C build with pointer authentication (-march=armv8.3-a -mbranch-protection=
+    pac-ret) returns with retaa, which the kernel will not probe (llvm-objdump shows
+    it): an exit probe is refused in one line when it is planned, not when it attaches."""
+    cc = installed("aarch64-linux-gnu-gcc")
+    src = PROGRAMS / "c" / "lines.c"
+    flags = ["-g", "-O2", "-march=armv8.3-a", "-mbranch-protection=pac-ret"]
+    inputs = {"tool": builds.tool(str(cc)), "flags": flags, "sources": builds.tree(src),
+              "env": builds.environment(cc), "libc": builds.packages("libc6-dev-arm64-cross")}
+    binary = builds.kept("lines", inputs, lambda d: run_build(
+        [str(cc), *flags, "-o", str(d / "lines"), str(src)], cwd=d), tmp_path / "lines")
+    row = inspect.function_list(str(binary), "process")[0]
+    code = _objdump(binary, (row["address"], row["address"] + row["size"]))
+    assert any(m == "retaa" for _a, m, _o in code)
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(f"version: 1\ntargets:\n  c: {{binary: {binary}}}\nprobes:\n"
+                    "  - name: done\n    function: process\n    at: exit\n")
+    done = run("check", "--config", spec, timeout=120)
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert done.returncode != 0 and len(lines) == 1 and "retaa" in lines[0], done.stderr

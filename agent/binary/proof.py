@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent import cache as disk
+from agent.binary.arch import AMD64, host
 from agent.binary.elf import ElfFile, Stamp, stamp
 from agent.binary.isa import of as of_arch
 from agent.errors import BinaryError, NoopError
@@ -205,7 +206,7 @@ class Opened:
                               "it probes")
         self.stamp: Stamp = got
         self._build: str | None = None
-        self._arch = "x86-64"
+        self._arch = (host() or AMD64).name  # a file that is not ELF: this machine's code
 
     @property
     def path(self) -> str:

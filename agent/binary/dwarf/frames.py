@@ -118,11 +118,12 @@ class CallFrames:
         return [f[0] for f in self._fdes]
 
     def cfa_at(self, pc: int) -> int | None:
-        """The canonical frame address at ``pc`` as an offset from rsp there (8 at a
-        function's first instruction), from the call-frame information; None when it is
-        not rsp-based or not described."""
+        """The canonical frame address at ``pc`` as an offset from the stack pointer
+        there (rsp: 8 at a function's first instruction; arm64's sp: 0), from the
+        call-frame information; None when it is not based on the stack pointer or not
+        described."""
         rule = self.cfa_rule_at(pc)
-        return rule[1] if rule is not None and rule[0] == "rsp" else None
+        return rule[1] if rule is not None and rule[0] in ("rsp", "sp") else None
 
     def cfa_rule_at(self, pc: int) -> tuple[str, int] | None:
         """The canonical frame address at ``pc`` as (register, offset): rsp plus the

@@ -205,14 +205,17 @@ def _disassembler() -> capstone.Cs:
 def _light() -> capstone.Cs:
     import capstone
 
-    return capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+    md = capstone.Cs(capstone.CS_ARCH_ARM64, capstone.CS_MODE_ARM)
+    md.skipdata = True  # a word it cannot decode (a constant in code): on past it
+    return md
 
 
 def decode(code: bytes, address: int) -> tuple[Insn, ...]:
     """The instructions of ``code`` at ``address``: every 4-byte word from the first
     (a word capstone cannot decode is one too, ``.word``: data in code, or an
     instruction it does not know)."""
-    known = {at: m for at, _size, m, _ops in _light().disasm_lite(code, address)}
+    known = {at: m for at, size, m, _ops in _light().disasm_lite(code, address)
+             if size == 4 and not m.startswith(".")}
     out: list[Insn] = []
     for k in range(0, len(code) - 3, 4):
         raw = code[k:k + 4]

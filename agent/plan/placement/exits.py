@@ -5,6 +5,8 @@ sum, as an exit probe's call and return.
 
 from __future__ import annotations
 
+from agent.binary import sites
+from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch
 from agent.plan.model import Site
@@ -18,6 +20,10 @@ def exit_sites(b: Binary, function: str, fetches: tuple[Fetch, ...],
     out = []
     for e in b.isa.exits(b.instructions(function), sym.address, sym.address + sym.size):
         how = b.isa.handling(e.insn)
+        if how == sites.REFUSED:  # arm64's authenticated returns (retaa, retab)
+            raise NoopError(f"{function}: the kernel cannot put a uprobe on its "
+                            f"{e.insn.mnemonic} at +{e.insn.address - sym.address:#x}, "
+                            "so its exits cannot all be probed", "probe its entry instead")
         if e.tail:
             why = f"exit: tail jump to {b.symbol_name(e.insn.target or 0)} ({how})"
         else:
