@@ -225,7 +225,7 @@ def decode(code: bytes, address: int) -> tuple[Insn, ...]:
     return tuple(out)
 
 
-def once_in_window(insns: tuple[Insn, ...], n: int) -> bool:
+def in_exclusive_window(insns: tuple[Insn, ...], n: int) -> bool:
     """Whether ``insns[n]`` lies between an exclusive load and the store that ends its
     window (the store included): walking back over straight-line code and the
     window's own conditional exits, an exclusive load comes before any exclusive
@@ -255,7 +255,7 @@ class _Arm64:
         return handling(insn.raw)
 
     def handling_at(self, insns: tuple[Insn, ...], n: int) -> str:
-        if once_in_window(insns, n):
+        if in_exclusive_window(insns, n):
             return sites.REFUSED
         return handling(insns[n].raw)
 
