@@ -116,6 +116,11 @@ def _plan(args: argparse.Namespace, aggregate: bool = False) -> Any:
             raise
         if mode in ("memory", "auto") and not _mirrorable(args, plan):
             args.mirror = mode = "off"  # said: every update is probed instead
+        if mode in ("off", "both"):  # the update probes: refused where none are read
+            command = "noop check" if args.command == "check" else \
+                "noop run" if aggregate else "noop"
+            presets.need_updates(plan, f"{command} --binary" +
+                                 (f" --mirror {mode}" if aggregate else ""))
         if mode == "memory":
             plan = presets.memory_only(plan)  # the mirror reads every value
         elif mode == "auto":  # the mirror reads every value; a probe finds registries

@@ -12,8 +12,10 @@ every ``ret`` llvm-objdump shows in the function, a line probe on a statement of
 line table; the kernel's handling of every instruction of the build is the class its
 mnemonic (llvm-objdump's) puts it in; the generated C reads arm64's pt_regs and
 compiles; an entry whose first instruction heads a loop is refused. Probing one here is
-refused in one line (this kernel is x86-64), and so is ``--binary`` (the presets read
-x86-64 code)."""
+refused in one line (this kernel is x86-64). ``noop run --binary``'s mirror: the
+runtime's globals found in arm64 code as the symbol table has them, the plan's one
+probe where the program gathers a registry; what probes every update is refused in
+one line (the update code is read as x86-64's only)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from agent.binary.abi import goabi
 from agent.binary.abi.shape import Shape, word
 from agent.binary.arch import ARM64
 from agent.binary.dwarf.locations import Piece
+from agent.binary.elf import ElfFile
+from agent.binary.gometa import runtimevars
+from agent.binary.gometa.program import GoProgram
 from agent.tools import inspect
 
 pytestmark = pytest.mark.builds  # cross-builds of the example
@@ -274,23 +279,71 @@ def test_every_instructions_handling_is_its_class(built: tuple[str, Path, Path])
 def test_probing_here_is_refused_in_one_line(built: tuple[str, Path, Path],
                                              tmp_path: Path) -> None:
     """A trace or noop run of the arm64 build on this x86-64 kernel: one line (a uprobe
-    of another instruction set would corrupt the file's code); --binary: the presets read
-    x86-64 code, one line too."""
+    of another instruction set would corrupt the file's code), noop run --binary's too;
+    what probes every update (noop --binary, --mirror both or off, noop check --binary
+    without --run) is refused on arm64 in one line, saying what works instead."""
     variant, binary, _twin = built
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=binary, n="n" if variant == "dwarf" else "p1"))
-    for args, said in (
-            (("--config", spec, "--duration", "1"), "is an arm64 binary and this kernel"),
-            (("run", "--config", spec, "--listen", "127.0.0.1:0"),
-             "is an arm64 binary and this kernel"),
-            (("check", "--binary", binary), "x86-64 only for now"),
-            (("--binary", binary, "--duration", "1"), "x86-64 only for now"),
-            (("run", "--binary", binary, "--listen", "127.0.0.1:0"), "x86-64 only for now")):
+    kernel = "is an arm64 binary and this kernel"
+    updates = "on arm64 noop does not read the update code yet"
+    for args, said, code in (
+            (("--config", spec, "--duration", "1"), kernel, 2),
+            (("run", "--config", spec, "--listen", "127.0.0.1:0"), kernel, 2),
+            (("run", "--binary", binary, "--listen", "127.0.0.1:0"), kernel, 2),
+            (("check", "--binary", binary), updates, 2),
+            (("--binary", binary, "--duration", "1"), updates, 2),
+            (("run", "--binary", binary, "--mirror", "both", "--listen", "127.0.0.1:0"),
+             updates, 2),
+            (("run", "--binary", binary, "--mirror", "off", "--listen", "127.0.0.1:0"),
+             updates, 2)):
         done = run(*args, timeout=120)
-        assert done.returncode != 0
+        assert done.returncode == code, (args, done.stderr)
         lines = [x for x in done.stderr.splitlines() if x.strip()]
         assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr, \
             done.stderr
+        if said == updates:
+            assert "noop run --binary" in lines[0]  # what to do instead
+
+
+def test_the_runtimes_globals_are_found_in_arm64_code(built: tuple[str, Path, Path]) -> None:
+    """noop run --binary's go_* series come from the runtime's globals, found by the
+    addresses runtime functions form (ADRP and ADD, or a load or store) before they call
+    a method: on a build with symbols, each is the symbol table's (nm), ncgocall's not
+    the CPU feature flag Go 1.19 tests before its atomic add; a stripped build places
+    them elsewhere, and their values are checked in the emulated machine."""
+    variant, binary, twin = built
+    found = runtimevars.locate(GoProgram(ElfFile(binary))).globals
+    assert set(found) == {*runtimevars.GLOBALS, *runtimevars.OPTIONAL}
+    if variant == "stripped":
+        assert all(found.values())
+        return
+    nm = subprocess.run(["nm", str(twin)], capture_output=True, text=True, check=True).stdout
+    symbols = {n: int(a, 16) for a, _t, n in (x.split(" ", 2) for x in nm.splitlines()
+                                              if x.count(" ") >= 2)}
+    named = {name: symbols.get(f"runtime.{name}", symbols.get("runtime.numCPUStartup"))
+             for name in found}
+    assert found == named
+
+
+def test_the_mirrors_plan_is_the_gather_probe_alone(built: tuple[str, Path, Path]) -> None:
+    """noop run --binary's plan of an arm64 client_golang program: no update probe, and
+    the probe where the program gathers a registry on the ``b.ls`` of Gather's stack
+    check (llvm-objdump's, after ``cmp sp|x17, x16``), the registry read from x0."""
+    _variant, binary, twin = built
+    done = run("check", "--binary", binary, "--run", "--json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert [p["name"] for p in plan["probes"]] == ["registry_gathered"]
+    (site,) = plan["probes"][0]["sites"]
+    assert site["values"]["registry"]["regs"] == ["x0"]
+    gather = "github.com/prometheus/client_golang/prometheus.(*Registry).Gather"
+    nm = subprocess.run(["nm", str(twin)], capture_output=True, text=True, check=True).stdout
+    start = next(int(x.split()[0], 16) for x in nm.splitlines() if x.endswith(" " + gather))
+    insns = _objdump(binary, (start, start + 40))
+    cmp = next(n for n, (_a, m, ops) in enumerate(insns)
+               if m == "cmp" and ops.replace(" ", "") in ("sp,x16", "x17,x16"))
+    assert insns[cmp + 1][1] == "b.ls" and int(site["address"], 16) == insns[cmp + 1][0]
 
 
 def test_an_entry_that_heads_a_loop_is_refused(built: tuple[str, Path, Path],

@@ -51,6 +51,7 @@ class Arch:
     # the system calls noop makes by number (libc has no wrapper for them)
     nr_bpf: int
     nr_perf_event_open: int
+    goarch: str  # Go's name for it (runtime.GOARCH)
 
     def c_reg(self, name: str) -> str:
         return self.c_regs[name]
@@ -74,7 +75,8 @@ AMD64 = Arch("x86-64", EM_X86_64, amd64.DWARF_REGS, amd64.SP, amd64.RETURN_ADDRE
              amd64.GO_G_REG, c_abi=True,
              c_regs={name: f"ctx->{field}" for name, field in amd64.PT_REGS.items()},
              c_sp="ctx->sp", c_pc="ctx->ip", c_flags="ctx->flags",
-             nr_bpf=321, nr_perf_event_open=298)  # arch/x86/entry/syscalls/syscall_64.tbl
+             nr_bpf=321, nr_perf_event_open=298,  # arch/x86/entry/syscalls/syscall_64.tbl
+             goarch="amd64")
 
 ARM64 = Arch(
     "arm64", EM_AARCH64,
@@ -91,7 +93,8 @@ ARM64 = Arch(
     c_regs={**{f"x{n}": f"ctx->regs[{n}]" for n in range(31)}, "sp": "ctx->sp",
             "pc": "ctx->pc"},
     c_sp="ctx->sp", c_pc="ctx->pc", c_flags="ctx->pstate",
-    nr_bpf=280, nr_perf_event_open=241)  # include/uapi/asm-generic/unistd.h
+    nr_bpf=280, nr_perf_event_open=241,  # include/uapi/asm-generic/unistd.h
+    goarch="arm64")
 
 _BY_MACHINE = {a.machine: a for a in (AMD64, ARM64)}
 

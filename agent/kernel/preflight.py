@@ -49,8 +49,8 @@ def check_arch(plan: Plan) -> None:
             error = LoadError(f"target {t.name}: {t.binary} is an {t.arch} binary and this "
                               f"kernel is {here.name if here else 'of another architecture'}"
                               ": a uprobe goes only into a binary of the kernel's own",
-                              f"run noop on an {t.arch} machine (noop check plans for one "
-                              "anywhere)")
+                              f"run noop on an {t.arch} machine; noop check plans for one "
+                              "anywhere")
             error.exit_code = 2
             raise error
 

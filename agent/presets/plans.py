@@ -36,13 +36,6 @@ def plan(path: str, pid: int | None = None, aggregate: bool = False,
     build-id, and a start that finds it opens no DWARF."""
     here = Selector(path=files.resolved(path, "binary"))
     elf = ElfFile(path)
-    if elf.arch.name != "x86-64":  # its libraries' code read as x86-64's: not yet
-        elf.close()
-        raise Unsupported(f"{path} is an {elf.arch.name} binary: noop --binary (the "
-                          f"mirror of its metrics library and its update probes) is "
-                          f"x86-64 only for now",
-                          f"write a probes.yaml for it (entry, exit and line probes work "
-                          f"on {elf.arch.name}) and use --config")
     # A stripped copy keeps its build-id: its answers from Go metadata are kept apart.
     given = debuginfo.Given(debug)
     build_id = debuginfo.cache_id(elf, given=given)
@@ -76,6 +69,11 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
 
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
+    if language == "rust" and b.arch.name not in client_golang.UPDATES_READ:
+        raise Unsupported(f"{path} is an {b.arch.name} Rust program: noop --binary reads "
+                          "the prometheus crate's code as x86-64's only for now",
+                          f"write a probes.yaml for it (entry, exit and line probes work "
+                          f"on {b.arch.name}) and use --config")
     if language in ("go", "rust"):
         try:
             made = golang_rules.make(b, aggregate) if language == "go" else \
@@ -113,6 +111,20 @@ def _both(b: Any, made: Plan) -> Plan:
     return replace(made, notes=(*made.notes, f"{b.path} keeps metrics with "
                                 "VictoriaMetrics/metrics as well as with client_golang: "
                                 "noop reads client_golang's only"))
+
+
+def need_updates(p: Plan, how: str) -> None:
+    """Refuses ``how`` (a use of the update probes: noop --binary's lines, --mirror
+    both or off) for a program whose architecture's update code the presets do not
+    read: its plan holds the mirror's probe alone."""
+    arch = p.targets[0].arch if p.targets else "x86-64"
+    if library(p) in MIRRORED and arch not in client_golang.UPDATES_READ:
+        err = NoopError(f"{how} probes every update of the program's metrics, and on "
+                        f"{arch} noop does not read the update code yet",
+                        "serve the program's own metrics with noop run --binary, which "
+                        "reads them from its memory")
+        err.exit_code = 2  # the command line asked for what this binary cannot have
+        raise err
 
 
 class Unsupported(NoopError):

@@ -126,6 +126,7 @@ def _preset(args: argparse.Namespace, binary: str, pid: int | None, debuginfo: s
             notes.append(f"{Path(binary).name}: its own metrics are not shown: {exc.message}")
             return plan if args.probes else presets.memory_only(plan)
     if args.probes:
+        presets.need_updates(plan, "noop top --probes")
         for warning in plan.warnings:  # updates the preset cannot see, said once
             logs.say(f"warning: {warning}", logs.WARNING)
         return plan

@@ -20,6 +20,7 @@ line).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -61,7 +62,8 @@ def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
 
 
 def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
-    """Wait for ``noop run``'s "ready: N uprobes attached"; its address and log."""
+    """Wait for ``noop run``'s "ready: N uprobes attached" (or "ready: mirroring",
+    with no uprobe); its address and log."""
     assert proc.stderr is not None
     log: list[str] = []
     end = time.monotonic() + seconds
@@ -70,7 +72,7 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
         if not line:
             break
         log.append(line)
-        if re.search(r"ready: \d+ uprobes? attached", line):
+        if re.search(r"ready: (\d+ uprobes? attached|mirroring)", line):
             addr = next(m.group(1) for x in log if (m := re.search(r"//(\S+)/metrics", x)))
             # the rest of its log read on (a full pipe would stop noop), kept in ``log``
             threading.Thread(target=log.extend, args=(iter(proc.stderr.readline, ""),),
@@ -188,6 +190,125 @@ def example(build: Path) -> None:
         for line in log[-15:]:
             say(f"{tag}: noop said: {line.rstrip()}")
     check(f"{tag}: no uprobe left", not left_attached(binary), str(left_attached(binary)))
+
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def series(addr: str) -> Series:
+    """A page's samples by name and sorted labels, noop's own (target, pid) left out."""
+    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=30).read().decode()
+    out: Series = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, labels = head.partition("{")
+        pairs = tuple(sorted((k, v) for k, v in _LABEL.findall(labels)
+                             if k not in ("target", "pid")))
+        out[(name, pairs)] = float(value)
+    return out
+
+
+def _family(name: str) -> str:
+    return re.sub(r"_(bucket|count|sum|total|created)$", "", name)
+
+
+def _mirror(tag: str, binary: str, own_addr: str, mode: str, skip: tuple[str, ...],
+            until: str) -> None:
+    """``noop run --binary`` (``--mirror mode``) on a running program whose own metrics
+    no longer change (but those named in ``skip``): every series the program serves is
+    noop's, with the program's value; noop's mirror adds none. The Go and process
+    collectors' families: each is noop's, ``go_info`` equal, the counters that only
+    grow between noop's reads before and after the program's."""
+    agent = noop("run", "--binary", binary, "--mirror", mode, "--listen", "127.0.0.1:0",
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log: list[str] = []
+    try:
+        addr, log = ready(agent, 600)
+        before: Series = {}
+        for _ in range(120):  # the program gathers its registry (a scrape): noop finds it
+            series(own_addr)
+            before = series(addr)
+            if any(k[0] == until for k in before):
+                break
+            time.sleep(0.5)
+        own, after = series(own_addr), series(addr)
+        live = ("go_", "process_", *skip)
+        fixed = {k: v for k, v in own.items() if not k[0].startswith(live)}
+        check(f"{tag}: the mirror serves the program's own values ({mode})",
+              bool(fixed) and {k: after.get(k) for k in fixed} == fixed,
+              str({k: (v, after.get(k)) for k, v in fixed.items() if after.get(k) != v})[:600])
+        mine = {k for k in after if not k[0].startswith(("noop_", *live))}
+        check(f"{tag}: the mirror adds no series ({mode})", mine == set(fixed),
+              str(sorted(mine - set(fixed)))[:600])
+        runtime = {_family(k[0]) for k in own if k[0].startswith(("go_", "process_"))}
+        if runtime:
+            served = {_family(k[0]) for k in after}
+            check(f"{tag}: the Go and process collectors' families", runtime <= served,
+                  str(sorted(runtime - served)))
+            info = {k: v for k, v in own.items() if k[0] == "go_info"}
+            check(f"{tag}: go_info", {k: after.get(k) for k in info} == info,
+                  f"{info} noop {[k for k in after if k[0] == 'go_info']}")
+            growing = [k for k in own if k[0] in (
+                "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total",
+                "go_memstats_frees_total", "go_gc_duration_seconds_count",
+                "process_cpu_seconds_total")]
+            off = [f"{k[0]}: {before.get(k)} {own[k]} {after.get(k)}" for k in growing
+                   if not before.get(k, math.inf) <= own[k] <= after.get(k, -math.inf)]
+            check(f"{tag}: the runtime's counters, between noop's reads", bool(growing) and
+                  not off, "; ".join(off) or "none served")
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(60)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+    check(f"{tag}: noop exits 0 ({mode})", agent.returncode == 0, f"exit {agent.returncode}")
+    if any(why for _n, why in results):
+        for line in log[-10:]:
+            say(f"{tag}: noop said: {line.rstrip()}")
+    check(f"{tag}: no uprobe left ({mode})", not left_attached(binary),
+          str(left_attached(binary)))
+
+
+def mirrored_example(build: Path) -> None:
+    """The example, its ticks done: noop run --binary's default mirror, which finds the
+    registry only main holds by the probe where the program gathers it."""
+    binary = str(build / "go-prometheus")
+    prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", "10", "-period",
+                             "10ms", "-linger", "600s"], stderr=subprocess.PIPE, text=True)
+    assert prog.stderr is not None
+    own = re.search(r"http://(\S+)/metrics", prog.stderr.readline())
+    assert own is not None
+    try:
+        for _ in range(120):
+            if scrape(own.group(1)).get("fake_counter") == 10:
+                break
+            time.sleep(0.25)
+        _mirror(build.name, binary, own.group(1), "auto", (), "fake_counter")
+    finally:
+        prog.terminate()
+        prog.wait()
+
+
+def mirrored_program(build: Path) -> None:
+    """tests/programs/go/mirror (DefaultRegisterer, a global: no probe needed): noop run
+    --binary --mirror memory, its families and the runtime's."""
+    binary = str(build / "mirror")
+    prog = subprocess.Popen([binary, "-rounds", "5", "-vec", "20"], stdout=subprocess.PIPE,
+                            text=True)
+    assert prog.stdout is not None
+    line = prog.stdout.readline()
+    try:
+        own = line.split()[1]
+        # its GaugeFunc (not in a metric's memory) and the handler's own counters move
+        _mirror(build.name, binary, own, "memory",
+                ("mirror_goroutines", "promhttp_"), "mirror_calls_total")
+    finally:
+        prog.terminate()
+        prog.wait()
 
 
 WORK = """version: 1
@@ -324,6 +445,9 @@ def main() -> int:
             try:
                 if (build / "go-prometheus").exists():
                     example(build)
+                    mirrored_example(build)
+                elif (build / "mirror").exists():
+                    mirrored_program(build)
                 elif (build / "go-loop").exists():
                     exactly_once(build)
                 elif (build / "lines").exists():

@@ -20,8 +20,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.binary.gometa.program import Function, GoProgram
+from agent.binary.isa import LOAD, STORE, TAKE, Reference
+from agent.binary.sites import CALL
 from agent.errors import NoopError
 
 # The offsets of each field read, per minor version: Go 1.19's, then what each later
@@ -137,6 +140,14 @@ def layout(version: tuple[int, int]) -> dict[str, int | None]:
         "the program's go_* series are not served; its process_* series are")
 
 
+class Step(NamedTuple):
+    """An instruction as ``_Code``'s searches read it: the global it names, or the
+    function it calls (a call's ``ref`` is None, any other's ``call``)."""
+
+    ref: Reference | None
+    call: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeVars:
     """A binary's runtime globals (link-time addresses) and the offsets of their
@@ -174,12 +185,12 @@ def locate(program: GoProgram) -> RuntimeVars:
     optional: dict[str, Callable[[], int]] = {
         # the cgo calls of the Ms that exited: mexit adds its M's count to it just after
         # it unlocks sched (runtime.NumCgoCall adds every live M's own)
-        "ncgocall": lambda: code.after_call("runtime.mexit", "runtime.unlock2", "lea"),
+        "ncgocall": lambda: code.after_call("runtime.mexit", "runtime.unlock2", (TAKE,)),
         # runtime.NumCPU(): osinit stores the CPU count it is given there (ncpu, named
         # numCPUStartup since Go 1.25)
         "ncpu": lambda: code.after_call("runtime.osinit", "runtime.getCPUCount"
                                         if program.version >= (1, 25) else
-                                        "runtime.getproccount", "mov"),
+                                        "runtime.getproccount", (LOAD, STORE)),
     }
     for name, find in optional.items():
         # not found: its series left out (VictoriaMetrics/metrics' go_cgo_calls_count, ...)
@@ -203,67 +214,65 @@ def _need(offsets: dict[str, int | None], name: str) -> int:
 
 
 class _Code:
-    """The instructions of a few runtime functions, each with the address a
-    RIP-relative operand names and a call's target function."""
+    """The instructions of a few runtime functions, as the globals they name and the
+    functions they call (``isa.Reference``: the same on every architecture)."""
 
     def __init__(self, program: GoProgram, funcs: dict[str, Function]) -> None:
+        from agent.binary import isa
+
         self.program = program
         self.funcs = funcs
         self._names = {f.entry: name for name, f in funcs.items()}
+        self.isa = isa.of(program.elf.arch.name)
+        # the Go register ABI's first and second integer registers (rax, rbx; x0, x1)
+        self.first, self.second = program.elf.arch.go_int_regs[:2]
 
     def _missing(self, function: str, what: str) -> NotVerified:
         return NotVerified(f"{what} is not where Go {self.program.version[0]}."
                            f"{self.program.version[1]} has it in {function}",
                            "the program's go_* series are not served")
 
-    def instructions(self, function: str) -> list[tuple[str, str, int | None, str | None]]:
-        """(mnemonic, first operand's register or '', RIP-relative address, called
-        function) per instruction of ``function``."""
-        import capstone  # 40 ms: only when the runtime's globals are located
-        from capstone import x86
-
+    def instructions(self, function: str) -> list[Step]:
+        """What each instruction of ``function`` does that the searches read: the
+        global it names (``Step.ref``), or the call it makes (``Step.call``: the called
+        function's name, "" for an indirect call or one to no function known)."""
         f = self.funcs.get(function)
         if f is None:
             raise self._missing(function, "the function itself")
-        entry, size = f.entry, f.size
-        data = self.program.elf.read_vaddr(entry, size)
-        md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        md.detail = True
-        out: list[tuple[str, str, int | None, str | None]] = []
-        for ins in md.disasm(data, entry):
-            ops = ins.operands
-            reg = ins.reg_name(ops[0].reg) if ops and ops[0].type == x86.X86_OP_REG else ""
-            rip = next((ins.address + ins.size + op.mem.disp for op in ops
-                        if op.type == x86.X86_OP_MEM and op.mem.base == x86.X86_REG_RIP),
-                       None)
-            called = self._names.get(ops[0].imm) if ins.mnemonic == "call" and ops and \
-                ops[0].type == x86.X86_OP_IMM else None
-            size_ = ops[1].size if len(ops) > 1 else 0
-            out.append((ins.mnemonic, f"{reg}/{size_}" if reg else "", rip, called))
+        insns = self.isa.disassemble(self.program.elf, f.entry, f.size)
+        refs: dict[int, list[Reference]] = {}
+        for r in self.isa.references(insns):
+            refs.setdefault(r.insn.address, []).append(r)
+        out: list[Step] = []
+        for i in insns:
+            if i.kind == CALL:
+                out.append(Step(None, self._names.get(i.target, "") if i.target is not None
+                                else ""))
+            out += [Step(r, None) for r in refs.get(i.address, ())]
         return out
 
     def receiver(self, function: str, callee: str) -> int:
-        """The address ``function`` loads into RAX (LEA) last before its first call
-        of ``callee``: that method's receiver, a global."""
+        """The address ``function`` takes into the first argument register (rax, x0)
+        last before its first call of ``callee``: that method's receiver, a global."""
         last: int | None = None
-        for mnemonic, reg, rip, called in self.instructions(function):
-            if mnemonic == "lea" and reg.startswith("rax/") and rip is not None:
-                last = rip
+        for ref, called in self.instructions(function):
+            if ref is not None and ref.how == TAKE and ref.reg == self.first:
+                last = ref.address
             elif called == callee:
                 if last is None:
                     break
                 return last
-            elif mnemonic == "call":
+            elif called is not None:
                 last = None
         raise self._missing(function, f"the receiver of its call of {callee}")
 
     def before_unlock(self, function: str) -> int:
         """allgadd's ``atomicstoreuintptr(&allglen, ...)``: the last address it takes
-        (LEA) into a register other than RAX before it calls unlock2."""
+        into a register other than the first argument's before it calls unlock2."""
         last: int | None = None
-        for mnemonic, reg, rip, called in self.instructions(function):
-            if mnemonic == "lea" and rip is not None and reg and not reg.startswith("rax/"):
-                last = rip
+        for ref, called in self.instructions(function):
+            if ref is not None and ref.how == TAKE and ref.reg != self.first:
+                last = ref.address
             elif called == "runtime.unlock2" and last is not None:
                 return last
         raise self._missing(function, "the store of allglen")
@@ -271,33 +280,37 @@ class _Code:
     def first_slice(self, function: str) -> int:
         """procresize's ``allp``: the first global of which the function uses the
         pointer, the length and the capacity (a slice), by its first use."""
-        ins = self.instructions(function)
-        used = {rip for _m, _r, rip, _c in ins if rip is not None}
-        for _m, _r, rip, _c in ins:
-            if rip is None:
-                continue
-            for base in (rip, rip - 8, rip - 16):
+        order = [ref.address for ref, _c in self.instructions(function) if ref is not None]
+        used = set(order)
+        for at in order:
+            for base in (at, at - 8, at - 16):
                 if base in used and base + 8 in used and base + 16 in used:
                     return base
         raise self._missing(function, "allp")
 
-    def after_call(self, function: str, callee: str, mnemonic: str) -> int:
-        """The address the first ``mnemonic`` (``lea``: taken; ``mov``: loaded or
-        stored) after ``function``'s first call of ``callee`` names, before any other
-        call."""
+    def after_call(self, function: str, callee: str, hows: tuple[str, ...]) -> int:
+        """The address the first reference of one of ``hows`` (``isa.TAKE``, ``LOAD``,
+        ``STORE``) after ``function``'s first call of ``callee`` names, before any
+        other call. A global the function loads a single byte of is left out: a CPU
+        feature flag tested before an atomic (arm64's ``HasATOMICS``, read before
+        ``atomic.Xadd64(&ncgocall, ...)`` picks LDADDAL or an exclusive loop)."""
+        steps = self.instructions(function)
+        flags = {ref.address for ref, _c in steps
+                 if ref is not None and ref.how == LOAD and ref.size == 1}
         called = False
-        for m, _r, rip, c in self.instructions(function):
-            if called and (c is not None or m == "call"):
+        for ref, c in steps:
+            if called and c is not None:
                 break
             if c == callee:
                 called = True
-            elif called and m == mnemonic and rip is not None:
-                return rip
+            elif called and ref is not None and ref.how in hows and \
+                    ref.address not in flags:
+                return ref.address
         raise self._missing(function, f"the global it names after calling {callee}")
 
     def first_int32(self, function: str) -> int:
         """procresize's ``old := gomaxprocs``: its first 32-bit load of a global."""
-        for mnemonic, reg, rip, _c in self.instructions(function):
-            if mnemonic == "mov" and rip is not None and reg.endswith("/4"):
-                return rip
+        for ref, _c in self.instructions(function):
+            if ref is not None and ref.how == LOAD and ref.size == 4:
+                return ref.address
         raise self._missing(function, "gomaxprocs")

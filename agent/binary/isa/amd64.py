@@ -7,7 +7,9 @@ exits (``passes``)."""
 from __future__ import annotations
 
 from agent.binary import passes, sites
+from agent.binary.amd64 import full_register
 from agent.binary.elf import ElfFile
+from agent.binary.isa import LOAD, STORE, TAKE, USE, Reference
 from agent.binary.passes import Exit, StackCheck
 from agent.binary.sites import Insn
 
@@ -35,6 +37,34 @@ class _Amd64:
 
     def exits(self, insns: tuple[Insn, ...], start: int, end: int) -> tuple[Exit, ...]:
         return passes.exits(insns, start, end)
+
+    def references(self, insns: tuple[Insn, ...]) -> tuple[Reference, ...]:
+        """Each RIP-relative operand: ``lea`` takes its address, a ``mov`` to or from
+        a register loads or stores it, any other instruction uses it."""
+        from capstone import x86
+
+        md = sites._disassembler()
+        out = []
+        for insn in insns:
+            i = next(md.disasm(insn.raw, insn.address, 1), None)
+            if i is None:
+                continue
+            ops = i.operands
+            at = next((n for n, o in enumerate(ops) if o.type == x86.X86_OP_MEM and
+                       o.mem.base == x86.X86_REG_RIP), None)
+            if at is None:
+                continue
+            mem = ops[at]
+            address = i.address + i.size + mem.mem.disp
+            regs = [full_register(i.reg_name(o.reg)) for o in ops if o.type == x86.X86_OP_REG]
+            if i.mnemonic == "lea" and regs:
+                out.append(Reference(insn, TAKE, regs[0], 0, address))
+            elif i.mnemonic == "mov" and len(ops) == 2:  # a store of a constant: reg ""
+                how = LOAD if at == 1 else STORE
+                out.append(Reference(insn, how, regs[0] if regs else "", mem.size, address))
+            else:
+                out.append(Reference(insn, USE, "", 0, address))
+        return tuple(out)
 
     def lengths(self, code: bytes) -> tuple[bytes, int]:
         lengths = bytearray(len(code))

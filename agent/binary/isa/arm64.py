@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from agent.binary import sites
 from agent.binary.arch import CONDITION
 from agent.binary.elf import ElfFile
+from agent.binary.isa import LOAD, STORE, TAKE, USE, Reference
 from agent.binary.passes import Exit, StackCheck
 from agent.binary.sites import BRANCH, CALL, JUMP, NEXT, RETURN, STOP, Insn
 
@@ -225,6 +226,81 @@ def decode(code: bytes, address: int) -> tuple[Insn, ...]:
     return tuple(out)
 
 
+_WIDTH = {"w": 4, "x": 8, "b": 1, "h": 2, "s": 4, "d": 8, "q": 16}
+
+
+def _access(mnemonic: str, reg: str) -> tuple[str, int, bool] | None:
+    """(LOAD or STORE, bytes, a pair) of a load or store of ``reg`` (capstone's name,
+    which gives its width), by its mnemonic; None for any other instruction (an
+    exclusive store, an atomic)."""
+    m = re.fullmatch(r"(ld|st)(a?x?|l|ap)?(r|ur|p|np)(s?[bhw])?", mnemonic)
+    if m is None or (m.group(1) == "st" and "x" in (m.group(2) or "")):
+        return None
+    suffix = m.group(4) or ""
+    size = {"b": 1, "h": 2, "w": 4}.get(suffix[-1:]) if suffix else _WIDTH.get(reg[:1])
+    if not size:
+        return None
+    return LOAD if m.group(1) == "ld" else STORE, size, "p" in m.group(3)
+
+
+def references(insns: tuple[Insn, ...]) -> tuple[Reference, ...]:
+    """The globals ``insns`` name: ADRP's page with the ADD after it (an address taken,
+    kept in that register for the loads and stores through it) or the offset of a
+    load or store based on it (a pair: one per register); an ADR's address taken; any
+    other instruction addressing memory from such a register uses it. A register's
+    page or address is forgotten when anything else writes it, and every one at a
+    call."""
+    from capstone import arm64
+
+    md = _disassembler()
+    pages: dict[str, int] = {}  # register -> the page an ADRP put in it
+    held: dict[str, int] = {}  # register -> the address an ADD took into it
+    out: list[Reference] = []
+    for insn in insns:
+        i = next(md.disasm(insn.raw, insn.address, 1), None)
+        if i is None or insn.kind == CALL:
+            pages.clear()
+            held.clear()
+            continue
+        ops = i.operands
+        regs = [md.reg_name(o.reg) for o in ops if o.type == arm64.ARM64_OP_REG]
+        mem = next((o.mem for o in ops if o.type == arm64.ARM64_OP_MEM), None)
+        kept: tuple[str, dict[str, int], int] | None = None
+        if i.mnemonic == "adrp" and regs and ops[-1].type == arm64.ARM64_OP_IMM:
+            kept = (_full(regs[0]), pages, ops[-1].imm)
+        elif i.mnemonic == "adr" and regs and ops[-1].type == arm64.ARM64_OP_IMM:
+            kept = (_full(regs[0]), held, ops[-1].imm)
+            out.append(Reference(insn, TAKE, kept[0], 0, kept[2]))
+        elif i.mnemonic == "add" and len(regs) == 2 and len(ops) == 3 and \
+                ops[2].type == arm64.ARM64_OP_IMM and _full(regs[1]) in pages and \
+                not ops[2].shift.value:
+            kept = (_full(regs[0]), held, pages[_full(regs[1])] + ops[2].imm)
+            out.append(Reference(insn, TAKE, kept[0], 0, kept[2]))
+        elif mem is not None and mem.base and not mem.index:
+            base = _full(md.reg_name(mem.base))
+            start = pages.get(base, held.get(base))
+            if start is not None:
+                address = start + mem.disp
+                access = _access(i.mnemonic, regs[0]) if regs and not i.writeback else None
+                if access is None or (access[2] and len(regs) != 2):
+                    out.append(Reference(insn, USE, "", 0, address))
+                else:
+                    how, size, pair = access
+                    for k, r in enumerate(regs[:2] if pair else regs[:1]):
+                        out.append(Reference(insn, how, _full(r), size, address + k * size))
+        for r in _written(i, md):
+            pages.pop(r, None)
+            held.pop(r, None)
+        if kept is not None:
+            kept[1][kept[0]] = kept[2]
+    return tuple(out)
+
+
+def _written(i: Any, md: capstone.Cs) -> set[str]:
+    _read, written = i.regs_access()
+    return {_full(md.reg_name(r)) for r in written}
+
+
 def in_exclusive_window(insns: tuple[Insn, ...], n: int) -> bool:
     """Whether ``insns[n]`` lies between an exclusive load and the store that ends its
     window (the store included): walking back over straight-line code and the
@@ -305,6 +381,9 @@ class _Arm64:
             elif i.kind == JUMP and i.target is not None and not start <= i.target < end:
                 out.append(Exit(i, True))
         return tuple(out)
+
+    def references(self, insns: tuple[Insn, ...]) -> tuple[Reference, ...]:
+        return references(insns)
 
     def lengths(self, code: bytes) -> tuple[bytes, int]:
         """Every 4-byte word starts an instruction (fixed width, aligned)."""

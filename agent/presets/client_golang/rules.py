@@ -44,6 +44,7 @@ from agent.presets.client_golang.facts import (
     PKG,
     RULES,
     TARGET,
+    UPDATES_READ,
     Rule,
     method_op,
 )
@@ -54,7 +55,10 @@ from agent.presets.client_golang.values import common, receiver, register, speci
 def make(b: Binary, aggregate: bool) -> Plan:
     """The preset's plan for Go program ``b``; with ``aggregate``, each probe also folds
     its hits into an in-kernel aggregate by (process, metric object, site) and
-    describes each metric object once (for ``noop run``)."""
+    describes each metric object once (for ``noop run``). On an architecture whose
+    update code the rules do not read (``UPDATES_READ``): the mirror's plan only."""
+    if b.arch.name not in UPDATES_READ:
+        return _finders(b)
     path = b.path
     probes = []
     modules = b.modules(PKG)
@@ -114,6 +118,23 @@ def make(b: Binary, aggregate: bool) -> Plan:
                 tuple(probes))
 
 
+def _finders(b: Binary) -> Plan:
+    """The plan of noop run's mirror alone: the probe where the program gathers a
+    registry (finding those no global holds), when there is code of Gather's to put it
+    on. NoMetrics when the program links none of client_golang's metrics."""
+    here = Selector(path=str(Path(b.path).resolve()))
+    modules = b.modules(PKG)
+    target = b.plan(TARGET, None, selector=here, modules=modules)
+    kinds = ("counter", "gauge", "histogram", "summary", "Registry")
+    if not any(n.startswith(tuple(f"{PKG}.(*{k})." for k in kinds)) and sym.size
+               for n, sym in b.functions.symbols.items()):
+        raise NoMetrics(f"{b.path} does not keep client_golang metrics (no {PKG} counter, "
+                        "gauge, histogram, summary or registry methods found)",
+                        "write a probes.yaml for it and use --config", target)
+    gathered = _gathered(b)
+    return Plan("client_golang preset", (target,), (gathered,) if gathered else ())
+
+
 class NoMetrics(NoopError):
     """A Go program with no client_golang metrics: nothing to probe; ``noop run``
     serves its process series all the same (``target``: the program, as a plan has it)."""
@@ -158,8 +179,8 @@ def _makers(b: Binary) -> ProbePlan | None:
 
 
 def _gathered(b: Binary) -> ProbePlan | None:
-    """For noop run's mirror: ``(*Registry).Gather``'s entry, the registry in rax (Go's
-    register ABI: the receiver is the first argument), an event each time the program
+    """For noop run's mirror: ``(*Registry).Gather``'s entry, the registry in the first
+    argument register (Go's register ABI: rax, x0), an event each time the program
     gathers one (each scrape of it: a registry it serves, wherever it keeps it). None
     without the register ABI, or when no code of Gather's runs on its own (inlined
     copies would go unseen: a registry the mirror then finds by its globals only)."""
@@ -173,11 +194,12 @@ def _gathered(b: Binary) -> ProbePlan | None:
     # starts: together they tell one registry from another the garbage collector later
     # puts at the same address (read later, by the mirror as the event comes, the
     # memory may already be the next registry's).
-    pairs = [register("registry", "rax", "uint", "*Registry"),
-             word("rax", by_id, "collectors", "r.collectorsByID (its map's header)"),
+    first = b.arch.go_int_regs[0]  # the receiver: rax, x0
+    pairs = [register("registry", first, "uint", "*Registry"),
+             word(first, by_id, "collectors", "r.collectorsByID (its map's header)"),
              (ValueSpec("seed", "uint", 8, 0, "int", "the second word of "
                         "r.collectorsByID's header (its hash seed)"),
-              Fetch("mem", ops=(Op("reg", reg="rax"), Op("deref", offset=by_id)), offset=8,
+              Fetch("mem", ops=(Op("reg", reg=first), Op("deref", offset=by_id)), offset=8,
                     size=8))]
     site = entry_site(b, GATHER, tuple(f for _, f in pairs))
     return ProbePlan(GATHERED, TARGET, tuple(v for v, _ in pairs),

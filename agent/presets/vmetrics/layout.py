@@ -79,6 +79,7 @@ class Layout:
     start_time: int | None  # link-time address of startTimeSeconds (None: not found)
     fds: bool  # the program calls WriteFDMetrics (the linker keeps what is called)
     goroot: str  # what runtime.GOROOT() returns without a GOROOT variable
+    goarch: str  # runtime.GOARCH: amd64, arm64
     functions: tuple[tuple[int, ...], tuple[str, ...]]  # entries and names, by entry
 
     def kind(self, type_name: str) -> str | None:
@@ -133,6 +134,7 @@ def layout(program: Any) -> Layout:
                f"*{PKG}.Histogram": "histogram", f"*{PKG}.Summary": "summary",
                f"*{PKG}.quantileValue": "quantile", f"*{PKG}.Gauge": "gauge"},
         start_time=_start_time(program), goroot=goroot(program),
+        goarch=program.elf.arch.goarch,
         fds=any(n == f"{PKG}.writeFDMetrics" for _e, n in functions),
         functions=(tuple(e for e, _n in functions), tuple(n for _e, n in functions)))
 
@@ -157,6 +159,7 @@ def _start_time(program: Any) -> int | None:
     the package is initialised) writeProcessMetrics loads into a register; None when
     it has not exactly one (the process's start from /proc is served then)."""
     from agent.binary.gometa.runtimevars import NotVerified, code_of
+    from agent.binary.isa import LOAD
 
     section = program.elf.section(".noptrbss")
     try:
@@ -165,17 +168,18 @@ def _start_time(program: Any) -> int | None:
         return None
     if section is None:
         return None
-    loads = {rip for mnemonic, reg, rip, _c in instructions
-             if mnemonic == "mov" and reg.endswith("/8") and rip is not None and
-             section.addr <= rip < section.addr + section.size}
+    loads = {ref.address for ref, _c in instructions
+             if ref is not None and ref.how == LOAD and ref.size == 8 and
+             section.addr <= ref.address < section.addr + section.size}
     return loads.pop() if len(loads) == 1 else None
 
 
 def _registered(program: Any) -> int:
     """registeredSets: the map ``RegisterSet`` (or ``init.0``, where it is inlined)
-    assigns to, the last global loaded into RBX (mapassign's map) before its call of
-    ``runtime.mapassign*``."""
+    assigns to, the last global loaded into the second argument register (rbx, x1:
+    mapassign's map) before its call of ``runtime.mapassign*``."""
     from agent.binary.gometa.runtimevars import NotVerified, code_of
+    from agent.binary.isa import LOAD
 
     code = code_of(program)
     for function in (f"{PKG}.RegisterSet", f"{PKG}.init.0"):
@@ -184,13 +188,14 @@ def _registered(program: Any) -> int:
         except NotVerified:
             continue
         last: int | None = None
-        for mnemonic, reg, rip, called in instructions:
-            if mnemonic == "mov" and reg == "rbx/8" and rip is not None:
-                last = rip
+        for ref, called in instructions:
+            if ref is not None and ref.how == LOAD and ref.reg == code.second and \
+                    ref.size == 8:
+                last = ref.address
             elif called is not None and called.startswith("runtime.mapassign"):
                 if last is not None:
                     return last
-            elif mnemonic == "call":
+            elif called is not None:
                 last = None
     raise NoLayout(f"{PKG}.registeredSets is not where noop looks for it (RegisterSet's "
                    "map assignment)", "")

@@ -1,7 +1,7 @@
 """The VictoriaMetrics/metrics preset: the probes on its updates (``probes``: every
 update in ``noop --binary``'s terminal lines, the update counts of ``noop run --mirror
 both``), and for ``noop run`` the one where the program writes a Set
-(``(*Set).WritePrometheus``: the receiver in RAX under Go's register ABI), which finds a
+(``(*Set).WritePrometheus``: the receiver in the first argument register), which finds a
 Set the program writes without registering it, as client_golang's ``Gather`` probe finds
 a registry only a local holds. By default (``--mirror auto``) only that one is kept: the
 mirror reads every value from memory."""
@@ -16,7 +16,7 @@ from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.placement.entry import entry_site
-from agent.presets.client_golang.facts import TARGET
+from agent.presets.client_golang.facts import TARGET, UPDATES_READ
 from agent.presets.client_golang.values import register
 from agent.presets.mirror import GATHERED
 from agent.presets.vmetrics.facts import PKG
@@ -44,6 +44,9 @@ def make(b: Binary, aggregate: bool) -> Plan:
         raise NoopError(f"{b.path}: its VictoriaMetrics/metrics updates cannot be probed: "
                         f"{exc.message}", "noop reads the library's 1.x layouts it can "
                         "verify in the binary's type descriptors") from None
+    if b.arch.name not in UPDATES_READ:  # noop run's mirror only (plans.need_updates)
+        written = _written(b)
+        return Plan(SOURCE, (target,), (written,) if written else ())
     probes, unseen = updates(b, lay, aggregate)
     if not probes and not aggregate:
         raise NoopError(f"{b.path} keeps metrics with VictoriaMetrics/metrics but none of "
@@ -61,7 +64,8 @@ def make(b: Binary, aggregate: bool) -> Plan:
 
 
 def _written(b: Binary) -> ProbePlan | None:
-    """``(*Set).WritePrometheus``'s entry: the Set in RAX. None without the register
+    """``(*Set).WritePrometheus``'s entry: the Set in the first argument register
+    (rax, x0). None without the register
     ABI, or when no code of it runs on its own (inlined copies would go unseen)."""
     sym = b.functions.symbols.get(WRITE)
     if b.goid_offset is None or sym is None or not sym.size:
@@ -71,6 +75,6 @@ def _written(b: Binary) -> ProbePlan | None:
             return None
     except NoopError:
         pass  # no inlining told: its own code is all there is
-    value, fetch = register("registry", "rax", "uint", "*Set")
+    value, fetch = register("registry", b.arch.go_int_regs[0], "uint", "*Set")
     site = entry_site(b, WRITE, (fetch,))
     return ProbePlan(GATHERED, TARGET, (value,), (replace(site, tag="gathered"),), tells=True)

@@ -76,7 +76,7 @@ class Target:
     """A VictoriaMetrics/metrics program's processes now, labelled ``name``, running the
     binary at ``path``; ``start_time``: the link-time address of the library's
     ``startTimeSeconds`` (None: not found); ``fds``: whether the program calls
-    WriteFDMetrics; ``goroot``: the GOROOT its linker wrote."""
+    WriteFDMetrics; ``goroot``: the GOROOT its linker wrote; ``goarch``: its GOARCH."""
 
     name: str
     path: str
@@ -84,6 +84,7 @@ class Target:
     start_time: int | None
     fds: bool
     goroot: str
+    goarch: str
 
 
 def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
@@ -96,7 +97,7 @@ def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
             samples: list[tuple[str, tuple[tuple[str, str], ...], float]] = []
             snap = runtimes.snapshot(t.path, pid, stopped=True)
             if snap is not None and snap.stopped is not None:
-                samples += _go(snap, snap.stopped, _goroot(pid, t.goroot))
+                samples += _go(snap, snap.stopped, _goroot(pid, t.goroot), t.goarch)
             start = _start_time(runtimes, t, pid)
             samples += _process(pid, btime, start, t.fds)
             for name, labels, value in samples:
@@ -113,7 +114,8 @@ def blocks(targets: list[Target], runtimes: Runtimes) -> list[Block]:
 Samples = list[tuple[str, tuple[tuple[str, str], ...], float]]  # name, labels, value
 
 
-def _go(snap: goruntime.Snapshot, st: goruntime.Stopped, goroot: str) -> Samples:
+def _go(snap: goruntime.Snapshot, st: goruntime.Stopped, goroot: str,
+        goarch: str) -> Samples:
     ms = st.memstats
     out: Samples = []
     for name, field in MEMSTATS:
@@ -138,7 +140,7 @@ def _go(snap: goruntime.Snapshot, st: goruntime.Stopped, goroot: str) -> Samples
             ("go_goroutines", (), float(snap.goroutines)),
             ("go_threads", (), float(snap.threads)),
             ("go_info", (("version", snap.go_version),), 1.0),
-            ("go_info_ext", (("GOARCH", "amd64"), ("GOOS", "linux"), ("GOROOT", goroot),
+            ("go_info_ext", (("GOARCH", goarch), ("GOOS", "linux"), ("GOROOT", goroot),
                              ("compiler", "gc")), 1.0)]
     return out
 
@@ -221,4 +223,4 @@ def target_of(library: object, name: str, path: str, pids: list[int]) -> Target 
     if not isinstance(library, VMLibrary):
         return None
     lay = library.layout
-    return Target(name, path, pids, lay.start_time, lay.fds, lay.goroot)
+    return Target(name, path, pids, lay.start_time, lay.fds, lay.goroot, lay.goarch)
