@@ -223,6 +223,93 @@ def test_the_generated_c_reads_arm64s_pt_regs(built: tuple[str, Path, Path],
     assert set(compiled.functions) >= {"noop_p0_s0", "noop_p1_s0", "noop_p1_s1"}
 
 
+CALLER = """version: 1
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - name: tick
+    function: main.(*metrics).tick
+    values: {{who: $caller}}
+  - name: tick_exit
+    function: main.(*metrics).tick
+    at: exit
+    values: {{who: $caller}}
+{line}"""
+INSIDE = """  - name: inside
+    line: main.go:{line}
+    values: {{who: $caller}}
+"""
+
+
+def _frame_rows(twin: Path) -> dict[int, tuple[int, int | None]]:
+    """llvm-dwarfdump's call-frame rows: pc -> (CFA's offset from sp, the return
+    address's from the CFA, None while it is in x30)."""
+    text = subprocess.run(["llvm-dwarfdump", "--debug-frame", str(twin)],
+                          capture_output=True, text=True, check=True).stdout
+    rows: dict[int, tuple[int, int | None]] = {}
+    for m in re.finditer(r"^\s+0x([0-9a-f]+): CFA=WSP(?:\+(\d+))?: W30=(same|\[CFA(-\d+)\])",
+                         text, re.M):
+        rows[int(m[1], 16)] = (int(m[2] or 0), int(m[4]) if m[4] else None)
+    return rows
+
+
+def test_the_caller_is_read_where_the_return_address_is(built: tuple[str, Path, Path],
+                                                         tmp_path: Path) -> None:
+    """$caller on arm64: at the entry (the stack check's b.ls) and at each ret the return
+    address is in the link register, x30; at a line after the prologue it is saved, in
+    the slot llvm-dwarfdump's call-frame row names (W30=[CFA-N], CFA=sp+M: sp + M - N).
+    A stripped build (no call-frame information) has x30 at its entry."""
+    variant, binary, twin = built
+    source = (EXAMPLE / "main.go").read_text().splitlines()
+    line = next(n for n, x in enumerate(source, 1) if "m.fakeCounter.Inc()" in x)
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(CALLER.format(binary=binary, line=INSIDE.format(line=line)
+                                  if variant == "dwarf" else ""))
+    plan = _check(spec)
+    fetches = {p["name"]: [(int(s["address"], 16), s["values"]["who"]) for s in p["sites"]
+                           if s.get("role") != "call"]  # an exit's entry: read at the return
+               for p in plan["probes"]}
+    for name in ("tick", "tick_exit"):
+        for _at, fetch in fetches[name]:
+            assert fetch["kind"] == "caller" and fetch["regs"] == ["x30"], (name, fetch)
+    if variant == "stripped":
+        return
+    rows = _frame_rows(twin)
+    for at, fetch in fetches["inside"]:
+        cfa, saved = rows[max(pc for pc in rows if pc <= at)]
+        assert saved is not None  # tick calls: its prologue saved x30
+        assert fetch["kind"] == "caller" and fetch["ops"] == [{"op": "sp", "offset": 0}]
+        assert fetch["offset"] == cfa + saved, (at, fetch, cfa, saved)
+
+
+def test_a_stripped_builds_frames_are_its_twins(built: tuple[str, Path, Path]) -> None:
+    """The call-frame information noop makes from a stripped build's pclntab (its SP
+    deltas) says what the DWARF build's says (llvm-dwarfdump), row by row over the
+    example's and the runtime's functions: CFA = sp + the frame's size, the return
+    address in x30 until the prologue saves it at CFA - size."""
+    from agent.plan.binary import Binary
+
+    variant, binary, twin = built
+    if variant != "stripped":
+        return
+    rows = _frame_rows(twin)
+    frames = Binary(str(binary)).dwarf.frames
+    nm = subprocess.run(["nm", "-S", str(twin)], capture_output=True, text=True,
+                        check=True).stdout
+    spans = [(int(a, 16), int(a, 16) + int(n, 16)) for a, n, t, name in
+             (x.split(" ", 3) for x in nm.splitlines() if x.count(" ") >= 3)
+             if t in "tT" and name.startswith(("main.", "runtime.m"))]
+    compared = 0
+    for lo, hi in spans:
+        for pc in (pc for pc in rows if lo <= pc < hi):
+            cfa, saved = rows[pc]
+            assert frames.cfa_rule_at(pc) == ("sp", cfa), hex(pc)
+            assert frames.return_address_at(pc) == \
+                (("reg", 30) if saved is None else ("cfa", saved)), hex(pc)
+            compared += 1
+    assert compared > 200, compared
+
+
 def test_a_line_probe_goes_on_a_statement(built: tuple[str, Path, Path],
                                           tmp_path: Path) -> None:
     """main.go:112 (``total += it.Qty``, in placeOrder's loop): a statement of the line

@@ -52,6 +52,9 @@ class Arch:
     nr_bpf: int
     nr_perf_event_open: int
     goarch: str  # Go's name for it (runtime.GOARCH)
+    # the DWARF number of the register a call leaves the return address in (arm64's
+    # link register, x30); -1: a call pushes it (x86-64)
+    return_register: int = -1
 
     def c_reg(self, name: str) -> str:
         return self.c_regs[name]
@@ -94,7 +97,7 @@ ARM64 = Arch(
             "pc": "ctx->pc"},
     c_sp="ctx->sp", c_pc="ctx->pc", c_flags="ctx->pstate",
     nr_bpf=280, nr_perf_event_open=241,  # include/uapi/asm-generic/unistd.h
-    goarch="arm64")
+    goarch="arm64", return_register=30)
 
 _BY_MACHINE = {a.machine: a for a in (AMD64, ARM64)}
 

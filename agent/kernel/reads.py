@@ -61,6 +61,8 @@ def fetch_c(fetch: Fetch, dst: str, bit: int, builtins: dict[str, str],
                 f"\t__builtin_memcpy(&{dst}, &x, sizeof({dst}));", "} while (0);"]
     if fetch.kind in ("reg", "reg_slice"):
         return _register_c(fetch, dst, bit, fault, gone, arch)
+    if fetch.kind == "caller" and fetch.regs:  # still in the link register: the binary's own
+        return [f"{dst} = {arch.c_reg(fetch.regs[0])} - ({arch.c_pc} - {fetch.base:#x}ULL);"]
     return _memory_c(fetch, dst, fault, gone, arch)
 
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from agent.binary.callers import INLINED
 from agent.binary.dwarf.dies import origin_of
 from agent.binary.dwarf.lines import Lines
+from agent.binary.sites import CALL, JUMP, RETURN, STOP
 from agent.config.model import Probe, Value
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
@@ -65,8 +66,7 @@ def _fetch(b: Binary, lines: Lines, site: Site) -> Fetch:
         return Fetch("const", offset=INLINED | copy,
                      why="inlined: the caller is the function the copy is in")
     if b.arch.name != "x86-64":  # the return address in the link register, or saved
-        return Fetch("unavailable", why=f"on {b.arch.name} noop does not find the return "
-                     "address yet (the link register, or where the function saved it)")
+        return _linked(b, site)
     rule = b.dwarf.frames.cfa_rule_at(site.address)
     holder = b.function_at(site.address)
     if rule is None and holder is not None and b.start_of(holder) == site.address:
@@ -92,3 +92,53 @@ def _inlined_copy(b: Binary, lines: Lines, site: Site) -> int | None:
                 else None
     inner = bodies[-1]
     return inner.die.offset if inner.die.tag == "DW_TAG_inlined_subroutine" else None
+
+
+def _linked(b: Binary, site: Site) -> Fetch:
+    """On an architecture whose calls leave the return address in a register (arm64's
+    link register, x30): there while the function has not saved it, else in its slot
+    below the frame's canonical address, as the call-frame information says at the
+    site; without call-frame information (a stripped Go build), in the register at a
+    ``ret`` or at a site of the function's straight-line start (``_untouched``)."""
+    where = b.dwarf.frames.return_address_at(site.address)
+    if where is None and _untouched(b, site):
+        where = ("reg", b.arch.return_register)
+    if where is None:
+        return Fetch("unavailable", why="no call-frame information describes where the "
+                     f"return address is at {site.address:#x}")
+    if where[0] == "reg":
+        reg = b.arch.dwarf_regs.get(where[1])
+        if reg is None or reg not in b.arch.c_regs:
+            return Fetch("unavailable", why=f"the return address is in DWARF register "
+                         f"{where[1]}, which a uprobe does not read")
+        return Fetch("caller", size=8, regs=(reg,), base=site.address)
+    rule = b.dwarf.frames.cfa_rule_at(site.address)
+    if rule is None:
+        return Fetch("unavailable", why="no call-frame information describes the frame "
+                     f"at {site.address:#x}, so the return address cannot be found")
+    reg, offset = rule
+    ops = (Op("sp", offset=0),) if reg == b.arch.dwarf_regs[b.arch.sp] else \
+        (Op("reg", reg=reg),)
+    return Fetch("caller", ops, offset=offset + where[1], size=8, base=site.address)
+
+
+def _untouched(b: Binary, site: Site) -> bool:
+    """Whether the link register holds the return address at ``site``: a ``ret``
+    through it (which returns there), or a site in the straight line the function
+    starts with (its stack check) that no instruction before it writes the register
+    in and no later one branches into."""
+    holder = b.function_at(site.address)
+    if holder is None:
+        return False
+    start = b.start_of(holder)
+    insns = b.instructions(holder)
+    link = b.arch.dwarf_regs[b.arch.return_register]
+    here = next((i for i in insns if i.address == site.address), None)
+    if here is not None and here.kind == RETURN:
+        return here.mnemonic == "ret" and here.operands in ((), (("reg", link),))
+    before = [i for i in insns if start <= i.address < site.address]
+    if len(before) > 16 or any(link in i.writes or i.kind in (CALL, JUMP, RETURN, STOP)
+                               for i in before):
+        return False
+    return not any(i.target is not None and start < i.target <= site.address
+                   for i in insns if i.address >= site.address)

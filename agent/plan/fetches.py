@@ -155,8 +155,9 @@ class Fetch:
       whose first word is at acc + ``offset`` (or in ``regs[0]``); ``slot`` 1: the
       first word is an itab (the type at +8); 0 when the interface is nil
     - ``caller``: the return address, 8 bytes at acc + ``offset`` (acc the frame's
-      canonical address, after ``ops``), made the binary's own: less the load bias,
-      the site's address in the process less ``base``, its address in the binary
+      canonical address, after ``ops``), or in ``regs[0]`` (arm64's link register,
+      before the function saves it), made the binary's own: less the load bias, the
+      site's address in the process less ``base``, its address in the binary
 
     The two halves of an exit probe add:
     - ``root`` (at the call's entry): keep acc, after ``ops``, as pointer ``slot``
@@ -218,6 +219,9 @@ class Fetch:
             word = self.regs[0] if self.regs else f"{at or 'acc'}"
             return (f"the dynamic type of the interface at {word}" +
                     (" (through its itab)" if self.slot else ""))
+        if self.kind == "caller" and self.regs:
+            return f"the return address in {self.regs[0]} (the link register), less the " \
+                "load bias"
         if self.kind == "caller":
             reg = self.ops[0].reg if self.ops and self.ops[0].op == "reg" else "rsp"
             return (f"the return address at {reg} {self.offset:+d} (the frame's canonical "

@@ -158,6 +158,35 @@ class CallFrames:
             return None
         return self.regs[rule.reg], int(rule.offset)
 
+    def return_address_at(self, pc: int) -> tuple[str, int] | None:
+        """Where the return address is at ``pc``, by the rule of the entry's return
+        address column: ("reg", number) while it is still in that register (arm64's
+        link register, x30: the rule "same value", or none yet), ("cfa", offset) once
+        it is saved at the canonical frame address plus ``offset``; None when not
+        described (or by another rule)."""
+        from elftools.dwarf.callframe import RegisterRule
+
+        fde = self._fde_at(pc)
+        if fde is None:
+            return None
+        if fde.cie is None:
+            return None
+        try:
+            table = fde.get_decoded().table
+            column = int(fde.cie["return_address_register"])
+        except (ConstructError, DWARFError, ValueError, KeyError, IndexError, struct.error):
+            return None
+        rule = None
+        for row in table:
+            if row["pc"] > pc:
+                break
+            rule = row.get(column)
+        if rule is None or rule.type == RegisterRule.SAME_VALUE:
+            return ("reg", column)
+        if rule.type == RegisterRule.OFFSET:
+            return ("cfa", int(rule.arg))
+        return None
+
 
 _NAMES = frozenset(AMD64.dwarf_regs.values()) | frozenset(ARM64.dwarf_regs.values())
 

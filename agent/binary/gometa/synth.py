@@ -85,10 +85,21 @@ def _chosen(program: GoProgram, scope: Scope | None, declared: set[str]
 
 
 def _frames(program: GoProgram, functions: list[Function]) -> bytes:
-    """``.debug_frame``: the canonical frame address at each pc, rsp + 8 + the frame's
-    size from pclntab's pcsp table."""
-    cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + uleb(1) + b"\x78" + bytes([16])
-                + b"\x0c\x07\x08" + b"\x90\x01")
+    """``.debug_frame``: the canonical frame address at each pc, the stack pointer plus
+    what a call leaves on the stack (x86-64's return address: 8; arm64: 0) plus the
+    frame's size from pclntab's pcsp table; and where the return address is: on
+    x86-64 always at CFA - 8, on arm64 in the link register (x30) while the frame has
+    no size, else where Go's prologue saved it, at 0(SP) of the new frame (CFA less
+    the frame's size)."""
+    arch = program.elf.arch
+    arm64 = arch.return_register >= 0
+    if arm64:  # CIE: code 1, data -8, RA column 30; CFA = sp + 0, x30 same value
+        cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + uleb(1) + b"\x78" +
+                    bytes([arch.return_register]) + b"\x0c" + uleb(arch.sp) + uleb(0) +
+                    b"\x08" + uleb(arch.return_register))
+    else:  # CIE: code 1, data -8, RA column 16; CFA = rsp + 8, RA at CFA - 8
+        cie_body = (struct.pack("<IB", 0xFFFFFFFF, 1) + b"\0" + uleb(1) + b"\x78" +
+                    bytes([16]) + b"\x0c\x07\x08" + b"\x90\x01")
     cie_body += bytes(-(len(cie_body) + 4) % 8)
     out = bytearray(struct.pack("<I", len(cie_body)) + cie_body)
     pcl = program.pclntab
@@ -100,7 +111,16 @@ def _frames(program: GoProgram, functions: list[Function]) -> bytes:
             if lo > pc:
                 body += b"\x04" + struct.pack("<I", lo - pc)
                 pc = lo
-            body += b"\x0e" + uleb(8 + max(sp, 0))
+            size = max(sp, 0)
+            body += b"\x0e" + uleb(arch.cfa_at_entry + size)
+            if not arm64:
+                continue
+            if size == 0:  # DW_CFA_same_value x30
+                body += b"\x08" + uleb(arch.return_register)
+            elif size % 8 == 0:  # DW_CFA_offset x30: CFA - size (factored by -8)
+                body += bytes([0x80 | arch.return_register]) + uleb(size // 8)
+            else:  # DW_CFA_undefined: not where noop can say
+                body += b"\x07" + uleb(arch.return_register)
         body += bytes(-(len(body) + 4) % 8)
         out += struct.pack("<I", len(body)) + body
     return bytes(out)
