@@ -9,9 +9,14 @@ For each build of the example (Go 1.19 and the newest, with DWARF and stripped) 
 ``noop run`` of a spec with an entry probe (the tick's argument, its goroutine's id),
 an exit probe (the call's duration) and, with DWARF, a line probe in a loop: attached to
 the file before the program starts, then the program makes a known number of ticks and
-serves its own page. Every count must be the program's (ticks, items), the last tick's
+serves its own page; ``$caller`` at the entry, in a leaf and after a prologue saved the
+link register. Every count must be the program's (ticks, items), the last tick's
 argument the one the program's own gauge was set from, and noop must leave no uprobe
-behind when it stops. Then the exactly-once check: a plain function called 100,000
+behind when it stops. Then ``noop run --binary``'s mirror of each build (which finds the
+registry only main holds by the probe where the program gathers it) and of
+tests/programs/go/mirror (DefaultRegisterer, read with no probe): every series the
+program serves is noop's with its value, and the Go and process collectors' families
+are served. Then the exactly-once check: a plain function called 100,000
 times (examples/bench/go-loop), counted by an entry probe, with Go's asynchronous
 preemption on and off. And a C program by Debian's cross compiler (entry, exit, a
 line).
@@ -107,10 +112,11 @@ targets:
 probes:
   - name: tick
     function: main.(*metrics).tick
-    values: {{n: {n}, g: $goid}}
+    values: {{n: {n}, g: $goid, who: $caller}}
     metrics:
       - {{name: arm_ticks_total, type: counter}}
       - {{name: arm_last_n, type: gauge, value: n}}
+      - {{name: arm_ticks_by_caller_total, type: counter, labels: {{caller: who}}}}
   - name: tick_done
     function: main.(*metrics).tick
     at: exit
@@ -121,9 +127,15 @@ probes:
 """
 LINE = """  - name: items
     line: main.go:112
-    values: {total: total}
+    values: {total: total, who: $caller}
     metrics:
       - {name: arm_items_total, type: counter}
+      - {name: arm_items_by_caller_total, type: counter, labels: {caller: who}}
+  - name: inside
+    line: main.go:122
+    values: {who: $caller}
+    metrics:
+      - {name: arm_inside_by_caller_total, type: counter, labels: {caller: who}}
 """
 TICKS = 40
 
@@ -173,9 +185,22 @@ def example(build: Path) -> None:
             want_n = own.get("fake_set_gauge", -1) / 1.5
             check(f"{tag}: the argument in x1 is the program's", got.get("arm_last_n") == want_n,
                   f"{got.get('arm_last_n')}, the program's {want_n}")
+            # $caller: tick is called by main, its x30 read at the entry
+            by = series(addr)
+            callers = {k[1]: v for k, v in by.items() if k[0] == "arm_ticks_by_caller_total"}
+            check(f"{tag}: $caller at the entry (x30)",
+                  callers == {(("caller", "main.main"),): TICKS}, str(callers))
             if not stripped:  # two items an order, summed in placeOrder's loop
                 check(f"{tag}: line probe counts each pass", got.get("arm_items_total")
                       == 2 * TICKS, f"{got.get('arm_items_total')} for {2 * TICKS}")
+                callers = {k[1]: v for k, v in by.items()
+                           if k[0] == "arm_items_by_caller_total"}
+                check(f"{tag}: $caller at a line of a leaf (x30)", callers ==
+                      {(("caller", "main.(*metrics).tick"),): 2 * TICKS}, str(callers))
+                callers = {k[1]: v for k, v in by.items()
+                           if k[0] == "arm_inside_by_caller_total"}
+                check(f"{tag}: $caller after the prologue (the saved slot)", callers ==
+                      {(("caller", "main.main"),): TICKS}, str(callers))
         finally:
             prog.terminate()
             prog.wait()
