@@ -8,8 +8,9 @@ DWARF and Go metadata), and how the generated C reads a uprobe's registers.
   the Go register ABI (integer arguments in R0 to R15, floating point in F0 to F15; the
   goroutine in R28), a call that leaves the return address in the link register, and
   pt_regs' ``regs[31]``, ``sp``, ``pc`` and ``pstate``. Probes of Go functions' entries,
-  exits and lines; C's and Rust's parameters where DWARF places them (AAPCS64 is not
-  assigned); no presets (the mirror, update probes) yet.
+  exits and lines; C's parameters by AAPCS64 (``agent.binary.abi.aapcs64``), Rust's
+  where DWARF places them; the presets' mirror (noop run --binary) but no update
+  probes yet.
 
 The instruction set of each is ``Arch.isa`` (``agent.binary.isa``). A third
 architecture is a new ``Arch`` here and a new part there, not edits across the tree.
@@ -40,7 +41,7 @@ class Arch:
     go_int_regs: tuple[str, ...]  # Go's internal ABI, in assignment order
     go_float_regs: tuple[str, ...]
     go_g_reg: str  # holds the current goroutine's g
-    c_abi: bool  # whether noop assigns C's calling convention (System V) itself
+    c_abi: bool  # whether noop assigns C's calling convention itself (System V, AAPCS64)
     # the generated C's access to a uprobe's registers (``struct pt_regs *ctx``): each
     # register's expression, and those of the stack pointer, the program counter and
     # the flags (x86-64's eflags, arm64's pstate: NZCV in bits 31..28)
@@ -91,7 +92,7 @@ ARM64 = Arch(
     31, 0, 8,
     # Go's internal ABI on arm64 (abi-internal.md): R0-R15, F0-F15; g in R28
     tuple(f"x{n}" for n in range(16)), tuple(f"v{n}" for n in range(16)), "x28",
-    c_abi=False,  # AAPCS64 not assigned: C's and Rust's parameters where DWARF says
+    c_abi=True,  # AAPCS64 for C; Rust's parameters where DWARF says
     # arm64's pt_regs begins with user_pt_regs: regs[31], sp, pc, pstate
     c_regs={**{f"x{n}": f"ctx->regs[{n}]" for n in range(31)}, "sp": "ctx->sp",
             "pc": "ctx->pc"},

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from elftools.dwarf.die import DIE
 
-from agent.binary.abi import goabi, sysv
+from agent.binary.abi import aapcs64, goabi, sysv
 from agent.binary.abi.shape import Shape
+from agent.binary.arch import Arch
 from agent.binary.dwarf import convention
 from agent.binary.dwarf.dies import attr, die_name, origin_of
 from agent.binary.dwarf.listing import Inlined, Listing
@@ -155,6 +156,9 @@ class Functions(Listing):
         ret = self.dwarf.ref(origin) if lang != "go" else None
         if ret is not None and abi_results:
             where: Location | None = None if ret_unplaced else abi_results[0]
+            if where == ():  # AAPCS64: in memory where x8 pointed, which need not be kept
+                where, ret_unplaced = None, "returned in memory at the address the caller " \
+                    "passed in x8, which the function need not keep"
             out_results = (Variable("~r0", self.namer.name(ret), self.namer.size(ret) or 0,
                                     where, "none" if where is None else "abi",
                                     ret_unplaced or "at each RET"),)
@@ -203,9 +207,9 @@ class Functions(Listing):
         if lang == "go":
             return [""] * len(params), ""
         arch = self.dwarf.elf.arch
-        if not arch.c_abi:  # noop assigns no C ABI of this architecture: DWARF alone says
-            why = f"noop does not assign {arch.name}'s C calling convention yet: DWARF's " \
-                "location only"
+        if not _assigned(arch, lang):  # noop assigns no convention here: DWARF alone says
+            why = f"noop does not assign {arch.name}'s {lang.upper()} calling convention " \
+                "yet: DWARF's location only"
             return [why] * len(params), why
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
@@ -229,7 +233,10 @@ class Functions(Listing):
                        f"convention passes it in {' '.join(map(str, where))}: the compiler "
                        "changed how the function is called")
             unplaced, ret_unplaced = [changed] * len(params), changed
-        if not ret_unplaced and result is not None:
+        unplaced = [why or ("passed by reference, its address on the stack: noop does not "
+                            "follow it" if abi[i] == () else "")
+                    for i, why in enumerate(unplaced)]
+        if not ret_unplaced and result is not None and arch.name == "x86-64":
             ret_unplaced = convention.result_unreadable(lang, result)
         return ([why or convention.unused_by_llvm(c)
                  for why, (c, _d) in zip(unplaced, params, strict=True)], ret_unplaced)
@@ -254,9 +261,13 @@ class Functions(Listing):
             return "go ABI0 (stack)", list(a.args)[hidden:], list(a.results)
         ret = self.dwarf.ref(origin)
         result = shape_of(self.namer, ret) if ret is not None else None
-        if not self.dwarf.elf.arch.c_abi:  # System V's assignment is x86-64's alone
-            return f"{self.dwarf.elf.arch.name} (not assigned: DWARF's locations only)", \
+        arch = self.dwarf.elf.arch
+        if not _assigned(arch, lang):
+            return f"{arch.name} (not assigned: DWARF's locations only)", \
                 [() for _a in args], [() for _r in ([result] if result else [])]
+        if arch.name == "arm64":
+            c = aapcs64.assign(args, result)
+            return "aapcs64", list(c.args), list(c.results)
         s = sysv.assign(args, result, rust=lang == "rust")
         name = "rust (sysv-based, approximate)" if lang == "rust" else "sysv"
         return name, list(s.args), list(s.results)
@@ -366,3 +377,9 @@ def _places(loc: Location) -> list[tuple[str, int, int]]:
             out.append(((p.reg or "") + ("[]" if p.at is not None else "")
                         + (f"{p.add:+d}" if p.add else ""), p.at or 0, p.size))
     return out
+
+
+def _assigned(arch: Arch, lang: str) -> bool:
+    """Whether noop assigns ``lang``'s calling convention on ``arch`` itself: System V
+    for C and (approximately) Rust on x86-64, AAPCS64 for C on arm64."""
+    return arch.c_abi and (arch.name == "x86-64" or lang != "rust")
