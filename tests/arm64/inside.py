@@ -12,8 +12,8 @@ the file before the program starts, then the program makes a known number of tic
 serves its own page; ``$caller`` at the entry, in a leaf and after a prologue saved the
 link register. Every count must be the program's (ticks, items), the last tick's
 argument the one the program's own gauge was set from, and noop must leave no uprobe
-behind when it stops. Then ``noop run --binary``'s mirror of each build (which finds the
-registry only main holds by the probe where the program gathers it) and of
+behind when it stops. Then ``noop run --binary``'s mirror of each stripped build (which
+finds the registry only main holds by the probe where the program gathers it) and of
 tests/programs/go/mirror (DefaultRegisterer, read with no probe): every series the
 program serves is noop's with its value, and the Go and process collectors' families
 are served. Then the exactly-once check: a plain function called 100,000
@@ -57,6 +57,15 @@ def setup() -> None:
     wheels = sorted(str(p) for p in Path("/wheels").glob("*.whl"))
     subprocess.run([PY, "-m", "pip", "install", "--quiet", "--no-index", *wheels],
                    check=True)
+    # noop's DWARF walk in C, built in place as setup.py builds it (else it walks in
+    # Python, several times slower under emulation)
+    include = subprocess.run(["python3-config", "--includes"], capture_output=True,
+                             text=True, check=True).stdout.split()
+    suffix = subprocess.run(["python3-config", "--extension-suffix"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    walk = NOOP / "agent" / "binary" / "dwarf"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", *include, str(walk / "_walk.c"),
+                    "-o", str(walk / f"_walk{suffix}")], check=True)
 
 
 def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
@@ -93,7 +102,7 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
 def scrape(addr: str) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
     out: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: a label value may hold a \r
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             out[re.sub(r',?(pid|target)="[^"]*"', "", name).replace("{}", "")] = float(value)
@@ -225,7 +234,7 @@ def series(addr: str) -> Series:
     """A page's samples by name and sorted labels, noop's own (target, pid) left out."""
     text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=30).read().decode()
     out: Series = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: a label value may hold a \r
         if not line or line.startswith("#"):
             continue
         head, _, value = line.rpartition(" ")
@@ -393,6 +402,85 @@ def exactly_once(build: Path) -> None:
         agent.wait(60)
 
 
+VEC = "github.com/prometheus/client_golang/prometheus.(*CounterVec).WithLabelValues"
+BOTH = """version: 1
+targets:
+  loop: {{binary: {binary}}}
+probes:
+  - name: work
+    function: main.work
+    metrics: [{{name: arm_work_calls_total, type: counter}}]
+  - name: vec
+    function: {vec}
+    metrics: [{{name: arm_vec_calls_total, type: counter}}]
+"""
+
+
+def _bpftrace(binary: str, function: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """bpftrace counting hits of ``function``'s symbol (its first instruction), its
+    output lines kept as they come; returned once it has attached."""
+    bt = subprocess.Popen(["bpftrace", "-e", f'uprobe:{binary}:"{function}" {{ @n = count(); }}'],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert bt.stdout is not None
+    out: list[str] = []
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        line = bt.stdout.readline()
+        if not line:
+            break
+        out.append(line)
+        if "Attaching" in line:
+            threading.Thread(target=out.extend, args=(iter(bt.stdout.readline, ""),),
+                             daemon=True).start()
+            time.sleep(1)  # attached as it says so; a moment for the last of it
+            return bt, out
+    raise RuntimeError("bpftrace never attached: " + "".join(out[-5:]))
+
+
+def beside_bpftrace(build: Path) -> None:
+    """The over-count bpftrace and BCC showed under asynchronous preemption, looked at
+    with noop and bpftrace on the same program at once: noop's entry probes (main.work:
+    a leaf, probed at its first instruction; WithLabelValues: probed at its stack
+    check's b.ls) and bpftrace's uprobe on each symbol (the first instruction: for
+    WithLabelValues the stack check's load, which a call run again after morestack
+    passes again). Each pair of counts is said; noop's must be the calls."""
+    binary = str(build / "go-loop")
+    spec = Path(f"/tmp/both-{build.name}.yaml")
+    spec.write_text(BOTH.format(binary=binary, vec=VEC))
+    agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
+                 "--max-overhead", "none", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        addr, _log = ready(agent, 600)
+        for op, function, metric in (("func", "main.work", "arm_work_calls_total"),
+                                     ("countervec.Inc", VEC, "arm_vec_calls_total")):
+            for preempt in ("on", "off"):
+                before = scrape(addr).get(metric, 0.0)
+                bt, said = _bpftrace(binary, function)
+                env = {**os.environ, "GODEBUG": f"asyncpreemptoff={int(preempt == 'off')}"}
+                done = subprocess.run([binary, "-op", op, "-n", "20000", "-rounds", "5"],
+                                      capture_output=True, text=True, env=env, check=True)
+                calls = json.loads(done.stdout.strip().splitlines()[-1])["calls_total"]
+                calls += op == "countervec.Inc"  # its final read looks the child up again
+                got = 0.0
+                for _ in range(60):
+                    got = scrape(addr).get(metric, 0.0) - before
+                    if got >= calls:
+                        break
+                    time.sleep(0.5)
+                bt.send_signal(signal.SIGINT)
+                bt.wait(120)
+                time.sleep(0.5)
+                counted = next((int(m.group(1)) for x in reversed(said)
+                                if (m := re.match(r"@n: (\d+)", x))), None)
+                say(f"{build.name}: {op}, asynchronous preemption {preempt}: {calls} calls, "
+                    f"noop {got:.0f}, bpftrace {counted}")
+                check(f"{build.name}: noop beside bpftrace, {op}, preemption {preempt}",
+                      got == calls, f"noop {got:.0f}, bpftrace {counted}, calls {calls}")
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(60)
+
+
 C_SPEC = """version: 1
 targets:
   c: {{binary: {binary}}}
@@ -470,11 +558,14 @@ def main() -> int:
             try:
                 if (build / "go-prometheus").exists():
                     example(build)
-                    mirrored_example(build)
+                    if build.name.endswith("stripped"):  # the DWARF builds' read the same
+                        mirrored_example(build)
                 elif (build / "mirror").exists():
                     mirrored_program(build)
                 elif (build / "go-loop").exists():
                     exactly_once(build)
+                    if build.name.startswith("gonewest"):
+                        beside_bpftrace(build)
                 elif (build / "lines").exists():
                     c_program(build)
             except Exception as exc:  # the next build all the same
