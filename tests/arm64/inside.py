@@ -57,15 +57,6 @@ def setup() -> None:
     wheels = sorted(str(p) for p in Path("/wheels").glob("*.whl"))
     subprocess.run([PY, "-m", "pip", "install", "--quiet", "--no-index", *wheels],
                    check=True)
-    # noop's DWARF walk in C, built in place as setup.py builds it (else it walks in
-    # Python, several times slower under emulation)
-    include = subprocess.run(["python3-config", "--includes"], capture_output=True,
-                             text=True, check=True).stdout.split()
-    suffix = subprocess.run(["python3-config", "--extension-suffix"], capture_output=True,
-                            text=True, check=True).stdout.strip()
-    walk = NOOP / "agent" / "binary" / "dwarf"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", *include, str(walk / "_walk.c"),
-                    "-o", str(walk / f"_walk{suffix}")], check=True)
 
 
 def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
@@ -551,6 +542,10 @@ def main() -> int:
             say(f"doctor: {line}")
         say(f"doctor: exit {doctor.returncode}, {len(said)} characters")
         # the calibration runs a loop of arm64's own instructions, proven as arm64 code
+        # agent/binary/dwarf/_walk.c, cross-built on the host against this Python
+        check("doctor: the DWARF walk in C loads",
+              re.search(r"^ok +DWARF walk in C +built", said, re.M) is not None,
+              next((x for x in said.splitlines() if "DWARF walk" in x), "not said"))
         check("doctor: uprobe hit costs calibrated",
               re.search(r"^ok +uprobe hit cost", said, re.M) is not None,
               next((x for x in said.splitlines() if "uprobe hit cost" in x), "not said"))
