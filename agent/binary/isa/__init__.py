@@ -11,33 +11,14 @@ The architecture of a binary is ``ElfFile.arch``; ``of(arch.name)`` its instruct
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from agent.binary.isa.refs import LOAD, STORE, TAKE, USE, Reference
 
 if TYPE_CHECKING:
     from agent.binary.elf import ElfFile
     from agent.binary.passes import Exit, StackCheck
     from agent.binary.sites import Insn
-
-
-# How an instruction names a global (``Reference.how``)
-TAKE = "take"  # its address, into a register (x86-64's lea, arm64's adrp and add)
-LOAD = "load"  # a load from it into a register
-STORE = "store"  # a store of a register to it
-USE = "use"  # any other access (a compare, an atomic)
-
-
-@dataclass(frozen=True, slots=True)
-class Reference:
-    """An instruction's naming of a global's address as position-dependent code does
-    (x86-64: a RIP-relative operand; arm64: ADRP and the ADD, load or store using its
-    page, or a load or store through a register an ADD so took the address into)."""
-
-    insn: Insn  # the instruction that completes the address
-    how: str  # TAKE, LOAD, STORE or USE
-    reg: str  # the register taken, loaded or stored (its full name: rax, x0); "" for USE
-    size: int  # bytes loaded or stored (0: a TAKE or a USE)
-    address: int
 
 
 class Isa(Protocol):
@@ -84,3 +65,6 @@ def of(name: str) -> Isa:
     from agent.binary.isa.amd64 import AMD64
 
     return AMD64
+
+
+__all__ = ["LOAD", "STORE", "TAKE", "USE", "Isa", "Reference", "of"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from agent.binary import passes, sites
 from agent.binary.amd64 import full_register
 from agent.binary.elf import ElfFile
-from agent.binary.isa import LOAD, STORE, TAKE, USE, Reference
+from agent.binary.isa.refs import LOAD, STORE, TAKE, USE, Reference
 from agent.binary.passes import Exit, StackCheck
 from agent.binary.sites import Insn
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from agent.binary import sites
 from agent.binary.arch import CONDITION
 from agent.binary.elf import ElfFile
-from agent.binary.isa import LOAD, STORE, TAKE, USE, Reference
+from agent.binary.isa.refs import LOAD, STORE, TAKE, USE, Reference
 from agent.binary.passes import Exit, StackCheck
 from agent.binary.sites import BRANCH, CALL, JUMP, NEXT, RETURN, STOP, Insn
 
