@@ -224,6 +224,7 @@ class _Code:
         self.funcs = funcs
         self._names = {f.entry: name for name, f in funcs.items()}
         self.isa = isa.of(program.elf.arch.name)
+        self._steps: dict[str, list[Step]] = {}  # by function: each is read more than once
         # the Go register ABI's first and second integer registers (rax, rbx; x0, x1)
         self.first, self.second = program.elf.arch.go_int_regs[:2]
 
@@ -236,6 +237,8 @@ class _Code:
         """What each instruction of ``function`` does that the searches read: the
         global it names (``Step.ref``), or the call it makes (``Step.call``: the called
         function's name, "" for an indirect call or one to no function known)."""
+        if function in self._steps:
+            return self._steps[function]
         f = self.funcs.get(function)
         if f is None:
             raise self._missing(function, "the function itself")
@@ -249,6 +252,7 @@ class _Code:
                 out.append(Step(None, self._names.get(i.target, "") if i.target is not None
                                 else ""))
             out += [Step(r, None) for r in refs.get(i.address, ())]
+        self._steps[function] = out
         return out
 
     def receiver(self, function: str, callee: str) -> int:

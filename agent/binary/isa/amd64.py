@@ -46,6 +46,8 @@ class _Amd64:
         md = sites._disassembler()
         out = []
         for insn in insns:
+            if not any((b & 0xC7) == 0x05 for b in insn.raw[1:]):
+                continue  # no ModRM byte of RIP-relative form (mod 00, r/m 101) in it
             i = next(md.disasm(insn.raw, insn.address, 1), None)
             if i is None:
                 continue
