@@ -458,13 +458,19 @@ def test_an_entry_that_heads_a_loop_is_refused(built: tuple[str, Path, Path],
 def c_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/c/lines.c cross-built for arm64 at -O2 with DWARF (Debian's
     gcc-aarch64-linux-gnu)."""
+    return _cross_c("lines", tmp_path_factory)
+
+
+def _cross_c(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/programs/c/NAME.c by Debian's gcc-aarch64-linux-gnu, -O2 with DWARF, kept
+    by its inputs."""
     cc = installed("aarch64-linux-gnu-gcc")
-    src = PROGRAMS / "c" / "lines.c"
-    out = tmp_path_factory.mktemp("c-arm64") / "lines"
+    src = PROGRAMS / "c" / f"{name}.c"
+    out = tmp_path_factory.mktemp(f"{name}-arm64") / name
     inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", "-O2"], "sources": builds.tree(src),
               "env": builds.environment(cc), "libc": builds.packages("libc6-dev-arm64-cross")}
-    return builds.kept("lines", inputs, lambda d: run_build(
-        [str(cc), "-g", "-O2", "-o", str(d / "lines"), str(src)], cwd=d), out)
+    return builds.kept(name, inputs, lambda d: run_build(
+        [str(cc), "-g", "-O2", "-o", str(d / name), str(src)], cwd=d), out)
 
 
 def test_a_c_arm64_build_is_planned_from_its_dwarf(c_arm64: Path, tmp_path: Path) -> None:
@@ -531,13 +537,7 @@ def test_aapcs64_assigns_as_the_standard_says() -> None:
 @pytest.fixture(scope="module")
 def aapcs_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/c/aapcs.c by gcc-aarch64-linux-gnu, -O2 with DWARF."""
-    cc = installed("aarch64-linux-gnu-gcc")
-    src = PROGRAMS / "c" / "aapcs.c"
-    out = tmp_path_factory.mktemp("aapcs-arm64") / "aapcs"
-    inputs = {"tool": builds.tool(str(cc)), "flags": ["-g", "-O2"], "sources": builds.tree(src),
-              "env": builds.environment(cc), "libc": builds.packages("libc6-dev-arm64-cross")}
-    return builds.kept("aapcs", inputs, lambda d: run_build(
-        [str(cc), "-g", "-O2", "-o", str(d / "aapcs"), str(src)], cwd=d), out)
+    return _cross_c("aapcs", tmp_path_factory)
 
 
 AAPCS_FUNCTIONS = ("ints", "floats", "nine", "nine_doubles", "hfa", "cplx", "small",
