@@ -106,6 +106,24 @@ def left_attached(binary: str) -> list[str]:
     return [x for x in text.splitlines() if binary in x]
 
 
+def stopped(agent: subprocess.Popen[str], tag: str, binary: str, log: list[str],
+            how: str = "") -> None:
+    """SIGTERM to ``noop run``, then its checks: it exits 0 and leaves no uprobe on
+    ``binary`` (``how``: the run's kind, in their names); its log's end said when any
+    check so far failed."""
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(60)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+    check(f"{tag}: noop exits 0{how}", agent.returncode == 0, f"exit {agent.returncode}")
+    if any(why for _n, why in results):
+        for line in log[-15:]:
+            say(f"{tag}: noop said: {line.rstrip()}")
+    check(f"{tag}: no uprobe left{how}", not left_attached(binary),
+          str(left_attached(binary)))
+
+
 SPEC = """version: 1
 targets:
   example: {{binary: {binary}}}
@@ -205,16 +223,7 @@ def example(build: Path) -> None:
             prog.terminate()
             prog.wait()
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(60)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-    check(f"{tag}: noop exits 0", agent.returncode == 0, f"exit {agent.returncode}")
-    if any(why for _n, why in results):
-        for line in log[-15:]:
-            say(f"{tag}: noop said: {line.rstrip()}")
-    check(f"{tag}: no uprobe left", not left_attached(binary), str(left_attached(binary)))
+        stopped(agent, tag, binary, log)
 
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -285,17 +294,7 @@ def _mirror(tag: str, binary: str, own_addr: str, mode: str, skip: tuple[str, ..
             check(f"{tag}: the runtime's counters, between noop's reads", bool(growing) and
                   not off, "; ".join(off) or "none served")
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(60)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-    check(f"{tag}: noop exits 0 ({mode})", agent.returncode == 0, f"exit {agent.returncode}")
-    if any(why for _n, why in results):
-        for line in log[-10:]:
-            say(f"{tag}: noop said: {line.rstrip()}")
-    check(f"{tag}: no uprobe left ({mode})", not left_attached(binary),
-          str(left_attached(binary)))
+        stopped(agent, tag, binary, log, f" ({mode})")
 
 
 def mirrored_example(build: Path) -> None:
