@@ -39,13 +39,14 @@ fetch() { "$here/deploy/fetch-retry" "$@"; }
 #    which the systemd unit's ExecReload runs (a minimal Debian lacks it). gcc and
 #    python3-dev build noop's DWARF walk in C (agent/binary/dwarf/_walk.c). tmux: the
 #    real terminal the tests drive noop top's full screen in. gcc-aarch64-linux-gnu: an
-#    arm64 C test program (tests/test_arm64.py).
+#    arm64 C test program; gdb-multiarch: arm64 builds' DWARF read by another reader
+#    (tests/test_arm64.py).
 packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	golang-github-prometheus-client-golang-dev gdb llvm dwarves bpftrace binutils gcc
 	libcap2-bin curl prometheus prometheus-pushgateway prometheus-blackbox-exporter openssl
 	systemd clang librust-tokio-dev librust-prometheus-dev podman runc netavark aardvark-dns
 	iptables mmdebstrap procps tmux golang-github-victoriametrics-metrics-dev victoria-metrics
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
 # test-arm64: qemu's arm64 machine, and qemu-user (binfmt) to make its image
@@ -181,7 +182,7 @@ if [ "$job" = test ]; then
 	workers=${NOOP_TEST_WORKERS:-4}
 	pass_ "pytest, $workers workers: every test but the serial ones, the attach tests twice" \
 		1-parallel.xml -n "$workers" --dist loadfile --attach both -m "not serial"
-	pass_ "pytest, one at a time: the serial tests" 2-serial.xml -m serial
+	pass_ "pytest, one at a time: the serial tests" 2-serial.xml --attach both -m serial
 	phase ""
 	log "phases"
 	total=0

@@ -320,6 +320,7 @@ def test_a_registry_only_a_local_holds(privileged: None, rust_mirror: Path) -> N
         prog.wait()
 
 
+@pytest.mark.serial  # two rates over windows of the machine's timing: alone
 def test_probes_count_updates_apart_from_moves(privileged: None, go_paced_119: Path) -> None:
     """--probes: each series' updates per second as the probes counted them, beside how
     fast it moves: bulk_total moves 100 at each of its updates; the probes' cost said."""

@@ -142,7 +142,8 @@ def scope(nodeid: str) -> str:
 # fixtures are all made again under NOOP_ATTACH=perf (conftest's attach_way_of_module).
 SECOND = "@perf"
 SECOND_RUN = ("attach", "privileged")  # markers a test needs to run twice
-NOT_TWICE = ("serial", "slow")  # markers that keep it to one run
+NOT_TWICE = ("slow",)  # markers that keep it to one run (a serial test marked attach
+# runs twice in the serial pass, which is given --attach both too)
 
 
 def is_test_file(path: Path) -> bool:
