@@ -454,6 +454,140 @@ def test_an_entry_that_heads_a_loop_is_refused(built: tuple[str, Path, Path],
         done.stderr
 
 
+# --- gdb-multiarch: another reader of the same DWARF ----------------------------------
+
+PROM = "github.com/prometheus/client_golang/prometheus"
+# The structs the presets read, and the example's own.
+GDB_STRUCTS = ("main.order", "main.item", "main.metrics", f"{PROM}.counter",
+               f"{PROM}.gauge", f"{PROM}.histogram", f"{PROM}.histogramCounts")
+# The functions the presets probe, and the example's own (main.*, from the symbol table).
+GDB_FUNCTIONS = tuple(f"{PROM}.{m}" for m in (
+    "(*counter).Add", "(*counter).Inc", "(*gauge).Add", "(*gauge).Set",
+    "(*histogram).Observe", "(*CounterVec).WithLabelValues", "(*Registry).Gather"))
+
+
+def _gdb(binary: Path, commands: list[str]) -> str:
+    """What gdb-multiarch prints for ``commands`` on ``binary``, read, not run (no
+    init files, no scripts auto-loaded)."""
+    args = [str(installed("gdb-multiarch")), "-nx", "-batch", "-iex", "set auto-load off",
+            "-iex", "set width 0"]
+    for c in commands:
+        args += ["-ex", c]
+    return subprocess.run([*args, str(binary)], capture_output=True, text=True, timeout=300,
+                          check=True).stdout
+
+
+def _gdb_members(text: str) -> dict[str, tuple[int, int]]:
+    """The top-level members of ``ptype/o``'s struct: name -> (offset, size); a member
+    that is a struct itself is named on the line that closes it. gdb sizes a func value
+    as 1 byte, whatever its type's DW_AT_byte_size (8) says, and pads after it: its size
+    here is the room up to the next member (or the struct's end)."""
+    rows: list[tuple[str, int, int, bool]] = []
+    depth, pending, total = 0, None, 0
+    for line in text.splitlines():
+        head = re.match(r"/\*\s+(\d+)\s+\|\s+(\d+)\s+\*/\s*(.*)$", line.strip())
+        body = head.group(3) if head else line.strip()
+        if head and depth == 1:
+            member = re.search(r"\b(\w+);$", body)
+            if body.endswith("{"):
+                pending = (int(head.group(1)), int(head.group(2)))
+            elif member:
+                rows.append((member.group(1), int(head.group(1)), int(head.group(2)),
+                             body.startswith("func(")))
+        size = re.match(r"/\* total size \(bytes\):\s+(\d+) \*/", body)
+        if size and depth == 1:
+            total = int(size.group(1))
+        depth += body.count("{") - body.count("}")
+        closed = re.match(r"}\s*(\w+);$", body)
+        if closed and depth == 1 and pending is not None:
+            rows.append((closed.group(1), *pending, False))
+            pending = None
+    ends = [off for _n, off, _s, _f in rows[1:]] + [total]
+    return {n: (off, end - off if func else size)
+            for (n, off, size, func), end in zip(rows, ends, strict=True)}
+
+
+@pytest.mark.parametrize("name", GDB_STRUCTS)
+def test_struct_layouts_are_gdbs(built: tuple[str, Path, Path], name: str) -> None:
+    """Every member's offset and size as gdb-multiarch lays the twin's DWARF out
+    (``ptype/o``); a stripped build answers from type descriptors, for the types that
+    keep one (main.order has none, and says so)."""
+    variant, binary, twin = built
+    want = _gdb_members(_gdb(twin, ["set language c", f"ptype/o struct '{name}'"]))
+    assert want, name
+    if variant == "stripped" and name == "main.order":
+        done = run("struct", binary, name, timeout=120)
+        assert done.returncode != 0 and "no type descriptor" in done.stderr, done.stderr
+        return
+    got = {m["name"]: (m["offset"], m["size"])
+           for m in inspect.struct_layout(str(binary), name)["members"]}
+    assert got == want
+
+
+def _entry_registers(text: str, entry: int) -> list[tuple[str, list[str] | None]]:
+    """``info scope``'s symbols (inner blocks' first), each with the registers gdb says
+    hold it at ``entry`` (None: not all in registers there)."""
+    out: list[tuple[str, list[str] | None]] = []
+    for block in re.split(r"^(?=Symbol )", text, flags=re.M)[1:]:
+        name = block.split()[1]
+        if re.match(r"Symbol \S+ is a function at", block):  # one inlined there
+            continue
+        where = None
+        single = re.match(r"Symbol \S+ is a variable in \$(\w+)", block)
+        if single:
+            where = [single.group(1)]
+        for m in re.finditer(r"Range (0x[0-9a-f]+)-0x[0-9a-f]+: (.*)", block):
+            if int(m.group(1), 16) == entry:
+                pieces = m.group(2).split(", and ")
+                regs = [re.fullmatch(r"a variable in \$(\w+)(?: \[\d+-byte piece\])?", p)
+                        for p in pieces]
+                where = [r.group(1) for r in regs if r] if all(regs) else None
+        out.append((name, where))
+    return out
+
+
+def test_parameters_are_where_gdb_finds_them_at_the_entry(
+        built: tuple[str, Path, Path]) -> None:
+    """Each parameter noop places (``vars``) is in the registers gdb-multiarch's own
+    location-list reading names at the function's first instruction (``info scope``),
+    piece by piece (a string in x1 and x2, a slice in x1 to x3, a float in v0); for
+    the example's functions and those the presets probe. A stripped build's
+    parameters, which the Go register ABI assigns from the function's type, are named
+    by position: the twin's parameters in the DWARF's order. gdb's scope is read at the
+    entry's address (by name it may take an inlined copy's)."""
+    variant, binary, twin = built
+    mains = [r["name"] for r in inspect.function_list(str(twin), "main.*")]
+    functions = [*mains, *GDB_FUNCTIONS]
+    # each function's entry, then its scope there (by name, gdb may pick an inlined copy)
+    named = _gdb(twin, [f"info address {f}" for f in functions])
+    entries = {f: int(m.group(1), 16) for f in functions if (m := re.search(
+        rf'Symbol "{re.escape(f)}" is a function at address (0x[0-9a-f]+)', named))}
+    text = _gdb(twin, [f"info scope *{a:#x}" for a in entries.values()])
+    scopes = dict(zip(entries, re.split(r"^Scope for \*0x[0-9a-f]+(?::| contains no locals "
+                                        r"or arguments\.)$", text, flags=re.M)[1:], strict=True))
+    compared: set[str] = set()
+    for f, entry in entries.items():  # (a name gdb's parser takes apart is not there)
+        scope = scopes[f]
+        gdbs = _entry_registers(scope, entry)
+        params = inspect.function_vars(str(binary), f)["params"]
+        if not params:  # none, or none known (a stripped build's function of no type)
+            continue
+        # a stripped build's p0, p1, ...: the twin's parameters, in its DWARF's order
+        names = [p["name"] for p in inspect.function_vars(str(twin), f)["params"]] \
+            if variant == "stripped" else [p["name"] for p in params]
+        for p, name in zip(params, names, strict=True):
+            regs = [x.get("reg") for x in p["location"]]
+            where = next((w for g, w in gdbs if g == name), None)
+            if where is None:  # gdb places it elsewhere at the entry (or not at all)
+                continue
+            assert (f, name, regs) == (f, name, where)
+            compared.add(f)
+    # each function the presets probe, and main's with parameters (a stripped build
+    # keeps no type of placeOrder: its parameters are unknown there), compared
+    mains = ["main.(*metrics).tick", *(["main.placeOrder"] if variant == "dwarf" else [])]
+    assert {*GDB_FUNCTIONS, *mains} <= compared
+
+
 @pytest.fixture(scope="module")
 def c_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/programs/c/lines.c cross-built for arm64 at -O2 with DWARF (Debian's
