@@ -16,7 +16,6 @@ import random
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,7 +265,6 @@ def test_every_damage_of_every_section_is_an_answer_or_one_line(
     intact = _intact(walks, kind, intact_copy)
     whole = _answers(walks["c"], kind, intact_copy)
     wrong: list[str] = []
-    t0 = time.monotonic()
     for i, (section, damage, patches) in enumerate(
             [*_damages(data), *_references(original, data)]):
         damaged = bytearray(data)
@@ -280,8 +278,9 @@ def test_every_damage_of_every_section_is_an_answer_or_one_line(
         if section in (".debug_aranges", ".zdebug_aranges") and \
                 _answers(walks["c"], kind, path) != whole:
             wrong.append(f"{section} {damage}: not the intact binary's answers")
+    # (each answer's time is bounded by the intact one's, measured in the same run: a
+    # total in seconds would measure the machine)
     assert not wrong, "\n".join(wrong[:20])
-    assert time.monotonic() - t0 < 120
 
 
 @pytest.mark.parametrize("kind", ["c", "go"])
