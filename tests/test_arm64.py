@@ -366,30 +366,29 @@ def test_every_instructions_handling_is_its_class(built: tuple[str, Path, Path])
 def test_probing_here_is_refused_in_one_line(built: tuple[str, Path, Path],
                                              tmp_path: Path) -> None:
     """A trace or noop run of the arm64 build on this x86-64 kernel: one line (a uprobe
-    of another instruction set would corrupt the file's code), noop run --binary's too;
-    what probes every update (noop --binary, --mirror both or off, noop check --binary
-    without --run) is refused on arm64 in one line, saying what works instead."""
+    of another instruction set would corrupt the file's code), noop run --binary's and
+    noop --binary's too; noop run's counts of every update (--mirror both or off) are
+    refused on arm64 in one line, saying what works instead."""
     variant, binary, _twin = built
     spec = tmp_path / "probes.yaml"
     spec.write_text(SPEC.format(binary=binary, n="n" if variant == "dwarf" else "p1"))
     kernel = "is an arm64 binary and this kernel"
-    updates = "on arm64 noop does not read the update code yet"
+    counts = "on arm64 noop reads the update code for noop --binary's lines only"
     for args, said, code in (
             (("--config", spec, "--duration", "1"), kernel, 2),
             (("run", "--config", spec, "--listen", "127.0.0.1:0"), kernel, 2),
             (("run", "--binary", binary, "--listen", "127.0.0.1:0"), kernel, 2),
-            (("check", "--binary", binary), updates, 2),
-            (("--binary", binary, "--duration", "1"), updates, 2),
+            (("--binary", binary, "--duration", "1"), kernel, 2),
             (("run", "--binary", binary, "--mirror", "both", "--listen", "127.0.0.1:0"),
-             updates, 2),
+             counts, 2),
             (("run", "--binary", binary, "--mirror", "off", "--listen", "127.0.0.1:0"),
-             updates, 2)):
+             counts, 2)):
         done = run(*args, timeout=120)
         assert done.returncode == code, (args, done.stderr)
-        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        lines = [x for x in done.stderr.splitlines() if x.strip() and "warning:" not in x]
         assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr, \
             done.stderr
-        if said == updates:
+        if said == counts:
             assert "noop run --binary" in lines[0]  # what to do instead
 
 
@@ -411,6 +410,70 @@ def test_the_runtimes_globals_are_found_in_arm64_code(built: tuple[str, Path, Pa
     named = {name: symbols.get(f"runtime.{name}", symbols.get("runtime.numCPUStartup"))
              for name in found}
     assert found == named
+
+
+def _method(twin: Path, binary: Path, method: str) -> list[tuple[int, str, str]]:
+    """llvm-objdump's instructions of client_golang's ``method`` (at the twin's
+    symbol: the stripped build's code is the same)."""
+    row = inspect.function_list(str(twin), f"{PROM}.{method}")[0]
+    return _objdump(binary, (row["address"], row["address"] + row["size"]))
+
+
+def _ops(operands: str) -> list[str]:
+    return [o.strip() for o in operands.replace("[", "").replace("]", "").split(",")]
+
+
+def test_update_probes_are_where_the_atomics_took_effect(
+        built: tuple[str, Path, Path]) -> None:
+    """noop --binary's plan of an arm64 build (``noop check --binary``): each update
+    where llvm-objdump shows it took effect, with the registers that hold it there.
+    Inc's add: the instruction after the exclusive loop's ``cbnz`` (where the LSE
+    path's ``b`` lands too), the old value the new less the amount added
+    (``add Xt, Xt, Xs``); gauge.Add's compare-and-swap: the instruction after the
+    ``tbz`` that retries a lost one, the old value the register ``cmp`` compared and
+    the new the one ``stlxr`` stored; Set's release store: the instruction after the
+    ``stlr``, the value it stored; the histogram's count: as Inc's. What it does not
+    read (SetToCurrentTime's receiver, reloaded from memory) it says."""
+    _variant, binary, twin = built
+    done = run("check", "--binary", binary, "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    probes = {p["name"]: p for p in plan["probes"]}
+
+    def site(probe: str, tag: str) -> dict[str, Any]:
+        (one,) = [s for s in probes[probe]["sites"] if s["tag"] == tag]
+        assert one["handling"] in ("emulated", "single-stepped"), one
+        return one
+
+    def regs(s: dict[str, Any], name: str) -> list[str]:
+        return list(s["values"][name]["regs"])
+
+    for method, probe, tag in (("(*counter).Inc", "counter_int", "counter.Inc"),
+                               ("(*histogram).observe", "histogram", "histogram.Observe")):
+        code = _method(twin, binary, method)
+        k = next(k for k, (_a, m, _o) in enumerate(code) if m == "stlxr")
+        assert code[k + 1][1] == "cbnz"
+        join = code[k + 2][0]
+        lse = next(k for k, (_a, m, _o) in enumerate(code) if m == "ldaddal")
+        assert code[lse + 2][1] == "b" and int(code[lse + 2][2].split()[0], 16) == join
+        t, _t, s = _ops(code[lse + 1][2])  # add Xt, Xt, Xs
+        got = site(probe, tag)
+        assert int(got["address"], 16) == join and regs(got, "before") == [t, s]
+    code = _method(twin, binary, "(*gauge).Add")
+    k = next(k for k, (_a, m, o) in enumerate(code) if m == "tbz" and
+             int(o.split(",")[-1].split()[0], 16) == code[0][0])  # the retry
+    store = next(o for _a, m, o in code if m == "stlxr")
+    compare = next(o for _a, m, o in code if m == "cmp")
+    got = site("gauge_add", "gauge.Add")
+    assert int(got["address"], 16) == code[k + 1][0]
+    assert regs(got, "old") == [_ops(compare)[1]] and regs(got, "new") == [_ops(store)[1]]
+    code = _method(twin, binary, "(*gauge).Set")
+    k = next(k for k, (_a, m, _o) in enumerate(code) if m == "stlr")
+    got = site("gauge_set", "gauge.Set")
+    assert int(got["address"], 16) == code[k + 1][0]
+    assert regs(got, "new") == [_ops(code[k][2])[0]]
+    unseen = " ".join(n for p in plan["probes"] for n in p.get("unseen") or ())
+    assert "SetToCurrentTime" in unseen
 
 
 def test_the_mirrors_plan_is_the_gather_probe_alone(built: tuple[str, Path, Path]) -> None:

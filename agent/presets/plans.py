@@ -69,7 +69,7 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
 
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
-    if language == "rust" and b.arch.name not in client_golang.UPDATES_READ:
+    if language == "rust" and b.arch.name not in client_golang.OTHERS_READ:
         raise Unsupported(f"{path} is an {b.arch.name} Rust program: noop --binary reads "
                           "the prometheus crate's code as x86-64's only for now",
                           f"write a probes.yaml for it (entry, exit and line probes work "
@@ -118,9 +118,12 @@ def need_updates(p: Plan, how: str) -> None:
     both or off) for a program whose architecture's update code the presets do not
     read: its plan holds the mirror's probe alone."""
     arch = p.targets[0].arch if p.targets else "x86-64"
-    if library(p) in MIRRORED and arch not in client_golang.UPDATES_READ:
+    if library(p) in MIRRORED and all(probe.name == GATHERED for probe in p.probes):
+        some = library(p) == "client_golang" and arch in client_golang.UPDATES_READ
         err = NoopError(f"{how} probes every update of the program's metrics, and on "
-                        f"{arch} noop does not read the update code yet",
+                        f"{arch} noop " + ("reads the update code for noop --binary's "
+                                           "lines only, not for noop run's counts yet"
+                                           if some else "does not read the update code yet"),
                         "serve the program's own metrics with noop run --binary, which "
                         "reads them from its memory")
         err.exit_code = 2  # the command line asked for what this binary cannot have

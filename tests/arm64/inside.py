@@ -1,6 +1,7 @@
 """What the emulated arm64 machine runs as its init (tests/arm64-machine): noop's checks
 on arm64, from the committed tree (/noop), its pinned dependencies' arm64 wheels
-(/wheels) and the programs cross-built on the host (/programs). Each check prints one
+unpacked on the host (/site, beside Debian's BCC) and the programs cross-built on the
+host (/programs). Each check prints one
 line, ``noop-inside: ok NAME`` or ``noop-inside: FAIL NAME: WHY``, and the last line is
 ``noop-inside: result N passed, N failed``. Standard library only: the guest has no
 pytest.
@@ -35,9 +36,11 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 NOOP = Path("/noop")
-PY = "/venv/bin/python"
+PY = sys.executable  # Debian's, whose dist-packages hold BCC
+SITE = "/site"  # noop's dependencies
 results: list[tuple[str, str]] = []
 
 
@@ -50,17 +53,8 @@ def check(name: str, ok: bool, why: str = "") -> None:
     say(f"ok {name}" if ok else f"FAIL {name}: {why}")
 
 
-def setup() -> None:
-    """A venv beside Debian's BCC, with noop's dependencies from the wheels."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "/venv"],
-                   check=True)
-    wheels = sorted(str(p) for p in Path("/wheels").glob("*.whl"))
-    subprocess.run([PY, "-m", "pip", "install", "--quiet", "--no-index", *wheels],
-                   check=True)
-
-
 def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(NOOP), "NOOP_CACHE_DIR": "/tmp/noop-cache",
+    env = {**os.environ, "PYTHONPATH": f"{NOOP}:{SITE}", "NOOP_CACHE_DIR": "/tmp/noop-cache",
            "PYTHONFAULTHANDLER": "1"}  # a fatal signal says where
     return subprocess.Popen([PY, "-m", "agent", *args], cwd=NOOP, env=env, text=True,
                             **kw)  # type: ignore[call-overload]
@@ -295,6 +289,80 @@ def _mirror(tag: str, binary: str, own_addr: str, mode: str, skip: tuple[str, ..
                   not off, "; ".join(off) or "none served")
     finally:
         stopped(agent, tag, binary, log, f" ({mode})")
+
+
+def traced_updates(build: Path) -> None:
+    """``noop --binary --json`` on the example (its lines: each update the preset reads
+    on arm64), attached before the program starts, then TICKS ticks: each counter's and
+    each added gauge's increments sum to the program's own value (every update seen
+    once), a set gauge's last line is its value, the histogram has a line per
+    observation; noop stops leaving no uprobe."""
+    binary = str(build / "go-prometheus")
+    tag = f"{build.name} noop --binary"
+    out = Path(f"/tmp/{build.name}-updates.json")
+    with open(out, "w") as sink:
+        agent = noop("--binary", binary, "--json", stdout=sink, stderr=subprocess.PIPE)
+    assert agent.stderr is not None
+    log: list[str] = []
+    end = time.monotonic() + 600
+    while time.monotonic() < end and not any(re.search(r"uprobes? on ", x) for x in log):
+        line = agent.stderr.readline()
+        if not line:
+            break
+        log.append(line)
+    if not any(re.search(r"uprobes? on ", x) for x in log):
+        check(f"{tag}: attached", False, "".join(log[-10:]))
+        agent.kill()
+        agent.wait()
+        return
+    threading.Thread(target=log.extend, args=(iter(agent.stderr.readline, ""),),
+                     daemon=True).start()
+    prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", str(TICKS),
+                             "-period", "20ms", "-linger", "600s"], stderr=subprocess.PIPE,
+                            text=True)
+    assert prog.stderr is not None
+    own_addr = re.search(r"http://(\S+)/metrics", prog.stderr.readline())
+    assert own_addr is not None
+    try:
+        for _ in range(300):
+            if scrape(own_addr.group(1)).get("fake_counter") == TICKS:
+                break
+            time.sleep(0.5)
+        own = series(own_addr.group(1))
+        time.sleep(3)  # the ring drained
+    finally:
+        prog.terminate()
+        prog.wait()
+    stopped(agent, tag, binary, log)
+    printed: list[dict[str, Any]] = [json.loads(x) for x in out.read_text().splitlines()
+                                     if x.strip()]
+    by: dict[tuple[str, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
+    for x in printed:
+        pairs = tuple(sorted(x["labels"].items())) if isinstance(x["labels"], dict) else ()
+        by.setdefault((str(x["metric"]), pairs), []).append(x)
+    wrong = []
+    for (metric, pairs), got in sorted(by.items()):
+        if got[-1]["kind"] == "histogram":
+            want = own.get((f"{metric}_count", pairs))
+            ok = want == len(got)
+        elif got[-1]["inc"] is None:  # a set: its last value
+            want = own.get((metric, pairs))
+            ok = want == got[-1]["value"]
+        else:  # every update once: the increments sum to the value
+            want = own.get((metric, pairs))
+            ok = want is not None and math.isclose(sum(float(x["inc"]) for x in got), want)
+        if not ok:
+            wrong.append(f"{metric}{dict(pairs)}: {len(got)} lines, last "
+                         f"{got[-1]}, the program's {want}")
+    names = {m for m, _l in by}
+    missing = sorted({"fake_counter", "another_fake_counter", "fake_gauge",
+                      "another_fake_gauge", "sub_fake_gauge", "dec_fake_gauge",
+                      "fake_set_gauge", "fake_float_counter", "fake_int_counter",
+                      "fake_histogram"} - names)
+    check(f"{tag}: every update method's series has lines", not missing, str(missing))
+    check(f"{tag}: each series' lines are the program's values", not wrong and bool(by),
+          "; ".join(wrong[:4]))
+    say(f"{tag}: {len(printed)} lines, {len(by)} series")
 
 
 def mirrored_example(build: Path) -> None:
@@ -532,7 +600,6 @@ def c_program(build: Path) -> None:
 def main() -> int:
     started = time.monotonic()
     try:
-        setup()
         say(f"uname {os.uname().release} {os.uname().machine}; set up in "
             f"{time.monotonic() - started:.0f} s")
         doctor = noop("doctor", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -554,6 +621,7 @@ def main() -> int:
             try:
                 if (build / "go-prometheus").exists():
                     example(build)
+                    traced_updates(build)
                     if build.name.endswith("stripped"):  # the DWARF builds' read the same
                         mirrored_example(build)
                 elif (build / "mirror").exists():

@@ -19,11 +19,14 @@ from agent.presets.mirror import GATHERED as GATHERED
 PKG = CLIENT_GOLANG
 
 TARGET = "main"  # the preset's one target
-# The architectures whose update instructions the presets read (x86-64's LOCK XADD,
-# LOCK CMPXCHG and XCHG); on another (arm64: LSE atomics, or exclusive load/store
-# loops, chosen at run time) noop run's mirror reads every value from memory and no
-# update is probed (``plans.need_updates``).
-UPDATES_READ = ("x86-64",)
+# The architectures whose update instructions the presets read: x86-64's LOCK XADD,
+# LOCK CMPXCHG and XCHG, every preset's; arm64's (LSE atomics, or exclusive load/store
+# loops, chosen at run time: ``joins``) client_golang's, for noop --binary's lines, not
+# yet folded into noop run's in-kernel rows (``UPDATES_FOLDED``). Elsewhere noop run's
+# mirror reads every value from memory and no update is probed (``plans.need_updates``).
+UPDATES_READ = ("x86-64", "arm64")
+UPDATES_FOLDED = ("x86-64",)
+OTHERS_READ = ("x86-64",)  # the prometheus crate's and VictoriaMetrics/metrics' updates
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
 MAX_ROWS = 4096  # in-kernel rows per update kind: (process, metric object, site)
 COUNT_MASK = 2**63 - 1  # histogram.countAndHotIdx: the count below the hot-index bit

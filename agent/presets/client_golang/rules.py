@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from agent.binary import passes, sites
 from agent.config.selector import Selector
@@ -31,6 +30,7 @@ from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Column, Plan, ProbePlan, Site, TargetPlan, ValueSpec
 from agent.plan.placement.entry import entry_site
 from agent.plan.updates import field_offset
+from agent.presets.client_golang import joins as joined
 from agent.presets.client_golang.cheap import cheap_probe, counter_add
 from agent.presets.client_golang.facts import (
     CHEAP_COLUMNS,
@@ -44,21 +44,39 @@ from agent.presets.client_golang.facts import (
     PKG,
     RULES,
     TARGET,
+    UPDATES_FOLDED,
     UPDATES_READ,
     Rule,
     method_op,
 )
 from agent.presets.client_golang.summaries import buffered, with_sum
-from agent.presets.client_golang.values import common, receiver, register, specific, word
+from agent.presets.client_golang.values import (
+    common,
+    inlined,
+    receiver,
+    register,
+    specific,
+    word,
+)
 
 
 def make(b: Binary, aggregate: bool) -> Plan:
     """The preset's plan for Go program ``b``; with ``aggregate``, each probe also folds
     its hits into an in-kernel aggregate by (process, metric object, site) and
     describes each metric object once (for ``noop run``). On an architecture whose
-    update code the rules do not read (``UPDATES_READ``): the mirror's plan only."""
-    if b.arch.name not in UPDATES_READ:
+    update code the rules do not read (``UPDATES_READ``), or do not fold in the kernel
+    (``UPDATES_FOLDED``) where ``aggregate``: the mirror's plan only."""
+    if b.arch.name not in (UPDATES_FOLDED if aggregate else UPDATES_READ):
         return _finders(b)
+    if b.arch.name != "x86-64":  # arm64's atomics, where their two paths join
+        plan = joined.make(b)
+        if plan is None:
+            raise NoMetrics(f"{b.path} does not update client_golang metrics that noop "
+                            f"reads on {b.arch.name} (no {PKG} counter, gauge or histogram "
+                            "update found)", "write a probes.yaml for it and use --config",
+                            b.plan(TARGET, None, selector=Selector(
+                                path=str(Path(b.path).resolve())), modules=b.modules(PKG)))
+        return plan
     path = b.path
     probes = []
     modules = b.modules(PKG)
@@ -169,7 +187,7 @@ def _makers(b: Binary) -> ProbePlan | None:
                             f"made: ret at +{e.insn.address - start:#x}, the new metric in rbx "
                             f"({how})", (fetch,), handling=how, role="renew", tag="made"))
         unseen += [f"{fn} inlined at {c.entry:#x}: the objects it makes there are known "
-                   "by address only" for c in _inlined(b, fn)]
+                   "by address only" for c in inlined(b, fn)]
     if not out:
         return None
     value = ValueSpec("object", "addr", 8, 0, "pointer", "the new metric")
@@ -185,7 +203,7 @@ def _gathered(b: Binary) -> ProbePlan | None:
     without the register ABI, or when no code of Gather's runs on its own (inlined
     copies would go unseen: a registry the mirror then finds by its globals only)."""
     if b.goid_offset is None or GATHER not in b.functions.symbols or \
-            not b.functions.symbols[GATHER].size or _inlined(b, GATHER):
+            not b.functions.symbols[GATHER].size or inlined(b, GATHER):
         return None
     by_id = field_offset(b, "Registry", "collectorsByID")
     if by_id is None:
@@ -204,13 +222,6 @@ def _gathered(b: Binary) -> ProbePlan | None:
     site = entry_site(b, GATHER, tuple(f for _, f in pairs))
     return ProbePlan(GATHERED, TARGET, tuple(v for v, _ in pairs),
                      (replace(site, tag="gathered"),), tells=True)
-
-
-def _inlined(b: Binary, fn: str) -> tuple[Any, ...]:
-    try:
-        return b.functions.inlined(fn)
-    except NoopError:
-        return ()
 
 
 def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -> None:
@@ -245,7 +256,7 @@ def _regions(b: Binary, rule: Rule) -> list[Region]:
             continue
         if sym.size:
             own.append((method, fn, b.instructions(fn), [(sym.address, sym.address + sym.size)]))
-        for copy in _inlined(b, fn):
+        for copy in inlined(b, fn):
             caller = b.function_at(copy.entry)
             if caller is not None:
                 copies.append((method, caller, b.instructions(caller), b.dwarf.ranges(copy.die)))

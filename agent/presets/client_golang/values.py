@@ -11,15 +11,18 @@ from agent.binary import sites
 from agent.binary.dwarf.dies import die_name
 from agent.binary.dwarf.locations import Location, Piece, Unavailable
 from agent.config.model import parse_selector
+from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch, Op
 from agent.plan.model import ValueSpec
 from agent.presets.client_golang.facts import MAX_LABELS, PKG, Rule
 
 
-def common(b: Binary, recv_type: Any, base: str) -> list[tuple[ValueSpec, Fetch]]:
-    """Name, labels and address of the metric whose field ``base`` points into."""
-    start: Location = (Piece(8, reg=base),)
+def common(b: Binary, recv_type: Any, base: str, add: int = 0
+           ) -> list[tuple[ValueSpec, Fetch]]:
+    """Name, labels and address of the metric whose field ``base`` points into (the
+    metric at ``base`` + ``add``: arm64's atomics hold the field's own address)."""
+    start: Location = (Piece(8, reg=base, add=add),)
     out = []
     wanted = [("metric", "m.desc.fqName", "string", 128)]
     for i in range(MAX_LABELS):
@@ -29,14 +32,14 @@ def common(b: Binary, recv_type: Any, base: str) -> list[tuple[ValueSpec, Fetch]
         got = b.walker.select(parse_selector(sel), start, recv_type, decode, cap)
         out.append((ValueSpec(name, got.decode, got.size, got.cap, got.type, sel), got.fetch))
     out.append((ValueSpec("object", "addr", 8, 0, "pointer", "m"),
-                Fetch("reg", size=8, regs=(base,))))
+                Fetch("reg", size=8, regs=(base,), offset=add)))
     return out
 
 
-def field(b: Binary, recv_type: Any, base: str, name: str, decode: str
+def field(b: Binary, recv_type: Any, base: str, name: str, decode: str, add: int = 0
           ) -> tuple[ValueSpec, Fetch]:
-    got = b.walker.select(parse_selector(f"m.{name}"), (Piece(8, reg=base),), recv_type,
-                          decode, 8)
+    got = b.walker.select(parse_selector(f"m.{name}"), (Piece(8, reg=base, add=add),),
+                          recv_type, decode, 8)
     return ValueSpec(name, got.decode, got.size, 0, got.type, f"m.{name}"), got.fetch
 
 
@@ -78,6 +81,15 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
             if loc == (Piece(8, reg="xmm0"),):
                 return spec, Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
     return spec, Fetch("unavailable", why=reason)
+
+
+def inlined(b: Binary, fn: str) -> tuple[Any, ...]:
+    """The copies of ``fn`` inlined into other functions (none where DWARF cannot
+    say)."""
+    try:
+        return tuple(b.functions.inlined(fn))
+    except NoopError:
+        return ()
 
 
 def receiver(b: Binary, rule: Rule) -> Any:

@@ -16,7 +16,7 @@ from agent.errors import NoopError
 from agent.plan.binary import Binary
 from agent.plan.model import Plan, ProbePlan
 from agent.plan.placement.entry import entry_site
-from agent.presets.client_golang.facts import TARGET, UPDATES_READ
+from agent.presets.client_golang.facts import OTHERS_READ, TARGET
 from agent.presets.client_golang.values import register
 from agent.presets.mirror import GATHERED
 from agent.presets.vmetrics.facts import PKG
@@ -44,7 +44,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
         raise NoopError(f"{b.path}: its VictoriaMetrics/metrics updates cannot be probed: "
                         f"{exc.message}", "noop reads the library's 1.x layouts it can "
                         "verify in the binary's type descriptors") from None
-    if b.arch.name not in UPDATES_READ:  # noop run's mirror only (plans.need_updates)
+    if b.arch.name not in OTHERS_READ:  # noop run's mirror only (plans.need_updates)
         written = _written(b)
         return Plan(SOURCE, (target,), (written,) if written else ())
     probes, unseen = updates(b, lay, aggregate)
