@@ -14,8 +14,10 @@ mnemonic (llvm-objdump's) puts it in; the generated C reads arm64's pt_regs and
 compiles; an entry whose first instruction heads a loop is refused. Probing one here is
 refused in one line (this kernel is x86-64). ``noop run --binary``'s mirror: the
 runtime's globals found in arm64 code as the symbol table has them, the plan's one
-probe where the program gathers a registry; what probes every update is refused in
-one line (the update code is read as x86-64's only)."""
+probe where the program gathers a registry; noop run's counts of every update are
+refused in one line. ``noop --binary``'s update probes: where llvm-objdump shows each
+atomic took effect, with the registers that hold it there. Layouts and parameters
+against gdb-multiarch too."""
 
 from __future__ import annotations
 

@@ -17,10 +17,11 @@ behind when it stops. Then ``noop run --binary``'s mirror of each stripped build
 finds the registry only main holds by the probe where the program gathers it) and of
 tests/programs/go/mirror (DefaultRegisterer, read with no probe): every series the
 program serves is noop's with its value, and the Go and process collectors' families
-are served. Then the exactly-once check: a plain function called 100,000
-times (examples/bench/go-loop), counted by an entry probe, with Go's asynchronous
-preemption on and off. And a C program by Debian's cross compiler (entry, exit, a
-line).
+are served; ``noop --binary --json``'s lines on each build of the example: every update
+seen once (a counter's increments sum to its value). Then the exactly-once check: a
+plain function called 100,000 times (examples/bench/go-loop), counted by an entry
+probe, with Go's asynchronous preemption on and off. And a C program by Debian's
+cross compiler (entry, exit, a line).
 """
 
 from __future__ import annotations
