@@ -20,6 +20,8 @@ again a few times, then left out of this scrape (``Read.torn``).
 
 from __future__ import annotations
 
+import itertools
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -293,7 +295,13 @@ class Reader:
                 u64(shards, halves[hot] + k.count) != n & _COUNT:
             return None
         count, total = n & _COUNT, float_of(u64(shards, halves[hot] + k.sum))
-        value = histogram(self._bounds(s), (each0, each1)[hot], count, total)
+        bounds = self._bounds(s)
+        if not _bounds_of_a_histogram(bounds, len(each0) // 8):
+            # read while the object was being freed or made (an allocator's words): read
+            # again, at the next try
+            self._bounds_of.pop((s.address, s.desc), None)
+            return None
+        value = histogram(bounds, (each0, each1)[hot], count, total)
         if len(value.buckets) > 1 and value.buckets[-2][1] > count:
             return None  # a bucket counted before the count: an observation midway
         return value
@@ -313,6 +321,15 @@ class Reader:
                 self._bounds_of.clear()
             self._bounds_of[key] = got
         return got
+
+
+def _bounds_of_a_histogram(bounds: list[float], buckets: int) -> bool:
+    """Whether ``bounds`` can be a histogram's of ``buckets`` buckets: one a bucket,
+    strictly increasing (no NaN), +Inf not among them (the crate refuses any other when
+    it makes one, and drops a last +Inf)."""
+    return len(bounds) == buckets and math.inf not in bounds and \
+        all(a < b for a, b in itertools.pairwise(bounds)) and \
+        not any(map(math.isnan, bounds))
 
 
 def _alive(counts: bytes) -> bool:
