@@ -149,7 +149,9 @@ def test_every_page_is_a_set_of_members_that_existed_during_its_scrape(
     assert len(unsettled_at) < len(scrapes) / 2, len(unsettled_at)
     assert not wrong, f"{len(wrong)} of {len(scrapes)} pages held no set of their scrape " \
         f"(unsettled {unsettled}, {skipped}): {wrong[:3]}"
-    assert scrapes[-1][1] - scrapes[0][0] > 300  # the members changed all along
+    # the members changed all along: a step every 3 ms spans over 100 of them (229 in the
+    # Rust program's shortest run here; 300 was a step every ~1 ms)
+    assert scrapes[-1][1] - scrapes[0][0] > 100
     if collide:  # the slice of two was read, and what one deletion from it left
         pair = frozenset({("child", 0), ("child", 1)})
         assert any(pair <= page for _lo, _hi, page in scrapes)
