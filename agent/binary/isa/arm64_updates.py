@@ -28,12 +28,17 @@ plus a constant, on every path there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.binary.isa.arm64 import _word
 from agent.binary.sites import JUMP, RETURN, STOP, Insn
 
 ADD, CAS, STORE = "add", "cas", "store"
+# the site after an instruction (its index) that no branch but these (indexes) jumps to
+After = Callable[[int, set[int]], int | None]
+# the LSE paths' ``b`` into a join, each checked by a test of its index
+Twins = Callable[[int, Callable[[int], bool]], set[int] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +85,20 @@ def _is_add(i: Insn, t: str, s: str) -> bool:
         not any(o[0] == "imm" for o in i.operands)
 
 
-def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
-    """The atomic updates of ``insns`` (one function's code), by site."""
+def _flow(insns: tuple[Insn, ...]) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Each instruction's index by address, and the indexes of the branches to each
+    address."""
     at = {i.address: n for n, i in enumerate(insns)}
-    into: dict[int, list[int]] = {}  # address -> the indexes of the branches to it
+    into: dict[int, list[int]] = {}
     for n, i in enumerate(insns):
         if i.target is not None and i.target in at:
             into.setdefault(i.target, []).append(n)
+    return at, into
+
+
+def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
+    """The atomic updates of ``insns`` (one function's code), by site."""
+    at, into = _flow(insns)
     found: dict[int, Update] = {}
 
     def after(n: int, sources: set[int]) -> int | None:
@@ -97,12 +109,12 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
         nxt = insns[n + 1].address
         return nxt if set(into.get(nxt, ())) <= sources else None
 
-    def lse_twins(join: int, make: object) -> set[int] | None:
+    def lse_twins(join: int, make: Callable[[int], bool]) -> set[int] | None:
         """The ``b join`` of each LSE path into ``join``, each checked by ``make``
         (the LSE path ending there); None when any other branch jumps there."""
         out = set()
         for src in into.get(join, ()):
-            if insns[src].kind != JUMP or not make(src):  # type: ignore[operator]
+            if insns[src].kind != JUMP or not make(src):
                 return None
             out.add(src)
         return out
@@ -110,7 +122,7 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
     for n, i in enumerate(insns):
         m = i.mnemonic
         if m == "stlxr" and n >= 3 and n + 2 < len(insns) and _wide(i):
-            _loop(insns, n, at, into, found, after, lse_twins)
+            _loop(insns, n, at, found, after, lse_twins)
         elif m in ("ldaddal", "ldadd", "ldadda", "ldaddl") and _wide(i) and n + 2 < len(insns):
             s, t = _two(i)
             base = _mem(i)
@@ -149,7 +161,7 @@ def _cas_compared(insns: tuple[Insn, ...], n: int, c: str) -> str | None:
     return old
 
 
-def _swapped(insns: tuple[Insn, ...], k: int, after: object) -> int | None:
+def _swapped(insns: tuple[Insn, ...], k: int, after: After) -> int | None:
     """The site after the swap's test at ``insns[k]`` (``tbz wR, #0, retry`` or
     ``cbz wR, retry``, R the ``cset``'s register before it): the fall-through, reached
     once per swap that took effect."""
@@ -160,11 +172,11 @@ def _swapped(insns: tuple[Insn, ...], k: int, after: object) -> int | None:
     if test.mnemonic == "tbz" and [o for o in test.operands if o[0] == "imm"][:1] != \
             [("imm", 0)]:
         return None
-    return after(k, set())  # type: ignore[operator,no-any-return]
+    return after(k, set())
 
 
-def _loop(insns: tuple[Insn, ...], n: int, at: dict[int, int], into: dict[int, list[int]],
-          found: dict[int, Update], after: object, lse_twins: object) -> None:
+def _loop(insns: tuple[Insn, ...], n: int, at: dict[int, int], found: dict[int, Update],
+          after: After, lse_twins: Twins) -> None:
     """The exclusive loop whose store is ``insns[n]``, with its LSE twin when there
     is one: an add's or a compare-and-swap's site."""
     store = insns[n]
@@ -190,7 +202,7 @@ def _loop(insns: tuple[Insn, ...], n: int, at: dict[int, int], into: dict[int, l
             return lse.mnemonic.startswith("ldadd") and _mem(lse) == base and \
                 (t, s) == (value, delta) and _is_add(add, t, s)
 
-        twins = lse_twins(join, lse_add)  # type: ignore[operator]
+        twins = lse_twins(join, lse_add)
         if twins is not None:
             first = insns[min(twins) - 2] if twins else store
             found.setdefault(join, Update(ADD, first, join, base, value, delta=delta))
@@ -216,7 +228,7 @@ def _loop(insns: tuple[Insn, ...], n: int, at: dict[int, int], into: dict[int, l
 
     if insns[fail].mnemonic != "cset" or join >= len(insns):
         return
-    twins = lse_twins(insns[join].address, lse_cas)  # type: ignore[operator]
+    twins = lse_twins(insns[join].address, lse_cas)
     if twins is None:
         return
     site = _swapped(insns, join, after)
@@ -236,11 +248,7 @@ def origin(insns: tuple[Insn, ...], n: int, reg: str) -> tuple[str, int] | None:
     """What ``reg`` holds before ``insns[n]``: (a register at the function's entry, a
     constant added), the same on every path from the entry (a loop's way back adding
     nothing); None when a path computes it otherwise (a load, arithmetic of two)."""
-    at = {i.address: k for k, i in enumerate(insns)}
-    into: dict[int, list[int]] = {}
-    for k, i in enumerate(insns):
-        if i.target is not None and i.target in at:
-            into.setdefault(i.target, []).append(k)
+    _at, into = _flow(insns)
     busy = object()
     memo: dict[tuple[int, str], object] = {}
 
