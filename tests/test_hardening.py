@@ -175,7 +175,7 @@ def test_a_glob_past_its_limit(noop: NoopRun, example: Path, tmp_path: Path) -> 
 def test_a_globs_repeated_errors_fold(noop: NoopRun, example: Path, tmp_path: Path) -> None:
     """A value most matched functions lack: one line for all of them, with the count."""
     spec = tmp_path / "p.yaml"
-    spec.write_text(SPEC.format(binary=example, probe="    match: 'runtime.*'\n"
+    spec.write_text(SPEC.format(binary=example, probe="    match: 'runtime.s*'\n"
                                 "    max_sites: 5000\n    values: {x: x}\n"))
     done = noop("check", "--config", spec, timeout=120)
     assert done.returncode == 2
@@ -183,7 +183,7 @@ def test_a_globs_repeated_errors_fold(noop: NoopRun, example: Path, tmp_path: Pa
     assert len(lines) < 12, done.stderr
     folded = [x for x in lines if "<function> has no parameter 'x', for " in x]
     assert len(folded) == 1 and int(re.search(r"for (\d+) functions", folded[0]).group(1)) \
-        > 1000, done.stderr  # type: ignore[union-attr]
+        > 100, done.stderr  # type: ignore[union-attr]
 
 
 def test_a_glob_probes_what_it_can(noop: NoopRun, noop_json: NoopRun, example: Path,

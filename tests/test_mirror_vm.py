@@ -319,7 +319,7 @@ def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> No
     try:
         checked = 0
         whole: dict[str, int] = {}  # pages with each of the two, read whole
-        for _ in range(20):
+        for _ in range(12):
             before = _theirs(p.page())
             mine = _own(noop.metrics(), p.proc.pid)
             after = _theirs(p.page())
@@ -342,8 +342,8 @@ def test_updates_and_new_series_follow(vm_program: Path, privileged: None) -> No
                     assert v == before[k], (k, v, before[k])
                     checked += 1
             time.sleep(0.05)
-        assert checked > 100
-        assert whole.get("vm_ones", 0) > 10 and whole.get("vm_ones_summary", 0) > 10, whole
+        assert checked > 60
+        assert whole.get("vm_ones", 0) > 6 and whole.get("vm_ones_summary", 0) > 6, whole
         churned = {k for k in _own(noop.metrics(), p.proc.pid) if k[0] == "vm_churn_total"}
         assert len(churned) > 50
     finally:

@@ -42,10 +42,11 @@ from agent.plan import plain
 from agent.plan.model import Plan, Site
 from agent.presets import plans as presets
 
-# attach: run again through perf-event uprobes (--attach both). Never side by side (setup.sh
-# runs a test file on one worker): they start copies of one build at replaced paths,
-# which another of these tests' noop run, following its build, could find.
-pytestmark = pytest.mark.attach
+# attach: the tests whose subject is what gets attached run again through perf-event
+# uprobes (--attach both); a kept plan's corruption is the plan's, read once. Never side
+# by side (setup.sh runs a test file on one worker): they start copies of one build at
+# replaced paths, which another of these tests' noop run, following its build, could find.
+ATTACH = pytest.mark.attach
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = 23
@@ -310,6 +311,7 @@ def _attachments_proven(loaded: load.Loaded, binary: Path) -> None:
         assert site.proof is not None and site.proof.build == build
 
 
+@ATTACH
 @ONE_COMPILER
 def test_refused_sites_attach_nothing(privileged: None, example: Path) -> None:
     """A plan with one site moved inside an instruction: the file is refused before any
@@ -474,6 +476,7 @@ def _settle(path: Path, hook: Callable[[], None] | None = None
     return made, loaded, said
 
 
+@ATTACH
 @ONE_COMPILER
 @pytest.mark.parametrize("when", ["after resolve", "after compile"])
 def test_a_binary_replaced_before_attaching(privileged: None, example: Path,
@@ -513,6 +516,7 @@ def test_a_binary_replaced_before_attaching(privileged: None, example: Path,
                 assert written(old_ex.pid, old) == {}
 
 
+@ATTACH
 @ONE_COMPILER
 def test_a_file_replaced_between_two_files_attaches(privileged: None, example: Path,
                                                     other_build: Path, tmp_path: Path,
@@ -552,6 +556,7 @@ def test_a_file_replaced_between_two_files_attaches(privileged: None, example: P
                 own_counts_exact(url)
 
 
+@ATTACH
 @ONE_COMPILER
 def test_noop_run_re_resolving_while_the_binary_changes(privileged: None, example: Path,
                                                         other_build: Path,
@@ -618,6 +623,7 @@ def _altered(example: Path, plan: Plan, where: Path, name: str = "go-prometheus"
     return copy
 
 
+@ATTACH
 @ONE_COMPILER
 def test_a_copy_of_the_build_with_other_code_is_refused_alone(privileged: None,
                                                                example: Path,
@@ -691,6 +697,7 @@ def test_the_watch_compares_with_the_file_as_attached(tmp_path: Path) -> None:
     assert watch.Watch().step(plan, lambda _t: {str(a)}, []).replan == ""  # as it was
 
 
+@ATTACH
 @ONE_COMPILER
 def test_noop_run_refuses_another_containers_copy_without_planning_again(
         privileged: None, example: Path, tmp_path: Path) -> None:
