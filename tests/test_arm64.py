@@ -434,8 +434,8 @@ def test_update_probes_are_where_the_atomics_took_effect(
     (``add Xt, Xt, Xs``); gauge.Add's compare-and-swap: the instruction after the
     ``tbz`` that retries a lost one, the old value the register ``cmp`` compared and
     the new the one ``stlxr`` stored; Set's release store: the instruction after the
-    ``stlr``, the value it stored; the histogram's count: as Inc's. What it does not
-    read (SetToCurrentTime's receiver, reloaded from memory) it says."""
+    ``stlr``, the value it stored; the histogram's count: as Inc's; SetToCurrentTime's
+    store through the receiver it loaded back from the frame slot it spilled it to."""
     _variant, binary, twin = built
     done = run("check", "--binary", binary, "--json", timeout=300)
     assert done.returncode == 0, done.stderr
@@ -443,7 +443,9 @@ def test_update_probes_are_where_the_atomics_took_effect(
     probes = {p["name"]: p for p in plan["probes"]}
 
     def site(probe: str, tag: str) -> dict[str, Any]:
-        (one,) = [s for s in probes[probe]["sites"] if s["tag"] == tag]
+        """The site in the method's own code (its inlined copies: the test below)."""
+        (one,) = [s for s in probes[probe]["sites"] if s["tag"] == tag and
+                  "inlined into" not in s["why"]]
         assert one["handling"] in ("emulated", "single-stepped"), one
         return one
 
@@ -474,8 +476,89 @@ def test_update_probes_are_where_the_atomics_took_effect(
     got = site("gauge_set", "gauge.Set")
     assert int(got["address"], 16) == code[k + 1][0]
     assert regs(got, "new") == [_ops(code[k][2])[0]]
+    # SetToCurrentTime: its receiver spilled to the frame before time.Now and loaded
+    # back for the store: the same slot, the same stack pointer between
+    code = _method(twin, binary, "(*gauge).SetToCurrentTime")
+    k = next(k for k, (_a, m, _o) in enumerate(code) if m == "stlr")
+    value, base = _ops(code[k][2])
+    load = next(_ops(o) for _a, m, o in reversed(code[:k]) if m == "ldr" and
+                _ops(o)[0] == base)
+    assert load[1] == "sp" and ["x0", "sp", load[2]] in [_ops(o) for _a, m, o in code[:k]
+                                                         if m == "str"]
+    got = site("gauge_set", "gauge.SetToCurrentTime")
+    assert int(got["address"], 16) == code[k + 1][0] and regs(got, "new") == [value]
+
+
+def test_inlined_copies_are_read_where_objdump_shows_the_update_or_said(
+        built: tuple[str, Path, Path]) -> None:
+    """Each update method's copy inlined into another function (the Go collector's
+    counter Add and gauge Set, AddWithExemplar's Add): its sites there are where
+    llvm-objdump shows an update took effect, the registers those it shows (an add's
+    two paths, when they go on apart, each at its own end: the instruction after the
+    exclusive loop's ``cbnz`` and the LSE path's ``b``), or the plan's notes name the
+    copy as not read. No copy is left unsaid."""
+    _variant, binary, twin = built
+    done = run("check", "--binary", binary, "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
     unseen = " ".join(n for p in plan["probes"] for n in p.get("unseen") or ())
-    assert "SetToCurrentTime" in unseen
+    methods = {f"{PROM}.(*{k}).{m}" for k, m in (
+        ("counter", "Inc"), ("counter", "Add"), ("gauge", "Inc"), ("gauge", "Dec"),
+        ("gauge", "Add"), ("gauge", "Sub"), ("gauge", "Set"), ("gauge", "SetToCurrentTime"),
+        ("histogram", "Observe"), ("histogram", "observe"))}
+    copies = 0
+    for probe in plan["probes"]:
+        for s in probe["sites"]:
+            if s["function"] in methods:
+                continue
+            copies += 1
+            row = inspect.function_list(str(twin), s["function"])[0]
+            code = _objdump(binary, (row["address"], row["address"] + row["size"]))
+            j = next(j for j, (a, _m, _o) in enumerate(code) if a == int(s["address"], 16))
+            regs = {k: v["regs"] for k, v in s["values"].items() if v.get("regs")}
+            if probe["name"] in ("counter_int", "histogram"):
+                if code[j - 1][1] == "cbnz":  # the exclusive loop's end
+                    load, add, store = (code[j - 4], code[j - 3], code[j - 2])
+                    assert (load[1], add[1], store[1]) == ("ldaxr", "add", "stlxr"), s
+                else:  # the LSE path's b, after its add
+                    assert code[j][1] == "b" and code[j - 2][1].startswith("ldadd"), s
+                    add = code[j - 1]
+                t, _t, d = _ops(add[2])
+                assert regs["before"] == [t, d], s
+            elif probe["name"] in ("counter_float", "gauge_add"):
+                test = code[j - 1]
+                assert test[1] in ("tbz", "cbz") and \
+                    int(test[2].split(",")[-1].split()[0], 16) < code[j][0], s
+                stored = next(_ops(o)[1] for _a, m, o in reversed(code[:j]) if m == "stlxr")
+                assert regs["new"] == [stored], s
+            else:
+                assert probe["name"] == "gauge_set" and code[j - 1][1] == "stlr", s
+                assert regs["new"] == [_ops(code[j - 1][2])[0]], s
+    assert copies, "no inlined copy read (the Go collector's are in every build)"
+    with_sites = {s["function"] for p in plan["probes"] for s in p["sites"]}
+    for method, caller in _inlined_into(twin, methods):
+        assert caller in with_sites or caller in methods or \
+            f"{method} inlined" in unseen, (method, caller)
+
+
+def _inlined_into(binary: Path, names: set[str]) -> set[tuple[str, str]]:
+    """(function, the function it is inlined into) for each of ``names``' inlined
+    copies, as llvm-dwarfdump's dump of ``binary``'s DWARF has them."""
+    text = subprocess.run(["llvm-dwarfdump", "--debug-info", str(binary)],
+                          capture_output=True, text=True, check=True).stdout
+    out, tag, current = set(), "", ""
+    for line in text.splitlines():
+        if m := re.match(r"0x[0-9a-f]+:\s+DW_TAG_(\w+)", line):
+            tag = m[1]
+        elif m := re.match(r'\s+DW_AT_(name|abstract_origin)\s+\((?:0x[0-9a-f]+ )?"(.*)"\)',
+                           line):
+            if tag == "subprogram":
+                current = m[2]
+            elif tag == "inlined_subroutine" and m[2] in names:
+                out.add((m[2], current))
+            tag = ""
+    assert current, "no function in the dump"
+    return out
 
 
 def test_the_mirrors_plan_is_the_gather_probe_alone(built: tuple[str, Path, Path]) -> None:
@@ -799,3 +882,51 @@ def test_an_authenticated_return_refuses_an_exit_probe(tmp_path: Path) -> None:
     done = run("check", "--config", spec, timeout=120)
     lines = [x for x in done.stderr.splitlines() if x.strip()]
     assert done.returncode != 0 and len(lines) == 1 and "retaa" in lines[0], done.stderr
+
+
+def _assembled(tmp_path: Path, text: str) -> tuple[Any, ...]:
+    """``text`` assembled by binutils' aarch64 assembler at 0x1000, decoded by noop."""
+    from agent.binary.isa import of
+
+    src, obj, raw = tmp_path / "a.s", tmp_path / "a.o", tmp_path / "a.bin"
+    src.write_text(".text\n" + text + "\nf: ret\n")
+    subprocess.run([str(installed("aarch64-linux-gnu-as")), "-march=armv8.1-a", "-o",
+                    str(obj), str(src)], check=True)
+    subprocess.run([str(installed("aarch64-linux-gnu-objcopy")), "-O", "binary", "-j",
+                    ".text", str(obj), str(raw)], check=True)
+    return of("arm64").decode(raw.read_bytes(), 0x1000)
+
+
+@pytest.mark.parametrize(("code", "want", "rooted"), [
+    # the receiver spilled before a call and loaded back (SetToCurrentTime's)
+    ("str x30, [sp, #-32]!\nstr x0, [sp, #40]\nbl f\nldr x1, [sp, #40]", ("x0", 0), False),
+    # through a frame made by another register, with an offset added after the load
+    ("sub x20, sp, #64\nstp x29, x30, [x20, #-8]\nmov sp, x20\nstr x0, [sp, #72]\n"
+     "ldr x3, [sp, #72]\nadd x1, x3, #8", ("x0", 8), False),
+    # a pre-indexed store and a post-indexed load move the stack pointer both ways
+    ("str x30, [sp, #-16]!\nstr x0, [sp, #24]\nldr x30, [sp], #16\nldr x1, [sp, #8]",
+     ("x0", 0), False),
+    # the slot written again: the later value
+    ("str x30, [sp, #-32]!\nstr x0, [sp, #40]\nstr x3, [sp, #40]\nldr x1, [sp, #40]",
+     ("x3", 0), False),
+    # written in part (a 4-byte store into its upper half): not known
+    ("str x30, [sp, #-32]!\nstr x0, [sp, #40]\nstr w3, [sp, #44]\nldr x1, [sp, #40]",
+     None, False),
+    # a register across a call: the callee's to change (Go saves none across calls)
+    ("mov x1, x0\nbl f", None, False),
+    # a slot below the stack pointer across a call: the callee's frame
+    ("str x0, [sp, #-8]\nbl f\nldr x1, [sp, #-8]", None, False),
+    # loaded from elsewhere: unknown, or rooted there (an inlined copy's receiver)
+    ("ldr x5, [x7, #16]\nadd x1, x5, #8", None, False),
+    ("ldr x5, [x7, #16]\nadd x1, x5, #8", ("=0x1000", 8), True),
+])
+def test_the_address_registers_origin(tmp_path: Path, code: str, want: Any,
+                                      rooted: bool) -> None:
+    """``origin`` of x1 before a final store, on code assembled by binutils: through
+    stack slots (spilled, reloaded, overwritten whole or in part, below the stack
+    pointer across a call) and across calls."""
+    from agent.binary.isa.arm64_updates import origin
+
+    insns = _assembled(tmp_path, code + "\nstlr x2, [x1]")
+    n = next(k for k, i in enumerate(insns) if i.mnemonic == "stlr")
+    assert origin(insns, n, "x1", rooted) == want

@@ -22,6 +22,8 @@ reached once per update that took effect.
   while it is reached from the store alone, else the store itself.
 
 With v8.1 or more the LSE instruction is alone and its site follows it the same way.
+Where an add's two paths go on apart (inlined into a caller, each path continues to
+its own code) each has a site of its own: the loop's end and the LSE path's ``b``.
 ``origin`` says what the address register holds: a register at the function's entry
 plus a constant, on every path there.
 """
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.binary.isa.arm64 import _word
-from agent.binary.sites import JUMP, RETURN, STOP, Insn
+from agent.binary.sites import CALL, JUMP, RETURN, STOP, Insn
 
 ADD, CAS, STORE = "add", "cas", "store"
 # the site after an instruction (its index) that no branch but these (indexes) jumps to
@@ -144,7 +146,29 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
                 nxt = after(n, set())
                 site = nxt if nxt is not None else i.address
                 found.setdefault(site, Update(STORE, i, site, base, regs[0]))
+    _lse_paths_apart(insns, found, after)
     return tuple(found[a] for a in sorted(found))
+
+
+def _lse_paths_apart(insns: tuple[Insn, ...], found: dict[int, Update], after: After
+                     ) -> None:
+    """An add whose LSE path jumps elsewhere than where its exclusive loop ends (an
+    inlined copy: each path goes on to the caller's code its own way): the loop's end
+    is its site for that path, and the LSE path's ``b`` (reached from its add alone)
+    the site for the other; one of the two sees each update."""
+    loops = {(u.base, u.new, u.delta) for u in found.values()
+             if u.op == ADD and u.insn.mnemonic == "stlxr"}
+    for n, i in enumerate(insns[:-2]):
+        if not i.mnemonic.startswith("ldadd") or not _wide(i) or insns[n + 2].kind != JUMP:
+            continue
+        s, t = _two(i)
+        base = _mem(i)
+        if base is None or not _is_add(insns[n + 1], t, s) or (base, t, s) not in loops or \
+                insns[n + 2].target in found:
+            continue
+        site = after(n + 1, set())
+        if site is not None:
+            found.setdefault(site, Update(ADD, i, site, base, t, delta=s))
 
 
 def _cas_compared(insns: tuple[Insn, ...], n: int, c: str) -> str | None:
@@ -244,17 +268,30 @@ def _other(add: Insn, value: str) -> str:
         else ""
 
 
-def origin(insns: tuple[Insn, ...], n: int, reg: str) -> tuple[str, int] | None:
+# What a call leaves as it was, under Go's ABI (every other register is the caller's to
+# save): the stack pointer and g.
+_KEPT_BY_CALLS = ("sp", "x28")
+_LOADS, _STORES = ("ldr", "ldur"), ("str", "stur", "stp")
+
+
+def origin(insns: tuple[Insn, ...], n: int, reg: str, rooted: bool = False
+           ) -> tuple[str, int] | None:
     """What ``reg`` holds before ``insns[n]``: (a register at the function's entry, a
     constant added), the same on every path from the entry (a loop's way back adding
-    nothing); None when a path computes it otherwise (a load, arithmetic of two)."""
+    nothing); None when a path computes it otherwise (a load from anywhere but the
+    function's own stack, arithmetic of two, a call's result). A register spilled to a
+    stack slot and loaded back (``str x0, [sp, #24]`` ... ``ldr x1, [sp, #24]``) is
+    followed through the slot, named by its offset from the stack pointer at the entry
+    (a call leaves the caller's frame as it was). ``rooted``: a value computed
+    otherwise is a root of its own, named ``=ADDRESS`` by the instruction that made it
+    (what an inlined copy's receiver is: (its root, the field's offset))."""
     _at, into = _flow(insns)
     busy = object()
     memo: dict[tuple[int, str], object] = {}
 
     def before(k: int, r: str, depth: int) -> object:
         if k == 0:
-            return (r, 0)  # the entry (the stack check's restart comes back to it)
+            return (r, 0) if not r.startswith("@") else None  # the entry
         key = (k, r)
         if key in memo:
             return memo[key]
@@ -271,22 +308,64 @@ def origin(insns: tuple[Insn, ...], n: int, reg: str) -> tuple[str, int] | None:
         memo[key] = out = got.pop() if len(got) == 1 else None
         return out
 
+    def slot(k: int, i: Insn, depth: int) -> int | None:
+        """The stack slot ``i`` (at ``k``) addresses: its offset from the entry's stack
+        pointer, None when its base is not the stack pointer plus a constant."""
+        mem = next((o for o in i.operands if o[0] == "mem"), None)
+        if mem is None or mem[2]:
+            return None
+        base = before(k, str(mem[1]), depth)
+        if not isinstance(base, tuple) or base[0] != "sp":
+            return None
+        post = str(mem[1]) in i.writes and any(o[0] == "imm" for o in i.operands)
+        return int(base[1]) + (0 if post else int(mem[3]))
+
     def through(k: int, r: str, depth: int) -> object:
         """``r`` after ``insns[k]``."""
         i = insns[k]
+
+        def made() -> tuple[str, int] | None:
+            return (f"={i.address:#x}", 0) if rooted else None
+        if r.startswith("@"):  # a stack slot
+            at = slot(k, i, depth) if i.stores else None
+            if at is not None:
+                regs = _regs(i)
+                stored = (regs[:2] if i.mnemonic == "stp" else regs[:1]) \
+                    if i.mnemonic in _STORES else []
+                for j, src in enumerate(stored):
+                    if r == f"@{at + 8 * j}" and src.startswith("x"):
+                        return before(k, src, depth)
+                wide = 8 if stored and all(x.startswith("x") for x in stored) else 16
+                if at < int(r[1:]) + 8 and int(r[1:]) < at + wide * max(1, len(stored)):
+                    return None  # written otherwise, or in part
+            if i.kind == CALL:  # the callee's frame is below the stack pointer
+                sp = before(k, "sp", depth)
+                if not isinstance(sp, tuple) or sp[0] != "sp" or int(r[1:]) < sp[1]:
+                    return None
+            return before(k, r, depth)
+        if i.kind == CALL and r not in _KEPT_BY_CALLS:
+            return made()
         if r not in i.writes:
             return before(k, r, depth)
         regs = _regs(i)
         imm = [o[1] for o in i.operands if o[0] == "imm"]
+        mem = next((o for o in i.operands if o[0] == "mem"), None)
+        if mem is not None and mem[1] == r and r not in regs:  # [r, #d]! or [r], #d
+            base = before(k, r, depth)
+            step = int(imm[0] if imm else mem[3])
+            return (base[0], base[1] + step) if isinstance(base, tuple) else base
+        if i.mnemonic in _LOADS and regs[:1] == [r] and r.startswith("x"):
+            at = slot(k, i, depth)
+            return before(k, f"@{at}", depth) if at is not None else made()
         if i.mnemonic in ("add", "sub") and len(regs) == 2 and regs[0] == r and len(imm) == 1 \
                 and not _word(i.raw) >> 22 & 1:  # no shifted immediate
-            src = before(k, regs[1], depth)
-            if isinstance(src, tuple):
-                return (src[0], src[1] + (imm[0] if i.mnemonic == "add" else -imm[0]))
-            return src
+            value = before(k, regs[1], depth)
+            if isinstance(value, tuple):
+                return (value[0], value[1] + (imm[0] if i.mnemonic == "add" else -imm[0]))
+            return value
         if i.mnemonic == "mov" and len(regs) == 2 and regs[0] == r and not imm:
             return before(k, regs[1], depth)
-        return None
+        return made()
 
     got = before(n, reg, 0)
     return got if isinstance(got, tuple) else None

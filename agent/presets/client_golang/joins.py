@@ -7,12 +7,12 @@ the new value and the amount added in registers, the old value their difference)
 after the test of a compare-and-swap's result (the old and new values in the
 registers it compared and stored), after a release store (the value stored).
 
-What it does not read yet, each said in the plan's notes: a method inlined into
-another function (its copy's registers are that function's), an update whose address
-comes from memory (``SetToCurrentTime``'s receiver, reloaded after its call), the
-summary with objectives' buffer, ``Observe``'s value (passed in v0, which a uprobe
-cannot read). ``noop run`` does not fold arm64 updates into its rows yet
-(``facts.UPDATES_FOLDED``).
+A copy of a method inlined into another function is read in its ranges: an update
+there whose address is the field's offset from whatever value it was computed from
+(``origin``'s roots). What it does not read yet, each said in the plan's notes: a copy
+whose update another path joins, the summary with objectives' buffer, ``Observe``'s
+value (passed in v0, which a uprobe cannot read). ``noop run`` does not fold arm64
+updates into its rows yet (``facts.UPDATES_FOLDED``).
 """
 
 from __future__ import annotations
@@ -72,25 +72,24 @@ def _rule(b: Binary, rule: Rule, op: str, unseen: list[str]) -> ProbePlan | None
     first = b.arch.go_int_regs[0]  # the receiver at the entry
     out: list[Site] = []
     layout: tuple[ValueSpec, ...] | None = None
-    own = {f"{PKG}.(*{rule.struct}).{m}" for m in rule.methods}
-    for method in rule.methods:
-        fn = f"{PKG}.(*{rule.struct}).{method}"
-        if not _code(b, fn):
-            continue
-        for copy in inlined(b, fn):
-            if b.function_at(copy.entry) not in own:  # (in a method read here: read)
-                unseen.append(f"{fn} inlined at {copy.entry:#x}: its updates there are "
-                              "not read on arm64 yet")
+    seen: set[int] = set()
+    for method, fn, ranges in _regions(b, rule):
         insns = b.instructions(fn)
         index = {i.address: n for n, i in enumerate(insns)}
-        found = [u for u in updates(insns) if u.op == op and
-                 origin(insns, index[u.insn.address], u.base) == (first, offset)]
+        own = ranges is None
+        found = [u for u in updates(insns) if u.op == op and u.site not in seen and
+                 _ours(u, insns, index[u.insn.address], ranges, (first, offset))]
         if not found:
-            if not _calls_another(b, insns, rule, fn):  # (Observe calls observe)
+            if own and not _calls_another(b, insns, rule, fn):  # (Observe calls observe)
                 unseen.append(f"{fn}: no {op} on {rule.struct}.{rule.field} through its "
                               "receiver that noop reads on arm64: not counted")
+            elif not own:
+                unseen.append(f"{PKG}.(*{rule.struct}).{method} inlined into {fn}: no "
+                              f"{op} on {rule.struct}.{rule.field} there that noop reads "
+                              "on arm64: not counted")
             continue
         for u in found:
+            seen.add(u.site)
             pairs = common(b, recv, u.base, -offset) + _specific(b, rule, recv, u, -offset)
             values = tuple(v for v, _ in pairs)
             if layout is not None and values != layout:
@@ -98,13 +97,47 @@ def _rule(b: Binary, rule: Rule, op: str, unseen: list[str]) -> ProbePlan | None
             layout = values
             n = index[u.site]
             how = f"where {rule.struct}.{rule.field}'s {op} at {u.insn.address:#x} took " \
-                f"effect ({_where(u)})"
+                f"effect ({_where(u)})" + ("" if own else f" ({method} inlined into {fn})")
             out.append(Site(fn, u.site, b.elf.file_offset(u.site), how,
                             tuple(f for _, f in pairs), tag=f"{rule.kind}.{method_op(method)}",
                             handling=isa.handling_at(insns, n)))
     if not out or layout is None:
         return None
     return ProbePlan(rule.probe, TARGET, layout, tuple(out))
+
+
+def _ours(u: Update, insns: tuple[Insn, ...], n: int, ranges: list[tuple[int, int]] | None,
+          field: tuple[str, int]) -> bool:
+    """Whether update ``u`` (at ``insns[n]``) is on the rule's ``field`` (the receiver's
+    register at the entry, the field's offset): in a method's own code (``ranges``
+    None), through the receiver; in a copy, in the copy's ranges, at the field's offset
+    from whatever value its address was computed from."""
+    if ranges is None:
+        return origin(insns, n, u.base) == field
+    got = origin(insns, n, u.base, rooted=True)
+    return any(lo <= u.insn.address < hi for lo, hi in ranges) and got is not None and \
+        got[1] == field[1]
+
+
+def _regions(b: Binary, rule: Rule) -> list[tuple[str, str, list[tuple[int, int]] | None]]:
+    """Where ``rule``'s methods run: (method, the function whose code it is, None for
+    the method's own code, else the ranges of its copy inlined into that function).
+    The methods' own code first: a copy inlined into another of them (``Inc``'s
+    ``Add``) is read there."""
+    own = {f"{PKG}.(*{rule.struct}).{m}" for m in rule.methods}
+    mine: list[tuple[str, str, list[tuple[int, int]] | None]] = []
+    copies: list[tuple[str, str, list[tuple[int, int]] | None]] = []
+    for method in rule.methods:
+        fn = f"{PKG}.(*{rule.struct}).{method}"
+        if _code(b, fn):
+            mine.append((method, fn, None))
+        if b.functions.symbols.get(fn) is None:
+            continue
+        for copy in inlined(b, fn):
+            caller = b.function_at(copy.entry)
+            if caller is not None and caller not in own:
+                copies.append((method, caller, b.dwarf.ranges(copy.die)))
+    return mine + copies
 
 
 def _calls_another(b: Binary, insns: tuple[Insn, ...], rule: Rule, fn: str) -> bool:
