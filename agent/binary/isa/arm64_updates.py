@@ -102,6 +102,7 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
     """The atomic updates of ``insns`` (one function's code), by site."""
     at, into = _flow(insns)
     found: dict[int, Update] = {}
+    jumping: list[int] = []  # LSE adds whose path jumps on (_lse_paths_apart)
 
     def after(n: int, sources: set[int]) -> int | None:
         """The address after ``insns[n]`` when nothing but ``sources`` (indexes of
@@ -128,7 +129,9 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
         elif m in ("ldaddal", "ldadd", "ldadda", "ldaddl") and _wide(i) and n + 2 < len(insns):
             s, t = _two(i)
             base = _mem(i)
-            if base and _is_add(insns[n + 1], t, s) and insns[n + 2].kind != JUMP:
+            if base and _is_add(insns[n + 1], t, s) and insns[n + 2].kind == JUMP:
+                jumping.append(n)
+            elif base and _is_add(insns[n + 1], t, s):
                 site = after(n + 1, set())  # LSE alone (GOARM64 v8.1 or more)
                 if site is not None:
                     found.setdefault(site, Update(ADD, i, site, base, t, delta=s))
@@ -146,29 +149,27 @@ def updates(insns: tuple[Insn, ...]) -> tuple[Update, ...]:
                 nxt = after(n, set())
                 site = nxt if nxt is not None else i.address
                 found.setdefault(site, Update(STORE, i, site, base, regs[0]))
-    _lse_paths_apart(insns, found, after)
+    _lse_paths_apart(insns, jumping, found, after)
     return tuple(found[a] for a in sorted(found))
 
 
-def _lse_paths_apart(insns: tuple[Insn, ...], found: dict[int, Update], after: After
-                     ) -> None:
-    """An add whose LSE path jumps elsewhere than where its exclusive loop ends (an
-    inlined copy: each path goes on to the caller's code its own way): the loop's end
-    is its site for that path, and the LSE path's ``b`` (reached from its add alone)
-    the site for the other; one of the two sees each update."""
+def _lse_paths_apart(insns: tuple[Insn, ...], jumping: list[int], found: dict[int, Update],
+                     after: After) -> None:
+    """An add whose LSE path (``jumping``: the indexes of LSE adds followed by their
+    ``add`` and a jump) jumps elsewhere than where its exclusive loop ends (an inlined
+    copy: each path goes on to the caller's code its own way): the loop's end is its
+    site for that path, and the LSE path's ``b`` (reached from its add alone) the site
+    for the other; one of the two sees each update."""
     loops = {(u.base, u.new, u.delta) for u in found.values()
              if u.op == ADD and u.insn.mnemonic == "stlxr"}
-    for n, i in enumerate(insns[:-2]):
-        if not i.mnemonic.startswith("ldadd") or not _wide(i) or insns[n + 2].kind != JUMP:
-            continue
-        s, t = _two(i)
-        base = _mem(i)
-        if base is None or not _is_add(insns[n + 1], t, s) or (base, t, s) not in loops or \
-                insns[n + 2].target in found:
+    for n in jumping:
+        s, t = _two(insns[n])
+        base = _mem(insns[n])
+        if (base, t, s) not in loops or insns[n + 2].target in found:
             continue
         site = after(n + 1, set())
         if site is not None:
-            found.setdefault(site, Update(ADD, i, site, base, t, delta=s))
+            found.setdefault(site, Update(ADD, insns[n], site, str(base), t, delta=s))
 
 
 def _cas_compared(insns: tuple[Insn, ...], n: int, c: str) -> str | None:
