@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from harness.noop import run, start, stopped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles.gdb import field_offsets
+
+from agent.presets.mirror.model import Found, Series
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -129,6 +132,122 @@ def test_memory_alone_finds_the_registries_statics_hold(
     statics = {k: v for k, v in theirs.items() if not k[0].startswith("local_")}
     assert mine == statics and len(statics) < len(theirs)
     assert {k[0].split("_")[0] for k in mine} == {"full", "app", "lazy"}
+
+
+class _Reuse:
+    """tests/programs/rust/mirror's ``reuse`` mode: children made and removed when told."""
+
+    def __init__(self, binary: Path) -> None:
+        self.proc = subprocess.Popen([str(binary), "reuse"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+
+    def say(self, *lines: str) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        for line in lines:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+            assert self.proc.stdout.readline() == "ok\n", line
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_a_child_read_where_another_was_made_since_is_not_served_as_itself(
+        rust_mirror: Path, privileged: None) -> None:
+    """A *Vec's children share their Desc, and the allocator gives a removed child's
+    memory to the next one made: child 28 walked, removed, and 38 made where it was
+    (checked: both the counter's and the histogram's objects); a read of the members
+    as walked says 28 is gone, where a read that trusted the Desc alone (the same
+    series without their marks) serves 38's values under 28's labels."""
+    from agent.presets.rust_prometheus.mirror import CrateLibrary
+
+    lib = CrateLibrary(str(rust_mirror))
+    program = _Reuse(rust_mirror)
+    try:
+        mem = lib.open(program.proc.pid)
+
+        def children() -> tuple[Found, dict[tuple[str, str], Series]]:
+            found = lib.walk(mem, {})
+            return found, {(f.name, dict(s.labels)["id"]): s for f in found.families.values()
+                           for s in f.series if f.name.startswith("reused_")}
+
+        program.say("make 28")
+        found, was = children()
+        assert sorted(was) == [("reused_seconds", "28"), ("reused_total", "28")]
+        assert all(s.marks for s in was.values())
+        program.say("remove 28", "make 38")
+        _now, now = children()
+        assert {name: s.address for (name, _i), s in was.items()} == \
+            {name: s.address for (name, _i), s in now.items()}, "38 is not where 28 was"
+        read = lib.reader(mem).read(found)
+        assert not read.values
+        assert sorted(s.address for s in read.gone) == sorted(s.address for s in was.values())
+        blind = Found(families={name: replace(f, series=[replace(s, marks=())
+                                                         for s in f.series])
+                                for name, f in found.families.items()})
+        values = lib.reader(mem).read(blind).values
+        total, seconds = was[("reused_total", "28")], was[("reused_seconds", "28")]
+        assert values[total.address] == 39 and values[seconds.address].sum == 39
+    finally:
+        program.close()
+
+
+def test_a_child_made_again_where_it_was_is_served_again(
+        rust_mirror: Path, tmp_path: Path, privileged: None) -> None:
+    """Child 28 served, then removed, 38 made where it was and removed, and 28 made
+    again at its first address (its label value's string elsewhere): the member the
+    page was made of is the same, its labels are read again, and the pages after
+    serve 28 with its value and never 38."""
+    agent = start("--binary", rust_mirror, "--mirror", "memory", cache=tmp_path / "cache",
+                  ready="ready: mirroring")
+    program = _Reuse(rust_mirror)
+    pid = program.proc.pid
+
+    def page() -> dict[Key, float]:
+        return {k: v for k, v in _mine(get(agent.url + "/metrics"), pid).items()
+                if k[0].startswith("reused_") and k[0] != "reused_seconds_bucket"}
+
+    try:
+        program.say("make 28")
+        deadline = time.monotonic() + 30
+        while not page() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        one = {("reused_total", (("id", "28"),)): 29, ("reused_seconds_sum", (("id", "28"),)):
+               29, ("reused_seconds_count", (("id", "28"),)): 1}
+        assert page() == one
+        program.say("remove 28", "make 38", "remove 38", "make 28")
+        pages = [page() for _ in range(3)]
+        assert pages[-1] == one, pages
+        assert all(p in ({}, one) for p in pages), pages
+    finally:
+        program.close()
+        log = stopped(agent)
+    assert "Traceback" not in log, log
+
+
+def test_a_process_found_before_its_registries_exist_is_looked_at_again_soon(
+        rust_mirror: Path, privileged: None) -> None:
+    """A process followed as it starts is walked before its code made a registry: it is
+    looked at again after a second (then 2, 4, ... up to the walk's own period, here
+    an hour), and its metrics served once they exist."""
+    from agent.presets.mirror.core import Mirror
+
+    program = _Reuse(rust_mirror)
+    mirror = Mirror("reuse", str(rust_mirror), walk_every=3600,
+                    find=lambda: [program.proc.pid])
+    try:
+        assert b"reused_total" not in mirror.render()
+        program.say("make 28")
+        deadline = time.monotonic() + 30
+        while b"reused_total" not in mirror.render() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert b'reused_total{id="28",pid="%d",target="reuse"} 29' % program.proc.pid \
+            in mirror.render()
+    finally:
+        mirror.close()
+        program.close()
 
 
 def test_the_example_services_page(rust_example: Path, tmp_path: Path, privileged: None

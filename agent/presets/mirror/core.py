@@ -58,6 +58,9 @@ if TYPE_CHECKING:
     from agent.plan.model import TargetPlan
 
 WALK_EVERY = 10.0  # seconds between walks of a process's registries
+# A process whose walk found no registry (one walked as it started, before its code
+# made them) is looked at again after 1, 2, 4, ... seconds, up to WALK_EVERY.
+FIRST_LOOK = 1.0
 # A registry the program gathers this often, at gathers this far apart, is one it serves
 # (one made for one request is dropped after it: the blackbox exporter makes one per
 # probe, and gathers it twice within milliseconds, for its answer and for its page of
@@ -120,6 +123,7 @@ class _Process:
     gm: Process
     found: Found = field(default_factory=Found)
     walked: float = 0.0  # when (monotonic), 0: not yet
+    looks: int = 0  # looks for registries since a walk that found none
     walk_seconds: float = 0.0
     torn: int = 0  # series left out of a scrape: changing at every try
     gone: int = 0  # series whose object was no longer itself at a scrape
@@ -285,8 +289,7 @@ class Mirror:
     def _walks(self) -> None:
         while not self._stop:
             with self._lock:
-                due = [p for p in self._processes.values()
-                       if time.monotonic() - p.walked >= self.walk_every or not p.walked]
+                due = [p for p in self._processes.values() if self._due(p)]
             for p in due:
                 if not p.walked:  # its first walk, unless a scrape made it meanwhile
                     self._walk(p, unless_walked=True)
@@ -294,8 +297,16 @@ class Mirror:
                     self._walk(p)
                 else:
                     p.walked = time.monotonic()  # the members are read at each scrape
+                    p.looks += 1
             self._wake.wait(timeout=1.0)
             self._wake.clear()
+
+    def _due(self, p: _Process) -> bool:
+        """Whether ``p``'s registries are to be looked for again now."""
+        every = self.walk_every
+        if not p.found.considered:  # none found yet: sooner, then less and less often
+            every = min(every, FIRST_LOOK * 2 ** min(p.looks, 16))
+        return not p.walked or time.monotonic() - p.walked >= every
 
     def _other_registries(self, p: _Process) -> bool:
         """Whether the registries ``p``'s globals hold, or that it serves, are others than
@@ -327,6 +338,7 @@ class Mirror:
         with self._lock:
             if self._processes.get(p.pid) is p:
                 p.found, p.vecs, p.walked = found, vecs_of(found), time.monotonic()
+                p.looks = 0
                 p.walk_seconds = p.walked - t0
         _settled()
 
@@ -384,6 +396,8 @@ class Mirror:
                     if p.reader is None:
                         p.reader = self.library.reader(p.gm)
                     current, read = self._scrape(p, p.reader)
+                    if read.gone:
+                        _forget(p, read.gone)
             except Unreadable:
                 continue  # it exited, or cannot be read: its series go away
             p.torn += len(read.torn)
@@ -832,6 +846,9 @@ class Mirror:
                                         "registries and *Vecs changed at every read of "
                                         "their members: what every read held was served",
                                         labels=["target", "pid"])
+        unread = CounterMetricFamily("noop_mirror_unread_vecs", "*Vecs left out of a "
+                                     "scrape with their children: their map changed at "
+                                     "every read of it", labels=["target", "pid"])
         reread = CounterMetricFamily("noop_mirror_reread_scrapes", "Reads of the members "
                                      "and values made again: a member went before its "
                                      "value had been read", labels=["target", "pid"])
@@ -854,7 +871,8 @@ class Mirror:
             gone.add_metric(ids, p.gone)
             capped.add_metric(ids, p.capped)
             unsettled.add_metric(ids, p.unsettled)
-        yield from (series, skipped, walk, torn, gone, capped, unsettled, reread)
+            unread.add_metric(ids, p.unread)
+        yield from (series, skipped, walk, torn, gone, capped, unsettled, unread, reread)
 
 
 _SCALAR, _SUMMARY, _HISTOGRAM = 0, 1, 2
@@ -999,6 +1017,21 @@ def _lost(found: Found, again: Now, walked: list[tuple[int, Key]],
             if child is not None:
                 lost.add(child.address)
     return lost
+
+
+def _forget(p: _Process, gone: list[Series]) -> None:
+    """Forgets the *Vec children among ``gone`` (read as not themselves while members):
+    the child at such a member's address may be another made there since, under the
+    same key, whose labels the next scrape reads."""
+    addresses = {s.address for s in gone}
+    with_marks = False
+    for v in p.vecs:
+        for key, child in list(v.children.items()):
+            if child is not None and child.address in addresses and child in gone:
+                del v.children[key]
+                with_marks = True
+    if with_marks:
+        p.last = None  # its families held them
 
 
 def _absent(found: Found, vecs: list[Vec], before: Now, after: Now) -> set[int]:

@@ -31,12 +31,16 @@ class Torn(Damaged):
 class Series:
     """One metric object: its labels as served (sorted by name), its address and type
     (the library's), and the id of what names it (a Desc's address, or its id), which
-    must still be its own when it is read."""
+    must still be its own when it is read; ``marks``, where that id is not the
+    object's alone (a *Vec's children share their Desc), memory of the object's own
+    that must hold these bytes before and after its value is read (its label values:
+    an allocator gives a freed child's memory to the next child made)."""
 
     labels: tuple[tuple[str, str], ...]
     address: int
     type: Any
     desc: int
+    marks: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass

@@ -16,6 +16,12 @@ one's count ``shard_and_count``'s (no observation half-done); the read is taken 
 both passes are whole and alike (a pass torn by two whole collects between two of its
 ranges, the reader preempted there, is not torn alike twice). Otherwise it is read
 again a few times, then left out of this scrape (``Read.torn``).
+
+A *Vec's children share their Desc (its id says which *Vec, not which child), and the
+allocator gives a freed child's memory to the next one made: each child's own label
+values (``Series.marks``) are read in the same system call as its value, just before
+and just after it, and must be the child's bytes both times (a freed string's first
+bytes are the allocator's list pointers), or the value is not served (gone).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,10 +88,11 @@ class _Plan:
     lists of at most ``_IN_ONE`` histograms (none split between two system calls)."""
 
     found: Found
-    # counters and gauges, by kind: its series, their ranges (records of one size), how
-    # one unpacks
+    # counters and gauges, by kind and whether they are marked: its series, their ranges
+    # (each one's marks, its record, its marks again), how one unpacks, each one's marks'
+    # bytes
     scalars: list[tuple[list[Series], list[tuple[int, int]],
-                        tuple[struct.Struct, str, tuple[int, int, int]]]]
+                        tuple[struct.Struct, str, tuple[int, int, int]], list[bytes]]]
     histograms: list[Series]
     chunks: list[list[tuple[int, int]]]
 
@@ -112,8 +120,8 @@ class Reader:
         if plan is None or plan.found is not found:
             plan = self._plan = self._planned(found)
         pending: list[Series] = []
-        for series, ranges, unpack in plan.scalars:
-            if not self._records(series, ranges, unpack, out):
+        for series, ranges, unpack, marks in plan.scalars:
+            if not self._records(series, ranges, unpack, marks, out):
                 pending += self._scalars(series, ranges, [unpack] * len(series), out)
         for chunk, lists in zip(_chunked(plan.histograms), plan.chunks, strict=True):
             pending += self._histograms(chunk, lists, out)
@@ -122,7 +130,7 @@ class Reader:
                 break
             again = [s for s in pending if s.type.kind != "histogram"]
             held = [s for s in pending if s.type.kind == "histogram"]
-            pending = self._scalars(again, [self._range(s) for s in again],
+            pending = self._scalars(again, [r for s in again for r in self._pieces(s)],
                                     [self._unpacker(s.type) for s in again], out)
             for chunk in _chunked(held):
                 pending += self._histograms(chunk, self._ranges(chunk), out)
@@ -131,14 +139,22 @@ class Reader:
 
     def _planned(self, found: Found) -> _Plan:
         series = [s for f in found.families.values() for s in f.series]
-        by_kind: dict[int, list[Series]] = {}
+        by_kind: dict[tuple[int, bool], list[Series]] = {}
         for s in series:
             if s.type.kind != "histogram":
-                by_kind.setdefault(id(s.type), []).append(s)
+                by_kind.setdefault((id(s.type), bool(s.marks)), []).append(s)
         histograms = [s for s in series if s.type.kind == "histogram"]
-        return _Plan(found, [(group, [self._range(s) for s in group],
-                              self._unpacker(group[0].type)) for group in by_kind.values()],
+        return _Plan(found, [(group, [r for s in group for r in self._pieces(s)],
+                              self._unpacker(group[0].type),
+                              [b"".join(m for _a, m in s.marks) for s in group] if marked
+                              else [])
+                             for (_k, marked), group in by_kind.items()],
                      histograms, [self._ranges(chunk) for chunk in _chunked(histograms)])
+
+    def _pieces(self, s: Series) -> list[tuple[int, int]]:
+        """A counter's or gauge's ranges: its marks, its record, its marks again."""
+        marks = [(a, len(m)) for a, m in s.marks]
+        return [*marks, self._range(s), *marks]
 
     def _range(self, s: Series) -> tuple[int, int]:
         """A counter's or gauge's object, from its Arc counts to its value."""
@@ -169,10 +185,13 @@ class Reader:
                  ) -> list[Series]:
         """Counters and gauges; the ones to try again (none: a value is one word)."""
         values = out.values
-        got = self.mem.memory.read_many(ranges)
-        for s, raw, (st, number, (a, b, c)) in zip(series, got, unpack, strict=True):
-            if raw is None:
-                out.gone.append(s)
+        got = iter(self.mem.memory.read_many(ranges))
+        for s, (st, number, (a, b, c)) in zip(series, unpack, strict=True):
+            before = [next(got) for _m in s.marks]
+            raw = next(got)
+            after = [next(got) for _m in s.marks]
+            if raw is None or not _marked(s, before) or not _marked(s, after):
+                out.gone.append(s)  # freed, or another child at its address
                 continue
             fields = st.unpack_from(raw)
             if not _alive(fields[a]) or fields[b] != s.desc:
@@ -182,13 +201,15 @@ class Reader:
         return []
 
     def _records(self, series: list[Series], ranges: list[tuple[int, int]],
-                 unpack: tuple[struct.Struct, str, tuple[int, int, int]], out: Read) -> bool:
+                 unpack: tuple[struct.Struct, str, tuple[int, int, int]], marks: list[bytes],
+                 out: Read) -> bool:
         """Counters and gauges of one kind, read as records of one buffer (one C call to
-        unpack them all); False when one of them does not read whole (``_scalars``
-        reads them then). An integer's value is kept an integer (written as one)."""
+        unpack them all; each between its ``marks`` where they have them); False when
+        one of them does not read whole (``_scalars`` reads them then). An integer's
+        value is kept an integer (written as one)."""
         st, number, (a, b, c) = unpack
         joined = self.mem.memory.read_joined(ranges)
-        if joined is None or len(joined) != st.size * len(series):
+        if joined is None or len(joined) != st.size * len(series) + 2 * sum(map(len, marks)):
             return False
         last = self._records_of.get(id(ranges))
         if last is not None and last[0] is ranges and last[1] == joined:
@@ -198,8 +219,8 @@ class Reader:
         values: dict[int, float] = {}
         gone: list[Series] = []
         f64 = number == "f64"
-        for s, fields in zip(series, st.iter_unpack(joined), strict=True):
-            if not _alive(fields[a]) or fields[b] != s.desc:
+        for s, fields in zip(series, _unpacked(st, joined, marks), strict=True):
+            if fields is None or not _alive(fields[a]) or fields[b] != s.desc:
                 gone.append(s)  # freed, or another object at its address
                 continue
             values[s.address] = float_of(fields[c]) if f64 else fields[c]
@@ -231,7 +252,8 @@ class Reader:
                 ptr = u64(raw, at + vec.ptr) if raw is not None else 0
                 n = u64(raw, at + vec.len) if raw is not None else 0
                 one += [(ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0), tail]
-            out += [(s.address, k.data + k.desc + ids + 8), *one, *one]
+            marks = [(a, len(m)) for a, m in s.marks]
+            out += [*marks, (s.address, k.data + k.desc + ids + 8), *one, *one, *marks]
         return out
 
     def _histograms(self, objects: list[Series], ranges: list[tuple[int, int]], out: Read
@@ -244,10 +266,13 @@ class Reader:
         again = []
         for s in objects:
             k: Kind = s.type
+            before = [next(got) for _m in s.marks]
             head = next(got)
             reads = [next(got) for _i in range(2 * (_READS - _joined(k)))]
+            after = [next(got) for _m in s.marks]
             if head is None or None in reads or not _alive(head[:16]) or \
-                    u64(head, k.data + k.desc + ids) != s.desc:
+                    u64(head, k.data + k.desc + ids) != s.desc or \
+                    not _marked(s, before) or not _marked(s, after):
                 out.gone.append(s)  # freed, or another object at its address
                 continue
             # Read twice over, the same bytes: a read torn by two of the program's collects
@@ -338,6 +363,28 @@ def _alive(counts: bytes) -> bool:
     its next pointer and its key there) or 0."""
     strong, weak = _COUNTS.unpack(counts)
     return bool(0 < strong < _MAX_COUNT and 0 < weak < _MAX_COUNT)
+
+
+def _marked(s: Series, got: list[bytes | None]) -> bool:
+    """Whether ``got`` (a read of ``s``'s marks) holds their bytes."""
+    return all(g == m for g, (_a, m) in zip(got, s.marks, strict=True))
+
+
+def _unpacked(st: struct.Struct, joined: bytes, marks: list[bytes]
+              ) -> Iterator[tuple[Any, ...] | None]:
+    """The records of ``joined``, each between its marks where ``marks`` has them (one
+    bytes a record): None for one whose marks are not those bytes, before or after."""
+    if not marks:
+        yield from st.iter_unpack(joined)
+        return
+    at, size = 0, st.size
+    for m in marks:
+        n = len(m)
+        if joined[at:at + n] == m and joined[at + n + size:at + 2 * n + size] == m:
+            yield st.unpack_from(joined, at + n)
+        else:
+            yield None
+        at += 2 * n + size
 
 
 def _joined(k: Kind) -> bool:

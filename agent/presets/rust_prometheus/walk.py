@@ -153,11 +153,16 @@ class Walker:
         return tuple(sorted(out))
 
     def _str_in(self, raw: bytes, at: int) -> str:
+        return self._bytes_in(raw, at)[1].decode(errors="replace")
+
+    def _bytes_in(self, raw: bytes, at: int) -> tuple[int, bytes]:
+        """The String whose (ptr, cap, len) is at ``at`` in ``raw``: where its bytes
+        are, and they."""
         t = self.layout.text
         ptr, n = u64(raw, at + t.ptr), u64(raw, at + t.len)
         if n > 1 << 16 or (n and not ptr):
             raise Damaged(f"a string of {n} bytes at {ptr:#x}", "")
-        return self.mem.memory.read(ptr, n).decode(errors="replace") if n else ""
+        return ptr, self.mem.memory.read(ptr, n) if n else b""
 
     def _str(self, address: int) -> str:
         return self.mem.text(address, self.layout.text).decode(errors="replace")
@@ -234,10 +239,18 @@ class Walker:
 
     def _pairs(self, at: int) -> list[tuple[str, str]]:
         """A ``Vec<LabelPair>`` at ``at``: (name, value) of each."""
+        return [(name, value) for name, value, _v in self._pairs_where(at)]
+
+    def _pairs_where(self, at: int) -> list[tuple[str, str, tuple[int, bytes]]]:
+        """``_pairs``, with where each value's bytes are, and they."""
         d = self.layout.descs
         raw = self.mem.vec(at, self.layout.vec, d.pair_size, 256)
-        return [(self._str_in(p, d.pair_name), self._str_in(p, d.pair_value))
-                for p in _chunks(raw, d.pair_size)]
+        out = []
+        for p in _chunks(raw, d.pair_size):
+            where = self._bytes_in(p, d.pair_value)
+            out.append((self._str_in(p, d.pair_name), where[1].decode(errors="replace"),
+                        where))
+        return out
 
     def _family(self, name: str, help_: str, kind: str) -> Family:
         f = self.found.families.get(name)
@@ -293,7 +306,8 @@ class Walker:
         read is not what the child was made with."""
         kind = vec.child
         at = data + kind.data
-        own = self._pairs(at + kind.pairs)
+        pairs = self._pairs_where(at + kind.pairs)
+        own = [(name, value) for name, value, _w in pairs]
         values = dict(own)
         d = vec.desc
         head = self.mem.memory.read(at + kind.desc + self.layout.descs.id, 8)
@@ -304,7 +318,11 @@ class Walker:
                 fnv(b"".join(values[k].encode() for k in d.variable)) != hash_:
             raise Torn(f"a child at {data:#x} not labelled as its *Vec holds it", "")
         family = self._family(vec.family, vec.help, vec.kind)
-        series = Series(_labelled(tuple(sorted(own)), vec.labels), data, kind, d.id)
+        # its Desc id is every child's: its own label values (strings it owns, their
+        # bytes clobbered by the allocator once freed) say it is itself when read
+        marks = tuple((ptr, raw) for name, _v, (ptr, raw) in pairs
+                      if raw and name in d.variable)
+        series = Series(_labelled(tuple(sorted(own)), vec.labels), data, kind, d.id, marks)
         family.series.append(series)
         vec.children[(hash_, itab, data)] = series
         return series

@@ -38,6 +38,13 @@
 //!   idle_total 7 once. Prints its pid and `listening ADDR`; answers each line on stdin
 //!   with a JSON object of the counts it made and the seconds since it started.
 //!
+//! - `reuse`: prints `ready`; at the first line on stdin, makes its registry (the
+//!   crate's default one) with a CounterVec and a HistogramVec (buckets 1, 10, 100)
+//!   whose children lines make (`make ID`: each child of label id=ID holds ID+1, one
+//!   observation of it) and remove (`remove ID`); it answers each with `ok`. The
+//!   allocator gives the memory of children removed to the next made: the mirror's
+//!   test of a child read at an address that became another's.
+//!
 //! Every mode serves GET /metrics (all its registries, gathered) and GET /step.
 
 use std::collections::HashMap;
@@ -419,6 +426,44 @@ fn hostile(args: &[String]) {
     }
 }
 
+fn reuse() {
+    println!("ready");
+    let mut vecs: Option<(IntCounterVec, HistogramVec)> = None;
+    let mut line = String::new();
+    while std::io::stdin().read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+        // the registry and its *Vecs made at the first line: a process found before
+        let (counters, histograms) = vecs.get_or_insert_with(|| {
+            let reg = prometheus::default_registry();
+            let counters =
+                IntCounterVec::new(Opts::new("reused_total", "One child an id."), &["id"]).unwrap();
+            let histograms = HistogramVec::new(
+                HistogramOpts::new("reused_seconds", "One child an id.")
+                    .buckets(vec![1.0, 10.0, 100.0]),
+                &["id"],
+            )
+            .unwrap();
+            reg.register(Box::new(counters.clone())).unwrap();
+            reg.register(Box::new(histograms.clone())).unwrap();
+            (counters, histograms)
+        });
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["make", id] => {
+                let n: u64 = id.parse().unwrap();
+                counters.with_label_values(&[id]).inc_by(n + 1);
+                histograms.with_label_values(&[id]).observe((n + 1) as f64);
+            }
+            ["remove", id] => {
+                counters.remove_label_values(&[id]).unwrap();
+                histograms.remove_label_values(&[id]).unwrap();
+            }
+            _ => panic!("mirror reuse: {line:?}"),
+        }
+        println!("ok");
+        line.clear();
+    }
+}
+
 #[inline(never)]
 fn hot_round(c: &IntCounter, g: &Gauge, ig: &IntGauge, round: u64) {
     for _ in 0..9 {
@@ -514,8 +559,9 @@ fn main() {
         Some("hostile") => hostile(&args[1..]),
         Some("hot") => hot(&args[1..]),
         Some("paced") => paced(),
+        Some("reuse") => reuse(),
         _ => {
-            eprintln!("usage: mirror full|members|torn|hostile|hot|paced [flags]");
+            eprintln!("usage: mirror full|members|torn|hostile|hot|paced|reuse [flags]");
             std::process::exit(2)
         }
     }
