@@ -40,8 +40,13 @@ from pathlib import Path
 from typing import Any
 
 NOOP = Path("/noop")
+PROGRAMS = Path("/programs")
 PY = sys.executable  # Debian's, whose dist-packages hold BCC
 SITE = "/site"  # noop's dependencies
+# noop's cache: filled on the host (``prewarm``) but for COLD's spec, which the guest
+# resolves as a start with an empty cache does
+CACHE = Path("/noop-cache")
+COLD = Path("/tmp/go1.19.yaml")
 results: list[tuple[str, str]] = []
 
 
@@ -55,7 +60,7 @@ def check(name: str, ok: bool, why: str = "") -> None:
 
 
 def noop(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": f"{NOOP}:{SITE}", "NOOP_CACHE_DIR": "/tmp/noop-cache",
+    env = {**os.environ, "PYTHONPATH": f"{NOOP}:{SITE}", "NOOP_CACHE_DIR": str(CACHE),
            "PYTHONFAULTHANDLER": "1"}  # a fatal signal says where
     return subprocess.Popen([PY, "-m", "agent", *args], cwd=NOOP, env=env, text=True,
                             **kw)  # type: ignore[call-overload]
@@ -157,9 +162,7 @@ def example(build: Path) -> None:
     binary = str(build / "go-prometheus")
     tag = build.name
     stripped = tag.endswith("stripped")
-    spec = Path(f"/tmp/{tag}.yaml")
-    spec.write_text(SPEC.format(binary=binary, n="p1" if stripped else "n")
-                    + ("" if stripped else LINE))
+    spec = written(build, "example")
     started = time.monotonic()
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -418,8 +421,7 @@ def exactly_once(build: Path) -> None:
     """main.work called 5 x 20,000 times: the entry probe's count, with asynchronous
     preemption on (Go's default) and off."""
     binary = str(build / "go-loop")
-    spec = Path(f"/tmp/work-{build.name}.yaml")
-    spec.write_text(WORK.format(binary=binary))
+    spec = written(build, "work")
     for preempt in ("on", "off"):
         # every call counted: no budget (a trap per call of a tight loop is far past one)
         agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
@@ -504,8 +506,7 @@ def beside_bpftrace(build: Path) -> None:
     WithLabelValues the stack check's load, which a call run again after morestack
     passes again). Each pair of counts is said; noop's must be the calls."""
     binary = str(build / "go-loop")
-    spec = Path(f"/tmp/both-{build.name}.yaml")
-    spec.write_text(BOTH.format(binary=binary, vec=VEC))
+    spec = written(build, "both")
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  "--max-overhead", "none", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -565,10 +566,7 @@ def c_program(build: Path) -> None:
     each return, each pass through the accepted line and the round there (in the
     frame, where DWARF places it after the prologue) are what the program printed."""
     binary = str(build / "lines")
-    source = (NOOP / "tests" / "programs" / "c" / "lines.c").read_text().splitlines()
-    accepted = next(n for n, line in enumerate(source, 1) if "at: accepted" in line)
-    spec = Path("/tmp/c.yaml")
-    spec.write_text(C_SPEC.format(binary=binary, accepted=accepted))
+    spec = written(build, "c")
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -598,6 +596,78 @@ def c_program(build: Path) -> None:
           str(left_attached(binary)))
 
 
+def specs(programs: Path = PROGRAMS, noop_tree: Path = NOOP
+           ) -> dict[tuple[str, str], tuple[Path, str]]:
+    """Every spec the guest's runs are given, by (build, kind): its path in the guest
+    and its text, naming the builds under /programs (``programs``: where they are
+    listed; ``noop_tree``: the tree whose C source the C spec's line is counted in)."""
+    out: dict[tuple[str, str], tuple[Path, str]] = {}
+    for build in sorted(programs.iterdir()):
+        here = PROGRAMS / build.name
+        if (build / "go-prometheus").exists():
+            stripped = build.name.endswith("stripped")
+            out[(build.name, "example")] = (Path(f"/tmp/{build.name}.yaml"), SPEC.format(
+                binary=here / "go-prometheus", n="p1" if stripped else "n")
+                + ("" if stripped else LINE))
+        elif (build / "go-loop").exists():
+            out[(build.name, "work")] = (Path(f"/tmp/work-{build.name}.yaml"),
+                                         WORK.format(binary=here / "go-loop"))
+            out[(build.name, "both")] = (Path(f"/tmp/both-{build.name}.yaml"),
+                                         BOTH.format(binary=here / "go-loop", vec=VEC))
+        elif (build / "lines").exists():
+            source = (noop_tree / "tests/programs/c/lines.c").read_text().splitlines()
+            accepted = next(n for n, line in enumerate(source, 1) if "at: accepted" in line)
+            out[(build.name, "c")] = (Path("/tmp/c.yaml"), C_SPEC.format(
+                binary=here / "lines", accepted=accepted))
+    return out
+
+
+def written(build: Path, kind: str) -> Path:
+    """The spec of ``kind`` for ``build``, written where ``specs`` says."""
+    path, text = specs()[(build.name, kind)]
+    path.write_text(text)
+    return path
+
+
+def prewarm(programs: Path, noop_tree: Path) -> None:
+    """On the host, before the guest boots (with the guest's tree first on PYTHONPATH,
+    NOOP_CACHE_DIR its cache): what the guest's runs resolve, resolved here into noop's
+    cache, which is kept by each binary's build-id and noop's code (the same files, so
+    the same stamp, which the guest checks): every spec's plan (for either answer the
+    guest's kernel gives on reading XMM registers) but COLD's, and the preset's plans of
+    every Go build. Resolving is the same Python on either machine; under emulation it
+    is ~25 times slower (a stripped build's took 2 min of each start)."""
+    from agent import cache
+    from agent.config import probes
+    from agent.plan import resolve
+    from agent.presets import plans
+
+    def host(target: Any) -> str:
+        return str(programs / Path(target.binary).relative_to(PROGRAMS))
+
+    for path, text in specs(programs, noop_tree).values():
+        if path != COLD:
+            spec = probes.parse(text, str(path))
+            for xmm in (False, True):
+                resolve.resolve(spec, xmm, wait=True, where=lambda _s, t: (host(t), ()))
+    for build in sorted(programs.iterdir()):
+        for name in ("go-prometheus", "mirror"):
+            if (build / name).exists():
+                for aggregate in (False, True):
+                    plans.plan(str(build / name), aggregate=aggregate)
+    (Path(os.environ["NOOP_CACHE_DIR"]) / "STAMP").write_text(cache._SCHEMA)
+
+
+def cache_stamped() -> None:
+    """Whether the host's cache is this tree's (its stamp this noop's): said."""
+    stamp = subprocess.run([PY, "-c", "from agent import cache; print(cache._SCHEMA)"],
+                           cwd=NOOP, env={**os.environ, "PYTHONPATH": f"{NOOP}:{SITE}"},
+                           capture_output=True, text=True, check=False).stdout.strip()
+    kept = (CACHE / "STAMP").read_text() if (CACHE / "STAMP").exists() else ""
+    check("noop's cache, filled on the host, is this tree's", bool(stamp) and stamp == kept,
+          f"the guest's stamp {stamp!r}, the host's {kept!r}")
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -616,9 +686,11 @@ def main() -> int:
         check("doctor: uprobe hit costs calibrated",
               re.search(r"^ok +uprobe hit cost", said, re.M) is not None,
               next((x for x in said.splitlines() if "uprobe hit cost" in x), "not said"))
+        cache_stamped()
         # the exactly-once checks first (bpftrace beside noop among them), then the rest
-        for build in sorted(Path("/programs").iterdir(),
+        for build in sorted(PROGRAMS.iterdir(),
                             key=lambda b: (not (b / "go-loop").exists(), b.name)):
+            began = time.monotonic()
             try:
                 if (build / "go-prometheus").exists():
                     example(build)
@@ -635,6 +707,7 @@ def main() -> int:
                     c_program(build)
             except Exception as exc:  # the next build all the same
                 check(f"{build.name}: its run", False, f"{type(exc).__name__}: {exc}")
+            say(f"{build.name}: {time.monotonic() - began:.0f} s")
     except Exception as exc:  # the run goes on to its result line
         check("the guest's run", False, f"{type(exc).__name__}: {exc}")
     failed = sum(1 for _n, why in results if why)
@@ -644,4 +717,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--prewarm"]:
+        prewarm(Path(sys.argv[2]), Path(sys.argv[3]))
+        sys.exit(0)
     sys.exit(main())
