@@ -29,7 +29,7 @@ from agent.plan.fetches import Fetch
 from agent.plan.model import Plan, ProbePlan, Site, ValueSpec
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.facts import PKG, RULES, TARGET, Rule, method_op
-from agent.presets.client_golang.values import common, field, inlined, receiver, register
+from agent.presets.client_golang.values import common, field, receiver, regions, register
 
 OPS = {"xadd": ADD, "cmpxchg": CAS, "xchg": STORE}  # x86-64's mnemonic: the operation
 
@@ -73,10 +73,12 @@ def _rule(b: Binary, rule: Rule, op: str, unseen: list[str]) -> ProbePlan | None
     out: list[Site] = []
     layout: tuple[ValueSpec, ...] | None = None
     seen: set[int] = set()
-    for method, fn, ranges in _regions(b, rule):
+    for method, fn, code, own, in_rule in regions(b, rule):
+        if not own and in_rule:
+            continue  # a copy inlined into another of them (Inc's Add) is read there
+        ranges = None if own else code
         insns = b.instructions(fn)
         index = {i.address: n for n, i in enumerate(insns)}
-        own = ranges is None
         found = [u for u in updates(insns) if u.op == op and u.site not in seen and
                  _ours(u, insns, index[u.insn.address], ranges, (first, offset))]
         if not found:
@@ -117,27 +119,6 @@ def _ours(u: Update, insns: tuple[Insn, ...], n: int, ranges: list[tuple[int, in
     got = origin(insns, n, u.base, rooted=True)
     return any(lo <= u.insn.address < hi for lo, hi in ranges) and got is not None and \
         got[1] == field[1]
-
-
-def _regions(b: Binary, rule: Rule) -> list[tuple[str, str, list[tuple[int, int]] | None]]:
-    """Where ``rule``'s methods run: (method, the function whose code it is, None for
-    the method's own code, else the ranges of its copy inlined into that function).
-    The methods' own code first: a copy inlined into another of them (``Inc``'s
-    ``Add``) is read there."""
-    own = {f"{PKG}.(*{rule.struct}).{m}" for m in rule.methods}
-    mine: list[tuple[str, str, list[tuple[int, int]] | None]] = []
-    copies: list[tuple[str, str, list[tuple[int, int]] | None]] = []
-    for method in rule.methods:
-        fn = f"{PKG}.(*{rule.struct}).{method}"
-        if _code(b, fn):
-            mine.append((method, fn, None))
-        if b.functions.symbols.get(fn) is None:
-            continue
-        for copy in inlined(b, fn):
-            caller = b.function_at(copy.entry)
-            if caller is not None and caller not in own:
-                copies.append((method, caller, b.dwarf.ranges(copy.die)))
-    return mine + copies
 
 
 def _calls_another(b: Binary, insns: tuple[Insn, ...], rule: Rule, fn: str) -> bool:

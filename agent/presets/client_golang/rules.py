@@ -54,6 +54,7 @@ from agent.presets.client_golang.values import (
     common,
     inlined,
     receiver,
+    regions,
     register,
     specific,
     word,
@@ -238,31 +239,6 @@ def _unrecognised(b: Binary, rule: Rule, modules: tuple[tuple[str, str], ...]) -
                     "write a probes.yaml for this program and use --config")
 
 
-Region = tuple[str, str, tuple[sites.Insn, ...], list[tuple[int, int]]]
-
-
-def _regions(b: Binary, rule: Rule) -> list[Region]:
-    """Where ``rule``'s methods run: (method, the function whose code it is, that
-    function's instructions, the address ranges of the method in it). Each method's own
-    code first (with what is inlined into it: ``Inc`` holds a copy of ``Add``), then its
-    copies inlined into other functions (``AddWithExemplar``'s ``Add``, the Go
-    collector's ``Set``), which the program runs as well."""
-    own: list[Region] = []
-    copies: list[Region] = []
-    for method in rule.methods:
-        fn = f"{PKG}.(*{rule.struct}).{method}"
-        sym = b.functions.symbols.get(fn)
-        if sym is None:
-            continue
-        if sym.size:
-            own.append((method, fn, b.instructions(fn), [(sym.address, sym.address + sym.size)]))
-        for copy in inlined(b, fn):
-            caller = b.function_at(copy.entry)
-            if caller is not None:
-                copies.append((method, caller, b.instructions(caller), b.dwarf.ranges(copy.die)))
-    return own + copies
-
-
 def _rule(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
     """The probe of ``rule``'s updates, and the atomic instructions it found whose site
     after them another path joins (its hits would not all be updates): those are left
@@ -275,7 +251,8 @@ def _rule(b: Binary, rule: Rule) -> tuple[ProbePlan | None, set[int]]:
     if recv is None or offset is None:
         return None, joins
     seen: set[int] = set()
-    for method, fn, insns, ranges in _regions(b, rule):
+    for method, fn, ranges, _own, _in_rule in regions(b, rule):
+        insns = b.instructions(fn)
         targets = {i.target for i in insns if i.target is not None}
         for a in sites.atomics(insns, rule.mnemonic, offset):
             if a.insn.address in seen or not any(lo <= a.insn.address < hi

@@ -5,7 +5,7 @@ spilled xmm0 to the stack, and which of these each rule's update reads
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.binary import sites
 from agent.binary.dwarf.dies import die_name
@@ -90,6 +90,41 @@ def inlined(b: Binary, fn: str) -> tuple[Any, ...]:
         return tuple(b.functions.inlined(fn))
     except NoopError:
         return ()
+
+
+class Region(NamedTuple):
+    """Where one of a rule's methods runs: the function whose code it is, the address
+    ranges of the method in it, whether that is the method's own code or a copy inlined
+    into another function, and whether that function is one of the rule's methods."""
+
+    method: str
+    function: str
+    ranges: list[tuple[int, int]]
+    own: bool
+    in_rule: bool
+
+
+def regions(b: Binary, rule: Rule) -> list[Region]:
+    """Where ``rule``'s methods run: each method's own code first (with what is inlined
+    into it: ``Inc`` holds a copy of ``Add``), then its copies inlined into other
+    functions (``AddWithExemplar``'s ``Add``, the Go collector's ``Set``), which the
+    program runs as well."""
+    names = {f"{PKG}.(*{rule.struct}).{m}" for m in rule.methods}
+    own: list[Region] = []
+    copies: list[Region] = []
+    for method in rule.methods:
+        fn = f"{PKG}.(*{rule.struct}).{method}"
+        sym = b.functions.symbols.get(fn)
+        if sym is None:
+            continue
+        if sym.size:
+            own.append(Region(method, fn, [(sym.address, sym.address + sym.size)], True, True))
+        for copy in inlined(b, fn):
+            caller = b.function_at(copy.entry)
+            if caller is not None:
+                copies.append(Region(method, caller, b.dwarf.ranges(copy.die), False,
+                                     caller in names))
+    return own + copies
 
 
 def receiver(b: Binary, rule: Rule) -> Any:
