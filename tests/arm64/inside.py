@@ -6,22 +6,24 @@ line, ``noop-inside: ok NAME`` or ``noop-inside: FAIL NAME: WHY``, and the last 
 ``noop-inside: result N passed, N failed``. Standard library only: the guest has no
 pytest.
 
-For each build of the example (Go 1.19 and the newest, with DWARF and stripped) a
-``noop run`` of a spec with an entry probe (the tick's argument, its goroutine's id),
-an exit probe (the call's duration) and, with DWARF, a line probe in a loop: attached to
-the file before the program starts, then the program makes a known number of ticks and
-serves its own page; ``$caller`` at the entry, in a leaf and after a prologue saved the
-link register. Every count must be the program's (ticks, items), the last tick's
-argument the one the program's own gauge was set from, and noop must leave no uprobe
-behind when it stops. Then ``noop run --binary``'s mirror of each stripped build (which
-finds the registry only main holds by the probe where the program gathers it) and of
-tests/programs/go/mirror (DefaultRegisterer, read with no probe): every series the
-program serves is noop's with its value, and the Go and process collectors' families
-are served; ``noop --binary --json``'s lines on each build of the example: every update
-seen once (a counter's increments sum to its value). Then the exactly-once check: a
-plain function called 100,000 times (examples/bench/go-loop), counted by an entry
-probe, with Go's asynchronous preemption on and off. And a C program by Debian's
-cross compiler (entry, exit, a line).
+Each ``noop`` start costs about a minute under emulation, so the builds share the
+checks out (``EXAMPLE``). A ``noop run`` of a spec with an entry probe (the tick's
+argument, its goroutine's id), an exit probe (the call's duration) and, with DWARF, a
+line probe in a loop, on Go 1.19's and the newest's DWARF builds and the newest's
+stripped one: attached to the file before the program starts, then the program makes a
+known number of ticks and serves its own page; ``$caller`` at the entry, in a leaf and
+after a prologue saved the link register. Every count must be the program's (ticks,
+items), the last tick's argument the one the program's own gauge was set from, and noop
+must leave no uprobe behind when it stops. ``noop --binary --json``'s lines on a DWARF
+and a stripped build: every update seen once (a counter's increments sum to its value).
+``noop run --binary``'s mirror of both stripped builds (which finds the registry only
+main holds by the probe where the program gathers it) and of tests/programs/go/mirror
+(DefaultRegisterer, read with no probe): every series the program serves is noop's
+with its value, and the Go and process collectors' families are served. The
+exactly-once check: a plain function called 20,000 times with Go's asynchronous
+preemption on, then off (examples/bench/go-loop), counted by an entry probe, beside
+bpftrace on the newest Go; the budget taking a probe off a tight loop. And a C program
+by Debian's cross compiler (entry, exit, a line).
 """
 
 from __future__ import annotations
@@ -417,42 +419,60 @@ probes:
 """
 
 
+CALLS = ("-n", "4000", "-rounds", "5")  # 20,000 calls a run of the loop
+
+
+def _calls(binary: str, op: str, preempt: str = "on") -> int:
+    """The loop run once (``op``, Go's asynchronous preemption ``preempt``): the calls
+    it made, as it says."""
+    env = {**os.environ, "GODEBUG": f"asyncpreemptoff={int(preempt == 'off')}"}
+    done = subprocess.run([binary, "-op", op, *CALLS], capture_output=True, text=True,
+                          env=env, check=True)
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["calls_total"])
+
+
+def _counted(addr: str, metric: str, before: float, calls: int) -> float:
+    """``metric``'s count since ``before``, once it reaches ``calls`` (or 30 s on)."""
+    got = 0.0
+    for _ in range(60):
+        got = scrape(addr).get(metric, 0.0) - before
+        if got >= calls:
+            break
+        time.sleep(0.5)
+    return got
+
+
 def exactly_once(build: Path) -> None:
-    """main.work called 5 x 20,000 times: the entry probe's count, with asynchronous
-    preemption on (Go's default) and off."""
+    """main.work called 20,000 times with asynchronous preemption on (Go's default),
+    then 20,000 with it off, under one noop run: its entry probe's count of each."""
     binary = str(build / "go-loop")
     spec = written(build, "work")
-    for preempt in ("on", "off"):
-        # every call counted: no budget (a trap per call of a tight loop is far past one)
-        agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
-                     "--max-overhead", "none", stdout=subprocess.DEVNULL,
-                     stderr=subprocess.PIPE)
-        try:
-            addr, _log = ready(agent, 600)
-            env = {**os.environ, "GODEBUG": f"asyncpreemptoff={int(preempt == 'off')}"}
-            done = subprocess.run([binary, "-op", "func", "-n", "20000", "-rounds", "5"],
-                                  capture_output=True, text=True, env=env, check=True)
-            calls = json.loads(done.stdout.strip().splitlines()[-1])["calls_total"]
-            got = 0.0
-            for _ in range(60):
-                got = scrape(addr).get("arm_work_calls_total", 0.0)
-                if got >= calls:
-                    break
-                time.sleep(0.5)
+    # every call counted: no budget (a trap per call of a tight loop is far past one)
+    agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
+                 "--max-overhead", "none", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        addr, _log = ready(agent, 600)
+        for preempt in ("on", "off"):
+            before = scrape(addr).get("arm_work_calls_total", 0.0)
+            calls = _calls(binary, "func", preempt)
+            got = _counted(addr, "arm_work_calls_total", before, calls)
             check(f"{build.name}: exactly once, asynchronous preemption {preempt}",
                   got == calls, f"{got:.0f} hits for {calls} calls")
-        finally:
-            agent.send_signal(signal.SIGTERM)
-            agent.wait(60)
-    # with the default budget (5 % of a CPU), a trap per call of a tight loop is far past
-    # it: the probe comes off, fewer calls are counted, and noop says so
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(60)
+
+
+def budget(build: Path) -> None:
+    """With the default budget (5 % of a CPU), a trap per call of a tight loop is far
+    past it: the probe comes off, fewer calls are counted, and noop says so."""
+    binary = str(build / "go-loop")
+    spec = written(build, "work")
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         addr, log = ready(agent, 600)
-        done = subprocess.run([binary, "-op", "func", "-n", "20000", "-rounds", "5"],
-                              capture_output=True, text=True, check=True)
-        calls = json.loads(done.stdout.strip().splitlines()[-1])["calls_total"]
+        calls = _calls(binary, "func")
         time.sleep(2)
         got = scrape(addr).get("arm_work_calls_total", 0.0)
         said = [x for x in log if "budget" in x]
@@ -477,11 +497,15 @@ probes:
 """
 
 
-def _bpftrace(binary: str, function: str) -> tuple[subprocess.Popen[str], list[str]]:
-    """bpftrace counting hits of ``function``'s symbol (its first instruction), its
-    output lines kept as they come; returned once it has attached."""
-    bt = subprocess.Popen(["bpftrace", "-e", f'uprobe:{binary}:"{function}" {{ @n = count(); }}'],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _bpftrace(binary: str, functions: tuple[str, ...]
+             ) -> tuple[subprocess.Popen[str], list[str]]:
+    """bpftrace counting hits of each of ``functions``' symbols (their first
+    instructions) in @c0, @c1, ...: its output lines kept as they come; returned once it
+    has attached."""
+    text = " ".join(f'uprobe:{binary}:"{f}" {{ @c{i} = count(); }}'
+                    for i, f in enumerate(functions))
+    bt = subprocess.Popen(["bpftrace", "-e", text], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
     assert bt.stdout is not None
     out: list[str] = []
     end = time.monotonic() + 300
@@ -504,34 +528,30 @@ def beside_bpftrace(build: Path) -> None:
     a leaf, probed at its first instruction; WithLabelValues: probed at its stack
     check's b.ls) and bpftrace's uprobe on each symbol (the first instruction: for
     WithLabelValues the stack check's load, which a call run again after morestack
-    passes again). Each pair of counts is said; noop's must be the calls."""
+    passes again), one bpftrace for each setting of preemption. Each pair of counts is
+    said; noop's must be the calls (its exactly-once check on the newest Go)."""
     binary = str(build / "go-loop")
     spec = written(build, "both")
+    ops = (("func", "main.work", "arm_work_calls_total"),
+           ("countervec.Inc", VEC, "arm_vec_calls_total"))
     agent = noop("run", "--config", str(spec), "--listen", "127.0.0.1:0",
                  "--max-overhead", "none", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         addr, _log = ready(agent, 600)
-        for op, function, metric in (("func", "main.work", "arm_work_calls_total"),
-                                     ("countervec.Inc", VEC, "arm_vec_calls_total")):
-            for preempt in ("on", "off"):
+        for preempt in ("on", "off"):
+            bt, said = _bpftrace(binary, tuple(f for _op, f, _m in ops))
+            runs = []
+            for op, _function, metric in ops:
                 before = scrape(addr).get(metric, 0.0)
-                bt, said = _bpftrace(binary, function)
-                env = {**os.environ, "GODEBUG": f"asyncpreemptoff={int(preempt == 'off')}"}
-                done = subprocess.run([binary, "-op", op, "-n", "20000", "-rounds", "5"],
-                                      capture_output=True, text=True, env=env, check=True)
-                calls = json.loads(done.stdout.strip().splitlines()[-1])["calls_total"]
+                calls = _calls(binary, op, preempt)
                 calls += op == "countervec.Inc"  # its final read looks the child up again
-                got = 0.0
-                for _ in range(60):
-                    got = scrape(addr).get(metric, 0.0) - before
-                    if got >= calls:
-                        break
-                    time.sleep(0.5)
-                bt.send_signal(signal.SIGINT)
-                bt.wait(120)
-                time.sleep(0.5)
+                runs.append((op, metric, calls, _counted(addr, metric, before, calls)))
+            bt.send_signal(signal.SIGINT)
+            bt.wait(120)
+            time.sleep(0.5)
+            for i, (op, _metric, calls, got) in enumerate(runs):
                 counted = next((int(m.group(1)) for x in reversed(said)
-                                if (m := re.match(r"@n: (\d+)", x))), None)
+                                if (m := re.match(rf"@c{i}: (\d+)", x))), None)
                 say(f"{build.name}: {op}, asynchronous preemption {preempt}: {calls} calls, "
                     f"noop {got:.0f}, bpftrace {counted}")
                 check(f"{build.name}: noop beside bpftrace, {op}, preemption {preempt}",
@@ -594,6 +614,18 @@ def c_program(build: Path) -> None:
     check(f"{build.name}: noop exits 0", agent.returncode == 0, f"exit {agent.returncode}")
     check(f"{build.name}: no uprobe left", not left_attached(binary),
           str(left_attached(binary)))
+
+
+# What each build of the example runs (each noop start costs a minute under emulation):
+# the spec's run on both toolchains' DWARF builds (line probes) and on a stripped one,
+# noop --binary's lines on a DWARF and a stripped build, the default mirror (the probe
+# where the program gathers its registry) on both stripped builds.
+EXAMPLE: dict[str, tuple[Any, ...]] = {
+    "go1.19": (example,),
+    "go1.19-stripped": (traced_updates, mirrored_example),
+    "gonewest": (example, traced_updates),
+    "gonewest-stripped": (example, mirrored_example),
+}
 
 
 def specs(programs: Path = PROGRAMS, noop_tree: Path = NOOP
@@ -693,16 +725,16 @@ def main() -> int:
             began = time.monotonic()
             try:
                 if (build / "go-prometheus").exists():
-                    example(build)
-                    traced_updates(build)
-                    if build.name.endswith("stripped"):  # the DWARF builds' read the same
-                        mirrored_example(build)
+                    for run in EXAMPLE[build.name]:
+                        run(build)
                 elif (build / "mirror").exists():
                     mirrored_program(build)
                 elif (build / "go-loop").exists():
-                    exactly_once(build)
                     if build.name.startswith("gonewest"):
-                        beside_bpftrace(build)
+                        beside_bpftrace(build)  # noop's exactly-once checks among them
+                    else:
+                        exactly_once(build)
+                    budget(build)
                 elif (build / "lines").exists():
                     c_program(build)
             except Exception as exc:  # the next build all the same
