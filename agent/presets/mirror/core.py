@@ -1024,13 +1024,13 @@ def _forget(p: _Process, gone: list[Series]) -> None:
     the child at such a member's address may be another made there since, under the
     same key, whose labels the next scrape reads."""
     addresses = {s.address for s in gone}
-    with_marks = False
+    forgot = False
     for v in p.vecs:
         for key, child in list(v.children.items()):
             if child is not None and child.address in addresses and child in gone:
                 del v.children[key]
-                with_marks = True
-    if with_marks:
+                forgot = True
+    if forgot:
         p.last = None  # its families held them
 
 
