@@ -153,7 +153,7 @@ class Reader:
 
     def _pieces(self, s: Series) -> list[tuple[int, int]]:
         """A counter's or gauge's ranges: its marks, its record, its marks again."""
-        marks = [(a, len(m)) for a, m in s.marks]
+        marks = _mark_ranges(s)
         return [*marks, self._range(s), *marks]
 
     def _range(self, s: Series) -> tuple[int, int]:
@@ -252,7 +252,7 @@ class Reader:
                 ptr = u64(raw, at + vec.ptr) if raw is not None else 0
                 n = u64(raw, at + vec.len) if raw is not None else 0
                 one += [(ptr, 8 * n) if ptr and n <= 1 << 12 else (s.address, 0), tail]
-            marks = [(a, len(m)) for a, m in s.marks]
+            marks = _mark_ranges(s)
             out += [*marks, (s.address, k.data + k.desc + ids + 8), *one, *one, *marks]
         return out
 
@@ -363,6 +363,11 @@ def _alive(counts: bytes) -> bool:
     its next pointer and its key there) or 0."""
     strong, weak = _COUNTS.unpack(counts)
     return bool(0 < strong < _MAX_COUNT and 0 < weak < _MAX_COUNT)
+
+
+def _mark_ranges(s: Series) -> list[tuple[int, int]]:
+    """The ranges ``s``'s marks are read from."""
+    return [(a, len(m)) for a, m in s.marks]
 
 
 def _marked(s: Series, got: list[bytes | None]) -> bool:
