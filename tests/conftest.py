@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from harness.programs import (
     PROGRAMS,
     REPO,
     NoopRun,
+    cargo_build,
     go_build,
     go_toolchain,
     installed,
@@ -252,35 +252,11 @@ def rust_ledger_lines(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _cargo_build(tmp_path_factory: pytest.TempPathFactory, project: Path, crate: str,
                  package: str, config: tuple[str, ...] = (), name: str = "",
-                 **profile: str) -> Path:
-    """A cargo project's release build (debug info: its profile, or ``profile``'s
-    settings, and ``config``'s ``--config KEY=VALUE``s), from Debian's packaged crates,
-    offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays there);
-    ``crate``: the registry's crate it needs (a glob of its directory), ``package``: the
-    Debian package that has it; ``name``: the copy's directory (default: the
-    project's)."""
-    need(next(Path("/usr/share/cargo/registry").glob(crate), None),
-         f"Debian's {crate.split('-')[0]} crate ({package})")
-    settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
-    cargo, rustc = installed("cargo"), installed("rustc")
-    environment = builds.environment(cargo, rustc, RUSTC=str(rustc), **settings)
-    inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": environment,
-              "sources": builds.tree(project), "libraries": builds.packages("librust-*"),
-              **({"config": list(config)} if config else {})}
-
-    def make(d: Path) -> None:
-        src = d / "src" / project.name
-        shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
-        env = {**environment, "CARGO_TARGET_DIR": str(d / "target"),
-               "CARGO_HOME": str(d / "cargo-home")}
-        run_build([str(cargo), "build", "--release", "--offline", "--quiet",
-                   *(f for c in config for f in ("--config", c))], cwd=src, env=env)
-        shutil.copy2(d / "target" / "release" / project.name, d / project.name)
-        for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files
-            shutil.rmtree(d / scratch)
-
+                 arm64: bool = False, **profile: str) -> Path:
+    """``harness.programs.cargo_build`` of ``project``, copied into a directory of its
+    own (``name``: default the project's)."""
     out = tmp_path_factory.mktemp(name or project.name) / "target" / "release" / project.name
-    return builds.kept(project.name, inputs, make, out)
+    return cargo_build(project, crate, package, out, config, arm64, **profile)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,14 @@ from typing import Any
 import pytest
 from harness import builds
 from harness.noop import run
-from harness.programs import PROGRAMS, go_build, go_toolchain, installed, run_build
+from harness.programs import (
+    PROGRAMS,
+    cargo_build,
+    go_build,
+    go_toolchain,
+    installed,
+    run_build,
+)
 
 from agent.binary.abi import goabi
 from agent.binary.abi.shape import Shape, word
@@ -135,10 +142,11 @@ def _statements(twin: Path, function: str, marked: bool) -> set[int]:
                            text=True, check=True).stdout
     start = inspect.function_list(str(twin), function)[0]
     lo, hi = start["address"], start["address"] + start["size"]
-    # address, line, column, file, ISA, discriminator, flags
-    flags = r"\s+is_stmt$" if marked else r"(?:\s+is_stmt)?\s*$"
-    return {int(m[1], 16) for m in re.finditer(rf"^0x([0-9a-f]+)(?:\s+\d+){{5}}{flags}",
-                                               table, re.M) if lo <= int(m[1], 16) < hi}
+    # address, line, column, file, ISA, discriminator, flags (is_stmt, prologue_end,
+    # epilogue_begin, end_sequence: the last no code's)
+    rows = re.finditer(r"^0x([0-9a-f]+)(?:[ \t]+\d+){5}((?:[ \t]+\w+)*)[ \t]*$", table, re.M)
+    return {int(m[1], 16) for m in rows if lo <= int(m[1], 16) < hi and
+            "end_sequence" not in m[2].split() and (not marked or "is_stmt" in m[2].split())}
 
 
 def _objdump(binary: Path, span: tuple[int, int] | None = None) -> list[tuple[int, str, str]]:
@@ -930,3 +938,106 @@ def test_the_address_registers_origin(tmp_path: Path, code: str, want: Any,
     insns = _assembled(tmp_path, code + "\nstlr x2, [x1]")
     n = next(k for k, i in enumerate(insns) if i.mnemonic == "stlr")
     assert origin(insns, n, "x1", rooted) == want
+
+
+# --- Rust: examples/rust-prometheus built for arm64 ----------------------------------------
+
+RUST_TICK = "rust_prometheus::Metrics::tick"
+RUST_SPEC = """version: 1
+targets:
+  example: {{binary: {binary}}}
+probes:
+  - name: tick
+    function: {fn}
+    values: {{n: n}}
+  - name: tick_exit
+    function: {fn}
+    at: exit
+    values: {{d: $duration}}
+"""
+
+
+@pytest.fixture(scope="module")
+def rust_arm64(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/rust-prometheus for arm64 (Debian's rustc and its arm64 standard library,
+    Debian's prometheus crate), a release build with DWARF, as the arm64 machine runs it."""
+    return cargo_build(EXAMPLE.parent / "rust-prometheus", "prometheus-0.13.*",
+                       "librust-prometheus-dev",
+                       tmp_path_factory.mktemp("rust-arm64") / "rust-prometheus", arm64=True)
+
+
+def test_a_rust_arm64_builds_functions_and_layouts_are_nms_and_gdbs(rust_arm64: Path) -> None:
+    """``funcs``: the program's functions with code are the symbol table's (nm);
+    ``struct``: every member of its Metrics where gdb-multiarch lays the DWARF out."""
+    assert _machine(rust_arm64) == 183  # EM_AARCH64
+    nm = subprocess.run(["nm", "-C", "--defined-only", str(rust_arm64)], capture_output=True,
+                        text=True, check=True).stdout
+    want = {int(a, 16) for a, t, n in (line.split(" ", 2) for line in nm.splitlines())
+            if t in "tT" and n.startswith("rust_prometheus::")}
+    got = {r["address"] for r in inspect.function_list(str(rust_arm64), "rust_prometheus::*")
+           if not r.get("only_inlined")}
+    assert got == want != set()
+    name = "rust_prometheus::Metrics"
+    layout = _gdb_members(_gdb(rust_arm64, ["set language c", f"ptype/o struct '{name}'"]))
+    mine = {m["name"]: (m["offset"], m["size"])
+            for m in inspect.struct_layout(str(rust_arm64), name)["members"]}
+    assert mine == layout and len(mine) == 16
+
+
+def test_a_rust_arm64_builds_parameters_and_lines_are_its_dwarfs(rust_arm64: Path) -> None:
+    """``vars``: tick's self and n where gdb-multiarch's reading of the location lists
+    puts them at the entry (x0, x1: Rust's parameters are where DWARF says, not
+    assigned by an ABI); ``lines``: each site a statement of the line table."""
+    got = inspect.function_vars(str(rust_arm64), RUST_TICK)
+    regs = {p["name"]: [x.get("reg") for x in p["location"]] for p in got["params"]}
+    entry = inspect.function_list(str(rust_arm64), RUST_TICK)[0]["address"]
+    gdbs = dict(_entry_registers(_gdb(rust_arm64, [f"info scope *{entry:#x}"]), entry))
+    assert regs == {"self": ["x0"], "n": ["x1"]} and \
+        {k: gdbs.get(k) for k in regs} == regs
+    assert all(p["source"] == "dwarf" for p in got["params"])
+    lines = inspect.function_lines(str(rust_arm64), RUST_TICK)
+    mine = {s["address"] for e in lines["lines"] for s in e["sites"]}
+    assert mine and mine <= _statements(rust_arm64, RUST_TICK, True)
+
+
+def test_a_rust_arm64_builds_entry_and_exits_are_objdumps(rust_arm64: Path,
+                                                          tmp_path: Path) -> None:
+    """tick's entry probe on its first instruction (no stack check in Rust), n in x1;
+    its exit probe on every ``ret`` llvm-objdump shows in it."""
+    spec = tmp_path / "probes.yaml"
+    spec.write_text(RUST_SPEC.format(binary=rust_arm64, fn=RUST_TICK))
+    plan = _check(spec)
+    assert plan["targets"][0]["arch"] == "arm64"
+    row = inspect.function_list(str(rust_arm64), RUST_TICK)[0]
+    code = _objdump(rust_arm64, (row["address"], row["address"] + row["size"]))
+    (entry,) = plan["probes"][0]["sites"]
+    assert int(entry["address"], 16) == code[0][0] and "skip" not in entry
+    assert entry["values"]["n"]["regs"] == ["x1"]
+    exits = plan["probes"][1]["sites"][1:]
+    assert sorted(int(s["address"], 16) for s in exits) == \
+        sorted(a for a, m, _ops in code if m == "ret") != []
+
+
+def test_a_rust_arm64_programs_mirror_is_planned_and_its_updates_refused(
+        rust_arm64: Path) -> None:
+    """noop run --binary's plan: no update probe (the crate's arm64 update code is not
+    read), the probe where the program gathers its registry on the first instruction of
+    ``Registry::gather``, the registry read from x0 where gdb-multiarch's reading of the
+    DWARF puts ``self``. noop --binary's lines (every update) are refused in one line."""
+    done = run("check", "--binary", rust_arm64, "--run", "--json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert [p["name"] for p in plan["probes"]] == ["registry_gathered"]
+    (site,) = plan["probes"][0]["sites"]
+    gather = "prometheus::registry::Registry::gather"
+    (row,) = [r for r in inspect.function_list(str(rust_arm64), gather) if r["name"] == gather]
+    assert int(site["address"], 16) == row["address"] == \
+        _objdump(rust_arm64, (row["address"], row["address"] + 4))[0][0]
+    gdbs = dict(_entry_registers(_gdb(rust_arm64, [f"info scope *{row['address']:#x}"]),
+                                 row["address"]))
+    assert site["values"]["registry"]["ops"] == [{"op": "reg", "reg": "x0"}] and \
+        gdbs.get("self") == ["x0"]
+    done = run("check", "--binary", rust_arm64, timeout=180)
+    assert done.returncode != 0 and "is an arm64 Rust program" in done.stderr and \
+        len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, \
+        done.stderr

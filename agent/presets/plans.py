@@ -69,11 +69,6 @@ def _preset(path: str, aggregate: bool, given: debuginfo.Given) -> Plan:
 
     b = Binary(path, client_golang.SCOPE, given)  # a stripped Go build's metadata: what it reads
     language = b.dwarf.language
-    if language == "rust" and b.arch.name not in client_golang.OTHERS_READ:
-        raise Unsupported(f"{path} is an {b.arch.name} Rust program: noop --binary reads "
-                          "the prometheus crate's code as x86-64's only for now",
-                          f"write a probes.yaml for it (entry, exit and line probes work "
-                          f"on {b.arch.name}) and use --config")
     if language in ("go", "rust"):
         try:
             made = golang_rules.make(b, aggregate) if language == "go" else \

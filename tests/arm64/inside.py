@@ -18,8 +18,9 @@ must leave no uprobe behind when it stops. ``noop --binary --json``'s lines on a
 and a stripped build: every update seen once (a counter's increments sum to its value).
 ``noop run --binary``'s mirror of both stripped builds (which finds the registry only
 main holds by the probe where the program gathers it) and of tests/programs/go/mirror
-(DefaultRegisterer, read with no probe): every series the program serves is noop's
-with its value, and the Go and process collectors' families are served. The
+(DefaultRegisterer, read with no probe), and of the Rust example (the prometheus
+crate, by Debian's rustc and arm64 standard library): every series the program serves
+is noop's with its value, and the Go and process collectors' families are served. The
 exactly-once check: a plain function called 20,000 times with Go's asynchronous
 preemption on, then off (examples/bench/go-loop), counted by an entry probe, beside
 bpftrace on the newest Go; the budget taking a probe off a tight loop. And a C program
@@ -373,9 +374,11 @@ def traced_updates(build: Path) -> None:
 
 
 def mirrored_example(build: Path) -> None:
-    """The example, its ticks done: noop run --binary's default mirror, which finds the
-    registry only main holds by the probe where the program gathers it."""
-    binary = str(build / "go-prometheus")
+    """The example (Go's, or Rust's: the prometheus crate, read from memory alone on
+    arm64), its ticks done: noop run --binary's default mirror, which finds the registry
+    only main holds by the probe where the program gathers it."""
+    binary = str(next(build / n for n in ("go-prometheus", "rust-prometheus")
+                      if (build / n).exists()))
     prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", "10", "-period",
                              "10ms", "-linger", "600s"], stderr=subprocess.PIPE, text=True)
     assert prog.stderr is not None
@@ -688,6 +691,8 @@ def prewarm(programs: Path, noop_tree: Path) -> None:
             if (build / name).exists():
                 for aggregate in (False, True):
                     plans.plan(str(build / name), aggregate=aggregate)
+        if (build / "rust-prometheus").exists():  # noop run's mirror alone on arm64
+            plans.plan(str(build / "rust-prometheus"), aggregate=True)
     (Path(os.environ["NOOP_CACHE_DIR"]) / "STAMP").write_text(cache._SCHEMA)
 
 
@@ -746,6 +751,8 @@ def main() -> int:
                         run(build)
                 elif (build / "mirror").exists():
                     mirrored_program(build)
+                elif (build / "rust-prometheus").exists():
+                    mirrored_example(build)
                 elif (build / "go-loop").exists():
                     if build.name.startswith("gonewest"):
                         beside_bpftrace(build)  # noop's exactly-once checks among them

@@ -80,6 +80,74 @@ def rustc(out: Path, src: Path, *flags: str) -> Path:
         [str(rustc), *flags, "-o", str(d / out.name), str(src)], cwd=d), out)
 
 
+ARM64_RUST = "aarch64-unknown-linux-gnu"
+
+
+def rust_arm64() -> dict[str, str]:
+    """What a Rust build for arm64 sets: Debian's rustc (rustc-web), the sysroot that
+    setup.sh unpacked Debian's arm64 standard library for that very compiler into
+    (``.venv/rust-arm64/VERSION``), and Debian's cross linker."""
+    version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "rustc-web"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+    sysroot = REPO / ".venv" / "rust-arm64" / version / "usr"
+    need(sysroot / "lib" / "rustlib" / ARM64_RUST / "lib" if version else None,
+         "Debian's arm64 Rust standard library (libstd-rust-web-dev:arm64)")
+    return {"RUSTC": str(need("/usr/bin/rustc", "Debian's rustc (rustc-web)")),
+            "RUSTFLAGS": f"--sysroot={sysroot}",
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER":
+                str(installed("aarch64-linux-gnu-gcc"))}
+
+
+def rustc_arm64(out: Path, src: Path, *flags: str) -> Path:
+    """``rustc FLAGS -o OUT SRC`` for arm64 (``rust_arm64``), kept by its inputs."""
+    cross = rust_arm64()
+    rustc = Path(cross["RUSTC"])
+    command = [str(rustc), "--target", ARM64_RUST, cross["RUSTFLAGS"], "-C",
+               f"linker={cross['CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER']}", *flags]
+    inputs = {"tool": builds.tool(str(rustc)), "command": command,
+              "sources": builds.tree(src), "env": builds.environment(rustc),
+              "libc": builds.packages("libc6-dev-arm64-cross")}
+    return builds.kept(out.name, inputs, lambda d: run_build(
+        [*command, "-o", str(d / out.name), str(src)], cwd=d), out)
+
+
+def cargo_build(project: Path, crate: str, package: str, out: Path,
+                config: tuple[str, ...] = (), arm64: bool = False, **profile: str) -> Path:
+    """A cargo project's release build (debug info: its profile, or ``profile``'s
+    settings, and ``config``'s ``--config KEY=VALUE``s), from Debian's packaged crates,
+    offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays there);
+    ``crate``: the registry's crate it needs (a glob of its directory), ``package``: the
+    Debian package that has it; ``arm64``: built for arm64 (``rust_arm64``); kept by
+    its inputs, copied to ``out``."""
+    need(next(Path("/usr/share/cargo/registry").glob(crate), None),
+         f"Debian's {crate.split('-')[0]} crate ({package})")
+    settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
+    cross = rust_arm64() if arm64 else {}
+    cargo = installed("cargo")
+    rustc = Path(cross["RUSTC"]) if cross else installed("rustc")
+    environment = builds.environment(cargo, rustc, **{"RUSTC": str(rustc), **settings, **cross})
+    target = ("--target", ARM64_RUST) if arm64 else ()
+    inputs = {"tool": [builds.tool(str(cargo)), builds.tool(str(rustc))], "env": environment,
+              "sources": builds.tree(project), "libraries": builds.packages("librust-*"),
+              **({"config": list(config)} if config else {}),
+              **({"target": target, "libc": builds.packages("libc6-dev-arm64-cross")}
+                 if arm64 else {})}
+
+    def make(d: Path) -> None:
+        src = d / "src" / project.name
+        shutil.copytree(project, src, ignore=shutil.ignore_patterns("Cargo.lock", "target"))
+        env = {**environment, "CARGO_TARGET_DIR": str(d / "target"),
+               "CARGO_HOME": str(d / "cargo-home")}
+        run_build([str(cargo), "build", "--release", "--offline", "--quiet", *target,
+                   *(f for c in config for f in ("--config", c))], cwd=src, env=env)
+        shutil.copy2(d / "target" / (ARM64_RUST if arm64 else "") / "release" / project.name,
+                     d / project.name)
+        for scratch in ("target", "cargo-home"):  # hundreds of MB of intermediate files
+            shutil.rmtree(d / scratch)
+
+    return builds.kept(project.name, inputs, make, out)
+
+
 def workload(kind: str, out_dir: Path) -> Path:
     """``noop bench``'s workload of ``kind`` (examples/bench), as its own
     ``build_workload`` builds it, kept by its inputs and copied into ``out_dir``."""

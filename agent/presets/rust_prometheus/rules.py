@@ -61,6 +61,7 @@ from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement.entry import entry_site
+from agent.presets.client_golang.facts import OTHERS_READ
 from agent.presets.mirror import GATHERED
 from agent.presets.rust_prometheus.copies import Found, links_crate, member, updates
 from agent.presets.rust_prometheus.facts import (
@@ -78,8 +79,22 @@ from agent.presets.rust_prometheus.probes import groups, sites_of
 def make(b: Binary, aggregate: bool) -> Plan:
     """The preset's plan for Rust program ``b``; with ``aggregate``, each probe also folds
     its hits into an in-kernel aggregate by (process, metric object, site) and
-    describes each metric object once (for ``noop run``)."""
+    describes each metric object once (for ``noop run``). On an architecture whose
+    update code the rules do not read (``OTHERS_READ``): the mirror's plan alone, its
+    probe where the program gathers a registry, for ``noop run``; refused for ``noop
+    --binary``'s lines."""
     _usable(b)
+    if b.arch.name not in OTHERS_READ:  # noop run's mirror only (plans.need_updates)
+        if not aggregate:
+            raise NoopError(f"{b.path} is an {b.arch.name} Rust program: noop reads the "
+                            "prometheus crate's update code as x86-64's only for now",
+                            "serve its metrics with noop run --binary (read from its "
+                            f"memory), or write a probes.yaml for it (entry, exit and line "
+                            f"probes work on {b.arch.name}) and use --config")
+        gathered = _gathered(b)
+        here = Selector(path=str(Path(b.path).resolve()))
+        return Plan(SOURCE, (b.plan(TARGET, None, selector=here),),
+                    (gathered,) if gathered else ())
     found, missed = updates(b)
     dropped, no_drops = _drops(b, found) if aggregate else (None, "")
     if no_drops and found:
