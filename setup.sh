@@ -122,7 +122,7 @@ for v in 1.21.13 1.24.11 1.26.6; do
 done
 
 # 3c. Debian's arm64 Rust standard library (libstd-rust-web-dev:arm64), for the tests'
-#     cross builds of Rust programs (tests/test_arm64_rust.py): unpacked into
+#     cross builds of Rust programs (tests/test_arm64.py): unpacked into
 #     .venv/rust-arm64/VERSION, the version of the rustc-web it was built for, from
 #     package lists of its own (this machine's apt sources, arm64), so that dpkg is not
 #     given a foreign architecture.

@@ -17,7 +17,14 @@ runtime's globals found in arm64 code as the symbol table has them, the plan's o
 probe where the program gathers a registry; noop run's counts of every update are
 refused in one line. ``noop --binary``'s update probes: where llvm-objdump shows each
 atomic took effect, with the registers that hold it there. Layouts and parameters
-against gdb-multiarch too."""
+against gdb-multiarch too.
+
+The Rust example (examples/rust-prometheus) built for arm64 by Debian's rustc with its
+arm64 standard library: functions, Metrics' layout, tick's parameters and lines, its
+entry and exits, as nm, gdb-multiarch, llvm-dwarfdump and llvm-objdump have them; noop
+--binary's sites where each outline atomic (``bl __aarch64_ldadd8_*``, a
+``__aarch64_cas8_*`` loop) returns and at each store; noop run's plan the gather probe
+alone."""
 
 from __future__ import annotations
 
@@ -1018,12 +1025,13 @@ def test_a_rust_arm64_builds_entry_and_exits_are_objdumps(rust_arm64: Path,
         sorted(a for a, m, _ops in code if m == "ret") != []
 
 
-def test_a_rust_arm64_programs_mirror_is_planned_and_its_updates_refused(
+def test_a_rust_arm64_programs_mirror_is_planned_and_its_counts_refused(
         rust_arm64: Path) -> None:
-    """noop run --binary's plan: no update probe (the crate's arm64 update code is not
-    read), the probe where the program gathers its registry on the first instruction of
-    ``Registry::gather``, the registry read from x0 where gdb-multiarch's reading of the
-    DWARF puts ``self``. noop --binary's lines (every update) are refused in one line."""
+    """noop run --binary's plan: no update probe (the crate's arm64 updates are read for
+    noop --binary's lines, not folded into noop run's rows), the probe where the program
+    gathers its registry on the first instruction of ``Registry::gather``, the registry
+    read from x0 where gdb-multiarch's reading of the DWARF puts ``self``. noop run's
+    counts of every update (``--mirror both``) are refused in one line."""
     done = run("check", "--binary", rust_arm64, "--run", "--json", timeout=180)
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
@@ -1037,7 +1045,89 @@ def test_a_rust_arm64_programs_mirror_is_planned_and_its_updates_refused(
                                  row["address"]))
     assert site["values"]["registry"]["ops"] == [{"op": "reg", "reg": "x0"}] and \
         gdbs.get("self") == ["x0"]
-    done = run("check", "--binary", rust_arm64, timeout=180)
-    assert done.returncode != 0 and "is an arm64 Rust program" in done.stderr and \
-        len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, \
-        done.stderr
+    done = run("run", "--binary", rust_arm64, "--mirror", "both", "--listen",
+               "127.0.0.1:0", timeout=180)
+    assert done.returncode == 2 and "on arm64 noop reads the update code for noop " \
+        "--binary's lines only" in done.stderr and \
+        len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_rust_arm64_programs_updates_are_read_after_each_outline_atomic(
+        rust_arm64: Path) -> None:
+    """noop --binary's plan of the Rust example on arm64, against llvm-objdump's tick:
+    each call of an add helper (``bl __aarch64_ldadd8_*``) has a site on the
+    instruction after it, the value x0 (the value before) plus the constant the code
+    moved into w0/x0 before the call; each compare-and-swap helper's loop (``bl
+    __aarch64_cas8_*; cmp x0, ..; b.ne`` back) a site after its ``b.ne``, the new bits
+    in x1 and the old in x0; each 8-byte store to a metric's value a site: at a store
+    of a general register (its value), after one of a D register (read back). The
+    helpers the plan trusts write no register but x0, x15, x16 and x17 (their code, by
+    llvm-objdump)."""
+    done = run("check", "--binary", rust_arm64, "--json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    sites = {int(s["address"], 16): (p["name"], s) for p in plan["probes"]
+             for s in p["sites"]}
+    row = inspect.function_list(str(rust_arm64), RUST_TICK)[0]
+    code = _objdump(rust_arm64, (row["address"], row["address"] + row["size"]))
+    nm = subprocess.run(["nm", str(rust_arm64)], capture_output=True, text=True,
+                        check=True).stdout
+    helpers = {int(a, 16): n for a, _t, n in (x.split(" ", 2) for x in nm.splitlines()
+                                              if re.search(r" __aarch64_(ldadd|cas)8_", x))}
+
+
+    def field(k: int, reg: str) -> bool:
+        """Whether ``reg`` holds a metric's value field's address at ``code[k]``: the
+        last instruction before that writes it adds 152 (the Value's ``val`` in its
+        ArcInner) to a register, or copies one that does (the other atomics on an
+        ArcInner are its counts, at 0 and 8)."""
+        for j in range(k - 1, -1, -1):
+            _a, m, o = code[j]
+            if o.startswith(f"{reg},"):
+                if m == "add" and o.endswith("#152"):
+                    return True
+                return m == "mov" and field(j, o.split(",")[1].strip())
+        return False
+
+    seen = set()
+    for k, (address, mnemonic, ops) in enumerate(code):
+        target = int(ops, 16) if mnemonic == "bl" and re.fullmatch(r"0x[0-9a-f]+", ops) \
+            else None
+        if target in helpers and not field(k, "x1" if "ldadd" in helpers[target] else "x2"):
+            assert code[k + 1][0] not in sites, hex(address)  # an Arc's count
+        elif target in helpers and "ldadd" in helpers[target]:
+            name, s = sites[code[k + 1][0]]
+            mov = next(o for _a, m, o in reversed(code[:k]) if m == "mov" and
+                       o.startswith(("w0,", "x0,")))
+            step = int(mov.split("#")[1], 0)
+            assert s["values"]["delta"]["offset"] == step & 2**64 - 1, (hex(address), mov)
+            assert (s["values"]["value"]["regs"], s["values"]["value"]["offset"]) == \
+                (["x0"], step) and s["values"]["before"]["regs"] == ["x0"]
+            assert name in ("counter_u64", "gauge_i64")
+            seen.add(code[k + 1][0])
+        elif target in helpers and "cas" in helpers[target]:
+            assert code[k + 1][1:] == ("cmp", code[k + 1][2]) and \
+                code[k + 1][2].startswith("x0,") and code[k + 2][1] == "b.ne" and \
+                int(code[k + 2][2].split()[0], 16) < address
+            name, s = sites[code[k + 3][0]]
+            assert name in ("counter_f64", "gauge_f64") and \
+                s["values"]["value"]["regs"] == ["x1"] and \
+                s["values"]["before"]["regs"] == ["x0"]
+            seen.add(code[k + 3][0])
+        elif mnemonic == "str" and ops.endswith(", #152]") and ops[0] in "xd":
+            at = address if ops[0] == "x" else code[k + 1][0]
+            name, s = sites[at]
+            assert name == ("gauge_i64" if ops[0] == "x" else "gauge_f64")
+            assert s["values"]["value"]["kind"] == ("reg" if ops[0] == "x" else "mem")
+            seen.add(at)
+    # tick's 17 updates: 9 adds, 6 compare-and-swap loops, 2 sets
+    assert len(seen) == 17 and seen == {a for a, (_n, s) in sites.items()
+                                        if s["function"] == RUST_TICK}
+    for address, name in helpers.items():
+        body = _objdump(rust_arm64, (address, address + 64))
+        end = next(n for n, (_a, m, _o) in enumerate(body) if m == "ret" and n > 3)
+        body = body[:end + 4]  # both paths: the LSE one's ret, then the loop's
+        written = {o.split(",")[0].strip() for _a, m, o in body
+                   if m not in ("ret", "cbz", "cbnz", "b.ne", "cmp", "nop", "b")}
+        assert {re.sub(r"^w", "x", w) for w in written} <= {"x0", "x15", "x16", "x17"}, \
+            (name, written)

@@ -97,8 +97,9 @@ def _register_c(fetch: Fetch, dst: str, bit: int, fault: str, gone: str, arch: A
                 ) -> list[str]:
     """A value in a register (``reg``), or the bytes at the pointer in one register, as
     many as another holds (``reg_slice``); after the checks of its ops."""
-    if fetch.kind == "reg" and fetch.formula == "-":  # the difference of two
-        read = [f"{dst} = {arch.c_reg(fetch.regs[0])} - {arch.c_reg(fetch.regs[1])};"]
+    if fetch.kind == "reg" and fetch.formula in ("-", "+"):  # the difference or sum of two
+        read = [f"{dst} = {arch.c_reg(fetch.regs[0])} {fetch.formula} "
+                f"{arch.c_reg(fetch.regs[1])};"]
     elif fetch.kind == "reg":
         reg = arch.c_reg(fetch.regs[0])
         read = [f"{dst} = {reg}{f' + ({fetch.offset})' if fetch.offset else ''};"]

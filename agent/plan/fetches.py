@@ -134,7 +134,8 @@ class Fetch:
     - ``mem_array``: up to ``cap`` bytes at acc + ``offset`` (fixed-size byte array)
     - ``reg``: the register ``regs[0]`` plus ``offset``, low ``size`` bytes (``formula``
       ``-``: less the register ``regs[1]``: an atomic add's old value, from the new one
-      and the amount added, where both paths of an arm64 add join)
+      and the amount added, where both paths of an arm64 add join; ``+``: plus it, the
+      new value from the old one an outline atomic returned and the amount added)
     - ``reg_slice``: pointer in ``regs[0]``, length in ``regs[1]``
     - ``builtin``: ``builtin`` (pid, tid, goid, timestamp, duration)
     - ``const``: the 8 bytes ``offset`` (a value the code holds as a constant: an
@@ -198,8 +199,9 @@ class Fetch:
             return f"{at}: {{ptr,len}} header, then the bytes"
         if self.kind == "mem_array":
             return f"{at}: byte array"
-        if self.kind == "reg" and self.formula == "-":
-            return (f"{path} -> " if path else "") + f"{self.regs[0]} - {self.regs[1]}"
+        if self.kind == "reg" and self.formula in ("-", "+"):
+            return (f"{path} -> " if path else "") + \
+                f"{self.regs[0]} {self.formula} {self.regs[1]}"
         if self.kind == "reg":
             extra = f" {self.offset:+d}" if self.offset else ""
             low = f" (low {self.size} bytes)" if self.size < 8 else ""

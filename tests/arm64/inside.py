@@ -19,8 +19,9 @@ and a stripped build: every update seen once (a counter's increments sum to its 
 ``noop run --binary``'s mirror of both stripped builds (which finds the registry only
 main holds by the probe where the program gathers it) and of tests/programs/go/mirror
 (DefaultRegisterer, read with no probe), and of the Rust example (the prometheus
-crate, by Debian's rustc and arm64 standard library): every series the program serves
-is noop's with its value, and the Go and process collectors' families are served. The
+crate, by Debian's rustc and arm64 standard library; its noop --binary lines too, as
+the Go builds'): every series the program serves is noop's with its value, and the Go
+and process collectors' families are served. The
 exactly-once check: a plain function called 20,000 times with Go's asynchronous
 preemption on, then off (examples/bench/go-loop), counted by an entry probe, beside
 bpftrace on the newest Go; the budget taking a probe off a tight loop. And a C program
@@ -304,8 +305,10 @@ def traced_updates(build: Path) -> None:
     on arm64), attached before the program starts, then TICKS ticks: each counter's and
     each added gauge's increments sum to the program's own value (every update seen
     once), a set gauge's last line is its value, the histogram has a line per
-    observation; noop stops leaving no uprobe."""
-    binary = str(build / "go-prometheus")
+    observation; noop stops leaving no uprobe. The Rust example's too (its updates
+    through the compiler's outline atomics)."""
+    binary = str(next(build / n for n in ("go-prometheus", "rust-prometheus")
+                      if (build / n).exists()))
     tag = f"{build.name} noop --binary"
     out = Path(f"/tmp/{build.name}-updates.json")
     with open(out, "w") as sink:
@@ -691,8 +694,9 @@ def prewarm(programs: Path, noop_tree: Path) -> None:
             if (build / name).exists():
                 for aggregate in (False, True):
                     plans.plan(str(build / name), aggregate=aggregate)
-        if (build / "rust-prometheus").exists():  # noop run's mirror alone on arm64
-            plans.plan(str(build / "rust-prometheus"), aggregate=True)
+        if (build / "rust-prometheus").exists():
+            for aggregate in (False, True):
+                plans.plan(str(build / "rust-prometheus"), aggregate=aggregate)
     (Path(os.environ["NOOP_CACHE_DIR"]) / "STAMP").write_text(cache._SCHEMA)
 
 
@@ -752,6 +756,7 @@ def main() -> int:
                 elif (build / "mirror").exists():
                     mirrored_program(build)
                 elif (build / "rust-prometheus").exists():
+                    traced_updates(build)
                     mirrored_example(build)
                 elif (build / "go-loop").exists():
                     if build.name.startswith("gonewest"):

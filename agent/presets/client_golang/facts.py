@@ -26,7 +26,7 @@ TARGET = "main"  # the preset's one target
 # mirror reads every value from memory and no update is probed (``plans.need_updates``).
 UPDATES_READ = ("x86-64", "arm64")
 UPDATES_FOLDED = ("x86-64",)
-OTHERS_READ = ("x86-64",)  # the prometheus crate's and VictoriaMetrics/metrics' updates
+OTHERS_READ = ("x86-64",)  # VictoriaMetrics/metrics' updates (the crate's: its facts)
 MAX_LABELS = 4  # label pairs read per metric (const and variable labels, sorted)
 MAX_ROWS = 4096  # in-kernel rows per update kind: (process, metric object, site)
 COUNT_MASK = 2**63 - 1  # histogram.countAndHotIdx: the count below the hot-index bit

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from elftools.dwarf.die import DIE
@@ -53,6 +53,27 @@ class Found:
     around: tuple[tuple[int, int], ...] = ()  # histograms: HistogramCore::observe's code
 
 
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """How an architecture's code holds an update: whether ``insns[n]`` updates a
+    Value's field (of ``number``; ``store``: a set), the (register, offset) of the field
+    it writes, and whether it is a histogram count's add."""
+
+    is_update: Callable[[tuple[sites.Insn, ...], int, str, bool], bool]
+    mem_reg: Callable[[sites.Insn], tuple[str, int] | None]
+    counts: Callable[[tuple[sites.Insn, ...], int], bool]
+
+
+def _x86_counts(insns: tuple[sites.Insn, ...], n: int) -> bool:
+    return insns[n].lock and insns[n].mnemonic == "xadd" and mem_reg(insns[n]) is not None
+
+
+def x86_64() -> Reader:
+    """x86-64's: LOCK instructions and stores (``_is_update``), a ``lock xadd``."""
+    return Reader(lambda insns, n, number, store: _is_update(insns[n], number, store),
+                  mem_reg, _x86_counts)
+
+
 def links_crate(b: Binary) -> bool:
     return any(n.startswith("prometheus::") for n in b.functions.symbols) or \
         any(_VALUE.match(n) or n == _HIST_INC for n in _inlined(b))
@@ -91,9 +112,11 @@ def _copies(b: Binary, names: list[str]) -> Iterator[tuple[str, DIE, str, list[t
                 yield name, copy.die, where, b.dwarf.ranges(copy.die)
 
 
-def updates(b: Binary) -> tuple[list[Found], list[str]]:
+def updates(b: Binary, reader: Reader | None = None) -> tuple[list[Found], list[str]]:
     """Every update instruction of the program's own, and the copies with code that
-    have none noop recognises."""
+    have none noop recognises; ``reader``: how the architecture's code holds one
+    (default x86-64's)."""
+    read = reader or x86_64()
     names = _inlined(b)
     shown = b.functions.display_name
     found: dict[int, Found] = {}
@@ -103,7 +126,7 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
         assert m is not None
         number, store = _NUMBERS[m.group(1)], m.group(2) == "set"
         insns = b.instructions(where)
-        hits = [n for n in indices(insns, ranges) if _is_update(insns[n], number, store)]
+        hits = [n for n in indices(insns, ranges) if read.is_update(insns, n, number, store)]
         if hits and all(insns[h].address in found for h in hits):
             continue  # a copy nested in another (Value::inc holds Value::inc_by)
         chain = list(_chain(die, b))
@@ -118,7 +141,7 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
         # One update instruction a copy; several where the compiler unrolled the loop
         # around the call: each an update of the same field (at one displacement from
         # its register), a site each.
-        fields = {(mem_reg(insns[h]) or ("", 0))[1] for h in hits}
+        fields = {(read.mem_reg(insns[h]) or ("", 0))[1] for h in hits}
         if owner is None or field is None or len(fields) != 1:
             why = "no DWARF type for its Value" if owner is None else \
                 f"{len(hits)} update instructions of {len(fields)} fields in its code" \
@@ -129,16 +152,17 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
             continue
         for h in hits:
             found.setdefault(insns[h].address,
-                             _found(kind, op, number, where, insns, h, owner, field))
+                             _found(kind, op, number, where, insns, h, owner, field, read))
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC]):
         frame = _frame(b, b.dwarf.parent(die))  # HistogramCore::observe
-        _counted(b, found, missed, "observe", where, ranges, frame, _self_type(b, frame))
+        _counted(b, found, missed, "observe", where, ranges, frame, _self_type(b, frame),
+                 read)
     for _name, die, where, ranges in _copies(b, [n for n in names if n == _HIST_INC_BY]):
         frame = _frame(b, b.dwarf.parent(die))
         if frame is None or b.functions.function_name(origin_of(frame)) != _HIST_FLUSH:
             continue  # ShardAndCount::inc's (an observation, found above), or none
         _counted(b, found, missed, "flush", where, ranges, frame,
-                 _shared_core(b, _self_type(b, frame)))
+                 _shared_core(b, _self_type(b, frame)), read)
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
     unseen = [why for ranges, why in missed if ranges
               and not any(_within(a, ranges) for a in found)]
@@ -147,25 +171,26 @@ def updates(b: Binary) -> tuple[list[Found], list[str]]:
 
 def _counted(b: Binary, found: dict[int, Found],
              missed: list[tuple[list[tuple[int, int]], str]], op: str, where: str,
-             ranges: list[tuple[int, int]], frame: DIE | None, core: DIE | None) -> None:
+             ranges: list[tuple[int, int]], frame: DIE | None, core: DIE | None,
+             read: Reader) -> None:
     """A histogram's count update (``observe``, or a local histogram's ``flush``) in the
-    copy at ``ranges`` of ``where``: its one ``lock xadd`` on the HistogramCore's
-    ``shard_and_count``, into ``found``; or why not, into ``missed``."""
+    copy at ``ranges`` of ``where``: its one add on the HistogramCore's
+    ``shard_and_count`` (x86-64's ``lock xadd``), into ``found``; or why not, into
+    ``missed``."""
     count = member(b, core, "shard_and_count")
     insns = b.instructions(where)
-    hits = [n for n in indices(insns, ranges) if insns[n].lock
-            and insns[n].mnemonic == "xadd" and mem_reg(insns[n]) is not None]
+    hits = [n for n in indices(insns, ranges) if read.counts(insns, n)]
     if core is None or count is None or len(hits) != 1:
         why = "no DWARF type for its HistogramCore" if core is None else \
-            "no lock xadd on shard_and_count" if not hits else \
-            f"{len(hits)} lock xadds on shard_and_count (an unrolled loop): its sum's " \
+            "no atomic add on shard_and_count" if not hits else \
+            f"{len(hits)} atomic adds on shard_and_count (an unrolled loop): its sum's " \
             "swaps are not told apart"
         missed.append((ranges, f"histogram.{op} inlined into "
                        f"{b.functions.display_name(where)} at "
                        f"{ranges[0][0]:#x} ({why})"))
         return
     found.setdefault(insns[hits[0]].address, replace(
-        _found("histogram", op, "u64", where, insns, hits[0], core, count),
+        _found("histogram", op, "u64", where, insns, hits[0], core, count, read),
         around=tuple(b.dwarf.ranges(frame)) if frame is not None else ()))
 
 
@@ -184,8 +209,8 @@ def _within(address: int, ranges: list[tuple[int, int]]) -> bool:
 
 
 def _found(kind: str, op: str, number: str, where: str, insns: tuple[sites.Insn, ...],
-           n: int, owner: DIE, field: int) -> Found:
-    base, disp = mem_reg(insns[n]) or ("", 0)
+           n: int, owner: DIE, field: int, read: Reader) -> Found:
+    base, disp = read.mem_reg(insns[n]) or ("", 0)
     return Found(kind, op, number, where, insns, n, base, disp, owner, field)
 
 

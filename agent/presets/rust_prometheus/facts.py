@@ -13,6 +13,11 @@ from agent.plan.model import Column
 TARGET = "main"
 LIBRARY = "rust-prometheus"
 SOURCE = "prometheus crate preset"
+# The architectures whose update code the preset reads (x86-64's LOCK instructions;
+# arm64's calls of outline atomics: ``arm64``), and those whose updates it folds into
+# noop run's in-kernel rows; elsewhere noop run's mirror reads every value from memory.
+UPDATES_READ = ("x86-64", "arm64")
+UPDATES_FOLDED = ("x86-64",)
 MAX_LABELS = 4  # label pairs read per metric (the crate keeps them sorted by name)
 MAX_ROWS = 4096  # in-kernel rows per probe: (process, metric object, site)
 MAX_CALLS = 4096  # observations in progress at once (between a count and its sum)

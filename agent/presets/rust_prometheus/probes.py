@@ -13,6 +13,7 @@ from agent.config.model import parse_selector
 from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch
 from agent.plan.model import Site, ValueSpec
+from agent.presets.rust_prometheus import arm64
 from agent.presets.rust_prometheus.copies import LOCK_OPS, Found
 from agent.presets.rust_prometheus.facts import MAX_LABELS
 from agent.presets.rust_prometheus.places import (
@@ -72,11 +73,12 @@ def sites_of(b: Binary, group: list[Found], pair: bool = True
     for f in group:
         placed, before = _placed(b, f)
         if placed is None:
+            why = before if b.arch.name == "arm64" else \
+                "no instruction after it to probe (another path joins there, or the " \
+                "kernel refuses it)" + (f", and before it {before}"
+                                        if isinstance(before, str) else "")
             unplaced.append(f"{f.kind}.{f.op} in {b.functions.display_name(f.function)} at "
-                            f"{f.insns[f.n].address:#x}: "
-                            "no instruction after it to probe (another path joins there, "
-                            "or the kernel refuses it)"
-                            + (f", and before it {before}" if isinstance(before, str) else ""))
+                            f"{f.insns[f.n].address:#x}: {why}")
             continue
         pairs = _common(b, f)
         if isinstance(before, guards.Before):
@@ -110,10 +112,15 @@ def _specs(first: Found) -> tuple[ValueSpec, ...]:
 
 def _placed(b: Binary, f: Found) -> tuple[Placed | None, guards.Before | str | None]:
     """Where to probe update ``f`` (``place``); for a LOCK update with no site after it,
-    the site before it (``guards.before``), with which, or why there is none."""
+    the site before it (``guards.before``), with which, or why there is none. On
+    arm64: ``arm64.place``'s site, or why there is none."""
     # A flush's increment (the observations flushed) is in the xadd's register only
     # before it: it is always probed there.
     flush = f.kind == "histogram" and f.op == "flush"
+    if b.arch.name == "arm64":
+        if flush:
+            return None, "a local histogram's flush is not read on arm64 yet"
+        return arm64.place(b, f)
     placed = None if flush else place(b, f)
     before: guards.Before | str | None = None
     if placed is None and f.insns[f.n].lock and \
@@ -136,11 +143,12 @@ def _made(b: Binary, f: Found, placed: Placed, common: tuple[Fetch, ...],
     k = sites.index_at(f.insns, site)
     assert k is not None  # a site is one of the function's instructions
     at = f.insns[k]
-    swap = sum_swap(f, site) if pair and f.kind == "histogram" else None
+    swap = sum_swap(f, site) if pair and f.kind == "histogram" and \
+        b.arch.name == "x86-64" else None
     if swap is not None:  # the count here, kept for the observed value at the swap
         return paired(b, f, at, swap, common + fetches, tag, why, flags)
     return [(site, -f.insns[f.n].address, Site(
         b.functions.display_name(f.function), site, b.elf.file_offset(site), why,
         common + fetches, when_zf=f.insns[f.n].mnemonic == "cmpxchg",
-        tag=tag, handling=sites.handling(at.raw), skip_flags=flags[0],
+        tag=tag, handling=b.isa.handling_at(f.insns, k), skip_flags=flags[0],
         keep_flags=flags[1]))]

@@ -61,8 +61,8 @@ from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement.entry import entry_site
-from agent.presets.client_golang.facts import OTHERS_READ
 from agent.presets.mirror import GATHERED
+from agent.presets.rust_prometheus import arm64
 from agent.presets.rust_prometheus.copies import Found, links_crate, member, updates
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
@@ -71,6 +71,8 @@ from agent.presets.rust_prometheus.facts import (
     MAX_ROWS,
     SOURCE,
     TARGET,
+    UPDATES_FOLDED,
+    UPDATES_READ,
     columns,
 )
 from agent.presets.rust_prometheus.probes import groups, sites_of
@@ -80,14 +82,14 @@ def make(b: Binary, aggregate: bool) -> Plan:
     """The preset's plan for Rust program ``b``; with ``aggregate``, each probe also folds
     its hits into an in-kernel aggregate by (process, metric object, site) and
     describes each metric object once (for ``noop run``). On an architecture whose
-    update code the rules do not read (``OTHERS_READ``): the mirror's plan alone, its
-    probe where the program gathers a registry, for ``noop run``; refused for ``noop
-    --binary``'s lines."""
+    update code the rules read for noop --binary's lines only (``UPDATES_READ``, not
+    ``UPDATES_FOLDED``), noop run's plan is the mirror's alone: its probe where the
+    program gathers a registry."""
     _usable(b)
-    if b.arch.name not in OTHERS_READ:  # noop run's mirror only (plans.need_updates)
+    if b.arch.name not in (UPDATES_FOLDED if aggregate else UPDATES_READ):
         if not aggregate:
-            raise NoopError(f"{b.path} is an {b.arch.name} Rust program: noop reads the "
-                            "prometheus crate's update code as x86-64's only for now",
+            raise NoopError(f"{b.path} is an {b.arch.name} Rust program: noop does not "
+                            f"read the prometheus crate's update code on {b.arch.name}",
                             "serve its metrics with noop run --binary (read from its "
                             f"memory), or write a probes.yaml for it (entry, exit and line "
                             f"probes work on {b.arch.name}) and use --config")
@@ -95,7 +97,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
         here = Selector(path=str(Path(b.path).resolve()))
         return Plan(SOURCE, (b.plan(TARGET, None, selector=here),),
                     (gathered,) if gathered else ())
-    found, missed = updates(b)
+    found, missed = updates(b, arm64.reader(b) if b.arch.name == "arm64" else None)
     dropped, no_drops = _drops(b, found) if aggregate else (None, "")
     if no_drops and found:
         missed.append(f"metric objects are told apart by address only: {no_drops}")
