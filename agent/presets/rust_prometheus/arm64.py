@@ -36,10 +36,7 @@ from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.presets.rust_prometheus.copies import Found, Reader
 from agent.presets.rust_prometheus.facts import make_tag
-
-# Where to probe an update: the site's address, what to read there, why, and its tag
-# (``places.Placed``).
-Placed = tuple[int, tuple[Fetch, ...], str, str]
+from agent.presets.rust_prometheus.places import Placed
 
 _HELPER = re.compile(r"__aarch64_(ldadd|cas)8_(relax|acq|rel|acq_rel)$")
 # What a helper may write: its result and the scratch registers of the contract.

@@ -5,7 +5,7 @@ values, in one event layout for every site of the probe."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from agent.binary import guards, sites
 from agent.binary.dwarf.locations import Piece
@@ -14,7 +14,7 @@ from agent.plan.binary import Binary
 from agent.plan.fetches import Decode, Fetch
 from agent.plan.model import Site, ValueSpec
 from agent.presets.rust_prometheus import arm64
-from agent.presets.rust_prometheus.copies import LOCK_OPS, Found
+from agent.presets.rust_prometheus.copies import LOCK_OPS, Found, Reader, x86_64
 from agent.presets.rust_prometheus.facts import MAX_LABELS
 from agent.presets.rust_prometheus.places import (
     Placed,
@@ -28,6 +28,17 @@ from agent.presets.rust_prometheus.places import (
 )
 
 _DECODE: dict[str, Decode] = {"f64": "float", "i64": "int", "u64": "uint"}
+# Each architecture's reading of the crate's update code, but x86-64's (``copies`` and
+# ``places``): how its code holds an update, and where one is probed (or why not).
+_ARCHES: dict[str, tuple[Callable[[Binary], Reader],
+                         Callable[[Binary, Found], tuple[Placed | None, str]]]] = {
+    "arm64": (arm64.reader, arm64.place)}
+
+
+def reader(b: Binary) -> Reader:
+    """How ``b``'s architecture's code holds an update (``copies.updates``)."""
+    other = _ARCHES.get(b.arch.name)
+    return other[0](b) if other else x86_64()
 
 
 def groups(found: list[Found]) -> Iterator[tuple[str, list[Found]]]:
@@ -73,7 +84,7 @@ def sites_of(b: Binary, group: list[Found], pair: bool = True
     for f in group:
         placed, before = _placed(b, f)
         if placed is None:
-            why = before if b.arch.name == "arm64" else \
+            why = before if b.arch.name in _ARCHES else \
                 "no instruction after it to probe (another path joins there, or the " \
                 "kernel refuses it)" + (f", and before it {before}"
                                         if isinstance(before, str) else "")
@@ -113,14 +124,15 @@ def _specs(first: Found) -> tuple[ValueSpec, ...]:
 def _placed(b: Binary, f: Found) -> tuple[Placed | None, guards.Before | str | None]:
     """Where to probe update ``f`` (``place``); for a LOCK update with no site after it,
     the site before it (``guards.before``), with which, or why there is none. On
-    arm64: ``arm64.place``'s site, or why there is none."""
+    another architecture: its own placing's site (``_ARCHES``), or why there is none."""
     # A flush's increment (the observations flushed) is in the xadd's register only
     # before it: it is always probed there.
     flush = f.kind == "histogram" and f.op == "flush"
-    if b.arch.name == "arm64":
+    other = _ARCHES.get(b.arch.name)
+    if other is not None:
         if flush:
-            return None, "a local histogram's flush is not read on arm64 yet"
-        return arm64.place(b, f)
+            return None, f"a local histogram's flush is not read on {b.arch.name} yet"
+        return other[1](b, f)
     placed = None if flush else place(b, f)
     before: guards.Before | str | None = None
     if placed is None and f.insns[f.n].lock and \

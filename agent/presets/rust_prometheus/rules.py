@@ -62,7 +62,6 @@ from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Aggregate, Plan, ProbePlan, Site, ValueSpec
 from agent.plan.placement.entry import entry_site
 from agent.presets.mirror import GATHERED
-from agent.presets.rust_prometheus import arm64
 from agent.presets.rust_prometheus.copies import Found, links_crate, member, updates
 from agent.presets.rust_prometheus.facts import (
     DESC_DROP,
@@ -75,7 +74,7 @@ from agent.presets.rust_prometheus.facts import (
     UPDATES_READ,
     columns,
 )
-from agent.presets.rust_prometheus.probes import groups, sites_of
+from agent.presets.rust_prometheus.probes import groups, reader, sites_of
 
 
 def make(b: Binary, aggregate: bool) -> Plan:
@@ -97,7 +96,7 @@ def make(b: Binary, aggregate: bool) -> Plan:
         here = Selector(path=str(Path(b.path).resolve()))
         return Plan(SOURCE, (b.plan(TARGET, None, selector=here),),
                     (gathered,) if gathered else ())
-    found, missed = updates(b, arm64.reader(b) if b.arch.name == "arm64" else None)
+    found, missed = updates(b, reader(b))
     dropped, no_drops = _drops(b, found) if aggregate else (None, "")
     if no_drops and found:
         missed.append(f"metric objects are told apart by address only: {no_drops}")
