@@ -6,22 +6,22 @@ line, ``noop-inside: ok NAME`` or ``noop-inside: FAIL NAME: WHY``, and the last 
 ``noop-inside: result N passed, N failed``. Standard library only: the guest has no
 pytest.
 
-Each ``noop`` start costs about a minute under emulation, so the builds share the
-checks out (``EXAMPLE``), and the builds' checks run two at a time, one a CPU. A ``noop run`` of a spec with an entry probe (the tick's
-argument, its goroutine's id), an exit probe (the call's duration) and, with DWARF, a
-line probe in a loop, on Go 1.19's and the newest's DWARF builds and the newest's
-stripped one: attached to the file before the program starts, then the program makes a
-known number of ticks and serves its own page; ``$caller`` at the entry, in a leaf and
-after a prologue saved the link register. Every count must be the program's (ticks,
-items), the last tick's argument the one the program's own gauge was set from, and noop
-must leave no uprobe behind when it stops. ``noop --binary --json``'s lines on a DWARF
-and a stripped build: every update seen once (a counter's increments sum to its value).
-``noop run --binary``'s mirror of both stripped builds (which finds the registry only
-main holds by the probe where the program gathers it) and of tests/programs/go/mirror
-(DefaultRegisterer, read with no probe), and of the Rust example (the prometheus
-crate, by Debian's rustc and arm64 standard library; its noop --binary lines too, as
-the Go builds'): every series the program serves is noop's with its value, and the Go
-and process collectors' families are served. The
+Each ``noop`` start costs about a minute under emulation, so the builds share the checks
+out (``EXAMPLE``), and the builds' checks run two at a time, one a CPU. A ``noop run``
+of a spec with an entry probe (the tick's argument, its goroutine's id), an exit probe
+(the call's duration) and, with DWARF, a line probe in a loop, on Go 1.19's and the
+newest's DWARF builds and the newest's stripped one: attached to the file before the
+program starts, then the program makes a known number of ticks and serves its own page;
+``$caller`` at the entry, in a leaf and after a prologue saved the link register. Every
+count must be the program's (ticks, items), the last tick's argument the one the
+program's own gauge was set from, and noop must leave no uprobe behind when it stops.
+``noop --binary --json``'s lines on a DWARF and a stripped build: every update seen once
+(a counter's increments sum to its value). ``noop run --binary``'s mirror of both
+stripped builds (which finds the registry only main holds by the probe where the program
+gathers it) and of tests/programs/go/mirror (DefaultRegisterer, read with no probe), and
+of the Rust example (the prometheus crate, by Debian's rustc and arm64 standard library;
+its noop --binary lines too, as the Go builds'): every series the program serves is
+noop's with its value, and the Go and process collectors' families are served. The
 exactly-once check: a plain function called 20,000 times with Go's asynchronous
 preemption on, then off (examples/bench/go-loop), counted by an entry probe, beside
 bpftrace on the newest Go; the budget taking a probe off a tight loop. And a C program
@@ -102,7 +102,7 @@ def ready(proc: subprocess.Popen[str], seconds: float) -> tuple[str, list[str]]:
 
 
 def scrape(addr: str) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=30).read().decode()
     out: dict[str, float] = {}
     for line in text.split("\n"):  # not splitlines: a label value may hold a \r
         if line and not line.startswith("#"):
@@ -167,6 +167,29 @@ LINE = """  - name: items
       - {name: arm_inside_by_caller_total, type: counter, labels: {caller: who}}
 """
 TICKS = 40
+
+
+def _example(build: Path, ticks: int) -> tuple[str, list[str], int]:
+    """The example in ``build`` (Go's or Rust's), its command line for ``ticks`` ticks,
+    and its fake_counter's value after them (Rust's: two threads, each making every
+    update of a tick)."""
+    rust = (build / "rust-prometheus").exists()
+    binary = str(build / ("rust-prometheus" if rust else "go-prometheus"))
+    return binary, [binary, "-listen", "127.0.0.1:0", "-ticks", str(ticks), "-period",
+                    "20ms", "-linger", "600s", *(("-threads", "2") if rust else ())], \
+        ticks * (2 if rust else 1)
+
+
+def _counted_to(addr: str, want: int, tag: str) -> None:
+    """Until the program at ``addr`` says its fake_counter is ``want`` (its ticks done),
+    a scrape that fails said and tried again."""
+    for _ in range(240):
+        try:
+            if scrape(addr).get("fake_counter") == want:
+                return
+        except OSError as exc:
+            say(f"{tag}: a scrape of the program failed: {exc}")
+        time.sleep(0.5)
 
 
 def example(build: Path) -> None:
@@ -272,8 +295,12 @@ def _mirror(tag: str, binary: str, own_addr: str, mode: str, skip: tuple[str, ..
         addr, log = ready(agent, 600)
         before: Series = {}
         for _ in range(120):  # the program gathers its registry (a scrape): noop finds it
-            series(own_addr)
-            before = series(addr)
+            try:
+                series(own_addr)
+                before = series(addr)
+            except OSError as exc:  # a first read of its memory, emulated: said, again
+                say(f"{tag}: a scrape failed: {exc}")
+                continue
             if any(k[0] == until for k in before):
                 break
             time.sleep(0.5)
@@ -313,8 +340,7 @@ def traced_updates(build: Path) -> None:
     once), a set gauge's last line is its value, the histogram has a line per
     observation; noop stops leaving no uprobe. The Rust example's too (its updates
     through the compiler's outline atomics)."""
-    binary = str(next(build / n for n in ("go-prometheus", "rust-prometheus")
-                      if (build / n).exists()))
+    binary, command, done = _example(build, TICKS)
     tag = f"{build.name} noop --binary"
     out = Path(f"/tmp/{build.name}-updates.json")
     with open(out, "w") as sink:
@@ -334,17 +360,12 @@ def traced_updates(build: Path) -> None:
         return
     threading.Thread(target=log.extend, args=(iter(agent.stderr.readline, ""),),
                      daemon=True).start()
-    prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", str(TICKS),
-                             "-period", "20ms", "-linger", "600s"], stderr=subprocess.PIPE,
-                            text=True)
+    prog = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert prog.stderr is not None
     own_addr = re.search(r"http://(\S+)/metrics", prog.stderr.readline())
     assert own_addr is not None
     try:
-        for _ in range(300):
-            if scrape(own_addr.group(1)).get("fake_counter") == TICKS:
-                break
-            time.sleep(0.5)
+        _counted_to(own_addr.group(1), done, tag)
         own = series(own_addr.group(1))
         time.sleep(3)  # the ring drained
     finally:
@@ -386,18 +407,13 @@ def mirrored_example(build: Path) -> None:
     """The example (Go's, or Rust's: the prometheus crate, read from memory alone on
     arm64), its ticks done: noop run --binary's default mirror, which finds the registry
     only main holds by the probe where the program gathers it."""
-    binary = str(next(build / n for n in ("go-prometheus", "rust-prometheus")
-                      if (build / n).exists()))
-    prog = subprocess.Popen([binary, "-listen", "127.0.0.1:0", "-ticks", "10", "-period",
-                             "10ms", "-linger", "600s"], stderr=subprocess.PIPE, text=True)
+    binary, command, done = _example(build, 10)
+    prog = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert prog.stderr is not None
     own = re.search(r"http://(\S+)/metrics", prog.stderr.readline())
     assert own is not None
     try:
-        for _ in range(120):
-            if scrape(own.group(1)).get("fake_counter") == 10:
-                break
-            time.sleep(0.25)
+        _counted_to(own.group(1), done, build.name)
         _mirror(build.name, binary, own.group(1), "auto", (), "fake_counter")
     finally:
         prog.terminate()
