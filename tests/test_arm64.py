@@ -1131,3 +1131,34 @@ def test_a_rust_arm64_programs_updates_are_read_after_each_outline_atomic(
                    if m not in ("ret", "cbz", "cbnz", "b.ne", "cmp", "nop", "b")}
         assert {re.sub(r"^w", "x", w) for w in written} <= {"x0", "x15", "x16", "x17"}, \
             (name, written)
+
+
+@pytest.fixture(scope="module")
+def rust_arm64_lse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same for a CPU with the Large System Extensions (``+lse``): its atomics
+    inlined, no outline helper."""
+    return cargo_build(EXAMPLE.parent / "rust-prometheus", "prometheus-0.13.*",
+                       "librust-prometheus-dev",
+                       tmp_path_factory.mktemp("rust-arm64-lse") / "rust-prometheus",
+                       arm64=True, rustflags=("-C", "target-feature=+lse"))
+
+
+def test_a_rust_arm64_builds_inlined_atomics_are_said_not_read(rust_arm64_lse: Path) -> None:
+    """A build whose atomics are LSE instructions inlined (``+lse``): noop --binary reads
+    its sets (stores) and says each other update of tick in one line, once; no site
+    is on or after an LSE instruction llvm-objdump shows."""
+    done = run("check", "--binary", rust_arm64_lse, "--json", timeout=180)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    said = [x for x in done.stderr.splitlines() if "inlined into " + RUST_TICK in x]
+    assert len(said) == len(set(said)) and all(
+        "no update instruction noop knows" in x for x in said)
+    kinds = {k for x in said for k in re.findall(r": (\w+\.\w+) inlined", x)}
+    assert kinds >= {"counter.inc", "counter.inc_by", "gauge.inc", "gauge.add", "gauge.dec",
+                     "gauge.sub"}, kinds
+    plan = json.loads(done.stdout)
+    row = inspect.function_list(str(rust_arm64_lse), RUST_TICK)[0]
+    code = _objdump(rust_arm64_lse, (row["address"], row["address"] + row["size"]))
+    atomics = {a for a, m, _o in code if re.match(r"(ld|st)(add|clr|set)|cas|swp", m)}
+    mine = [int(s["address"], 16) for p in plan["probes"] for s in p["sites"]
+            if s["function"] == RUST_TICK]
+    assert atomics and mine and not any(a in atomics or a - 4 in atomics for a in mine)

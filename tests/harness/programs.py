@@ -112,17 +112,20 @@ def rustc_arm64(out: Path, src: Path, *flags: str) -> Path:
 
 
 def cargo_build(project: Path, crate: str, package: str, out: Path,
-                config: tuple[str, ...] = (), arm64: bool = False, **profile: str) -> Path:
+                config: tuple[str, ...] = (), arm64: bool = False,
+                rustflags: tuple[str, ...] = (), **profile: str) -> Path:
     """A cargo project's release build (debug info: its profile, or ``profile``'s
     settings, and ``config``'s ``--config KEY=VALUE``s), from Debian's packaged crates,
     offline (its .cargo/config.toml), built from a copy (its Cargo.lock stays there);
     ``crate``: the registry's crate it needs (a glob of its directory), ``package``: the
-    Debian package that has it; ``arm64``: built for arm64 (``rust_arm64``); kept by
-    its inputs, copied to ``out``."""
+    Debian package that has it; ``arm64``: built for arm64 (``rust_arm64``), with
+    ``rustflags`` besides its sysroot; kept by its inputs, copied to ``out``."""
     need(next(Path("/usr/share/cargo/registry").glob(crate), None),
          f"Debian's {crate.split('-')[0]} crate ({package})")
     settings = {f"CARGO_PROFILE_RELEASE_{k.upper()}": v for k, v in profile.items()}
     cross = rust_arm64() if arm64 else {}
+    if cross and rustflags:
+        cross["RUSTFLAGS"] = " ".join((cross["RUSTFLAGS"], *rustflags))
     cargo = installed("cargo")
     rustc = Path(cross["RUSTC"]) if cross else installed("rustc")
     environment = builds.environment(cargo, rustc, **{"RUSTC": str(rustc), **settings, **cross})

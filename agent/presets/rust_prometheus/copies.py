@@ -164,8 +164,9 @@ def updates(b: Binary, reader: Reader | None = None) -> tuple[list[Found], list[
         _counted(b, found, missed, "flush", where, ranges, frame,
                  _shared_core(b, _self_type(b, frame)), read)
     # Copies nested in others (Value::inc holds Value::inc_by) find the same instruction.
-    unseen = [why for ranges, why in missed if ranges
-              and not any(_within(a, ranges) for a in found)]
+    # Such copies neither of which is read say the same thing: said once.
+    unseen = list(dict.fromkeys(why for ranges, why in missed if ranges
+                                and not any(_within(a, ranges) for a in found)))
     return [found[a] for a in sorted(found)], unseen
 
 
