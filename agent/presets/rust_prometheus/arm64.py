@@ -22,13 +22,20 @@ returns the caller's registers are as it left them:
 - a histogram's count (``ShardAndCount::inc``'s ``ldadd``): the count before in x0;
   the observed value, in a v register, is not read.
 
-An update in another form (the LSE instruction or a loop inlined, in a build for a
-CPU that has the extensions; a local histogram's flush) is said once, not read.
+A build for a CPU with the Large System Extensions (``+lse``, a ``target-cpu`` that has
+them) inlines the LSE instructions instead: ``ldadd Xs, Xt, [Xn]`` is probed after it
+where Xt (the value before), Xs (the amount) and Xn (the address) are all still there
+(exact); where Xt overwrote one of them, at the instruction itself, the value after read
+as the field there plus Xs (another thread's update of that moment may be in it). A
+``cas Xs, Xt, [Xn]`` loop as the helper's, with its own registers. An exclusive
+load/store loop inlined (a build without outline atomics) and a local histogram's
+flush are said once, not read.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from agent.binary import sites
 from agent.binary.isa.arm64 import _word
@@ -61,6 +68,44 @@ def helper(b: Binary, i: sites.Insn) -> str | None:
     return m.group(1) if written <= _SCRATCH else None
 
 
+_LSE_ADD = re.compile(r"(ld|st)add(a|al|l)?$")
+_LSE_CAS = re.compile(r"cas(a|al|l)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic:
+    """An 8-byte read-modify-write: ``kind`` ``ldadd`` or ``cas``; ``call``: through an
+    outline helper (its registers x0, x1, x2) or inlined (the LSE instruction's Xs, Xt,
+    Xn). An add: the amount in ``s``, the old value into ``t`` (xzr: none, ``stadd``);
+    a compare-and-swap: the old value expected in ``s`` (and the old value found, after
+    it), the new in ``t``; the field's address in ``n``."""
+
+    kind: str
+    call: bool
+    s: str
+    t: str
+    n: str
+
+
+def atomic(b: Binary, i: sites.Insn) -> Atomic | None:
+    """The 8-byte add or compare-and-swap ``i`` makes: a call of an outline helper, or
+    an LSE instruction inlined (a build for a CPU with the extensions)."""
+    kind = helper(b, i)
+    if kind is not None:
+        return Atomic(kind, True, "x0", "x0" if kind == "ldadd" else "x1",
+                      "x1" if kind == "ldadd" else "x2")
+    add, cas = _LSE_ADD.match(i.mnemonic), _LSE_CAS.match(i.mnemonic)
+    if not (add or cas) or _word(i.raw) >> 30 != 3:
+        return None
+    regs = [o[1] for o in i.operands if o[0] == "reg"]
+    mems = [o for o in i.operands if o[0] == "mem"]
+    if len(mems) != 1 or not mems[0][1] or mems[0][2] or mems[0][3] or \
+            len(regs) != (1 if i.mnemonic.startswith("st") else 2):
+        return None
+    t = regs[1] if len(regs) == 2 else "xzr"
+    return Atomic("ldadd" if add else "cas", False, str(regs[0]), str(t), str(mems[0][1]))
+
+
 def _store(i: sites.Insn) -> tuple[str, str, int] | None:
     """(source register, base, offset) of an 8-byte ``str``/``stlr`` of a register (an
     X, xzr or a D register, named as its v) to a field: a base register other than the
@@ -81,15 +126,17 @@ def is_update(b: Binary, insns: tuple[sites.Insn, ...], n: int, number: str,
     i = insns[n]
     if store:
         return _store(i) is not None
-    return helper(b, i) == ("cas" if number == "f64" else "ldadd")
+    a = atomic(b, i)
+    return a is not None and a.kind == ("cas" if number == "f64" else "ldadd")
 
 
 def mem_reg(b: Binary, i: sites.Insn) -> tuple[str, int] | None:
-    """(register, offset) of the field an update instruction writes: a helper's
-    address argument (x1 for an add, x2 for a compare-and-swap), a store's base."""
-    kind = helper(b, i)
-    if kind is not None:
-        return ("x1" if kind == "ldadd" else "x2"), 0
+    """(register, offset) of the field an update instruction writes: an atomic's
+    address (a helper's x1 for an add, x2 for a compare-and-swap; an LSE instruction's
+    Xn), a store's base."""
+    a = atomic(b, i)
+    if a is not None:
+        return a.n, 0
     st = _store(i)
     return (st[1], st[2]) if st is not None else None
 
@@ -97,8 +144,12 @@ def mem_reg(b: Binary, i: sites.Insn) -> tuple[str, int] | None:
 def reader(b: Binary) -> Reader:
     """arm64's updates (``copies.updates``): stores and helper calls, the count's add a
     call of the add helper."""
+    def counts(insns: tuple[sites.Insn, ...], n: int) -> bool:
+        a = atomic(b, insns[n])
+        return a is not None and a.kind == "ldadd"
+
     return Reader(lambda insns, n, number, store: is_update(b, insns, n, number, store),
-                  lambda i: mem_reg(b, i), lambda insns, n: helper(b, insns[n]) == "ldadd")
+                  lambda i: mem_reg(b, i), counts)
 
 
 def _field(f: Found) -> Fetch:
@@ -117,11 +168,14 @@ def _increment(insns: tuple[sites.Insn, ...], n: int) -> tuple[Fetch, int] | Non
     constant moved there, or the register copied (sign 1) or negated (-1) there, which
     nothing writes after (not a register the helper may write); None when neither."""
     targets = sites.branch_targets(insns)
+    if insns[n].address in targets:
+        return None  # the call reached from elsewhere too
     for k in range(n - 1, max(-1, n - 24), -1):
         i = insns[k]
         if "x0" in i.writes:
             ops = i.operands
-            if i.mnemonic in ("mov", "movz", "movn") and len(ops) == 2 and ops[1][0] == "imm":
+            # mov: capstone's alias of movz and movn, its operand the whole value
+            if i.mnemonic == "mov" and len(ops) == 2 and ops[1][0] == "imm":
                 wide = _word(i.raw) >> 31
                 value = int(ops[1][1]) & (_MASK if wide else 2**32 - 1)
                 return Fetch("const", offset=value), 1
@@ -164,49 +218,73 @@ def place(b: Binary, f: Found) -> tuple[Placed | None, str]:
                 f"after the store of the new value to {what} at {i.address:#x} (from "
                 f"{src}: no v register in a uprobe's pt_regs), read back from memory",
                 make_tag(f.kind, f.op, store=True)), ""
-    kind = helper(b, i)
-    name = b.function_at(i.target or 0) or "its helper"
-    if kind == "ldadd":
-        if not _probeable(b, insns, n + 1):
-            return None, "no instruction after its call to probe"
+    a = atomic(b, i)
+    if a is None:
+        return None, "not an update noop reads on arm64"
+    name = f"the call of {b.function_at(i.target or 0)}" if a.call else f"the {i.mnemonic}"
+    if a.kind == "ldadd":
+        return _added(b, f, a, name, what)
+    cmp, bne = (insns[n + 1], insns[n + 2]) if n + 2 < len(insns) else (None, None)
+    if cmp is None or bne is None or cmp.mnemonic != "cmp" or \
+            cmp.operands[:1] != (("reg", a.s),) or bne.mnemonic != "b.ne" or \
+            bne.target is None or bne.target > i.address:
+        return None, f"no loop back after {name} (cmp {a.s}, then b.ne)"
+    if not _probeable(b, insns, n + 3):
+        return None, "no instruction after its loop to probe"
+    return (insns[n + 3].address, (
+        Fetch("unavailable", why="computed at run time: the increment is new - old"),
+        Fetch("reg", size=8, regs=(a.t,)), Fetch("reg", size=8, regs=(a.s,)), _field(f)),
+        f"after the loop of {name} on {what} at {i.address:#x}, reached once per swap "
+        f"that took effect: old bits in {a.s}, new in {a.t}", make_tag(f.kind, f.op)), ""
+
+
+def _added(b: Binary, f: Found, a: Atomic, name: str, what: str) -> tuple[Placed | None, str]:
+    """An add's site: after it where the old value, the amount added and the field's
+    address are all in registers there (a helper's call, its amount from the code
+    before it; an LSE ``ldadd`` that overwrote none of them): exact. Else at the LSE
+    instruction itself, the value the field's now read from memory plus the amount
+    (what another thread adds at that moment is in it too)."""
+    insns, n = f.insns, f.n
+    i = insns[n]
+    after = _probeable(b, insns, n + 1) and (a.call or a.t not in ("xzr", a.n, a.s))
+    histogram = f.kind == "histogram"
+    observed = Fetch("unavailable", why="v is passed in a v register, which a uprobe's "
+                     "pt_regs does not hold")
+    if after:
         site = insns[n + 1].address
-        before = Fetch("reg", size=8, regs=("x0",))
-        if f.kind == "histogram":
-            return (site, (before, Fetch("unavailable", why="v is passed in a v register, "
-                                         "which a uprobe's pt_regs does not hold")),
-                    f"after the call of {name} on {what} at {i.address:#x}: the count "
-                    "before it in x0", make_tag("histogram", f.op)), ""
-        got = _increment(insns, n)
+        before = Fetch("reg", size=8, regs=(a.t,))
+        if histogram:
+            return (site, (before, observed), f"after {name} on {what} at "
+                    f"{i.address:#x}: the count before it in {a.t}",
+                    make_tag("histogram", f.op)), ""
+        got = _increment(insns, n) if a.call else (Fetch("reg", size=8, regs=(a.s,)), 1)
         if got is None:
             return (site, (Fetch("unavailable", why="the increment passed in x0 is not "
                                  "kept"), _field(f), before),
-                    f"after the call of {name} on {what} at {i.address:#x}: the value "
-                    "before it in x0, the value read back from memory",
-                    make_tag(f.kind, f.op)), ""
+                    f"after {name} on {what} at {i.address:#x}: the value before it in "
+                    f"{a.t}, the value read back from memory", make_tag(f.kind, f.op)), ""
         delta, sign = got
         if delta.kind == "const":  # a signed offset: -1 is x0 + (-1)
             step = delta.offset - 2**64 if delta.offset >= 2**63 else delta.offset
-            value = Fetch("reg", size=8, regs=("x0",), offset=step)
+            value = Fetch("reg", size=8, regs=(a.t,), offset=step)
             told = f"the constant {delta.offset:#x}"
         else:
-            value = Fetch("reg", size=8, regs=("x0", delta.regs[0]),
+            value = Fetch("reg", size=8, regs=(a.t, delta.regs[0]),
                           formula="-" if sign < 0 else "+")
             told = f"{'minus ' if sign < 0 else ''}{delta.regs[0]}"
         return (site, (delta, value, before),
-                f"after the call of {name} on {what} at {i.address:#x}: the value before "
-                f"it in x0, the increment {told}", make_tag(f.kind, f.op, sign)), ""
-    if kind == "cas":
-        cmp, bne = (insns[n + 1], insns[n + 2]) if n + 2 < len(insns) else (None, None)
-        if cmp is None or bne is None or cmp.mnemonic != "cmp" or \
-                cmp.operands[:1] != (("reg", "x0"),) or bne.mnemonic != "b.ne" or \
-                bne.target is None or bne.target > i.address:
-            return None, f"no loop back after its call of {name} (cmp x0, then b.ne)"
-        if not _probeable(b, insns, n + 3):
-            return None, "no instruction after its loop to probe"
-        return (insns[n + 3].address, (
-            Fetch("unavailable", why="computed at run time: the increment is new - old"),
-            Fetch("reg", size=8, regs=("x1",)), Fetch("reg", size=8, regs=("x0",)),
-            _field(f)),
-            f"after the loop of {name} on {what} at {i.address:#x}, reached once per "
-            "swap that took effect: old bits in x0, new in x1", make_tag(f.kind, f.op)), ""
-    return None, "not an update noop reads on arm64"
+                f"after {name} on {what} at {i.address:#x}: the value before it in "
+                f"{a.t}, the increment {told}", make_tag(f.kind, f.op, sign)), ""
+    if a.call or b.isa.handling_at(insns, n) == sites.REFUSED:
+        return None, f"no instruction after {name} to probe"
+    field = _field(f)
+    if histogram:
+        return (i.address, (field, observed), f"at the {i.mnemonic} on {what} at "
+                f"{i.address:#x} (after it {a.t} no longer holds the count, or the "
+                "address): the count before it read from memory",
+                make_tag("histogram", f.op)), ""
+    return (i.address, (Fetch("reg", size=8, regs=(a.s,)),
+                        Fetch("sum", ops=field.ops, offset=field.offset, regs=(a.s,)), field),
+            f"at the {i.mnemonic} on {what} at {i.address:#x} (after it {a.t} no longer "
+            f"holds the value before, the amount or the address): the value before it read "
+            f"from memory, the increment {a.s}", make_tag(f.kind, f.op)), ""
