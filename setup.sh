@@ -3,7 +3,8 @@
 #   ./setup.sh demo   build and start the bundled example, show noop on it
 #   ./setup.sh test   run the whole test suite, lint and type checks
 #   ./setup.sh test-arm64   noop's checks on arm64, in an emulated machine (opt-in; the
-#                     guest's image is made once, ~10-25 min, and kept; a run ~10-30 min)
+#                     guest's image is made once, ~10 min, and kept; a run ~8-10 min once
+#                     the BPF it compiles is kept with it)
 # Run as root: it installs Debian packages, and BPF needs root to load.
 set -euo pipefail
 
