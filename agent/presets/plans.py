@@ -114,9 +114,9 @@ def need_updates(p: Plan, how: str) -> None:
     read: its plan holds the mirror's probe alone."""
     arch = p.targets[0].arch if p.targets else "x86-64"
     if library(p) in MIRRORED and all(probe.name == GATHERED for probe in p.probes):
-        some = arch in (client_golang.UPDATES_READ if library(p) == "client_golang" else
-                        rust_prometheus.UPDATES_READ
-                        if library(p) == rust_prometheus.LIBRARY else ())
+        read = {"client_golang": client_golang.UPDATES_READ,
+                rust_prometheus.LIBRARY: rust_prometheus.UPDATES_READ}
+        some = arch in read.get(library(p), ())
         err = NoopError(f"{how} probes every update of the program's metrics, and on "
                         f"{arch} noop " + ("reads the update code for noop --binary's "
                                            "lines only, not for noop run's counts yet"
