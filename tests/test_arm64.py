@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -1223,3 +1224,195 @@ def test_an_outline_adds_increment_is_what_the_code_put_in_x0(tmp_path: Path, co
     else:
         fetch, sign = got
         assert ((fetch.offset if fetch.kind == "const" else fetch.regs[0]), sign) == want
+
+
+@pytest.fixture(scope="module")
+def rust_arm64_llsc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same built with neither outline atomics nor the Large System Extensions
+    (``-outline-atomics``): its atomics inlined as exclusive load/store loops."""
+    return cargo_build(EXAMPLE.parent / "rust-prometheus", "prometheus-0.13.*",
+                       "librust-prometheus-dev",
+                       tmp_path_factory.mktemp("rust-arm64-llsc") / "rust-prometheus",
+                       arm64=True, rustflags=("-C", "target-feature=-outline-atomics"))
+
+
+def _left_at(code: list[tuple[int, str, str]], k: int) -> int:
+    """The index of the instruction where the exclusive loop closed by the branch at
+    ``code[k]`` is left on success (a ``cbnz`` falls through, a ``cbz`` jumps), past
+    any loop that begins right there."""
+    _a, mnemonic, ops = code[k]
+    at = {a: j for j, (a, _m, _o) in enumerate(code)}
+    nxt = k + 1 if mnemonic == "cbnz" else at[int(ops.split(",")[1].split()[0], 16)]
+    if code[nxt][1] in ("ldxr", "ldaxr"):
+        close = next(j for j in range(nxt, len(code)) if code[j][1] in ("cbnz", "cbz"))
+        return _left_at(code, close)
+    return nxt
+
+
+def test_a_rust_arm64_builds_exclusive_loops_are_read_where_they_are_left(
+        rust_arm64_llsc: Path) -> None:
+    """A build whose atomics are exclusive load/store loops inlined
+    (``-outline-atomics``), against llvm-objdump's tick: each loop on a metric's value
+    (``ldxr``, ``add``/``sub #imm``, ``stxr``, ``cbnz`` back) has a site where the loop
+    is left, past the loops that follow it at once, its increment the immediate and
+    its value the register stored less what later adds of the same field add; each
+    float loop (``cbz`` on success) its site at the ``cbz``'s target, the increment the
+    constant ``fmov`` put in the D register its ``fadd`` adds; a value update followed by
+    a loop on another word (the labelled child's Arc dropped) read back from memory
+    through the register its address was made from: 17 updates, each with its site."""
+    done = run("check", "--binary", rust_arm64_llsc, "--json", timeout=180)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert RUST_TICK not in done.stderr, done.stderr  # nothing of tick said as unread
+    plan = json.loads(done.stdout)
+    row = inspect.function_list(str(rust_arm64_llsc), RUST_TICK)[0]
+    code = _objdump(rust_arm64_llsc, (row["address"], row["address"] + row["size"]))
+    sites = {(int(s["address"], 16), s["why"]): s for p in plan["probes"] for s in p["sites"]
+             if s["function"] == RUST_TICK}
+
+    def site(address: int, update: int) -> dict[str, Any]:
+        (got,) = [s for (a, why), s in sites.items()
+                  if a == address and f"at {update:#x}" in why]
+        return got
+
+    seen = 0
+    for k, (address, mnemonic, ops) in enumerate(code):
+        if mnemonic not in ("stxr", "stlxr") or not ops.startswith("w"):
+            continue
+        _status, stored, base = re.findall(r"\b[xw]\d+\b", ops)
+        if not _value_field(code, k, base):  # an Arc's count
+            assert not any(f"at {address:#x}" in why for _a, why in sites)
+            continue
+        head = max(j for j in range(k) if code[j][1] in ("ldxr", "ldaxr") and
+                   code[j][2].endswith(f"[{base}]"))
+        left = _left_at(code, k + 1)
+        s = site(code[left][0], address)["values"]
+        if code[k + 1][1] == "cbnz":  # an add: ldxr, add|sub #imm, stxr
+            m, imm = code[head + 1][1], int(code[head + 1][2].split("#")[1], 0)
+            step = imm if m == "add" else -imm
+            assert s["delta"]["offset"] == step & 2**64 - 1, ops
+            later = 0  # the loops after it on the same field, to where it is left
+            j = k + 2
+            while j < left:
+                nxt = code[j + 1]
+                if code[j + 2][2].endswith(f"[{base}]") and nxt[2].startswith(f"{stored},"):
+                    later += int(nxt[2].split("#")[1], 0) * (1 if nxt[1] == "add" else -1)
+                else:
+                    later = None
+                    break
+                j += 4
+            if later is None:  # after a loop on another word: from memory, its address
+                add = next(o for _a, mm, o in reversed(code[:head])
+                           if mm == "add" and o.startswith(f"{base},"))
+                assert s["value"]["kind"] == "mem" and s["value"]["ops"][0] == \
+                    {"op": "reg", "reg": add.split(",")[1].strip()}, ops
+            else:
+                assert (s["value"]["regs"], s["value"]["offset"]) == ([stored], -later), ops
+        else:  # a float's: cbz to where it is left, fadd of an fmov'd constant
+            fadd = next(o for _a, mm, o in code[head:k] if mm == "fadd")
+            d = [r for r in re.findall(r"\bd\d+\b", fadd)[1:]
+                 if not any(mm == "fmov" and o.startswith(f"{r}, x")
+                            for _a, mm, o in code[head:k])]
+            mm, const = next((mm, o) for _a, mm, o in reversed(code[:head])
+                             if o.startswith(f"{d[0]},") and mm not in ("str", "stur"))
+            if mm == "fmov" and "#" in const:  # the last write of it before the loop
+                bits = struct.unpack("<Q", struct.pack("<d", float(const.split("#")[1])))[0]
+                assert s["delta"]["kind"] == "const" and s["delta"]["offset"] == bits, ops
+            else:
+                assert s["delta"]["kind"] == "unavailable", ops
+            assert s["value"]["regs"] == [stored], ops
+        seen += 1
+    stores = [a for a, m, o in code if m == "str" and o.endswith(", #152]")]
+    for address in stores:
+        assert any(f"at {address:#x}" in why for _a, why in sites)
+    assert seen + len(stores) == 17 and len(sites) == 17
+
+
+_F = "fmov d0, #-2.5\n1: ldar x9, [x8]\nldxr x10, [x8]\ncmp x10, x9\nb.ne 2f\n" \
+    "fmov d1, x9\n{op}\nfmov x9, d1\nstlxr w10, x9, [x8]\ncbz w10, 3f\nb 1b\n2: clrex\n" \
+    "b 1b\n3: mov x20, x21"
+_MINUS_2_5 = struct.unpack("<Q", struct.pack("<d", -2.5))[0]
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    # an add of an immediate, left after the cbnz; the old value gone (the same register)
+    ("1: ldxr x9, [x8]\nadd x9, x9, #3\nstxr w10, x9, [x8]\ncbnz w10, 1b\nmov x20, x21",
+     ("ldadd", "x9", "", 3, "", 1, None)),
+    # a sub of a register into another: the old value kept
+    ("1: ldaxr x9, [x8]\nsub x10, x9, x1\nstlxr w11, x10, [x8]\ncbnz w11, 1b\nmov x20, x21",
+     ("ldadd", "x10", "x9", None, "x1", -1, None)),
+    # the amount is the status register: gone after the store
+    ("1: ldxr x9, [x8]\nadd x9, x9, x10\nstxr w10, x9, [x8]\ncbnz w10, 1b\nmov x20, x21",
+     None),
+    # a float's add: left at the cbz's target, the constant fmov put before the loop
+    (_F.format(op="fadd d1, d1, d0"), ("cas", "x9", "", None, "", 1, _MINUS_2_5)),
+    (_F.format(op="fsub d1, d1, d0"), ("cas", "x9", "", None, "", 1, _MINUS_2_5 ^ 1 << 63)),
+    (_F.format(op="fadd d1, d0, d1"), ("cas", "x9", "", None, "", 1, _MINUS_2_5)),
+    # the amount computed in the loop: no constant
+    (_F.format(op="fmul d0, d0, d0\nfadd d1, d1, d0"), ("cas", "x9", "", None, "", 1, None)),
+    # the place after the loop reached from elsewhere too
+    ("cbz x3, 2f\n1: ldxr x9, [x8]\nadd x9, x9, #1\nstxr w10, x9, [x8]\ncbnz w10, 1b\n"
+     "2: mov x20, x21", None),
+    # a shifted immediate, a 32-bit loop, a store to another address, a pair
+    ("1: ldxr x9, [x8]\nadd x9, x9, #1, lsl #12\nstxr w10, x9, [x8]\ncbnz w10, 1b\n"
+     "mov x20, x21", None),
+    ("1: ldxr w9, [x8]\nadd w9, w9, #1\nstxr w10, w9, [x8]\ncbnz w10, 1b\nmov x20, x21",
+     None),
+    ("1: ldxr x9, [x8]\nadd x9, x9, #1\nstxr w10, x9, [x7]\ncbnz w10, 1b\nmov x20, x21",
+     None),
+    ("1: ldxp x9, x11, [x8]\nadd x9, x9, #1\nstxp w10, x9, x11, [x8]\ncbnz w10, 1b\n"
+     "mov x20, x21", None),
+    # a call inside the window
+    ("1: ldxr x9, [x8]\nbl f\nstxr w10, x9, [x8]\ncbnz w10, 1b\nmov x20, x21", None),
+])
+def test_an_exclusive_loop_is_read_where_it_is_left(tmp_path: Path, code: str,
+                                                    want: Any) -> None:
+    """An exclusive load/store loop assembled by binutils: its site the instruction the
+    loop is left by on success (marked ``mov x20, x21``), what holds the new value, the
+    old, the amount (an immediate, or a register and its sign) and a float loop's
+    constant increment (f64 bits); none for what the module does not know."""
+    from agent.binary.isa.arm64_loops import loop
+
+    insns = _assembled(tmp_path, code)
+    store = max(n for n, i in enumerate(insns) if i.mnemonic.startswith("st"))
+    got = loop(insns, store)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None and insns[got.site].operands == (("reg", "x20"), ("reg", "x21"))
+    assert (got.kind, got.new, got.old, got.imm, got.amount, got.sign, got.bits) == want
+
+
+_LOOP = "{l}: ldxr x9, [{b}]\nadd x9, x9, #{i}\nstxr w10, x9, [{b}]\ncbnz w10, {l}b\n"
+
+
+@pytest.mark.parametrize(("code", "want"), [
+    # inc(); inc_by(4): the first seen where the second is left, less the second's 4
+    ("add x8, x0, #152\n" + _LOOP.format(l=1, b="x8", i=1) + _LOOP.format(l=2, b="x8", i=4)
+     + "mov x20, x21", ("x9", 4, True, None)),
+    # then a loop on another word (an Arc's count) that writes the address register: the
+    # field read back through what it was made from
+    ("add x8, x0, #152\n" + _LOOP.format(l=1, b="x8", i=1) +
+     "2: ldxr x8, [x0]\nsub x8, x8, #1\nstlxr w9, x8, [x0]\ncbnz w9, 2b\nmov x20, x21",
+     ("", 0, False, ("x0", 152))),
+    # the second loop entered from elsewhere too: not followed
+    ("add x8, x0, #152\ncbz x3, 2f\n" + _LOOP.format(l=1, b="x8", i=1) +
+     _LOOP.format(l=2, b="x8", i=4) + "mov x20, x21", None),
+])
+def test_an_exclusive_loop_falling_into_another_is_seen_where_the_last_is_left(
+        tmp_path: Path, code: str, want: Any) -> None:
+    """Loops one after another (``chained``): the first's site where the last is left,
+    the register with its value there plus what later adds of the same field add, and
+    whether its address register survives (else what it was made from: ``rebased``)."""
+    from agent.binary.isa.arm64_loops import chained, loop, rebased
+
+    insns = _assembled(tmp_path, code)
+    first = loop(insns, next(n for n, i in enumerate(insns) if i.mnemonic == "stxr"))
+    assert first is not None
+    seen = chained(insns, first)
+    if want is None:
+        assert seen is None
+        return
+    assert seen is not None and \
+        insns[seen.site].operands == (("reg", "x20"), ("reg", "x21"))
+    assert (seen.new, seen.later, seen.based, None if seen.based else
+            rebased(insns, first, seen.site)) == want

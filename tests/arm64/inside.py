@@ -751,7 +751,8 @@ def compiled_out(shipped: set[str]) -> None:
 # About how long each kind of build's checks take (seconds, the emulated machine):
 # the longest go first, so that the two lanes end together.
 _LASTS = {"loop": 110, "rust": 150, "gonewest": 90, "gonewest-stripped": 80,
-          "rust-lse": 70, "go1.19-stripped": 65, "go1.19": 45, "mirror": 35, "c": 20}
+          "rust-lse": 70, "rust-llsc": 70, "go1.19-stripped": 65, "go1.19": 45,
+          "mirror": 35, "c": 20}
 
 
 def _kind(build: Path) -> str:
@@ -773,7 +774,7 @@ def checked(build: Path) -> None:
             mirrored_program(build)
         elif (build / "rust-prometheus").exists():
             traced_updates(build)
-            if build.name == "rust":  # the +lse build's mirror would be the same
+            if build.name == "rust":  # the other builds' mirrors would be the same
                 mirrored_example(build)
         elif (build / "go-loop").exists():
             if build.name.startswith("gonewest"):

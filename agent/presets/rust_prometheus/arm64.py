@@ -27,17 +27,26 @@ them) inlines the LSE instructions instead: ``ldadd Xs, Xt, [Xn]`` is probed aft
 where Xt (the value before), Xs (the amount) and Xn (the address) are all still there
 (exact); where Xt overwrote one of them, at the instruction itself, the value after read
 as the field there plus Xs (another thread's update of that moment may be in it). A
-``cas Xs, Xt, [Xn]`` loop as the helper's, with its own registers. An exclusive
-load/store loop inlined (a build without outline atomics) and a local histogram's
-flush are said once, not read.
+``cas Xs, Xt, [Xn]`` loop as the helper's, with its own registers.
+
+A build with neither (``-outline-atomics``) inlines exclusive load/store loops: each
+is read where it is left on success (``arm64_loops``), the new value in the register
+it stored, the increment the add's immediate or register, or a float loop's constant
+(``fmov Dk, #imm``; else new - old where the old bits are still in a register). Where
+the loop falls straight into another (``inc(); inc()``, an Arc's count dropped after a
+labelled child's update) the site is where the last one is left: the value less what
+later adds of constants to the same field added, else read back from memory, the
+metric through the register its address was made from when a later loop wrote it. A
+local histogram's flush is said once, not read.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from agent.binary import sites
+from agent.binary import guards, sites
+from agent.binary.isa import arm64_loops
 from agent.binary.isa.arm64 import _word
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
@@ -50,6 +59,8 @@ _HELPER = re.compile(r"__aarch64_(ldadd|cas)8_(relax|acq|rel|acq_rel)$")
 _SCRATCH = frozenset({"x0", "x15", "x16", "x17"})
 _MASK = 2**64 - 1
 _GONE = Fetch("unavailable", why="not held anywhere at this site")
+_OBSERVED = Fetch("unavailable", why="v is passed in a v register, which a uprobe's "
+                  "pt_regs does not hold")
 
 
 def helper(b: Binary, i: sites.Insn) -> str | None:
@@ -126,8 +137,15 @@ def is_update(b: Binary, insns: tuple[sites.Insn, ...], n: int, number: str,
     i = insns[n]
     if store:
         return _store(i) is not None
+    kind = "cas" if number == "f64" else "ldadd"
     a = atomic(b, i)
-    return a is not None and a.kind == ("cas" if number == "f64" else "ldadd")
+    if a is not None:
+        return a.kind == kind
+    got = arm64_loops.loop(insns, n) if i.mnemonic in _EXCLUSIVE_STORES else None
+    return got is not None and got.kind == kind
+
+
+_EXCLUSIVE_STORES = ("stxr", "stlxr")
 
 
 def mem_reg(b: Binary, i: sites.Insn) -> tuple[str, int] | None:
@@ -137,6 +155,10 @@ def mem_reg(b: Binary, i: sites.Insn) -> tuple[str, int] | None:
     a = atomic(b, i)
     if a is not None:
         return a.n, 0
+    mem = [o for o in i.operands if o[0] == "mem"]
+    if i.mnemonic in _EXCLUSIVE_STORES and len(mem) == 1 and not mem[0][2] and \
+            not mem[0][3]:
+        return str(mem[0][1]), 0
     st = _store(i)
     return (st[1], st[2]) if st is not None else None
 
@@ -146,6 +168,9 @@ def reader(b: Binary) -> Reader:
     call of the add helper."""
     def counts(insns: tuple[sites.Insn, ...], n: int) -> bool:
         a = atomic(b, insns[n])
+        if a is None and insns[n].mnemonic in _EXCLUSIVE_STORES:
+            got = arm64_loops.loop(insns, n)
+            return got is not None and got.kind == arm64_loops.ADD
         return a is not None and a.kind == "ldadd"
 
     return Reader(lambda insns, n, number, store: is_update(b, insns, n, number, store),
@@ -192,9 +217,10 @@ def _increment(insns: tuple[sites.Insn, ...], n: int) -> tuple[Fetch, int] | Non
     return None
 
 
-def place(b: Binary, f: Found) -> tuple[Placed | None, str]:
+def place(b: Binary, f: Found) -> tuple[Placed | None, guards.Before | str]:
     """Where to probe update ``f``, what to read there, why and the site's tag; or
-    None and why there is none."""
+    None and why there is none. With a site, a ``guards.Before`` when the metric is read
+    there through another register than ``f.base`` (``_looped``)."""
     insns, n = f.insns, f.n
     i = insns[n]
     what = f"the {f.kind}'s {'count' if f.kind == 'histogram' else 'value'}"
@@ -218,6 +244,11 @@ def place(b: Binary, f: Found) -> tuple[Placed | None, str]:
                 f"after the store of the new value to {what} at {i.address:#x} (from "
                 f"{src}: no v register in a uprobe's pt_regs), read back from memory",
                 make_tag(f.kind, f.op, store=True)), ""
+    if i.mnemonic in _EXCLUSIVE_STORES:
+        got = arm64_loops.loop(insns, n)
+        if got is None:
+            return None, "an exclusive loop noop does not know"
+        return _looped(b, f, got, what)
     a = atomic(b, i)
     if a is None:
         return None, "not an update noop reads on arm64"
@@ -248,8 +279,7 @@ def _added(b: Binary, f: Found, a: Atomic, name: str, what: str) -> tuple[Placed
     i = insns[n]
     after = _probeable(b, insns, n + 1) and (a.call or a.t not in ("xzr", a.n, a.s))
     histogram = f.kind == "histogram"
-    observed = Fetch("unavailable", why="v is passed in a v register, which a uprobe's "
-                     "pt_regs does not hold")
+    observed = _OBSERVED
     if after:
         site = insns[n + 1].address
         before = Fetch("reg", size=8, regs=(a.t,))
@@ -288,3 +318,73 @@ def _added(b: Binary, f: Found, a: Atomic, name: str, what: str) -> tuple[Placed
             f"at the {i.mnemonic} on {what} at {i.address:#x} (after it {a.t} no longer "
             f"holds the value before, the amount or the address): the value before it read "
             f"from memory, the increment {a.s}", make_tag(f.kind, f.op)), ""
+
+
+def _looped(b: Binary, f: Found, loop: arm64_loops.Loop, what: str
+            ) -> tuple[Placed | None, guards.Before | str]:
+    """An exclusive loop's site (``arm64_loops``): where the loop is left once its store
+    succeeded (or, where another loop follows at once, where the last of them is left:
+    ``chained``), the new value in a register there, the increment the add's immediate
+    or register or the float loop's constant. Where a later loop wrote the field's
+    address register, the metric is read through the register it was made from
+    (a ``guards.Before`` saying which, for ``probes``)."""
+    insns, n = f.insns, f.n
+    i = insns[n]
+    seen = arm64_loops.chained(insns, loop)
+    if seen is None or not _kernel_takes(b, insns, seen.site):
+        return None, f"no instruction after the exclusive loop on {what} at " \
+            f"{i.address:#x} to probe"
+    where = insns[seen.site]
+    moved: guards.Before | str = ""
+    if not seen.based:
+        made = arm64_loops.rebased(insns, loop, seen.site)
+        if made is None:
+            return None, f"the exclusive loops after the one on {what} at {i.address:#x} " \
+                f"write its address, and it is not kept elsewhere"
+        at = guards.Reg(made[0], add=made[1])
+        moved = guards.Before(where, ((f.base, at),), 0, 0, f"the address as {at}")
+        f = replace(f, base=made[0], disp=f.disp + made[1])
+    site = where.address
+    alone = seen.site == loop.site
+    old = loop.old if alone else ""
+    kind = f"{'cas' if loop.kind == arm64_loops.CAS else 'add'} loop"
+    at_end = "" if alone else f", at the end of the exclusive loops after it at {site:#x}"
+    place = f"after the exclusive {kind} on {what} at {i.address:#x}{at_end}"
+    if seen.new:
+        value = Fetch("reg", size=8, regs=(seen.new,), offset=-seen.later)
+        told = f"the value after it in {seen.new}" + (
+            f" less the {seen.later:+d} added after it (another thread's add between "
+            "them counted in it)" if seen.later else "")
+    else:
+        value = _field(f)
+        told = "the value read back from memory (what another thread adds by then " \
+            "counted in it)"
+    if loop.kind == arm64_loops.CAS:
+        delta = Fetch("const", offset=loop.bits) if loop.bits is not None else Fetch(
+            "unavailable", why="computed at run time: the increment is new - old")
+        before = Fetch("reg", size=8, regs=(old,)) if old else _GONE
+        return (site, (delta, value, before, value),
+                f"{place}: {told}" + (f", the old bits in {old}" if old else "") +
+                (", the increment a constant of the loop" if loop.bits is not None else ""),
+                make_tag(f.kind, f.op)), moved
+    if loop.imm is not None:
+        delta, step, sign = Fetch("const", offset=loop.imm & _MASK), loop.imm, 1
+        was = Fetch("reg", size=8, regs=(old,)) if old else Fetch(
+            "reg", size=8, regs=(seen.new,), offset=-seen.later - step) \
+            if seen.new else _GONE
+        amount = f"the constant {loop.imm}"
+    else:
+        delta, sign = Fetch("reg", size=8, regs=(loop.amount,)), loop.sign
+        was = Fetch("reg", size=8, regs=(old,)) if old else Fetch(
+            "reg", size=8, regs=(seen.new, loop.amount), formula="-" if sign > 0 else "+") \
+            if seen.new and not seen.later else _GONE
+        amount = f"{'minus ' if sign < 0 else ''}{loop.amount}"
+    if f.kind == "histogram":
+        return (site, (was, _OBSERVED), f"{place}: the count before it" +
+                (f" in {old}" if old else ""), make_tag("histogram", f.op)), moved
+    return (site, (delta, value, was), f"{place}: {told}, the increment {amount}",
+            make_tag(f.kind, f.op, sign)), moved
+
+
+def _kernel_takes(b: Binary, insns: tuple[sites.Insn, ...], k: int) -> bool:
+    return b.isa.handling_at(insns, k) != sites.REFUSED

@@ -31,7 +31,8 @@ _DECODE: dict[str, Decode] = {"f64": "float", "i64": "int", "u64": "uint"}
 # Each architecture's reading of the crate's update code, but x86-64's (``copies`` and
 # ``places``): how its code holds an update, and where one is probed (or why not).
 _ARCHES: dict[str, tuple[Callable[[Binary], Reader],
-                         Callable[[Binary, Found], tuple[Placed | None, str]]]] = {
+                         Callable[[Binary, Found],
+                                  tuple[Placed | None, guards.Before | str]]]] = {
     "arm64": (arm64.reader, arm64.place)}
 
 
