@@ -1416,3 +1416,39 @@ def test_an_exclusive_loop_falling_into_another_is_seen_where_the_last_is_left(
         insns[seen.site].operands == (("reg", "x20"), ("reg", "x21"))
     assert (seen.new, seen.later, seen.based, None if seen.based else
             rebased(insns, first, seen.site)) == want
+
+
+@pytest.mark.parametrize("build", ["rust_arm64", "rust_arm64_lse"])
+def test_a_rust_arm64_histograms_observed_value_is_the_sums_new_less_old(
+        build: str, request: pytest.FixtureRequest) -> None:
+    """The histogram's observed value (passed in a v register, which a uprobe cannot
+    read) where ``Histogram::observe`` adds it to the shard's sum, against llvm-objdump:
+    its count site kept for the thread, and a site after the sum's compare-and-swap loop
+    (``bl __aarch64_cas8_*``, or an inlined ``cas``, then ``cmp``, ``b.ne`` back), the
+    value new - old from the registers the swap compared and stored (x1 - x0, or the
+    ``cas``'s Xt - Xs), no call between them but outline helpers, no write of sp."""
+    binary: Path = request.getfixturevalue(build)
+    done = run("check", "--binary", binary, "--json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    (probe,) = [p for p in json.loads(done.stdout)["probes"] if p["name"] == "histogram"]
+    observe = "prometheus::histogram::Histogram::observe"
+    (row,) = [r for r in inspect.function_list(str(binary), observe) if r["name"] == observe]
+    code = _objdump(binary, (row["address"], row["address"] + row["size"]))
+    nm = dict((int(a, 16), n) for a, _t, n in (x.split(" ", 2) for x in subprocess.run(
+        ["nm", str(binary)], capture_output=True, text=True, check=True).stdout.splitlines()
+        if " T " in x or " t " in x))
+    (k,) = [k for k, (_a, m, o) in enumerate(code) if re.fullmatch(r"cas(a|al|l)?", m) or
+            (m == "bl" and "__aarch64_cas8_" in nm.get(int(o.split()[0], 16), ""))]
+    old, new = ("x0", "x1") if code[k][1] == "bl" else \
+        tuple(re.findall(r"\bx\d+\b", code[k][2])[:2])
+    assert code[k + 1][1] == "cmp" and code[k + 1][2].startswith(f"{old},") and \
+        code[k + 2][1] == "b.ne"
+    call, ret = probe["sites"]
+    assert (call["role"], ret["role"]) == ("call", "return")
+    assert int(ret["address"], 16) == code[k + 3][0]
+    assert ret["values"]["observed"]["regs"] == [old, new] and \
+        ret["values"]["observed"]["formula"] == "new-old"
+    between = [x for x in code if int(call["address"], 16) <= x[0] <= code[k][0]]
+    assert not any(o.startswith("sp,") for _a, _m, o in between)
+    assert all("__aarch64_" in nm.get(int(o.split()[0], 16), "")
+               for _a, m, o in between if m == "bl")

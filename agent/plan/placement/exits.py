@@ -34,13 +34,14 @@ def exit_sites(b: Binary, function: str, fetches: tuple[Fetch, ...],
     return tuple(out)
 
 
-def paired_with_swap(fetches: tuple[Fetch, ...], src: str
+def paired_with_swap(fetches: tuple[Fetch, ...], src: str, old: str = "rax"
                      ) -> tuple[tuple[Fetch, ...], tuple[Fetch, ...]]:
     """A count site paired with the compare-and-swap that adds the observed value to a
     sum, as an exit probe's call and return: the call's fetches (all but the last
     value, the observed one, which is read at the return) and the return's (what the
-    call read, and the observed value as new - old: rax and the swap's ``src``)."""
+    call read, and the observed value as new - old: the register ``old`` (x86-64's
+    rax) and the swap's ``src``)."""
     kept = (*fetches[:-1], Fetch("later"))
     ends = (*(Fetch("saved", slot=k) for k in range(len(fetches) - 1)),
-            Fetch("derived", regs=("rax", src), formula="new-old"))
+            Fetch("derived", regs=(old, src), formula="new-old"))
     return kept, ends

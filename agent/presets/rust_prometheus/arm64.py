@@ -20,7 +20,9 @@ returns the caller's registers are as it left them:
   old one still in memory), of ``xzr`` (0), or of a v register (after the store, read
   back from memory: a uprobe's ``pt_regs`` holds no v register);
 - a histogram's count (``ShardAndCount::inc``'s ``ldadd``): the count before in x0;
-  the observed value, in a v register, is not read.
+  the observed value (in a v register, which a uprobe cannot read) is new - old where
+  the sum's ``cas`` loop took effect, that site paired with the count's by the
+  thread's stack pointer (``paired``, as on x86-64).
 
 A build for a CPU with the Large System Extensions (``+lse``, a ``target-cpu`` that has
 them) inlines the LSE instructions instead: ``ldadd Xs, Xt, [Xn]`` is probed after it
@@ -36,8 +38,9 @@ it stored, the increment the add's immediate or register, or a float loop's cons
 the loop falls straight into another (``inc(); inc()``, an Arc's count dropped after a
 labelled child's update) the site is where the last one is left: the value less what
 later adds of constants to the same field added, else read back from memory, the
-metric through the register its address was made from when a later loop wrote it. A
-local histogram's flush is said once, not read.
+metric through the register its address was made from when a later loop wrote it
+(the histogram's observed value is not read there: the sum's loop keeps no old bits).
+A local histogram's flush is said once, not read.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ from agent.binary.isa import arm64_loops
 from agent.binary.isa.arm64 import _word
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
-from agent.presets.rust_prometheus.copies import Found, Reader
+from agent.plan.model import Site
+from agent.plan.placement.exits import paired_with_swap
+from agent.presets.rust_prometheus.copies import Found, Reader, indices
 from agent.presets.rust_prometheus.facts import make_tag
 from agent.presets.rust_prometheus.places import Placed
 
@@ -388,3 +393,59 @@ def _looped(b: Binary, f: Found, loop: arm64_loops.Loop, what: str
 
 def _kernel_takes(b: Binary, insns: tuple[sites.Insn, ...], k: int) -> bool:
     return b.isa.handling_at(insns, k) != sites.REFUSED
+
+
+def _sum_swap(b: Binary, f: Found, site: int) -> tuple[int, int, Atomic] | None:
+    """The compare-and-swap loop that adds the observed value to the shard's sum in the
+    histogram update ``f``'s ``HistogramCore::observe``, when a probe after it pairs
+    with one at ``site`` (the count's): (the swap's index, the index of the instruction
+    after its loop, the swap). The stack pointer is the same at both: nothing between
+    them writes it, and the only calls are outline helpers, which keep it."""
+    insns = f.insns
+    swaps = [m for m in indices(insns, list(f.around))
+             if (a := atomic(b, insns[m])) is not None and a.kind == "cas"]
+    k = sites.index_at(insns, site)
+    if len(swaps) != 1 or k is None or not f.n < swaps[0] < len(insns) - 3:
+        return None
+    m = swaps[0]
+    a = atomic(b, insns[m])
+    cmp, bne = insns[m + 1], insns[m + 2]
+    if a is None or cmp.mnemonic != "cmp" or cmp.operands[:1] != (("reg", a.s),) or \
+            bne.mnemonic != "b.ne" or bne.target is None or bne.target > insns[m].address \
+            or not _probeable(b, insns, m + 3):
+        return None
+    if any("sp" in i.writes or (i.kind == sites.CALL and helper(b, i) is None)
+           for i in insns[k:m + 3]):
+        return None
+    return m, m + 3, a
+
+
+def paired(b: Binary, f: Found, at: sites.Insn, fetches: tuple[Fetch, ...], tag: str,
+           why: str) -> list[tuple[int, int, Site]] | None:
+    """The histogram update ``f``'s two sites, as ``places.paired`` on x86-64: at the
+    count (``at``), which keeps what it reads for the thread, and after the loop of the
+    sum's compare-and-swap, reached once per swap that took effect, where the observed
+    value is new - old (the helper's x1 and x0, or an inlined ``cas``'s Xt and Xs); None
+    when there is no such loop to pair with."""
+    got = _sum_swap(b, f, at.address)
+    if got is None:
+        return None
+    m, k, a = got
+    swap, after = f.insns[m], f.insns[k]
+    name = b.functions.display_name(f.function)
+    kept, ends = paired_with_swap(fetches, a.t, a.s)
+    where = f"the call of {b.function_at(swap.target or 0)}" if a.call else \
+        f"the {swap.mnemonic}"
+    count = sites.index_at(f.insns, at.address)
+    assert count is not None  # a site is one of the function's instructions
+    return [
+        (at.address, -f.insns[f.n].address, Site(
+            name, at.address, b.elf.file_offset(at.address), why + "; kept for the sum's "
+            f"swap at {swap.address:#x}", kept, tag=tag,
+            handling=b.isa.handling_at(f.insns, count), role="call")),
+        (after.address, -swap.address, Site(
+            name, after.address, b.elf.file_offset(after.address),
+            f"after the loop of {where} on the histogram's sum at {swap.address:#x}, "
+            f"reached once per swap that took effect: the observed value new - old "
+            f"({a.s}, {a.t}), the count as the count site read it", ends, tag=tag,
+            handling=b.isa.handling_at(f.insns, k), role="return"))]

@@ -156,6 +156,10 @@ def _made(b: Binary, f: Found, placed: Placed, common: tuple[Fetch, ...],
     k = sites.index_at(f.insns, site)
     assert k is not None  # a site is one of the function's instructions
     at = f.insns[k]
+    if pair and f.kind == "histogram" and b.arch.name == "arm64":
+        two = arm64.paired(b, f, at, common + fetches, tag, why)
+        if two is not None:
+            return two
     swap = sum_swap(f, site) if pair and f.kind == "histogram" and \
         b.arch.name == "x86-64" else None
     if swap is not None:  # the count here, kept for the observed value at the swap
