@@ -450,7 +450,8 @@ def test_update_probes_are_where_the_atomics_took_effect(
     (``add Xt, Xt, Xs``); gauge.Add's compare-and-swap: the instruction after the
     ``tbz`` that retries a lost one, the old value the register ``cmp`` compared and
     the new the one ``stlxr`` stored; Set's release store: the instruction after the
-    ``stlr``, the value it stored; the histogram's count: as Inc's; SetToCurrentTime's
+    ``stlr``, the value it stored; the histogram's count: as Inc's, just after the store
+    of observe's v (d0) to its frame that follows, v read from that slot; SetToCurrentTime's
     store through the receiver it loaded back from the frame slot it spilled it to."""
     _variant, binary, twin = built
     done = run("check", "--binary", binary, "--json", timeout=300)
@@ -478,7 +479,19 @@ def test_update_probes_are_where_the_atomics_took_effect(
         assert code[lse + 2][1] == "b" and int(code[lse + 2][2].split()[0], 16) == join
         t, _t, s = _ops(code[lse + 1][2])  # add Xt, Xt, Xs
         got = site(probe, tag)
-        assert int(got["address"], 16) == join and regs(got, "before") == [t, s]
+        assert regs(got, "before") == [t, s]
+        if probe == "counter_int":
+            assert int(got["address"], 16) == join
+            continue
+        # observe's v (in d0) stored to its frame at the join, for the call after: read
+        # from there just after the store, nothing the site reads written on the way
+        spill = next(k for k, (a, m, o) in enumerate(code) if a >= join and m == "str"
+                     and o.startswith("d0, [sp, #"))
+        assert not any(_ops(o)[0] in (t, s) or m.startswith("b")
+                       for a, m, o in code if join <= a < code[spill][0])
+        assert int(got["address"], 16) == code[spill + 1][0]
+        assert got["values"]["observed"]["ops"] == \
+            [{"op": "sp", "offset": int(_ops(code[spill][2])[2].lstrip("#"))}]
     code = _method(twin, binary, "(*gauge).Add")
     k = next(k for k, (_a, m, o) in enumerate(code) if m == "tbz" and
              int(o.split(",")[-1].split()[0], 16) == code[0][0])  # the retry

@@ -327,8 +327,7 @@ def untouched_until(insns: tuple[Insn, ...], reg: str, address: int) -> bool:
     if any(i.target is not None and entry < i.target <= address
            and not entry <= i.address < address for i in insns):
         return False
-    return all(reg not in i.writes and i.mnemonic != "call"
-               for i in insns if i.address < address)
+    return all(reg not in i.writes and i.kind != CALL for i in insns if i.address < address)
 
 
 def overwrites_frame(i: Insn, offset: int, size: int) -> bool:

@@ -90,7 +90,7 @@ class Op:
         if self.op == "reg":
             return self.reg
         if self.op == "sp":
-            return f"rsp{self.offset:+d}"
+            return f"sp{self.offset:+d}"  # the stack pointer (rsp, sp)
         if self.op == "deref":
             return f"*(+{self.offset})" if self.offset >= 0 else f"*({self.offset})"
         if self.op == "index":

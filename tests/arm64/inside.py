@@ -334,9 +334,9 @@ def _mirror(tag: str, binary: str, own_addr: str, mode: str, skip: tuple[str, ..
         stopped(agent, tag, binary, log, f" ({mode})")
 
 
-# The builds whose histogram's observed value noop --binary does not read: Go's (in v0)
-# and the Rust example's exclusive loops (the sum's old bits not kept).
-_UNOBSERVED = ("go1.19", "go1.19-stripped", "gonewest", "gonewest-stripped", "rust-llsc")
+# The builds whose histogram's observed value noop --binary does not read: the Rust
+# example's exclusive loops (the sum's loop keeps no old bits).
+_UNOBSERVED = ("rust-llsc",)
 
 
 def traced_updates(build: Path) -> None:

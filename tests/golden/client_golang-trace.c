@@ -1676,7 +1676,7 @@ int noop_p5_s0(struct pt_regs *ctx)
 	/* before = register (before): rsi */
 	e->v10 = 0;
 	e->v10 = ctx->si;
-	/* observed = v: rsp+80 +0: 8 bytes */
+	/* observed = v: sp+80 +0: 8 bytes */
 	e->v11 = 0;
 	do {
 		u64 a = 0;

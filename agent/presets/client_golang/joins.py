@@ -9,9 +9,11 @@ registers it compared and stored), after a release store (the value stored).
 
 A copy of a method inlined into another function is read in its ranges: an update
 there whose address is the field's offset from whatever value it was computed from
-(``origin``'s roots). What it does not read yet, each said in the plan's notes: a copy
-whose update another path joins, the summary with objectives' buffer, ``Observe``'s
-value (passed in v0, which a uprobe cannot read). ``noop run`` does not fold arm64
+(``origin``'s roots). ``Observe``'s value (passed in F0, which a uprobe cannot read) is
+read from the frame slot ``observe`` stores it to just after the count's update
+(``_past_spill``). What it does not read yet, each said in the plan's notes: a copy
+whose update another path joins, the summary with objectives' buffer, the observed
+value where it is not stored so. ``noop run`` does not fold arm64
 updates into its rows yet (``facts.UPDATES_FOLDED``).
 """
 
@@ -20,16 +22,26 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from agent.binary import sites
 from agent.binary.isa import of
+from agent.binary.isa.arm64 import _word
 from agent.binary.isa.arm64_updates import ADD, CAS, STORE, Update, origin, updates
 from agent.binary.sites import CALL, Insn
 from agent.config.selector import Selector
 from agent.plan.binary import Binary
-from agent.plan.fetches import Fetch
+from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Plan, ProbePlan, Site, ValueSpec
 from agent.plan.updates import field_offset
 from agent.presets.client_golang.facts import PKG, RULES, TARGET, Rule, method_op
-from agent.presets.client_golang.values import common, field, receiver, regions, register
+from agent.presets.client_golang.values import (
+    OBSERVED,
+    common,
+    field,
+    held_v,
+    receiver,
+    regions,
+    register,
+)
 
 OPS = {"xadd": ADD, "cmpxchg": CAS, "xchg": STORE}  # x86-64's mnemonic: the operation
 
@@ -92,15 +104,22 @@ def _rule(b: Binary, rule: Rule, op: str, unseen: list[str]) -> ProbePlan | None
             continue
         for u in found:
             seen.add(u.site)
-            pairs = common(b, recv, u.base, -offset) + _specific(b, rule, recv, u, -offset)
+            n = index[u.site]
+            spill = _past_spill(b, fn, insns, n, (u.base, u.new, u.delta)) \
+                if own and rule.mnemonic == "xadd" and rule.probe != "counter_int" else None
+            kept = Fetch("mem", ops=(Op("sp", offset=spill[1]),), size=8) if spill else None
+            pairs = common(b, recv, u.base, -offset) + \
+                _specific(b, rule, recv, u, -offset, kept)
             values = tuple(v for v, _ in pairs)
             if layout is not None and values != layout:
                 continue  # same rule, other types: not a client_golang we know
             layout = values
-            n = index[u.site]
             how = f"where {rule.struct}.{rule.field}'s {op} at {u.insn.address:#x} took " \
                 f"effect ({_where(u)})" + ("" if own else f" ({method} inlined into {fn})")
-            out.append(Site(fn, u.site, b.elf.file_offset(u.site), how,
+            if spill is not None:
+                n = spill[0]
+                how += f", just after v's spill to the stack (at {insns[n - 1].address:#x})"
+            out.append(Site(fn, insns[n].address, b.elf.file_offset(insns[n].address), how,
                             tuple(f for _, f in pairs), tag=f"{rule.kind}.{method_op(method)}",
                             handling=isa.handling_at(insns, n)))
     if not out or layout is None:
@@ -137,18 +156,48 @@ def _where(u: Update) -> str:
     return f"the value stored in {u.new}"
 
 
-def _specific(b: Binary, rule: Rule, recv: object, u: Update, add: int
-              ) -> list[tuple[ValueSpec, Fetch]]:
-    """What each rule reads, named as on x86-64 (``values.specific``)."""
+def _past_spill(b: Binary, fn: str, insns: tuple[Insn, ...], n: int,
+                keep: tuple[str, ...]) -> tuple[int, int] | None:
+    """Where ``Observe``'s v is read after the update whose site is ``insns[n]``: the
+    instruction just after the function stores v's register (Go's first float one,
+    F0) to its frame (``str d0, [sp, #d]``, to keep it across the call that follows),
+    on straight-line code from the site that writes none of ``keep`` (what the site
+    reads) nor the stack pointer; (its index, d). None where there is no such store,
+    or where DWARF (or, stripped, the code since the entry) does not say the register
+    held v there."""
+    reg = b.arch.go_float_regs[0]
+    targets = sites.branch_targets(insns)
+    for k in range(n, min(len(insns) - 1, n + 8)):
+        i = insns[k]
+        if (k > n and i.address in targets) or i.kind != sites.NEXT or \
+                "sp" in i.writes or any(r in i.writes for r in keep if r):
+            return None
+        ops = i.operands
+        if i.mnemonic == "str" and len(ops) == 2 and ops[0] == ("reg", reg) and \
+                ops[1][0] == "mem" and ops[1][1] == "sp" and not ops[1][2] and \
+                _word(i.raw) >> 30 == 3:  # 8 bytes: a D register
+            after = k + 1
+            if insns[after].address in targets or \
+                    of(b.arch.name).handling_at(insns, after) == sites.REFUSED or \
+                    not held_v(b, fn, insns, i.address, reg):
+                return None
+            return after, int(ops[1][3])
+    return None
+
+
+def _specific(b: Binary, rule: Rule, recv: object, u: Update, add: int,
+              v: Fetch | None = None) -> list[tuple[ValueSpec, Fetch]]:
+    """What each rule reads, named as on x86-64 (``values.specific``); ``v``: where
+    ``Observe``'s v is read (``_past_spill``), None where it is not."""
     if rule.probe == "counter_int" or rule.mnemonic == "xadd":
         before = (ValueSpec("before", "uint", 8, 0, "uint64", "register (before)"),
                   Fetch("reg", size=8, regs=(u.new, u.delta), formula="-"))
         if rule.probe == "counter_int":
             return [before, field(b, recv, u.base, "valInt", "uint", add),
                     field(b, recv, u.base, "valBits", "float", add)]
-        why = "v is passed in v0, a SIMD register, which a uprobe cannot read"
-        return [before, (ValueSpec("observed", "float", 8, 0, "float64", "v"),
-                         Fetch("unavailable", why=why))]
+        why = "v is passed in v0, a SIMD register, which a uprobe cannot read, and " \
+            "not stored to the stack just after the update"
+        return [before, (OBSERVED, v or Fetch("unavailable", why=why))]
     if rule.probe == "counter_float":
         return [register("old", u.old, "float", "float64"),
                 register("new", u.new, "float", "float64"),

@@ -60,16 +60,23 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
               ) -> tuple[ValueSpec, Fetch]:
     """Histogram.Observe's v: passed in xmm0, which a uprobe cannot read; found where the
     function stored xmm0 on the stack before the site, if DWARF agrees it held v."""
-    spec = ValueSpec("observed", "float", 8, 0, "float64", "v")
     reason = "v is passed in xmm0, and this kernel cannot read XMM registers in a uprobe"
     found = sites.spilled(insns, site, "xmm0")
-    if found is None:
-        return spec, Fetch("unavailable", why=reason)
-    offset, store = found
-    if b.dwarf.from_metadata:  # no location lists: the code itself must show it
-        return spec, (Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
-                      if sites.untouched_until(insns, "xmm0", store)
-                      else Fetch("unavailable", why=reason))
+    if found is None or not held_v(b, function, insns, found[1], "xmm0"):
+        return OBSERVED, Fetch("unavailable", why=reason)
+    return OBSERVED, Fetch("mem", ops=(Op("sp", offset=found[0]),), size=8)
+
+
+OBSERVED = ValueSpec("observed", "float", 8, 0, "float64", "v")
+
+
+def held_v(b: Binary, function: str, insns: tuple[sites.Insn, ...], store: int, reg: str
+           ) -> bool:
+    """Whether ``reg`` held the function's parameter v when the instruction at ``store``
+    ran: DWARF's location list says so; without one (a stripped Go build's metadata),
+    the code: nothing from the entry to there wrote it (v's register under Go's ABI)."""
+    if b.dwarf.from_metadata:
+        return sites.untouched_until(insns, reg, store)
     _sym, die = b.functions.find(function)
     for child in die.iter_children():
         if child.tag == "DW_TAG_formal_parameter" and die_name(child) == "v":
@@ -77,10 +84,9 @@ def _observed(b: Binary, function: str, insns: tuple[sites.Insn, ...], site: int
             try:
                 loc = b.functions.locations.pieces(expr or [], 8, None, at_entry=True)
             except Unavailable:
-                break
-            if loc == (Piece(8, reg="xmm0"),):
-                return spec, Fetch("mem", ops=(Op("sp", offset=offset),), size=8)
-    return spec, Fetch("unavailable", why=reason)
+                return False
+            return loc == (Piece(8, reg=reg),)
+    return False
 
 
 def inlined(b: Binary, fn: str) -> tuple[Any, ...]:
