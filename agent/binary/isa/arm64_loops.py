@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from agent.binary import sites
 from agent.binary.isa.arm64 import _exclusive_load, _word, exclusive
+from agent.binary.isa.arm64_updates import _mem, _regs
 from agent.binary.sites import CALL, JUMP, RETURN, STOP, Insn
 
 ADD, CAS = "ldadd", "cas"
@@ -57,15 +58,6 @@ class Loop:
     bits: int | None = None
 
 
-def _regs(i: Insn) -> list[str]:
-    return [str(o[1]) for o in i.operands if o[0] == "reg"]
-
-
-def _base(i: Insn) -> str | None:
-    mems = [o for o in i.operands if o[0] == "mem"]
-    return str(mems[0][1]) if len(mems) == 1 and not mems[0][2] and not mems[0][3] else None
-
-
 def _single(w: int) -> bool:
     """An exclusive access of one 8-byte register (size 3, not a pair: o1, bit 21)."""
     return exclusive(w) and w >> 30 == 3 and not w & (1 << 21)
@@ -80,14 +72,14 @@ def loop(insns: tuple[Insn, ...], n: int) -> Loop | None:
     closing an add or compare-and-swap loop this module knows."""
     st = insns[n]
     w = _word(st.raw)
-    regs, base = _regs(st), _base(st)
+    regs, base = _regs(st), _mem(st)
     if not _single(w) or _exclusive_load(w) or len(regs) != 2 or base is None or \
             n + 1 >= len(insns):
         return None
     status, new = regs
     head = next((k for k in range(n - 1, max(-1, n - _WINDOW), -1)
                  if _exclusive_load(_word(insns[k].raw))), None)
-    if head is None or not _single(_word(insns[head].raw)) or _base(insns[head]) != base:
+    if head is None or not _single(_word(insns[head].raw)) or _mem(insns[head]) != base:
         return None
     body = insns[head + 1:n]
     if any(i.kind in (CALL, JUMP, RETURN, STOP) or (i.target is not None and

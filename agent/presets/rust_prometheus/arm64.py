@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from agent.binary import guards, sites
 from agent.binary.isa import arm64_loops
 from agent.binary.isa.arm64 import _word
+from agent.binary.isa.arm64_updates import _mem
 from agent.plan.binary import Binary
 from agent.plan.fetches import Fetch, Op
 from agent.plan.model import Site
@@ -160,10 +161,9 @@ def mem_reg(b: Binary, i: sites.Insn) -> tuple[str, int] | None:
     a = atomic(b, i)
     if a is not None:
         return a.n, 0
-    mem = [o for o in i.operands if o[0] == "mem"]
-    if i.mnemonic in _EXCLUSIVE_STORES and len(mem) == 1 and not mem[0][2] and \
-            not mem[0][3]:
-        return str(mem[0][1]), 0
+    base = _mem(i) if i.mnemonic in _EXCLUSIVE_STORES else None
+    if base is not None:
+        return base, 0
     st = _store(i)
     return (st[1], st[2]) if st is not None else None
 
@@ -336,7 +336,7 @@ def _looped(b: Binary, f: Found, loop: arm64_loops.Loop, what: str
     insns, n = f.insns, f.n
     i = insns[n]
     seen = arm64_loops.chained(insns, loop)
-    if seen is None or not _kernel_takes(b, insns, seen.site):
+    if seen is None or b.isa.handling_at(insns, seen.site) == sites.REFUSED:
         return None, f"no instruction after the exclusive loop on {what} at " \
             f"{i.address:#x} to probe"
     where = insns[seen.site]
@@ -390,9 +390,6 @@ def _looped(b: Binary, f: Found, loop: arm64_loops.Loop, what: str
     return (site, (delta, value, was), f"{place}: {told}, the increment {amount}",
             make_tag(f.kind, f.op, sign)), moved
 
-
-def _kernel_takes(b: Binary, insns: tuple[sites.Insn, ...], k: int) -> bool:
-    return b.isa.handling_at(insns, k) != sites.REFUSED
 
 
 def _sum_swap(b: Binary, f: Found, site: int) -> tuple[int, int, Atomic] | None:
