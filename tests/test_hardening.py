@@ -145,11 +145,21 @@ def test_pid_of_a_kernel_thread(noop: NoopRun, privileged: None, example: Path,
              f"process {pid} does not run {example}", "cannot be read")
 
 
+def _free_pid() -> int:
+    top = int(Path("/proc/sys/kernel/pid_max").read_text())
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    near = {(last + k) % top for k in range(2048)}  # the next ones to be given
+    return next(p for p in range(top - 1, 1, -1)
+                if p not in near and not Path(f"/proc/{p}").exists())
+
+
 @pytest.mark.parametrize("command", [(), ("check",)])
 def test_pid_that_is_no_process(noop: NoopRun, example: Path, command: tuple[str, ...]
                                 ) -> None:
-    """A PID no process has (above every PID in use, below the kernel's limit)."""
-    pid = str(int(Path("/proc/sys/kernel/pid_max").read_text()) - 1)
+    """A PID no process has: the highest below the kernel's limit with no process now,
+    away from the PIDs the kernel hands out next (after the last it gave, which wraps
+    around to low ones once the limit is reached: a long run does)."""
+    pid = str(_free_pid())
     _refused(noop(*command, "--binary", example, "--pid", pid,
                   *(() if command else ("--duration", "1"))), 2, f"no process {pid}")
 
